@@ -1,0 +1,93 @@
+// utils.h: the one error style of gptrain, and checked file I/O.
+// defines: CHECK, fail, fail_file, xmalloc, fopen_or_fail, fread_or_fail, fwrite_or_fail,
+//          fclose_or_fail, file_size_or_fail, parse_int, parse_float
+#pragma once
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
+
+// Internal invariant: prints where it broke and the values, then exits non-zero.
+// CHECK(B > 0, "B=%d", B);
+#define CHECK(cond, ...)                                                          \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fprintf(stderr, "\n");                                                \
+            exit(EXIT_FAILURE);                                                   \
+        }                                                                         \
+    } while (0)
+
+// User-facing error (bad flag, bad file): one line "error: ...", exit 1.
+[[noreturn]] inline void fail(const char* fmt, ...) {
+    fflush(stdout);
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "error: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    exit(EXIT_FAILURE);
+}
+
+inline void* xmalloc(size_t bytes) {
+    void* p = malloc(bytes == 0 ? 1 : bytes);
+    if (p == nullptr) fail("out of memory allocating %zu bytes", bytes);
+    return p;
+}
+
+inline FILE* fopen_or_fail(const char* path, const char* mode) {
+    FILE* f = fopen(path, mode);
+    if (f == nullptr) fail("%s: cannot open (%s)", path, strerror(errno));
+    return f;
+}
+
+// Reads exactly n items or fails naming the file: a short read means a truncated file.
+inline void fread_or_fail(void* dst, size_t size, size_t n, FILE* f, const char* path) {
+    size_t got = fread(dst, size, n, f);
+    if (got != n) {
+        if (ferror(f)) fail("%s: read error (%s)", path, strerror(errno));
+        fail("%s: truncated file (wanted %zu more bytes, got %zu)", path, size * n, size * got);
+    }
+}
+
+inline void fwrite_or_fail(const void* src, size_t size, size_t n, FILE* f, const char* path) {
+    if (fwrite(src, size, n, f) != n) fail("%s: write failed (%s)", path, strerror(errno));
+}
+
+inline void fclose_or_fail(FILE* f, const char* path) {
+    if (fclose(f) != 0) fail("%s: close failed (%s)", path, strerror(errno));
+}
+
+// Size of a regular file in bytes; fails if it does not exist or is not a file.
+inline size_t file_size_or_fail(const char* path) {
+    struct stat st;
+    if (stat(path, &st) != 0) fail("%s: cannot open (%s)", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) fail("%s: not a regular file", path);
+    return (size_t)st.st_size;
+}
+
+// Whole-string integer parse; false on junk, empty or out of range.
+inline bool parse_int(const char* s, long long lo, long long hi, long long* out) {
+    if (s == nullptr || *s == '\0') return false;
+    errno = 0;
+    char* end = nullptr;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || *end != '\0' || v < lo || v > hi) return false;
+    *out = v;
+    return true;
+}
+
+inline bool parse_float(const char* s, double* out) {
+    if (s == nullptr || *s == '\0') return false;
+    errno = 0;
+    char* end = nullptr;
+    double v = strtod(s, &end);
+    if (errno != 0 || *end != '\0' || v != v) return false;
+    *out = v;
+    return true;
+}
