@@ -1,0 +1,36 @@
+# gptrain Makefile. `make` builds what this machine can; `make test` runs every test that can run here.
+CXX      ?= g++
+CXXFLAGS ?= -O3 -march=native -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp
+LDLIBS   ?= -lm
+PYTHON   ?= /usr/bin/python3
+
+HEADERS := $(wildcard llmc/*.h llmc/cpu/*.h data/*.h)
+
+.PHONY: all test bench-cpu clean
+all: train_gpt_cpu tokenize
+
+train_gpt_cpu: train_gpt.cpp $(HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+tokenize: data/tokenize.cpp $(HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS) -lpthread
+
+# test programs: test/test_foo.cpp -> build/test_foo
+build/%: test/%.cpp $(HEADERS)
+	@mkdir -p build
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+build/bench_cpu: dev/bench_cpu.cpp $(HEADERS)
+	@mkdir -p build
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+TEST_PROGRAMS := $(patsubst test/%.cpp,build/%,$(wildcard test/test_*.cpp))
+
+test: all $(TEST_PROGRAMS)
+	PYTHON=$(PYTHON) bash test/run_tests.sh
+
+bench-cpu: build/bench_cpu
+	./build/bench_cpu
+
+clean:
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize
