@@ -1,0 +1,167 @@
+// args.h: the trainers' command line: llm.c's flags, every default in one struct, one
+// table that drives parsing, range checks and --help. Unknown flags and bad values are
+// errors with one line naming the flag.
+// defines: TrainConfig, args_parse, args_print_help
+#pragma once
+#include <string>
+#include <vector>
+
+#include "utils.h"  // defines: fail, parse_int, parse_float
+
+struct TrainConfig {
+    std::string train_pattern = "data/bible/bible_train_*.bin";  // -i  train shard glob
+    std::string val_pattern = "data/bible/bible_val_*.bin";      // -j  val shard glob
+    std::string init = "d12";        // -e  checkpoint file, or descriptor d12 / gpt2:d12 / gpt3:c768 / gpt2:l4c256
+    std::string output_dir = "";     // -o  logs and checkpoints go here (none if empty)
+    std::string tokenizer = "";      // -tf tokenizer file (empty: gpt2_tokenizer.bin, then data/gpt2_tokenizer.bin)
+    int B = 4;                       // -b  micro-batch per process
+    int T = 1024;                    // -t  sequence length
+    long long total_batch = -1;      // -d  tokens per optimizer step (-1: B*T*processes, no accumulation)
+    int max_steps = -1;              // -x  optimizer steps (-1: one epoch of the train data)
+    float lr = 3e-4f;                // -l  peak learning rate
+    int warmup = 0;                  // -u  warmup steps
+    float final_lr_frac = 1.0f;      // -q  final lr as a fraction of the peak
+    std::string schedule = "cosine"; // -k  cosine | linear | constant | wsd
+    float weight_decay = 0.0f;       // -c  AdamW weight decay on 2-D weights
+    int val_every = 20;              // -v  validate every N steps (0: never)
+    int val_batches = 20;            // -m  validation batches (-1: the whole val split)
+    int sample_every = 20;           // -s  sample text every N steps (0: never)
+    int gen_tokens = 64;             // -g  tokens per sample
+    float temperature = 1.0f;        // -st sampling temperature (0: greedy)
+    int top_k = 0;                   // -sk sample only from the k most likely tokens (0: all)
+    int checkpoint_every = 0;        // -n  checkpoint every N steps (0: never)
+    int checkpoints_keep = 0;        // -nk keep only the last N checkpoints (0: keep all)
+    int checkpoint_major = 0;        // -nm checkpoints at multiples of M are never deleted
+    int resume = 0;                  // -y  1: resume from the newest complete checkpoint in -o
+    int seed = 42;                   // -sd seed of init, data shuffling and sampling
+    int shuffle = 0;                 // -sh 1: shuffle shards and samples every epoch (seeded)
+    int zero_stage = 0;              // -z  ZeRO stage (multi-process; arrives with the distributed trainer)
+    int recompute = 1;               // -r  activation recompute 0|1|2 (GPU; the CPU keeps all)
+    int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
+    int tf32 = 1;                    // -f  TF32 matmuls (GPU)
+    int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
+    int gelu_fusion = -1;            // -ge GELU fused into the matmul (GPU; -1: device default)
+    float skip_loss_z = 0.0f;        // -sl skip steps whose loss z-score exceeds this (0: off)
+    float skip_grad_z = 0.0f;        // -sg skip steps whose grad-norm z-score exceeds this (0: off)
+    int hellaswag = 0;               // -h  HellaSwag eval
+    int num_processes = 1;           // -pn processes
+    int process_rank = 0;            // -pr this process's rank
+    int gpus_per_node = 8;           // -pg GPUs per node
+    std::string init_method = "mpi"; // -pi multi-process init: mpi | fs | tcp
+    std::string fs_path = "";        // -pf shared directory for -pi fs
+    std::string server_ip = "";      // -ps server address for -pi tcp
+};
+
+enum ArgKind { ARG_INT, ARG_LLONG, ARG_FLOAT, ARG_STRING };
+
+struct ArgSpec {
+    const char* flag;
+    ArgKind kind;
+    void* field;          // the TrainConfig field it sets
+    double lo, hi;        // accepted range for numbers
+    const char* help;
+};
+
+// The flag table, pointing into one TrainConfig.
+inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
+#define ARG(flag, kind, field, lo, hi, help) {flag, kind, &c->field, lo, hi, help}
+    return {
+    ARG("-i", ARG_STRING, train_pattern, 0, 0, "train data shard glob"),
+    ARG("-j", ARG_STRING, val_pattern, 0, 0, "val data shard glob"),
+    ARG("-e", ARG_STRING, init, 0, 0, "init: checkpoint file, or d6|d12|d24|d36|d48, gpt2:dN, gpt3:cN, gpt2:l<L>c<C>[h<NH>]"),
+    ARG("-o", ARG_STRING, output_dir, 0, 0, "output dir for main.log, metrics.jsonl, checkpoints (empty: none)"),
+    ARG("-tf", ARG_STRING, tokenizer, 0, 0, "tokenizer file for samples (empty: gpt2_tokenizer.bin, data/gpt2_tokenizer.bin)"),
+    ARG("-b", ARG_INT, B, 1, 1 << 20, "micro-batch size per process"),
+    ARG("-t", ARG_INT, T, 1, 1 << 20, "sequence length"),
+    ARG("-d", ARG_LLONG, total_batch, -1, 1e15, "total batch in tokens per step (-1: B*T*processes)"),
+    ARG("-x", ARG_INT, max_steps, -1, 2e9, "optimizer steps (-1: one epoch)"),
+    ARG("-l", ARG_FLOAT, lr, 0, 10, "peak learning rate"),
+    ARG("-u", ARG_INT, warmup, 0, 2e9, "warmup steps"),
+    ARG("-q", ARG_FLOAT, final_lr_frac, 0, 1, "final learning rate fraction"),
+    ARG("-k", ARG_STRING, schedule, 0, 0, "lr schedule: cosine | linear | constant | wsd"),
+    ARG("-c", ARG_FLOAT, weight_decay, 0, 10, "weight decay (2-D weights only)"),
+    ARG("-v", ARG_INT, val_every, 0, 2e9, "validate every N steps (0: never)"),
+    ARG("-m", ARG_INT, val_batches, -1, 2e9, "validation batches (-1: whole split)"),
+    ARG("-s", ARG_INT, sample_every, 0, 2e9, "sample every N steps (0: never)"),
+    ARG("-g", ARG_INT, gen_tokens, 1, 1 << 20, "tokens to generate per sample"),
+    ARG("-st", ARG_FLOAT, temperature, 0, 100, "sampling temperature (0: greedy)"),
+    ARG("-sk", ARG_INT, top_k, 0, 1 << 24, "sampling top-k (0: off)"),
+    ARG("-n", ARG_INT, checkpoint_every, 0, 2e9, "checkpoint every N steps (0: never)"),
+    ARG("-nk", ARG_INT, checkpoints_keep, 0, 2e9, "keep the last N checkpoints (0: all)"),
+    ARG("-nm", ARG_INT, checkpoint_major, 0, 2e9, "never delete checkpoints at multiples of M (0: none)"),
+    ARG("-y", ARG_INT, resume, 0, 1, "1: resume from the newest complete checkpoint in -o"),
+    ARG("-sd", ARG_INT, seed, 0, 2147483647, "random seed (init, shuffling, sampling)"),
+    ARG("-sh", ARG_INT, shuffle, 0, 1, "1: shuffle train shards and samples each epoch"),
+    ARG("-z", ARG_INT, zero_stage, 0, 3, "ZeRO stage"),
+    ARG("-r", ARG_INT, recompute, 0, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm"),
+    ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),
+    ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
+    ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
+    ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU fusion (GPU)"),
+    ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score above this (0: off)"),
+    ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score above this (0: off)"),
+    ARG("-h", ARG_INT, hellaswag, 0, 1, "HellaSwag eval"),
+    ARG("-pn", ARG_INT, num_processes, 1, 1 << 20, "number of processes"),
+    ARG("-pr", ARG_INT, process_rank, 0, 1 << 20, "rank of this process"),
+    ARG("-pg", ARG_INT, gpus_per_node, 1, 1024, "GPUs per node"),
+    ARG("-pi", ARG_STRING, init_method, 0, 0, "multi-process init: mpi | fs | tcp"),
+    ARG("-pf", ARG_STRING, fs_path, 0, 0, "shared directory for -pi fs"),
+    ARG("-ps", ARG_STRING, server_ip, 0, 0, "server address for -pi tcp"),
+    };
+#undef ARG
+}
+
+inline void args_print_help(const char* prog) {
+    TrainConfig def;
+    printf("usage: %s [flags]   (llm.c's flags; every flag takes a value)\n", prog);
+    for (const ArgSpec& a : arg_specs(&def)) {
+        const void* field = a.field;
+        char value[64];
+        switch (a.kind) {
+            case ARG_INT: snprintf(value, sizeof(value), "%d", *(const int*)field); break;
+            case ARG_LLONG: snprintf(value, sizeof(value), "%lld", *(const long long*)field); break;
+            case ARG_FLOAT: snprintf(value, sizeof(value), "%g", *(const float*)field); break;
+            case ARG_STRING: snprintf(value, sizeof(value), "\"%s\"", ((const std::string*)field)->c_str()); break;
+        }
+        printf("  %-4s %-34s %s\n", a.flag, value, a.help);
+    }
+}
+
+// Parses argv into cfg; --help prints the table and exits 0.
+inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {
+            args_print_help(argv[0]);
+            exit(0);
+        }
+    }
+    std::vector<ArgSpec> specs = arg_specs(cfg);
+    for (int i = 1; i < argc; i += 2) {
+        const ArgSpec* spec = nullptr;
+        for (const ArgSpec& a : specs)
+            if (!strcmp(argv[i], a.flag)) spec = &a;
+        if (spec == nullptr) fail("unknown flag '%s' (see --help)", argv[i]);
+        if (i + 1 >= argc) fail("flag %s needs a value (see --help)", argv[i]);
+        const char* value = argv[i + 1];
+        void* field = spec->field;
+        long long iv;
+        double fv;
+        switch (spec->kind) {
+            case ARG_INT:
+            case ARG_LLONG:
+                if (!parse_int(value, (long long)spec->lo, (long long)spec->hi, &iv))
+                    fail("flag %s: expected an integer in [%.0f, %.0f], got '%s'", spec->flag, spec->lo, spec->hi, value);
+                if (spec->kind == ARG_INT) *(int*)field = (int)iv;
+                else *(long long*)field = iv;
+                break;
+            case ARG_FLOAT:
+                if (!parse_float(value, &fv) || fv < spec->lo || fv > spec->hi)
+                    fail("flag %s: expected a number in [%g, %g], got '%s'", spec->flag, spec->lo, spec->hi, value);
+                *(float*)field = (float)fv;
+                break;
+            case ARG_STRING:
+                *(std::string*)field = value;
+                break;
+        }
+    }
+}

@@ -1,0 +1,277 @@
+// checkpoint.h: llm.c model files, gptrain's resume-state files, and the checkpoint
+// directory (model_%08d.bin, state_%08d_%05d.bin, DONE_%08d). Every write goes to a
+// temporary name, is flushed to disk, then renamed, so a crash never leaves a half file
+// under a real name; DONE is written last, and a checkpoint without it does not exist.
+// defines: model_file_read_header, gpt2_load_checkpoint, gpt2_write_checkpoint,
+//          TrainState, state_write, state_read, checkpoint_write, checkpoint_find_latest,
+//          checkpoint_delete, checksum64, AtomicFile
+#pragma once
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "utils.h"  // defines: fail, xmalloc, file_size_or_fail
+#include "gpt2.h"   // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
+
+enum { MODEL_MAGIC = 20240326, MODEL_VERSION_FP32 = 3, MODEL_VERSION_BF16 = 5 };
+enum { STATE_MAGIC = 20241122, STATE_VERSION = 1 };
+
+// 64-bit FNV-1a over bytes, 8 at a time: catches flipped, truncated or zeroed sections.
+inline uint64_t checksum64(const void* data, size_t bytes) {
+    const unsigned char* p = (const unsigned char*)data;
+    uint64_t h = 1469598103934665603ull;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 1099511628211ull;
+    }
+    for (; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
+    return h;
+}
+
+// A file written under "<path>.tmp" and renamed over <path> only once it is fully on disk.
+struct AtomicFile {
+    std::string path, tmp;
+    FILE* f = nullptr;
+    explicit AtomicFile(const std::string& final_path) : path(final_path), tmp(final_path + ".tmp") {
+        f = fopen_or_fail(tmp.c_str(), "wb");
+    }
+    void write(const void* src, size_t bytes) { fwrite_or_fail(src, 1, bytes, f, tmp.c_str()); }
+    void commit() {
+        if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
+            fclose(f);
+            remove(tmp.c_str());
+            fail("%s: write failed (%s)", tmp.c_str(), strerror(errno));
+        }
+        fclose_or_fail(f, tmp.c_str());
+        f = nullptr;
+        if (rename(tmp.c_str(), path.c_str()) != 0) fail("%s: rename failed (%s)", path.c_str(), strerror(errno));
+    }
+};
+
+inline void fsync_dir(const std::string& dir) {
+    int fd = open(dir.c_str(), O_RDONLY);
+    if (fd >= 0) { fsync(fd); close(fd); }
+}
+
+// ---------------------------------------------------------------------------------------
+// Model files (llm.c): 256 x int32 header, then the 16 tensors of the table, fp32 or bf16.
+
+// Reads and validates the header and the file size. Returns "" if sound, else the problem.
+inline std::string model_file_check(const char* path, GPT2Config* cfg, int* version) {
+    FILE* f = fopen(path, "rb");
+    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
+    int32_t h[256];
+    size_t got = fread(h, sizeof(int32_t), 256, f);
+    fseek(f, 0, SEEK_END);
+    long long size = ftell(f);
+    fclose(f);
+    if (got != 256) return "truncated file: shorter than the 1024-byte header";
+    if (h[0] != MODEL_MAGIC)
+        return "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(MODEL_MAGIC) + "): not a model checkpoint";
+    if (h[1] != MODEL_VERSION_FP32 && h[1] != MODEL_VERSION_BF16)
+        return "unsupported version " + std::to_string(h[1]) + " (expected 3 = fp32 or 5 = bf16)";
+    GPT2Config c;
+    c.max_seq_len = h[2]; c.vocab_size = h[3]; c.num_layers = h[4]; c.num_heads = h[5];
+    c.channels = h[6]; c.padded_vocab_size = h[7];
+    const char* problem = gpt2_config_problem(c);
+    if (problem != nullptr) return std::string("corrupt header: ") + problem;
+    ParamTensor table[NUM_PARAM_TENSORS];
+    size_t n = gpt2_param_table(c, table);
+    size_t elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
+    long long want = 1024 + (long long)(n * elem);
+    if (size != want)
+        return "truncated or corrupt: " + std::to_string(size) + " bytes, header says " + std::to_string(want);
+    *cfg = c;
+    *version = h[1];
+    return "";
+}
+
+// Loads a model file into a fresh model (gpt2_init). bf16 files are widened to fp32.
+inline void gpt2_load_checkpoint(GPT2* model, const char* path) {
+    GPT2Config cfg;
+    int version = 0;
+    std::string err = model_file_check(path, &cfg, &version);
+    if (!err.empty()) fail("%s: %s", path, err.c_str());
+    gpt2_init(model, cfg);
+    FILE* f = fopen_or_fail(path, "rb");
+    fseek(f, 1024, SEEK_SET);
+    size_t n = model->num_parameters;
+    if (version == MODEL_VERSION_FP32) {
+        fread_or_fail(model->params, sizeof(float), n, f, path);
+    } else {
+        // bf16 is the top half of an fp32: widening is a shift
+        std::vector<uint16_t> buf(1 << 20);
+        for (size_t done = 0; done < n;) {
+            size_t k = std::min(buf.size(), n - done);
+            fread_or_fail(buf.data(), sizeof(uint16_t), k, f, path);
+            for (size_t i = 0; i < k; i++) {
+                uint32_t bits = (uint32_t)buf[i] << 16;
+                memcpy(&model->params[done + i], &bits, 4);
+            }
+            done += k;
+        }
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; i++) {
+        if (!std::isfinite(model->params[i])) {
+            const ParamTensor* t = model->tensors;
+            while (t + 1 < model->tensors + NUM_PARAM_TENSORS && t[1].offset <= i) t++;
+            fail("%s: corrupt: non-finite value in tensor %s at index %zu", path, t->name, i - t->offset);
+        }
+    }
+}
+
+inline void gpt2_write_checkpoint(const GPT2* model, const std::string& path) {
+    int32_t h[256] = {0};
+    const GPT2Config& c = model->config;
+    h[0] = MODEL_MAGIC; h[1] = MODEL_VERSION_FP32; h[2] = c.max_seq_len; h[3] = c.vocab_size;
+    h[4] = c.num_layers; h[5] = c.num_heads; h[6] = c.channels; h[7] = c.padded_vocab_size;
+    AtomicFile out(path);
+    out.write(h, sizeof(h));
+    out.write(model->params, model->num_parameters * sizeof(float));
+    out.commit();
+}
+
+// ---------------------------------------------------------------------------------------
+// Resume state (gptrain's own format, one file per rank): everything besides the weights
+// that the next step depends on. Header of 64 x uint64, then AdamW m and v.
+struct TrainState {
+    uint64_t step;          // optimizer steps done; training continues with this step
+    uint64_t rank, world;
+    uint64_t num_parameters;
+    uint64_t dl_epoch, dl_shard_pos, dl_sample_pos;  // train data loader position
+    uint64_t seed, shuffle, B, T, total_batch;       // must match the resuming run
+    uint64_t sample_rng;    // sampling RNG state
+};
+enum { STATE_HEADER_WORDS = 64 };
+
+inline void state_write(const std::string& path, const TrainState& s, const float* m, const float* v) {
+    uint64_t h[STATE_HEADER_WORDS] = {0};
+    h[0] = STATE_MAGIC; h[1] = STATE_VERSION;
+    h[2] = s.step; h[3] = s.rank; h[4] = s.world; h[5] = s.num_parameters;
+    h[6] = s.dl_epoch; h[7] = s.dl_shard_pos; h[8] = s.dl_sample_pos;
+    h[9] = s.seed; h[10] = s.shuffle; h[11] = s.B; h[12] = s.T; h[13] = s.total_batch;
+    h[14] = s.sample_rng;
+    size_t bytes = s.num_parameters * sizeof(float);
+    h[15] = checksum64(m, bytes);
+    h[16] = checksum64(v, bytes);
+    h[63] = checksum64(h, 63 * sizeof(uint64_t));
+    AtomicFile out(path);
+    out.write(h, sizeof(h));
+    out.write(m, bytes);
+    out.write(v, bytes);
+    out.commit();
+}
+
+// Reads a state file; m and v (num_parameters floats) are filled only if they are non-null.
+// Returns "" if sound, else the problem (the caller decides whether that is fatal).
+inline std::string state_read(const char* path, TrainState* s, float* m, float* v) {
+    FILE* f = fopen(path, "rb");
+    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
+    uint64_t h[STATE_HEADER_WORDS];
+    if (fread(h, sizeof(uint64_t), STATE_HEADER_WORDS, f) != STATE_HEADER_WORDS) { fclose(f); return "truncated header"; }
+    if (h[0] != STATE_MAGIC) { fclose(f); return "bad magic: not a gptrain state file"; }
+    if (h[1] != STATE_VERSION) { fclose(f); return "unsupported state version " + std::to_string(h[1]); }
+    if (h[63] != checksum64(h, 63 * sizeof(uint64_t))) { fclose(f); return "header checksum mismatch (corrupt)"; }
+    s->step = h[2]; s->rank = h[3]; s->world = h[4]; s->num_parameters = h[5];
+    s->dl_epoch = h[6]; s->dl_shard_pos = h[7]; s->dl_sample_pos = h[8];
+    s->seed = h[9]; s->shuffle = h[10]; s->B = h[11]; s->T = h[12]; s->total_batch = h[13];
+    s->sample_rng = h[14];
+    size_t bytes = s->num_parameters * sizeof(float);
+    fseek(f, 0, SEEK_END);
+    long long size = ftell(f);
+    long long want = (long long)(sizeof(h) + 2 * bytes);
+    if (size != want) {
+        fclose(f);
+        return "truncated or corrupt: " + std::to_string(size) + " bytes, header says " + std::to_string(want);
+    }
+    std::string err;
+    if (m != nullptr && v != nullptr) {
+        fseek(f, sizeof(h), SEEK_SET);
+        if (fread(m, 1, bytes, f) != bytes || fread(v, 1, bytes, f) != bytes) err = "read error";
+        else if (checksum64(m, bytes) != h[15]) err = "optimizer m checksum mismatch (corrupt)";
+        else if (checksum64(v, bytes) != h[16]) err = "optimizer v checksum mismatch (corrupt)";
+    }
+    fclose(f);
+    return err;
+}
+
+// ---------------------------------------------------------------------------------------
+// The checkpoint directory.
+inline std::string checkpoint_path(const std::string& dir, const char* kind, int step, int rank = -1) {
+    char name[64];
+    if (rank >= 0) snprintf(name, sizeof(name), "/%s_%08d_%05d.bin", kind, step, rank);
+    else if (!strcmp(kind, "DONE")) snprintf(name, sizeof(name), "/DONE_%08d", step);
+    else snprintf(name, sizeof(name), "/%s_%08d.bin", kind, step);
+    return dir + name;
+}
+
+// Steps that have a DONE marker, newest first.
+inline std::vector<int> checkpoint_done_steps(const std::string& dir) {
+    std::vector<int> steps;
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return steps;
+    while (struct dirent* e = readdir(d)) {
+        long long step;
+        if (strncmp(e->d_name, "DONE_", 5) == 0 && strlen(e->d_name) == 13 &&
+            parse_int(e->d_name + 5, 0, 99999999, &step))
+            steps.push_back((int)step);
+    }
+    closedir(d);
+    std::sort(steps.rbegin(), steps.rend());
+    return steps;
+}
+
+// The newest complete checkpoint whose model and state files verify, or -1. A newer one
+// that fails verification is reported and skipped: the previous good one is used.
+inline int checkpoint_find_latest(const std::string& dir, int rank) {
+    for (int step : checkpoint_done_steps(dir)) {
+        GPT2Config cfg;
+        int version;
+        std::string model_path = checkpoint_path(dir, "model", step);
+        std::string state_path = checkpoint_path(dir, "state", step, rank);
+        std::string err = model_file_check(model_path.c_str(), &cfg, &version);
+        std::string bad = model_path;
+        if (err.empty()) {
+            TrainState s;
+            ParamTensor table[NUM_PARAM_TENSORS];
+            size_t n = gpt2_param_table(cfg, table);
+            std::vector<float> m(n), v(n);
+            err = state_read(state_path.c_str(), &s, m.data(), v.data());
+            bad = state_path;
+            if (err.empty() && s.step != (uint64_t)step) err = "holds step " + std::to_string(s.step);
+            if (err.empty() && s.num_parameters != n) err = "parameter count differs from the model file";
+        }
+        if (err.empty()) return step;
+        fprintf(stderr, "warning: checkpoint at step %d is unusable (%s: %s); trying the previous one\n",
+                step, bad.c_str(), err.c_str());
+    }
+    return -1;
+}
+
+// Model file, this rank's state file, then the DONE marker, each durable before the next.
+inline void checkpoint_write(const std::string& dir, int step, const GPT2* model, const TrainState& s) {
+    if (s.rank == 0) gpt2_write_checkpoint(model, checkpoint_path(dir, "model", step));
+    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, model->m, model->v);
+    fsync_dir(dir);
+    if (s.rank == 0) {
+        AtomicFile done(checkpoint_path(dir, "DONE", step));
+        done.commit();
+        fsync_dir(dir);
+    }
+}
+
+// The DONE marker goes first, so a half-deleted checkpoint is never taken as complete.
+inline void checkpoint_delete(const std::string& dir, int step, int rank) {
+    if (rank == 0) {
+        remove(checkpoint_path(dir, "DONE", step).c_str());
+        fsync_dir(dir);
+        remove(checkpoint_path(dir, "model", step).c_str());
+    }
+    remove(checkpoint_path(dir, "state", step, rank).c_str());
+}

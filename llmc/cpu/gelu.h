@@ -1,0 +1,31 @@
+// gelu.h: GELU with GPT-2's tanh approximation, forward and backward.
+// defines: gelu_forward, gelu_backward
+#pragma once
+#include <cmath>
+#include <cstddef>
+
+#define GELU_SCALE 0.7978845608028654f  // sqrt(2/pi)
+
+// out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise over N values
+inline void gelu_forward(float* out, const float* inp, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        out[i] = 0.5f * x * (1.0f + tanhf(u));
+    }
+}
+
+// accumulates (+=): dinp += gelu'(inp) * dout
+inline void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) {
+    #pragma omp parallel for
+    for (size_t i = 0; i < N; i++) {
+        float x = inp[i];
+        float u = GELU_SCALE * (x + 0.044715f * x * x * x);
+        float th = tanhf(u);
+        float sech2 = 1.0f - th * th;
+        float du = GELU_SCALE * (1.0f + 3.0f * 0.044715f * x * x);
+        float grad = 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;
+        dinp[i] += grad * dout[i];
+    }
+}

@@ -1,0 +1,434 @@
+// gpt2.h: the GPT-2 model on the CPU: configuration, the parameter table, random init,
+// forward, backward, AdamW. One training step reads top to bottom in gpt2_forward,
+// gpt2_backward and gpt2_update.
+// defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, gpt2_param_table, GPT2,
+//          gpt2_init, gpt2_alloc_state, gpt2_init_random, gpt2_forward, gpt2_backward,
+//          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
+//
+// Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
+// L layers, V vocabulary, Vp vocabulary padded to a multiple of 128, maxT positions.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+
+#include "utils.h"            // defines: CHECK, fail, xmalloc
+#include "cpu/encoder.h"      // defines: encoder_forward, encoder_backward
+#include "cpu/layernorm.h"    // defines: layernorm_forward, layernorm_backward
+#include "cpu/matmul.h"       // defines: matmul_forward, matmul_backward
+#include "cpu/attention.h"    // defines: attention_forward, attention_backward
+#include "cpu/gelu.h"         // defines: gelu_forward, gelu_backward
+#include "cpu/residual.h"     // defines: residual_forward
+#include "cpu/crossentropy.h" // defines: crossentropy_forward, crossentropy_backward
+#include "cpu/adamw.h"        // defines: adamw_update
+
+struct GPT2Config {
+    int max_seq_len;        // maxT: positions in wpe
+    int vocab_size;         // V: real tokens (50257 for GPT-2)
+    int padded_vocab_size;  // Vp: V rounded up to 128, so the classifier matmul tiles evenly
+    int num_layers;         // L
+    int num_heads;          // NH
+    int channels;           // C
+};
+
+inline int round_up_128(int v) { return (v + 127) / 128 * 128; }
+
+// Checks a configuration from a descriptor or a file header before anything is allocated.
+// Returns nullptr when it is sane, else what is wrong.
+inline const char* gpt2_config_problem(const GPT2Config& c) {
+    if (c.max_seq_len < 1 || c.max_seq_len > 1 << 20) return "maxT out of range [1, 2^20]";
+    if (c.vocab_size < 1 || c.vocab_size > 1 << 24) return "vocab size out of range [1, 2^24]";
+    if (c.padded_vocab_size < c.vocab_size || c.padded_vocab_size > (1 << 24) + 128)
+        return "padded vocab size smaller than vocab size or too large";
+    if (c.num_layers < 1 || c.num_layers > 1000) return "layer count out of range [1, 1000]";
+    if (c.channels < 1 || c.channels > 1 << 16) return "channels out of range [1, 65536]";
+    if (c.num_heads < 1 || c.channels % c.num_heads != 0) return "channels not divisible by heads";
+    return nullptr;
+}
+
+// "d12" and "gpt2:d12": GPT-2 by depth (llm.c's table); "gpt3:c768": GPT-3 by width;
+// "gpt2:l4c256" or "gpt2:l4c256h4": an explicit small GPT-2 (heads default to C/64).
+// Returns false if the descriptor is not one of these forms.
+inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* out) {
+    GPT2Config c;
+    c.vocab_size = 50257;
+    c.padded_vocab_size = 50304;
+    long long a = 0, b = 0, h = 0;
+    char tail[64];
+    const char* s = desc;
+    if (strncmp(s, "gpt2:", 5) == 0) s += 5;
+    if (s != desc || s[0] == 'd') {  // GPT-2 family
+        c.max_seq_len = 1024;
+        if (s[0] == 'd' && parse_int(s + 1, 1, 1000, &a)) {
+            static const int table[][3] = {  // depth, channels, heads
+                {6, 384, 6}, {12, 768, 12}, {24, 1024, 16}, {36, 1280, 20},
+                {48, 1600, 25}, {60, 1920, 30}, {72, 2880, 30}, {84, 3456, 36}};
+            for (auto& row : table) {
+                if (row[0] == a) {
+                    c.num_layers = row[0]; c.channels = row[1]; c.num_heads = row[2];
+                    *out = c;
+                    return true;
+                }
+            }
+            return false;
+        }
+        if (sscanf(s, "l%lldc%lld%63s", &a, &b, tail) == 3 && sscanf(tail, "h%lld", &h) == 1) {
+            char check[80];
+            snprintf(check, sizeof(check), "l%lldc%lldh%lld", a, b, h);
+            if (strcmp(check, s) != 0) return false;
+        } else if (sscanf(s, "l%lldc%lld", &a, &b) == 2) {
+            char check[80];
+            snprintf(check, sizeof(check), "l%lldc%lld", a, b);
+            if (strcmp(check, s) != 0 || b % 64 != 0) return false;
+            h = b / 64;
+        } else {
+            return false;
+        }
+        if (a < 1 || a > 1000 || b < 1 || b > 65536 || h < 1) return false;
+        c.num_layers = (int)a; c.channels = (int)b; c.num_heads = (int)h;
+        *out = c;
+        return gpt2_config_problem(c) == nullptr;
+    }
+    if (strncmp(desc, "gpt3:c", 6) == 0 && parse_int(desc + 6, 1, 1 << 16, &a)) {
+        static const int table[][3] = {  // channels, depth, head size
+            {384, 6, 64}, {768, 12, 64}, {1024, 24, 64}, {1536, 24, 96}, {2048, 24, 128},
+            {2560, 32, 80}, {4096, 32, 128}, {5140, 40, 128}, {12288, 96, 128}};
+        for (auto& row : table) {
+            if (row[0] == a) {
+                c.max_seq_len = 2048;
+                c.channels = row[0]; c.num_layers = row[1]; c.num_heads = row[0] / row[2];
+                *out = c;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+// ---------------------------------------------------------------------------------------
+// The parameter table: one row per tensor, in checkpoint order. It drives allocation,
+// checkpoint read/write and weight decay.
+enum { NUM_PARAM_TENSORS = 16 };
+
+struct ParamTensor {
+    const char* name;
+    size_t numel;
+    size_t offset;   // in floats, from the start of the parameter buffer
+    bool decays;     // AdamW weight decay applies (the 2-D weight matrices)
+    int ndim;
+    size_t shape[3];
+};
+
+// Fills table[16]; returns the total number of parameters (padded wte rows included).
+inline size_t gpt2_param_table(const GPT2Config& cfg, ParamTensor table[NUM_PARAM_TENSORS]) {
+    size_t Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, maxT = cfg.max_seq_len;
+    struct Row { const char* name; bool decays; int ndim; size_t s0, s1, s2; };
+    const Row rows[NUM_PARAM_TENSORS] = {
+        {"wte", true, 2, Vp, C, 0},           {"wpe", true, 2, maxT, C, 0},
+        {"ln1w", false, 2, L, C, 0},          {"ln1b", false, 2, L, C, 0},
+        {"qkvw", true, 3, L, 3 * C, C},       {"qkvb", false, 2, L, 3 * C, 0},
+        {"attprojw", true, 3, L, C, C},       {"attprojb", false, 2, L, C, 0},
+        {"ln2w", false, 2, L, C, 0},          {"ln2b", false, 2, L, C, 0},
+        {"fcw", true, 3, L, 4 * C, C},        {"fcb", false, 2, L, 4 * C, 0},
+        {"fcprojw", true, 3, L, C, 4 * C},    {"fcprojb", false, 2, L, C, 0},
+        {"lnfw", false, 1, C, 0, 0},          {"lnfb", false, 1, C, 0, 0},
+    };
+    size_t offset = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const Row& r = rows[i];
+        ParamTensor& t = table[i];
+        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
+        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
+        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
+        t.offset = offset;
+        offset += t.numel;
+    }
+    return offset;
+}
+
+// Named views into a buffer laid out by the table (parameters or their gradients).
+struct ParamPtrs {
+    float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
+};
+
+inline ParamPtrs param_ptrs(float* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+    ParamPtrs v;
+    float** fields[NUM_PARAM_TENSORS] = {&v.wte, &v.wpe, &v.ln1w, &v.ln1b, &v.qkvw, &v.qkvb,
+        &v.attprojw, &v.attprojb, &v.ln2w, &v.ln2b, &v.fcw, &v.fcb, &v.fcprojw, &v.fcprojb,
+        &v.lnfw, &v.lnfb};
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------
+// Activations kept from forward for backward, and the gradient buffers backward reuses
+// layer after layer. Sized for the largest (B, T) the model was set up with.
+struct Activations {
+    float* encoded;    // (B,T,C)
+    float* ln1;        // (L,B,T,C)
+    float* ln1_mean;   // (L,B,T)
+    float* ln1_rstd;   // (L,B,T)
+    float* qkv;        // (L,B,T,3C)
+    float* atty;       // (L,B,T,C)
+    float* att;        // (L,B,NH,T,T) softmax probabilities
+    float* residual2;  // (L,B,T,C)
+    float* ln2;        // (L,B,T,C)
+    float* ln2_mean;   // (L,B,T)
+    float* ln2_rstd;   // (L,B,T)
+    float* fch;        // (L,B,T,4C)
+    float* fch_gelu;   // (L,B,T,4C)
+    float* residual3;  // (L,B,T,C)
+    float* lnf;        // (B,T,C)
+    float* lnf_mean;   // (B,T)
+    float* lnf_rstd;   // (B,T)
+    float* logits;     // (B,T,Vp), overwritten by dlogits in backward
+    float* losses;     // (B,T)
+    float* proj;       // (B,T,C) scratch: a projection's output before the residual add
+    // backward scratch
+    float* dres;       // (B,T,C) gradient of the residual stream
+    float* dtmp;       // (B,T,C)
+    float* dqkv;       // (B,T,3C)
+    float* dfch;       // (B,T,4C)
+    float* dfch_gelu;  // (B,T,4C)
+};
+
+struct GPT2 {
+    GPT2Config config;
+    ParamTensor tensors[NUM_PARAM_TENSORS];
+    size_t num_parameters;
+    float* params = nullptr;  // one allocation for every parameter
+    float* grads = nullptr;   // same layout
+    float* m = nullptr;       // AdamW first moment
+    float* v = nullptr;       // AdamW second moment
+    ParamPtrs p, g;
+    Activations acts;
+    float* acts_memory = nullptr;
+    size_t acts_floats = 0;
+    int B = 0, T = 0;         // what acts are sized for
+    float mean_loss = 0.0f;   // mean loss of the last forward with targets
+};
+
+// Sets up the table and the parameter buffer (zeroed). Fails with a message on a bad config.
+inline void gpt2_init(GPT2* model, const GPT2Config& cfg) {
+    const char* problem = gpt2_config_problem(cfg);
+    if (problem != nullptr) fail("model config: %s", problem);
+    model->config = cfg;
+    model->num_parameters = gpt2_param_table(cfg, model->tensors);
+    model->params = (float*)xmalloc(model->num_parameters * sizeof(float));
+    memset(model->params, 0, model->num_parameters * sizeof(float));
+    model->p = param_ptrs(model->params, model->tensors);
+}
+
+// Gradients, optimizer moments and activations for micro-batch B x T.
+inline void gpt2_alloc_state(GPT2* model, int B, int T) {
+    const GPT2Config& cfg = model->config;
+    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
+    size_t n = model->num_parameters;
+    model->grads = (float*)xmalloc(n * sizeof(float));
+    model->m = (float*)xmalloc(n * sizeof(float));
+    model->v = (float*)xmalloc(n * sizeof(float));
+    memset(model->grads, 0, n * sizeof(float));
+    memset(model->m, 0, n * sizeof(float));
+    memset(model->v, 0, n * sizeof(float));
+    model->g = param_ptrs(model->grads, model->tensors);
+
+    size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    size_t BT = (size_t)B * T;
+    // size_t: L*B*NH*T*T passes 2^31 at d12, B=16, T=1024
+    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+                      L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
+                      L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
+                      BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C};
+    const int count = sizeof(sizes) / sizeof(sizes[0]);
+    static_assert(sizeof(Activations) == count * sizeof(float*), "one size per activation");
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += sizes[i];
+    model->acts_memory = (float*)xmalloc(total * sizeof(float));
+    memset(model->acts_memory, 0, total * sizeof(float));
+    model->acts_floats = total;
+    float** ptrs = (float**)&model->acts;
+    float* cursor = model->acts_memory;
+    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
+    model->B = B;
+    model->T = T;
+}
+
+// Normal(0, 1) from a Mersenne Twister by Box-Muller: std::mt19937's output is fixed by the
+// standard, std::normal_distribution's is not, so this keeps init identical everywhere.
+struct NormalRng {
+    std::mt19937 gen;
+    bool has_spare = false;
+    double spare = 0.0;
+    explicit NormalRng(uint32_t seed) : gen(seed) {}
+    double uniform() { return (gen() + 0.5) / 4294967296.0; }  // in (0, 1)
+    double next() {
+        if (has_spare) { has_spare = false; return spare; }
+        double u1 = uniform(), u2 = uniform();
+        double r = std::sqrt(-2.0 * std::log(u1));
+        spare = r * std::sin(2.0 * M_PI * u2);
+        has_spare = true;
+        return r * std::cos(2.0 * M_PI * u2);
+    }
+};
+
+// GPT-2 init: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
+// LayerNorm weights 1, biases 0, padded wte rows 0.
+inline void gpt2_init_random(GPT2* model, uint32_t seed) {
+    const GPT2Config& cfg = model->config;
+    NormalRng rng(seed);
+    float residual_std = 0.02f / sqrtf(2.0f * cfg.num_layers);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const ParamTensor& t = model->tensors[i];
+        float* w = model->params + t.offset;
+        bool is_ln_weight = !strcmp(t.name, "ln1w") || !strcmp(t.name, "ln2w") || !strcmp(t.name, "lnfw");
+        if (is_ln_weight) {
+            for (size_t j = 0; j < t.numel; j++) w[j] = 1.0f;
+        } else if (t.decays) {
+            float std = (!strcmp(t.name, "attprojw") || !strcmp(t.name, "fcprojw")) ? residual_std : 0.02f;
+            size_t n = t.numel;
+            if (!strcmp(t.name, "wte")) n = (size_t)cfg.vocab_size * cfg.channels;  // padding stays 0
+            for (size_t j = 0; j < n; j++) w[j] = (float)(std * rng.next());
+        }  // biases stay 0
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward: inputs (B,T) token ids; targets (B,T) or nullptr. With targets, fills
+// acts.losses and model->mean_loss. B and T may be smaller than what was allocated.
+inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
+    const GPT2Config& cfg = model->config;
+    CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
+    int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    for (int i = 0; i < B * T; i++)
+        CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
+    const ParamPtrs& p = model->p;
+    Activations& a = model->acts;
+    // per-layer strides use the allocated B, T so a smaller batch is a prefix of each slot
+    size_t BTC = (size_t)model->B * model->T * C, BT = (size_t)model->B * model->T;
+    size_t att_stride = (size_t)model->B * NH * model->T * model->T;
+    int N = B * T;
+
+    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
+    for (int l = 0; l < L; l++) {
+        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        float* ln1 = a.ln1 + l * BTC;
+        float* qkv = a.qkv + l * 3 * BTC;
+        float* atty = a.atty + l * BTC;
+        float* residual2 = a.residual2 + l * BTC;
+        float* ln2 = a.ln2 + l * BTC;
+        float* fch = a.fch + l * 4 * BTC;
+        float* fch_gelu = a.fch_gelu + l * 4 * BTC;
+        size_t lC = (size_t)l * C;
+        layernorm_forward(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, residual,
+                          p.ln1w + lC, p.ln1b + lC, N, C);
+        matmul_forward(qkv, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, B, T, C, 3 * C);
+        attention_forward(atty, a.att + l * att_stride, qkv, B, T, C, NH);
+        matmul_forward(a.proj, atty, p.attprojw + lC * C, p.attprojb + lC, B, T, C, C);
+        residual_forward(residual2, residual, a.proj, (size_t)N * C);
+        layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2,
+                          p.ln2w + lC, p.ln2b + lC, N, C);
+        matmul_forward(fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, B, T, C, 4 * C);
+        gelu_forward(fch_gelu, fch, (size_t)N * 4 * C);
+        matmul_forward(a.proj, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, B, T, 4 * C, C);
+        residual_forward(a.residual3 + l * BTC, residual2, a.proj, (size_t)N * C);
+    }
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, N, C);
+    matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vp);  // tied head: wte is the classifier
+    if (targets != nullptr) {
+        for (int i = 0; i < N; i++)
+            CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
+        crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
+        double sum = 0.0;
+        for (int i = 0; i < N; i++) sum += a.losses[i];
+        model->mean_loss = (float)(sum / N);
+    }
+}
+
+// Backward of the last forward (same inputs/targets, full allocated B and T), accumulating
+// (+=) into model->grads. dloss is the weight of each position's loss in the step's mean:
+// 1 / (B * T * grad_accum_steps).
+inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, float dloss) {
+    const GPT2Config& cfg = model->config;
+    int B = model->B, T = model->T;
+    int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    const ParamPtrs& p = model->p;
+    const ParamPtrs& g = model->g;
+    Activations& a = model->acts;
+    size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
+    size_t att_stride = (size_t)B * NH * T * T;
+    int N = B * T;
+
+    crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+    memset(a.dtmp, 0, BTC * sizeof(float));
+    matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vp);
+    memset(a.dres, 0, BTC * sizeof(float));
+    layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * BTC, p.lnfw,
+                       a.lnf_mean, a.lnf_rstd, N, C);
+    // dres is the gradient of the residual stream; each block adds into it on the way down
+    for (int l = L - 1; l >= 0; l--) {
+        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        size_t lC = (size_t)l * C;
+        // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
+        matmul_backward(a.dfch_gelu, g.fcprojw + lC * 4 * C, g.fcprojb + lC, a.dres,
+                        a.fch_gelu + l * 4 * BTC, p.fcprojw + lC * 4 * C, B, T, 4 * C, C);
+        memset(a.dfch, 0, 4 * BTC * sizeof(float));
+        gelu_backward(a.dfch, a.fch + l * 4 * BTC, a.dfch_gelu, 4 * BTC);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.fcw + lC * 4 * C, g.fcb + lC * 4, a.dfch, a.ln2 + l * BTC,
+                        p.fcw + lC * 4 * C, B, T, C, 4 * C);
+        layernorm_backward(a.dres, g.ln2w + lC, g.ln2b + lC, a.dtmp, a.residual2 + l * BTC,
+                           p.ln2w + lC, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, N, C);
+        // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.attprojw + lC * C, g.attprojb + lC, a.dres, a.atty + l * BTC,
+                        p.attprojw + lC * C, B, T, C, C);
+        memset(a.dqkv, 0, 3 * BTC * sizeof(float));
+        attention_backward(a.dqkv, a.dtmp, a.qkv + l * 3 * BTC, a.att + l * att_stride, B, T, C, NH);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.qkvw + lC * 3 * C, g.qkvb + lC * 3, a.dqkv, a.ln1 + l * BTC,
+                        p.qkvw + lC * 3 * C, B, T, C, 3 * C);
+        layernorm_backward(a.dres, g.ln1w + lC, g.ln1b + lC, a.dtmp, residual, p.ln1w + lC,
+                           a.ln1_mean + l * BT, a.ln1_rstd + l * BT, N, C);
+    }
+    encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
+}
+
+inline void gpt2_zero_grad(GPT2* model) {
+    memset(model->grads, 0, model->num_parameters * sizeof(float));
+}
+
+// Global L2 norm of all gradients, summed in double.
+inline float gpt2_grad_norm(const GPT2* model) {
+    double sum = 0.0;
+    const float* g = model->grads;
+    size_t n = model->num_parameters;
+    #pragma omp parallel for reduction(+ : sum)
+    for (size_t i = 0; i < n; i++) sum += (double)g[i] * g[i];
+    return (float)std::sqrt(sum);
+}
+
+// Gradient scale for clipping at max_norm, as torch.nn.utils.clip_grad_norm_ computes it.
+inline float grad_clip_scale(float grad_norm, float max_norm) {
+    float coef = max_norm / (grad_norm + 1e-6f);
+    return coef < 1.0f ? coef : 1.0f;
+}
+
+// One AdamW step over every tensor; t is the 1-based step count (bias correction).
+inline void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps,
+                        float weight_decay, float grad_scale, int t) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const ParamTensor& pt = model->tensors[i];
+        size_t o = pt.offset;
+        adamw_update(model->params + o, model->grads + o, model->m + o, model->v + o, pt.numel,
+                     lr, beta1, beta2, eps, pt.decays ? weight_decay : 0.0f, grad_scale, t);
+    }
+}
+
+inline void gpt2_free(GPT2* model) {
+    free(model->params); free(model->grads); free(model->m); free(model->v);
+    free(model->acts_memory);
+    model->params = model->grads = model->m = model->v = model->acts_memory = nullptr;
+}
