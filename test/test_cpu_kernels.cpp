@@ -1,0 +1,240 @@
+// test_cpu_kernels.cpp: the CPU matmul and attention layers against naive double-precision
+// loops written out here, at awkward shapes (ragged tiles, hs=16, T=1, nullptr bias),
+// including the += semantics of every backward output. Prints one line per check; exits 1
+// if any fails.
+#include <cmath>
+#include <cstdio>
+#include <vector>
+#include "../llmc/cpu/attention.h"
+#include "../llmc/cpu/matmul.h"
+
+typedef std::vector<float> Buf;
+
+static uint64_t rng_state = 1234567;
+static float rand_uniform() {  // xorshift64*, in [-1, 1)
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    uint64_t x = rng_state * 2685821657736338717ULL;
+    return (float)((x >> 40) / (double)(1ULL << 24)) * 2.0f - 1.0f;
+}
+static Buf rand_buf(size_t n, float scale = 1.0f) {
+    Buf v(n);
+    for (float& x : v) x = scale * rand_uniform();
+    return v;
+}
+
+static int failures = 0;
+
+// max |got - want| / max |want| over n elements; prints one line, counts a failure
+static void check(const char* what, const float* got, const std::vector<double>& want,
+                  double tol = 1e-5) {
+    double max_err = 0.0, max_ref = 0.0;
+    bool finite = true;
+    for (size_t i = 0; i < want.size(); i++) {
+        if (!std::isfinite(got[i])) finite = false;
+        max_err = std::max(max_err, std::fabs(got[i] - want[i]));
+        max_ref = std::max(max_ref, std::fabs(want[i]));
+    }
+    double rel = max_err / (max_ref > 0 ? max_ref : 1.0);
+    bool ok = finite && rel < tol;
+    printf("%-4s %-58s rel err %.2e (max |ref| %.3g)\n", ok ? "ok" : "FAIL", what, rel, max_ref);
+    if (!ok) failures++;
+}
+
+// ----------------------------------------------------------------------------
+// references: the definitions, in double
+
+static void ref_matmul_forward(std::vector<double>& out, const Buf& inp, const Buf& w,
+                               const float* bias, int BT, int C, int OC) {
+    out.assign((size_t)BT * OC, 0.0);
+    for (int i = 0; i < BT; i++) {
+        for (int o = 0; o < OC; o++) {
+            double s = bias ? bias[o] : 0.0;
+            for (int c = 0; c < C; c++) s += (double)inp[(size_t)i * C + c] * w[(size_t)o * C + c];
+            out[(size_t)i * OC + o] = s;
+        }
+    }
+}
+
+// starts from the given prior values (the += semantics)
+static void ref_matmul_backward(std::vector<double>& dinp, std::vector<double>& dw,
+                                std::vector<double>& db, const Buf& dout, const Buf& inp,
+                                const Buf& w, int BT, int C, int OC) {
+    for (int i = 0; i < BT; i++) {
+        for (int c = 0; c < C; c++) {
+            double s = 0.0;
+            for (int o = 0; o < OC; o++) s += (double)dout[(size_t)i * OC + o] * w[(size_t)o * C + c];
+            dinp[(size_t)i * C + c] += s;
+        }
+    }
+    for (int o = 0; o < OC; o++) {
+        for (int c = 0; c < C; c++) {
+            double s = 0.0;
+            for (int i = 0; i < BT; i++) s += (double)dout[(size_t)i * OC + o] * inp[(size_t)i * C + c];
+            dw[(size_t)o * C + c] += s;
+        }
+        double s = 0.0;
+        for (int i = 0; i < BT; i++) s += dout[(size_t)i * OC + o];
+        db[o] += s;
+    }
+}
+
+// forward: out (B,T,C) and att (B,NH,T,T) with zeros above the diagonal
+static void ref_attention_forward(std::vector<double>& out, std::vector<double>& att,
+                                  const Buf& qkv, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    double scale = 1.0 / std::sqrt((double)hs);
+    out.assign((size_t)B * T * C, 0.0);
+    att.assign((size_t)B * NH * T * T, 0.0);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float* q = &qkv[((size_t)b * T + t) * 3 * C + h * hs];
+                std::vector<double> p(t + 1);
+                double mx = -1e300, sum = 0.0;
+                for (int s = 0; s <= t; s++) {
+                    const float* k = &qkv[((size_t)b * T + s) * 3 * C + C + h * hs];
+                    double d = 0.0;
+                    for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
+                    p[s] = d * scale;
+                    mx = std::max(mx, p[s]);
+                }
+                for (int s = 0; s <= t; s++) sum += (p[s] = std::exp(p[s] - mx));
+                double* a = &att[(((size_t)b * NH + h) * T + t) * T];
+                for (int s = 0; s <= t; s++) a[s] = p[s] / sum;
+                for (int i = 0; i < hs; i++) {
+                    double o = 0.0;
+                    for (int s = 0; s <= t; s++) o += a[s] * qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * hs + i];
+                    out[((size_t)b * T + t) * C + h * hs + i] = o;
+                }
+            }
+        }
+    }
+}
+
+// backward through out = att @ v and att = softmax(q k^T * scale), from the saved att
+static void ref_attention_backward(std::vector<double>& dqkv, const Buf& dout, const Buf& qkv,
+                                   const Buf& att, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    double scale = 1.0 / std::sqrt((double)hs);
+    auto Q = [&](int b, int t) { return ((size_t)b * T + t) * 3 * C; };
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            for (int t = 0; t < T; t++) {
+                const float* a = &att[(((size_t)b * NH + h) * T + t) * T];
+                const float* d = &dout[((size_t)b * T + t) * C + h * hs];
+                std::vector<double> datt(t + 1), dpre(t + 1);
+                for (int s = 0; s <= t; s++) {
+                    double x = 0.0;
+                    for (int i = 0; i < hs; i++) {
+                        x += (double)d[i] * qkv[Q(b, s) + 2 * C + h * hs + i];
+                        dqkv[Q(b, s) + 2 * C + h * hs + i] += (double)a[s] * d[i];  // dv
+                    }
+                    datt[s] = x;
+                }
+                // softmax jacobian written out in full: dpre[s] = sum_u datt[u] a[u] (delta_us - a[s])
+                for (int s = 0; s <= t; s++) {
+                    double x = 0.0;
+                    for (int u = 0; u <= t; u++) x += datt[u] * a[u] * ((u == s ? 1.0 : 0.0) - a[s]);
+                    dpre[s] = x;
+                }
+                for (int s = 0; s <= t; s++) {
+                    for (int i = 0; i < hs; i++) {
+                        dqkv[Q(b, t) + h * hs + i] += dpre[s] * scale * qkv[Q(b, s) + C + h * hs + i];  // dq
+                        dqkv[Q(b, s) + C + h * hs + i] += dpre[s] * scale * qkv[Q(b, t) + h * hs + i];  // dk
+                    }
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+
+static std::vector<double> to_double(const Buf& v) { return std::vector<double>(v.begin(), v.end()); }
+
+static void test_matmul(int B, int T, int C, int OC, bool with_bias) {
+    const int BT = B * T;
+    char name[160];
+    Buf inp = rand_buf((size_t)BT * C), w = rand_buf((size_t)OC * C, 0.2f), bias = rand_buf(OC);
+    const float* bp = with_bias ? bias.data() : nullptr;
+    // forward overwrites: pre-fill with garbage that must disappear
+    Buf out((size_t)BT * OC, 777.0f);
+    matmul_forward(out.data(), inp.data(), w.data(), bp, B, T, C, OC);
+    std::vector<double> ref;
+    ref_matmul_forward(ref, inp, w, bp, BT, C, OC);
+    snprintf(name, sizeof(name), "matmul_forward  B=%d T=%d C=%d OC=%d bias=%s", B, T, C, OC,
+             with_bias ? "yes" : "null");
+    check(name, out.data(), ref);
+
+    // backward accumulates: start from nonzero gradients
+    Buf dout = rand_buf((size_t)BT * OC);
+    Buf dinp = rand_buf((size_t)BT * C, 3.0f), dw = rand_buf((size_t)OC * C, 3.0f), db = rand_buf(OC, 3.0f);
+    std::vector<double> rdinp = to_double(dinp), rdw = to_double(dw), rdb = to_double(db);
+    ref_matmul_backward(rdinp, rdw, rdb, dout, inp, w, BT, C, OC);
+    matmul_backward(dinp.data(), dw.data(), with_bias ? db.data() : nullptr, dout.data(), inp.data(),
+                    w.data(), B, T, C, OC);
+    snprintf(name, sizeof(name), "matmul_backward dinp    B=%d T=%d C=%d OC=%d", B, T, C, OC);
+    check(name, dinp.data(), rdinp);
+    snprintf(name, sizeof(name), "matmul_backward dweight B=%d T=%d C=%d OC=%d", B, T, C, OC);
+    check(name, dw.data(), rdw);
+    if (with_bias) {
+        snprintf(name, sizeof(name), "matmul_backward dbias   B=%d T=%d C=%d OC=%d", B, T, C, OC);
+        check(name, db.data(), rdb);
+    } else {
+        // a nullptr dbias must not be touched (nothing to check but that we did not crash)
+    }
+}
+
+static void test_attention(int B, int T, int C, int NH) {
+    char name[160];
+    Buf qkv = rand_buf((size_t)B * T * 3 * C, 2.0f);
+    Buf out((size_t)B * T * C, 777.0f), att((size_t)B * NH * T * T, 777.0f);
+    attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
+    std::vector<double> rout, ratt;
+    ref_attention_forward(rout, ratt, qkv, B, T, C, NH);
+    snprintf(name, sizeof(name), "attention_forward out   B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    check(name, out.data(), rout);
+    snprintf(name, sizeof(name), "attention_forward att   B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    check(name, att.data(), ratt);  // includes the zeros above the diagonal
+
+    Buf dout = rand_buf((size_t)B * T * C);
+    Buf dqkv = rand_buf((size_t)B * T * 3 * C, 3.0f);
+    std::vector<double> rdqkv = to_double(dqkv);
+    // backward from the reference probabilities, so the two see the same input
+    Buf att_in(ratt.begin(), ratt.end());
+    ref_attention_backward(rdqkv, dout, qkv, att_in, B, T, C, NH);
+    attention_backward(dqkv.data(), dout.data(), qkv.data(), att_in.data(), B, T, C, NH);
+    snprintf(name, sizeof(name), "attention_backward dqkv B=%d T=%d C=%d NH=%d", B, T, C, NH);
+    check(name, dqkv.data(), rdqkv);
+}
+
+int main() {
+    // matmul: ragged B*T (111 = 3*37), C=48, OC = 3C, 4C, a padded vocab, and tiles of one
+    test_matmul(3, 37, 48, 144, true);
+    test_matmul(3, 37, 48, 192, false);
+    test_matmul(3, 37, 48, 1024, true);
+    test_matmul(1, 1, 48, 144, true);
+    test_matmul(2, 5, 7, 3, true);
+    test_matmul(1, 1, 1, 1, false);
+    // several macro-tiles in every direction and a K longer than one slice
+    test_matmul(2, 150, 300, 777, true);
+    test_matmul(1, 600, 130, 50, true);
+    // GPT-2 small-ish: hs=64
+    test_matmul(2, 64, 192, 576, true);
+
+    // attention: hs=16 with NH=3, T=1, T=37, hs=64, hs not a multiple of the vector width
+    test_attention(2, 37, 48, 3);
+    test_attention(3, 1, 48, 3);
+    test_attention(1, 64, 128, 2);
+    test_attention(2, 13, 20, 4);
+    test_attention(1, 130, 64, 1);
+
+    if (failures) {
+        printf("%d check(s) FAILED\n", failures);
+        return 1;
+    }
+    printf("all checks passed\n");
+    return 0;
+}
