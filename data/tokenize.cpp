@@ -1,0 +1,603 @@
+// tokenize.cpp: the GPT-2 tokenizer tool. Encodes and decodes text, writes llm.c's
+// tokenizer file, and turns text corpora into llm.c data shards.
+//   ./tokenize encode | decode | tokenizer-file OUT.bin | shards --out PREFIX INPUT...
+// Every subcommand takes --help. The BPE itself is in bpe.h.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../llmc/utils.h"  // defines: fail, CHECK, checked file I/O, parse_int, parse_float
+#include "bpe.h"            // defines: Bpe, bpe_load, bpe_encode, bpe_decode, json_read_string
+
+static const int32_t SHARD_MAGIC = 20240520;
+static const int32_t SHARD_VERSION = 1;
+static const uint32_t TOKENIZER_FILE_MAGIC = 20240328;
+
+static double now_seconds() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+static std::string read_all_stdin() {
+    std::string data;
+    char buf[1 << 16];
+    size_t got;
+    while ((got = fread(buf, 1, sizeof(buf), stdin)) > 0) data.append(buf, got);
+    if (ferror(stdin)) fail("stdin: read error (%s)", strerror(errno));
+    return data;
+}
+
+// data/gpt2_vocab, relative to the current directory, or else next to this binary (the
+// repo root), so that ./tokenize works from anywhere in a checkout.
+static const char* default_vocab_dir() {
+    static std::string dir = "data/gpt2_vocab";
+    struct stat st;
+    if (stat((dir + "/encoder.json").c_str(), &st) == 0) return dir.c_str();
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        std::string near = std::filesystem::path(exe).parent_path().string() + "/data/gpt2_vocab";
+        if (stat((near + "/encoder.json").c_str(), &st) == 0) dir = near;
+    }
+    return dir.c_str();
+}
+
+static void load_vocab_or_fail(Bpe* b, const char* dir) {
+    std::string d(dir);
+    for (const char* name : {"/encoder.json", "/vocab.bpe"}) {
+        struct stat st;
+        if (stat((d + name).c_str(), &st) != 0)
+            fail("%s%s: missing (run data/get_vocab.sh, or pass --vocab-dir DIR)", dir, name);
+    }
+    bpe_load(b, dir);
+}
+
+// Writes with a temporary name, flushes to disk, then renames: a reader never sees half a file.
+struct AtomicFile {
+    std::string path, tmp;
+    FILE* f;
+};
+
+static void atomic_open(AtomicFile* a, const std::string& path) {
+    a->path = path;
+    a->tmp = path + ".tmp";
+    a->f = fopen_or_fail(a->tmp.c_str(), "wb");
+}
+
+static void atomic_commit(AtomicFile* a) {
+    if (fflush(a->f) != 0 || fsync(fileno(a->f)) != 0) fail("%s: flush failed (%s)", a->tmp.c_str(), strerror(errno));
+    fclose_or_fail(a->f, a->tmp.c_str());
+    if (rename(a->tmp.c_str(), a->path.c_str()) != 0)
+        fail("%s: cannot rename to %s (%s)", a->tmp.c_str(), a->path.c_str(), strerror(errno));
+}
+
+// ----------------------------------------------------------------------------------
+// encode, decode, tokenizer-file
+
+static const char* vocab_dir_flag(int argc, char** argv, int first, const char* usage) {
+    const char* dir = default_vocab_dir();
+    for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); exit(0); }
+        if (!strcmp(argv[i], "--vocab-dir")) {
+            if (i + 1 >= argc) fail("--vocab-dir needs a value");
+            dir = argv[++i];
+            continue;
+        }
+        fail("unknown argument '%s' (see --help)", argv[i]);
+    }
+    return dir;
+}
+
+static int cmd_encode(int argc, char** argv) {
+    const char* dir = vocab_dir_flag(argc, argv, 2,
+        "usage: ./tokenize encode [--vocab-dir DIR]\n"
+        "  Reads UTF-8 text on stdin, writes its GPT-2 token ids on stdout separated by spaces,\n"
+        "  with a newline at the end. No EOT is added; \"<|endoftext|>\" in the text is plain text.\n"
+        "  --vocab-dir DIR  directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
+        "                   here or next to this binary)\n");
+    Bpe bpe;
+    load_vocab_or_fail(&bpe, dir);
+    std::string text = read_all_stdin();
+    BpeCache cache;
+    std::vector<uint32_t> ids;
+    bpe_encode(&bpe, &cache, text.data(), text.size(), &ids);
+    std::string out;
+    out.reserve(ids.size() * 6 + 1);
+    char num[16];
+    for (size_t i = 0; i < ids.size(); i++) {
+        int len = snprintf(num, sizeof(num), i == 0 ? "%u" : " %u", ids[i]);
+        out.append(num, len);
+    }
+    out.push_back('\n');
+    fwrite_or_fail(out.data(), 1, out.size(), stdout, "stdout");
+    return 0;
+}
+
+static int cmd_decode(int argc, char** argv) {
+    const char* dir = vocab_dir_flag(argc, argv, 2,
+        "usage: ./tokenize decode [--vocab-dir DIR]\n"
+        "  Reads token ids (separated by whitespace) on stdin, writes the text they spell on stdout.\n"
+        "  --vocab-dir DIR  directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
+        "                   here or next to this binary)\n");
+    Bpe bpe;
+    load_vocab_or_fail(&bpe, dir);
+    std::string in = read_all_stdin(), out;
+    size_t i = 0, n = in.size();
+    while (true) {
+        while (i < n && isspace((unsigned char)in[i])) i++;
+        if (i >= n) break;
+        size_t start = i;
+        uint64_t v = 0;
+        while (i < n && !isspace((unsigned char)in[i])) {
+            char c = in[i++];
+            if (c < '0' || c > '9' || v > bpe.pieces.size()) v = UINT64_MAX;
+            else v = v * 10 + (uint64_t)(c - '0');
+        }
+        if (v >= bpe.pieces.size())
+            fail("stdin: '%.*s' is not a token id in 0..%zu", (int)std::min<size_t>(i - start, 40), in.data() + start,
+                 bpe.pieces.size() - 1);
+        out.append(bpe.pieces[v]);
+    }
+    fwrite_or_fail(out.data(), 1, out.size(), stdout, "stdout");
+    return 0;
+}
+
+static int cmd_tokenizer_file(int argc, char** argv) {
+    const char* usage =
+        "usage: ./tokenize tokenizer-file OUT.bin [--vocab-dir DIR]\n"
+        "  Writes llm.c's tokenizer file (version 2): 256 x uint32 header [20240328, 2, V, EOT],\n"
+        "  then per token a uint8 length and its bytes. Trainers read it to print samples.\n";
+    const char* out = nullptr;
+    const char* dir = default_vocab_dir();
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); return 0; }
+        if (!strcmp(argv[i], "--vocab-dir")) {
+            if (i + 1 >= argc) fail("tokenizer-file: --vocab-dir needs a value");
+            dir = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fail("tokenizer-file: unknown option '%s' (see --help)", argv[i]);
+        } else if (out == nullptr) {
+            out = argv[i];
+        } else {
+            fail("tokenizer-file: one OUT.bin only, got '%s' too", argv[i]);
+        }
+    }
+    if (out == nullptr) fail("tokenizer-file: missing OUT.bin (see --help)");
+    Bpe bpe;
+    load_vocab_or_fail(&bpe, dir);
+    uint32_t header[256] = {0};
+    header[0] = TOKENIZER_FILE_MAGIC;
+    header[1] = 2;
+    header[2] = (uint32_t)bpe.pieces.size();
+    header[3] = bpe.eot_token;
+    AtomicFile f;
+    atomic_open(&f, out);
+    fwrite_or_fail(header, sizeof(header), 1, f.f, f.tmp.c_str());
+    for (size_t id = 0; id < bpe.pieces.size(); id++) {
+        const std::string& p = bpe.pieces[id];
+        if (p.empty() || p.size() > 255) fail("%s: token %zu has %zu bytes; the file stores 1..255", dir, id, p.size());
+        uint8_t len = (uint8_t)p.size();
+        fwrite_or_fail(&len, 1, 1, f.f, f.tmp.c_str());
+        fwrite_or_fail(p.data(), 1, p.size(), f.f, f.tmp.c_str());
+    }
+    atomic_commit(&f);
+    printf("wrote %s: %zu tokens, EOT %u\n", out, bpe.pieces.size(), bpe.eot_token);
+    return 0;
+}
+
+// Debug aid for the tests: the character class of every code point, as maximal runs
+// "FIRST LAST CLASS" in hex, CLASS one of L N S O. test/tokenizer/ compares it to Node.
+static int cmd_unicode_classes() {
+    const char names[] = {'O', 'L', 'N', 'S'};
+    uint32_t start = 0;
+    CharClass cur = char_class(0);
+    for (uint32_t cp = 1; cp <= 0x110000; cp++) {
+        CharClass c = cp < 0x110000 ? char_class(cp) : CHAR_OTHER;
+        if (cp == 0x110000 || c != cur) {
+            printf("%X %X %c\n", start, cp - 1, names[cur]);
+            start = cp;
+            cur = c;
+        }
+    }
+    return 0;
+}
+
+// ----------------------------------------------------------------------------------
+// shards: documents in, llm.c data shards out
+
+// Where documents come from: text files (one document each, or split at --doc-sep
+// lines) and .jsonl files (one document per line, its "text" field).
+struct DocSource {
+    std::vector<std::string> files;
+    size_t next_file = 0;
+    std::string doc_sep;
+    bool split_at_sep = false;
+    // the file being read
+    std::string path;
+    FILE* jsonl = nullptr;  // streamed line by line: JSONL corpora can be far larger than RAM
+    size_t line_no = 0;
+    std::string text;  // a text file, whole
+    size_t text_pos = 0;
+    bool in_text = false;
+    // counters
+    uint64_t total_bytes = 0, bytes_done = 0, empty_docs = 0;
+    bool stdin_input = false;  // total_bytes is then unknown
+};
+
+static bool is_jsonl(const std::string& p) {
+    return p.size() >= 6 && p.compare(p.size() - 6, 6, ".jsonl") == 0;
+}
+
+static void doc_source_init(DocSource* s, const std::vector<std::string>& inputs) {
+    namespace fs = std::filesystem;
+    for (const std::string& in : inputs) {
+        std::error_code ec;
+        if (fs::is_directory(in, ec)) {
+            std::vector<std::string> found;
+            for (auto it = fs::recursive_directory_iterator(in, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+                if (it->is_regular_file(ec)) found.push_back(it->path().string());
+            if (ec) fail("%s: cannot list directory (%s)", in.c_str(), ec.message().c_str());
+            std::sort(found.begin(), found.end());
+            if (found.empty()) fail("%s: directory has no files", in.c_str());
+            s->files.insert(s->files.end(), found.begin(), found.end());
+        } else if (in == "-") {
+            s->files.push_back(in);  // JSONL on stdin, e.g. from a parquet converter
+            s->stdin_input = true;
+        } else {
+            file_size_or_fail(in.c_str());  // exists and is a regular file
+            s->files.push_back(in);
+        }
+    }
+    for (const std::string& f : s->files)
+        if (f != "-") s->total_bytes += file_size_or_fail(f.c_str());
+}
+
+// Moves *pos past one JSON value starting at s[*pos]; false if malformed.
+static bool json_skip_value(const char* s, size_t n, size_t* pos) {
+    size_t i = json_skip_space(s, n, *pos);
+    if (i >= n) return false;
+    std::string scratch;
+    if (s[i] == '"') {
+        if (!json_read_string(s, n, &i, &scratch)) return false;
+    } else if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;  // strings may hold brackets: step over them whole
+        while (i < n) {
+            char c = s[i];
+            if (c == '"') { if (!json_read_string(s, n, &i, &scratch)) return false; continue; }
+            if (c == '{' || c == '[') depth++;
+            if (c == '}' || c == ']') depth--;
+            i++;
+            if (depth == 0) break;
+        }
+        if (depth != 0) return false;
+    } else {
+        size_t start = i;  // number, true, false, null
+        while (i < n && s[i] != ',' && s[i] != '}' && s[i] != ']' && !isspace((unsigned char)s[i])) i++;
+        if (i == start) return false;
+    }
+    *pos = i;
+    return true;
+}
+
+// The "text" field of one JSONL record.
+static void jsonl_text(const char* s, size_t n, const std::string& path, size_t line_no, std::string* text) {
+    size_t i = json_skip_space(s, n, 0);
+    if (i >= n || s[i] != '{') fail("%s:%zu: not a JSON object", path.c_str(), line_no);
+    i = json_skip_space(s, n, i + 1);
+    std::string key;
+    bool found = false;
+    while (i < n && s[i] != '}') {
+        if (!json_read_string(s, n, &i, &key)) fail("%s:%zu: bad JSON key at byte %zu", path.c_str(), line_no, i);
+        i = json_skip_space(s, n, i);
+        if (i >= n || s[i] != ':') fail("%s:%zu: expected ':' at byte %zu", path.c_str(), line_no, i);
+        i = json_skip_space(s, n, i + 1);
+        if (key == "text" && !found) {
+            if (i >= n || s[i] != '"') fail("%s:%zu: \"text\" is not a string", path.c_str(), line_no);
+            if (!json_read_string(s, n, &i, text)) fail("%s:%zu: bad \"text\" string", path.c_str(), line_no);
+            found = true;
+        } else if (!json_skip_value(s, n, &i)) {
+            fail("%s:%zu: bad JSON value at byte %zu", path.c_str(), line_no, i);
+        }
+        i = json_skip_space(s, n, i);
+        if (i < n && s[i] == ',') i = json_skip_space(s, n, i + 1);
+        else if (i >= n || s[i] != '}') fail("%s:%zu: expected ',' or '}' at byte %zu", path.c_str(), line_no, i);
+    }
+    if (i >= n) fail("%s:%zu: truncated JSON object", path.c_str(), line_no);
+    if (!found) fail("%s:%zu: record has no \"text\" field", path.c_str(), line_no);
+}
+
+// Next document into *doc; false when every input is used up. Empty documents are skipped.
+static bool doc_source_next(DocSource* s, std::string* doc) {
+    while (true) {
+        if (s->jsonl != nullptr) {
+            char* line = nullptr;
+            size_t cap = 0;
+            ssize_t len = getline(&line, &cap, s->jsonl);
+            if (len < 0) {
+                free(line);
+                if (ferror(s->jsonl)) fail("%s: read error (%s)", s->path.c_str(), strerror(errno));
+                if (s->jsonl != stdin) fclose(s->jsonl);
+                s->jsonl = nullptr;
+                continue;
+            }
+            s->line_no++;
+            s->bytes_done += (uint64_t)len;
+            size_t n = (size_t)len;
+            while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ')) n--;
+            if (n > 0) jsonl_text(line, n, s->path, s->line_no, doc);
+            free(line);
+            if (n == 0) continue;  // blank line
+            if (doc->empty()) { s->empty_docs++; continue; }
+            return true;
+        }
+        if (s->in_text) {
+            size_t start = s->text_pos, end = s->text.size(), next = end;
+            if (s->split_at_sep) {
+                // the document runs to the next line that equals the separator (a CR before
+                // the newline is ignored, so CRLF files work); that line is dropped
+                for (size_t p = start; p < s->text.size();) {
+                    size_t nl = s->text.find('\n', p);
+                    size_t line_end = nl == std::string::npos ? s->text.size() : nl;
+                    size_t cmp_end = line_end > p && s->text[line_end - 1] == '\r' ? line_end - 1 : line_end;
+                    if (s->text.compare(p, cmp_end - p, s->doc_sep) == 0) {
+                        end = p;
+                        next = nl == std::string::npos ? s->text.size() : nl + 1;
+                        break;
+                    }
+                    p = nl == std::string::npos ? s->text.size() : nl + 1;
+                }
+            }
+            doc->assign(s->text, start, end - start);
+            s->text_pos = next;
+            if (next >= s->text.size()) {
+                s->in_text = false;
+                s->text.clear();
+                s->text.shrink_to_fit();
+            }
+            if (doc->empty()) { s->empty_docs++; continue; }
+            return true;
+        }
+        if (s->next_file >= s->files.size()) return false;
+        s->path = s->files[s->next_file++];
+        s->line_no = 0;
+        if (s->path == "-") {
+            s->jsonl = stdin;
+        } else if (is_jsonl(s->path)) {
+            s->jsonl = fopen_or_fail(s->path.c_str(), "rb");
+        } else {
+            s->text = read_file_or_fail(s->path);
+            s->bytes_done += s->text.size();
+            s->text_pos = 0;
+            s->in_text = true;
+            if (s->text.empty()) { s->in_text = false; s->empty_docs++; }
+        }
+    }
+}
+
+// Collects tokens of one split (val or train) and writes PREFIX_SPLIT_%06d.bin shards
+// of exactly shard_tokens tokens each (the last one shorter). Documents may straddle two
+// shards, as in llm.c's own preprocessing.
+struct ShardWriter {
+    std::string prefix, split;
+    size_t shard_tokens;
+    std::vector<uint16_t> buf;
+    int next_index = 0;
+    uint64_t total_tokens = 0;
+    std::vector<std::pair<std::string, size_t>> written;  // path, tokens
+};
+
+static void shard_writer_flush(ShardWriter* w) {
+    if (w->buf.empty()) return;
+    char name[64];
+    snprintf(name, sizeof(name), "_%s_%06d.bin", w->split.c_str(), w->next_index++);
+    AtomicFile f;
+    atomic_open(&f, w->prefix + name);
+    int32_t header[256] = {0};
+    header[0] = SHARD_MAGIC;
+    header[1] = SHARD_VERSION;
+    header[2] = (int32_t)w->buf.size();
+    fwrite_or_fail(header, sizeof(header), 1, f.f, f.tmp.c_str());
+    fwrite_or_fail(w->buf.data(), sizeof(uint16_t), w->buf.size(), f.f, f.tmp.c_str());
+    atomic_commit(&f);
+    w->written.emplace_back(f.path, w->buf.size());
+    w->buf.clear();
+}
+
+static void shard_writer_push(ShardWriter* w, uint32_t token) {
+    w->buf.push_back((uint16_t)token);
+    w->total_tokens++;
+    if (w->buf.size() == w->shard_tokens) shard_writer_flush(w);
+}
+
+static void print_progress(const DocSource* src, uint64_t docs, uint64_t tokens, double t0, bool final) {
+    double dt = std::max(now_seconds() - t0, 1e-9);
+    if (src->stdin_input) {
+        fprintf(stderr, "\r[stdin]");  // no total to show progress against
+    } else {
+        double frac = src->total_bytes ? (double)src->bytes_done / (double)src->total_bytes : 1.0;
+        const int width = 30;
+        int filled = std::min(width, (int)(frac * width));
+        fprintf(stderr, "\r[%.*s%*s] %5.1f%%", filled, "##############################", width - filled, "", 100.0 * frac);
+    }
+    fprintf(stderr, " %llu docs %.1fM tokens | %.0f docs/s %.2f MB/s%s", (unsigned long long)docs, tokens / 1e6,
+            docs / dt, src->bytes_done / 1e6 / dt, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static int cmd_shards(int argc, char** argv) {
+    const char* usage =
+        "usage: ./tokenize shards --out PREFIX [options] INPUT...\n"
+        "  Tokenizes documents into llm.c data shards: 256 x int32 header [20240520, 1, ntok],\n"
+        "  then ntok x uint16. Every document is preceded by EOT (50256). The val split goes to\n"
+        "  PREFIX_val_000000.bin (...), the rest to PREFIX_train_000000.bin, _000001.bin, ...\n"
+        "  INPUT: a text file (one document), a .jsonl file (one document per line: its \"text\"),\n"
+        "  or a directory (every regular file below it, in sorted order); - reads JSONL on stdin.\n"
+        "options:\n"
+        "  --out PREFIX         output path prefix, e.g. data/bible/bible (required)\n"
+        "  --val-docs N         the first N documents are the val split (default 0)\n"
+        "  --val-fraction F     instead: every document i with floor((i+1)F) > floor(iF), i.e. an\n"
+        "                       evenly spread fraction F of the documents (default 0: no val split)\n"
+        "  --shard-tokens M     tokens per shard file (default 100000000, as llm.c)\n"
+        "  --threads K          encoding threads (default: all cores)\n"
+        "  --doc-sep LINE       in text files, a line equal to LINE ends a document (the line is\n"
+        "                       dropped); '' splits at blank lines\n"
+        "  --vocab-dir DIR      directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
+        "                       here or next to this binary)\n";
+    std::string prefix, doc_sep;
+    bool has_sep = false;
+    const char* vocab_dir = default_vocab_dir();
+    long long val_docs = 0, shard_tokens = 100000000, threads = std::max(1u, std::thread::hardware_concurrency());
+    double val_fraction = 0.0;
+    bool use_fraction = false;
+    std::vector<std::string> inputs;
+    for (int i = 2; i < argc; i++) {
+        std::string a = argv[i];
+        if (a == "--help" || a == "-h") { printf("%s", usage); return 0; }
+        bool is_option = a.size() > 1 && a[0] == '-';
+        if (is_option && i + 1 >= argc) fail("shards: %s: unknown, or missing its value (see --help)", a.c_str());
+        const char* v = is_option ? argv[i + 1] : nullptr;
+        if (a == "--out") { prefix = v; i++; }
+        else if (a == "--vocab-dir") { vocab_dir = v; i++; }
+        else if (a == "--doc-sep") { doc_sep = v; has_sep = true; i++; }
+        else if (a == "--val-docs") {
+            if (!parse_int(v, 0, INT64_MAX, &val_docs)) fail("shards: --val-docs '%s': expected an integer >= 0", v);
+            i++;
+        } else if (a == "--val-fraction") {
+            if (!parse_float(v, &val_fraction) || val_fraction < 0 || val_fraction > 1)
+                fail("shards: --val-fraction '%s': expected a number in [0, 1]", v);
+            use_fraction = true;
+            i++;
+        } else if (a == "--shard-tokens") {
+            if (!parse_int(v, 1, INT32_MAX, &shard_tokens)) fail("shards: --shard-tokens '%s': expected 1..%d", v, INT32_MAX);
+            i++;
+        } else if (a == "--threads") {
+            if (!parse_int(v, 1, 1024, &threads)) fail("shards: --threads '%s': expected 1..1024", v);
+            i++;
+        } else if (is_option) {
+            fail("shards: unknown option '%s' (see --help)", a.c_str());
+        } else {
+            inputs.push_back(a);
+        }
+    }
+    if (prefix.empty()) fail("shards: --out PREFIX is required (see --help)");
+    if (inputs.empty()) fail("shards: no INPUT files (see --help)");
+    if (use_fraction && val_docs > 0) fail("shards: give --val-docs or --val-fraction, not both");
+
+    Bpe bpe;
+    load_vocab_or_fail(&bpe, vocab_dir);
+    if (bpe.pieces.size() > 65536) fail("%s: vocab of %zu tokens does not fit uint16 shards", vocab_dir, bpe.pieces.size());
+    DocSource src;
+    src.doc_sep = doc_sep;
+    src.split_at_sep = has_sep;
+    doc_source_init(&src, inputs);
+    std::string parent = std::filesystem::path(prefix).parent_path().string();
+    if (!parent.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(parent, ec);
+        if (ec) fail("%s: cannot create directory (%s)", parent.c_str(), ec.message().c_str());
+    }
+
+    ShardWriter val, train;
+    val.prefix = train.prefix = prefix;
+    val.split = "val";
+    train.split = "train";
+    val.shard_tokens = train.shard_tokens = (size_t)shard_tokens;
+    std::vector<BpeCache> caches((size_t)threads);
+    bool tty = isatty(fileno(stderr));
+    double t0 = now_seconds(), last_report = t0;
+    uint64_t docs = 0, val_doc_count = 0;
+
+    // Batches of documents: read in order, encode in parallel, written in order, so the
+    // output does not depend on the thread count.
+    const size_t BATCH_BYTES = 32u << 20, BATCH_DOCS = 1u << 16;
+    std::vector<std::string> batch;
+    std::vector<std::vector<uint32_t>> tokens;
+    bool more = true;
+    while (more) {
+        size_t nbytes = 0, n = 0;
+        while (n < BATCH_DOCS && nbytes < BATCH_BYTES) {
+            if (batch.size() <= n) batch.emplace_back();
+            if (!doc_source_next(&src, &batch[n])) { more = false; break; }
+            nbytes += batch[n].size();
+            n++;
+        }
+        if (tokens.size() < n) tokens.resize(n);
+        std::atomic<size_t> next_doc{0};
+        auto work = [&](size_t t) {
+            for (size_t d; (d = next_doc.fetch_add(1)) < n;) {
+                tokens[d].clear();
+                bpe_encode(&bpe, &caches[t], batch[d].data(), batch[d].size(), &tokens[d]);
+            }
+        };
+        std::vector<std::thread> pool;
+        for (size_t t = 1; t < (size_t)threads && t < n; t++) pool.emplace_back(work, t);
+        work(0);
+        for (auto& th : pool) th.join();
+        for (size_t d = 0; d < n; d++, docs++) {
+            bool to_val = use_fraction ? std::floor((double)(docs + 1) * val_fraction) > std::floor((double)docs * val_fraction)
+                                       : docs < (uint64_t)val_docs;
+            ShardWriter* w = to_val ? &val : &train;
+            val_doc_count += to_val;
+            shard_writer_push(w, bpe.eot_token);
+            for (uint32_t id : tokens[d]) shard_writer_push(w, id);
+        }
+        double now = now_seconds();
+        if (now - last_report > (tty ? 0.25 : 10.0)) {
+            print_progress(&src, docs, val.total_tokens + train.total_tokens, t0, !tty);
+            last_report = now;
+        }
+    }
+    shard_writer_flush(&val);
+    shard_writer_flush(&train);
+    if (tty) print_progress(&src, docs, val.total_tokens + train.total_tokens, t0, true);
+    if (docs == 0) fail("shards: the inputs hold no documents (all empty?)");
+
+    double dt = std::max(now_seconds() - t0, 1e-9);
+    for (auto* w : {&val, &train}) {
+        for (auto& p : w->written) printf("  %s: %zu tokens\n", p.first.c_str(), p.second);
+        if (w->written.empty()) continue;  // e.g. val and train written by two runs
+        // A shard left over from an earlier, bigger run would be picked up by a glob.
+        char name[64];
+        snprintf(name, sizeof(name), "_%s_%06d.bin", w->split.c_str(), w->next_index);
+        struct stat st;
+        if (stat((prefix + name).c_str(), &st) == 0)
+            fprintf(stderr, "warning: %s%s is left from an earlier run; delete it\n", prefix.c_str(), name);
+    }
+    printf("shards: %llu docs (%llu val, %llu empty skipped), %llu tokens (val %llu in %zu files, train %llu in %zu files), "
+           "%.1f MB in %.1f s (%.2f MB/s, %.0f tokens/s, %lld threads)\n",
+           (unsigned long long)docs, (unsigned long long)val_doc_count, (unsigned long long)src.empty_docs,
+           (unsigned long long)(val.total_tokens + train.total_tokens), (unsigned long long)val.total_tokens,
+           val.written.size(), (unsigned long long)train.total_tokens, train.written.size(), src.bytes_done / 1e6, dt,
+           src.bytes_done / 1e6 / dt, (val.total_tokens + train.total_tokens) / dt, threads);
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    const char* usage =
+        "usage: ./tokenize COMMAND [--help]\n"
+        "  encode          text on stdin -> GPT-2 token ids on stdout\n"
+        "  decode          token ids on stdin -> text on stdout\n"
+        "  tokenizer-file  write llm.c's tokenizer file (for printing samples while training)\n"
+        "  shards          text / .jsonl corpora -> llm.c data shards\n"
+        "The vocabulary (encoder.json, vocab.bpe) is read from data/gpt2_vocab unless --vocab-dir\n"
+        "says otherwise; data/get_vocab.sh fetches it.\n";
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        printf("%s", usage);
+        return argc < 2 ? 1 : 0;
+    }
+    std::string cmd = argv[1];
+    if (cmd == "encode") return cmd_encode(argc, argv);
+    if (cmd == "decode") return cmd_decode(argc, argv);
+    if (cmd == "tokenizer-file") return cmd_tokenizer_file(argc, argv);
+    if (cmd == "shards") return cmd_shards(argc, argv);
+    if (cmd == "unicode-classes") return cmd_unicode_classes();
+    fail("unknown command '%s' (see ./tokenize --help)", cmd.c_str());
+}
