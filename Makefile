@@ -34,3 +34,6 @@ bench-cpu: build/bench_cpu
 
 clean:
 	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize
+
+# CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)
+-include cuda.mk

@@ -4,4 +4,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh --test
 make -j2 all
+# CUDA code must always compile, GPU or not
+if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    make -j2 cuda-dev
+else
+    echo "nvcc not found: CUDA code not compiled"
+fi
 make test

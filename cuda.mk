@@ -1,0 +1,42 @@
+# cuda.mk: the CUDA part of the build, included by the Makefile (or run alone:
+# `make -f cuda.mk cuda-dev -j16`). Defines NVCC, NVCC_FLAGS, NVCC_LDLIBS and the dev/cuda
+# programs: build/cuda/<op>_fp32 and build/cuda/<op>_bf16, one per dev/cuda/<op>.cu.
+#
+# GPU arch: the compute capability of GPU 0 when nvidia-smi finds one (sm_90 on H100/H200),
+# else sm_90 + sm_80 (a machine without a GPU compiles for the GPUs we target).
+# Override with `make CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80"`.
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
+
+CUDA_GPU_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+ifneq ($(CUDA_GPU_CC),)
+CUDA_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_CC),code=sm_$(CUDA_GPU_CC)
+else
+CUDA_ARCH_FLAGS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+endif
+
+# -diag-suppress 1675: nvcc does not know "#pragma GCC unroll" in llmc/cpu/matmul.h.
+# -Xcompiler -fopenmp: the CPU references in llmc/cpu use OpenMP (the GPT-2-sized checks
+# would take minutes on one core).
+NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -diag-suppress 1675 $(CUDA_ARCH_FLAGS) \
+              -Xcompiler -fopenmp,-march=native,-Wall,-Wno-unused-function
+NVCC_LDLIBS ?= -lcublasLt -lcublas -lgomp -lm
+
+CUDA_HEADERS := $(wildcard llmc/*.h llmc/cpu/*.h llmc/cuda/*.cuh dev/cuda/*.cuh)
+CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)
+CUDA_DEV_NAMES := $(patsubst dev/cuda/%.cu,%,$(CUDA_DEV_SRCS))
+CUDA_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/cuda/$(n)_fp32 build/cuda/$(n)_bf16)
+
+.PHONY: cuda-dev cuda-dev-clean
+cuda-dev: $(CUDA_DEV_BINS)
+
+build/cuda/%_fp32: dev/cuda/%.cu $(CUDA_HEADERS)
+	@mkdir -p build/cuda
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+
+build/cuda/%_bf16: dev/cuda/%.cu $(CUDA_HEADERS)
+	@mkdir -p build/cuda
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
+
+cuda-dev-clean:
+	rm -rf build/cuda

@@ -1,0 +1,132 @@
+// attention.cu: llmc/cuda/attention.cuh (flash-style, fp32 arithmetic) against
+// llmc/cpu/attention.h, at every compiled head size and awkward T, then a benchmark.
+// The GPU's dqkv is prefilled with NaN bytes, so an element the backward never writes fails.
+// Tolerances (|err| <= atol_frac*max|ref| + rtol*|ref|):
+//   fp32: the online softmax and the tiled sums reorder fp32 arithmetic over T keys:
+//         out rtol 1e-4 + 1e-5*max; dqkv (sums over up to T rows with cancellation,
+//         since each dS row sums to ~0) rtol 1e-4 + 2e-5*max + 1e-5; lse vs a double
+//         reference rtol 1e-5 + 1e-6*max + 1e-5 (scores are dot products of HS terms).
+//   bf16: inputs are identical, outputs rounded to bf16 (2^-9), and the backward's
+//         D = dO.O uses the stored bf16 O: out rtol 1e-2 + 2e-3*max, dqkv rtol 2e-2 +
+//         5e-3*max + 1e-3, lse (fp32) as in the fp32 build.
+#include "dev_common.cuh"
+#include "../../llmc/cpu/attention.h"
+#include "../../llmc/cuda/attention.cuh"
+
+// lse of every (b, h, t) row in double, from the definition
+static std::vector<float> ref_lse(const std::vector<float>& qkv, int B, int T, int C, int NH) {
+    const int HS = C / NH;
+    const double scale = 1.0 / std::sqrt((double)HS);
+    std::vector<float> out((size_t)B * NH * T);
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            std::vector<double> s(T);
+            for (int t = 0; t < T; t++) {
+                const float* q = &qkv[((size_t)b * T + t) * 3 * C + h * HS];
+                double mx = -1e300;
+                for (int j = 0; j <= t; j++) {
+                    const float* k = &qkv[((size_t)b * T + j) * 3 * C + C + h * HS];
+                    double acc = 0.0;
+                    for (int i = 0; i < HS; i++) acc += (double)q[i] * k[i];
+                    s[j] = acc * scale;
+                    mx = std::max(mx, s[j]);
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= t; j++) sum += std::exp(s[j] - mx);
+                out[((size_t)b * NH + h) * T + t] = (float)(mx + std::log(sum));
+            }
+        }
+    }
+    return out;
+}
+
+static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool bench) {
+    const int C = NH * HS;
+    char what[80];
+    snprintf(what, sizeof(what), "B=%d T=%d NH=%d HS=%d", B, T, NH, HS);
+    printf("-- attention %s\n", what);
+    std::string w(what);
+    DevRng rng(23 + B * 1000 + T + HS);
+    const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
+    std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f), dout = rand_vec(rng, n_out);
+    round_to_floatX(qkv);
+    round_to_floatX(dout);
+    floatX *d_qkv = dev_upload(qkv), *d_dout = dev_upload(dout), *d_out, *d_dqkv;
+    float* d_lse;
+    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
+    CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));  // NaN in fp32 and bf16
+
+    // forward
+    std::vector<float> ref_out(n_out), att((size_t)B * NH * T * T);
+    attention_forward(ref_out.data(), att.data(), qkv.data(), B, T, C, NH);
+    attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_check("attention_forward", (w + " out").c_str(), dev_download(d_out, n_out), ref_out,
+              tol_for({1e-4, 1e-5}, {1e-2, 2e-3}));
+    dev_check("attention_forward", (w + " lse").c_str(), dev_download_f32(d_lse, (size_t)B * NH * T),
+              ref_lse(qkv, B, T, C, NH), {1e-5, 1e-6, 1e-5});
+
+    // backward: the GPU from its own out and lse, the CPU from its att
+    std::vector<float> ref_dqkv(n_qkv, 0.0f);
+    attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
+    attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> got = dev_download(d_dqkv, n_qkv);
+    // the floor: at T=1 the exact dq and dk are 0 (dS = P (dP - D) with P = 1 and dP = D),
+    // and the GPU's dP and D are the same dot product summed in two different orders
+    DevTol tb = tol_for({1e-4, 2e-5, 1e-5}, {2e-2, 5e-3, 1e-3});
+    // report q, k, v separately: a mistake usually sits in one of them
+    const char* names[3] = {" dq", " dk", " dv"};
+    for (int part = 0; part < 3; part++) {
+        std::vector<float> g, r;
+        g.reserve(n_out);
+        r.reserve(n_out);
+        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+            for (int c = 0; c < C; c++) {
+                g.push_back(got[bt * 3 * C + part * C + c]);
+                r.push_back(ref_dqkv[bt * 3 * C + part * C + c]);
+            }
+        }
+        dev_check("attention_backward", (w + names[part]).c_str(), g, r, tb);
+    }
+    attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> again = dev_download(d_dqkv, n_qkv);
+    dev_expect("attention_backward", (w + " bitwise deterministic").c_str(),
+               memcmp(again.data(), got.data(), n_qkv * sizeof(float)) == 0);
+
+    if (bench) {
+        // causal: each query attends to t+1 keys; 2 products (QK^T, PV) of 2*HS flops per pair
+        const double pairs = (double)B * NH * T * (T + 1) / 2.0;
+        const double fwd_flops = 4.0 * pairs * HS;
+        float ms = bench_ms(ctx, 10, [&] { attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+        dev_report_tflops("attention_forward", "gpt2", fwd_flops, ms);
+        // backward counted as flash-attention does: 2.5x the forward (5 products, no recompute)
+        ms = bench_ms(ctx, 10, [&] { attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
+        dev_report_tflops("attention_backward", "gpt2", 2.5 * fwd_flops, ms);
+    }
+    CHECK_CUDA(cudaFree(d_qkv));
+    CHECK_CUDA(cudaFree(d_dout));
+    CHECK_CUDA(cudaFree(d_out));
+    CHECK_CUDA(cudaFree(d_dqkv));
+    CHECK_CUDA(cudaFree(d_lse));
+}
+
+int main(int argc, char** argv) {
+    dev_parse_args(argc, argv);
+    CudaContext ctx;
+    cuda_context_init(&ctx, 0);
+    dev_print_device(ctx, "attention");
+    run_case(ctx, 2, 37, 3, 16, false);    // C = 48, T not a multiple of the tile
+    run_case(ctx, 1, 1, 1, 64, false);     // one position
+    run_case(ctx, 2, 100, 3, 64, false);
+    const int head_sizes[] = {16, 32, 48, 64, 80, 96, 128};
+    for (int hs : head_sizes) run_case(ctx, 1, 70, 2, hs, false);
+    run_case(ctx, 1, 256, 4, 128, false);  // several full tiles at the largest head
+    if (!g_dev_quick) run_case(ctx, 4, 1024, 12, 64, true);  // GPT-2 124M
+    cuda_context_free(&ctx);
+    return dev_finish("attention");
+}

@@ -1,0 +1,76 @@
+// classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, then a benchmark.
+// The padded columns V..Vp are filled with large values: if the kernel let them into the
+// softmax the losses would be far off.
+// Tolerances: losses are fp32 in both builds (the CPU sums in double, the GPU in fp32 over
+// V terms): rtol 1e-5 + 1e-6*max. dlogits: fp32 rtol 1e-4 + 1e-6*max (exp of a slightly
+// different lse); bf16 one rounding of the stored gradient: rtol 1e-2 + 1e-3*max.
+#include "dev_common.cuh"
+#include "../../llmc/cpu/crossentropy.h"
+#include "../../llmc/cuda/classifier.cuh"
+
+static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench) {
+    char what[64];
+    snprintf(what, sizeof(what), "N=%d V=%d Vp=%d", N, V, Vp);
+    printf("-- classifier %s\n", what);
+    std::string w(what);
+    DevRng rng(11 + N + V);
+    std::vector<float> logits = rand_vec(rng, (size_t)N * Vp, 4.0f);
+    for (int i = 0; i < N; i++)
+        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = 60.0f;  // must never count
+    round_to_floatX(logits);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = rng.below(V);
+    targets[0] = 0;
+    targets[N - 1] = V - 1;
+    const float dloss = 1.0f / N;
+    floatX* d_logits = dev_upload(logits);
+    int* d_targets = dev_upload_raw(targets);
+    float* d_losses;
+    CHECK_CUDA(cudaMalloc(&d_losses, N * sizeof(float)));
+
+    std::vector<float> ref_losses(N), ref_d = logits;
+    crossentropy_forward(ref_losses.data(), logits.data(), targets.data(), N, V, Vp);
+    crossentropy_backward(ref_d.data(), targets.data(), dloss, N, V, Vp);
+    DevTol t_loss = {1e-5, 1e-6};
+    DevTol t_d = tol_for({1e-4, 1e-6}, {1e-2, 1e-3});
+
+    // forward only: logits untouched
+    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, false);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_check("classifier", (w + " losses (forward only)").c_str(), dev_download_f32(d_losses, N), ref_losses, t_loss);
+    dev_check("classifier", (w + " logits untouched").c_str(), dev_download(d_logits, (size_t)N * Vp), logits, {0, 0});
+    // fused forward + backward
+    CHECK_CUDA(cudaMemset(d_losses, 0, N * sizeof(float)));
+    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, true);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_check("classifier", (w + " losses").c_str(), dev_download_f32(d_losses, N), ref_losses, t_loss);
+    dev_check("classifier", (w + " dlogits").c_str(), dev_download(d_logits, (size_t)N * Vp), ref_d, t_d);
+
+    if (bench) {
+        floatX* d_fresh = dev_upload(logits);
+        const size_t bytes = (size_t)N * Vp * sizeof(floatX);
+        // each run overwrites its input with gradients; copying fresh logits back would
+        // dominate the timing, so time on whatever the buffer holds (same work either way)
+        float ms = bench_ms(ctx, 10, [&] {
+            classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true);
+        });
+        dev_report_gbs("classifier", "gpt2", 3.0 * bytes, ms);
+        CHECK_CUDA(cudaFree(d_fresh));
+    }
+    CHECK_CUDA(cudaFree(d_logits));
+    CHECK_CUDA(cudaFree(d_targets));
+    CHECK_CUDA(cudaFree(d_losses));
+}
+
+int main(int argc, char** argv) {
+    dev_parse_args(argc, argv);
+    CudaContext ctx;
+    cuda_context_init(&ctx, 0);
+    dev_print_device(ctx, "classifier");
+    run_case(ctx, 3 * 37, 1000, 1024, false);
+    run_case(ctx, 5, 3, 8, false);                // V smaller than one 16-byte group
+    run_case(ctx, 4, 50257, 50304, false);
+    if (!g_dev_quick) run_case(ctx, 8 * 1024, 50257, 50304, true);  // GPT-2, B=8 T=1024
+    cuda_context_free(&ctx);
+    return dev_finish("classifier");
+}

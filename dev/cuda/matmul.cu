@@ -1,0 +1,140 @@
+// matmul.cu: llmc/cuda/matmul.cuh (cuBLASLt) against llmc/cpu/matmul.h (+ gelu.h), then a
+// benchmark in TFLOP/s.
+// Tolerances (|err| <= atol_frac*max|ref| + rtol*|ref|):
+//   fp32 (CUBLAS_COMPUTE_32F, no TF32): sums of K products in a different order than the
+//        CPU's blocked GEMM, |err| ~ sqrt(K) ulps of the terms: rtol 1e-4 + 1e-5*max.
+//   fp32 with TF32 (-f 1): 10-bit mantissa inputs: rtol 5e-3 + 2e-3*max.
+//   bf16: inputs identical (rounded before the CPU sees them), fp32 accumulation, output
+//        rounded to bf16 (2^-9 relative): rtol 1e-2 + 2e-3*max.
+// The fused GELU epilogue is held to the same tolerance as the separate kernel: if it
+// fails while the unfused path passes, cuBLASLt's GELU is not GPT-2's tanh GELU and the
+// trainer must set ctx.gelu_fusion = false.
+#include "dev_common.cuh"
+#include "../../llmc/cpu/gelu.h"
+#include "../../llmc/cpu/matmul.h"
+#include "../../llmc/cuda/matmul.cuh"
+
+static DevTol matmul_tol() { return tol_for({1e-4, 1e-5}, {1e-2, 2e-3}); }
+
+static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, bool gelu, bool bench,
+                     const char* bench_name) {
+    char what[96];
+    snprintf(what, sizeof(what), "BT=%d C=%d OC=%d%s%s", BT, C, OC, has_bias ? " bias" : "", gelu ? " gelu" : "");
+    printf("-- matmul %s\n", what);
+    std::string w(what);
+    DevRng rng(31 + BT + C + OC);
+    std::vector<float> inp = rand_vec(rng, (size_t)BT * C), weight = rand_vec(rng, (size_t)OC * C, 0.1f);
+    std::vector<float> bias = rand_vec(rng, OC, 0.5f), dout = rand_vec(rng, (size_t)BT * OC);
+    std::vector<float> dinp0 = rand_vec(rng, (size_t)BT * C, 0.1f), dw0 = rand_vec(rng, (size_t)OC * C, 0.1f);
+    std::vector<float> db0 = rand_vec(rng, OC, 0.1f);
+    for (auto* v : {&inp, &weight, &bias, &dout, &dinp0, &dw0, &db0}) round_to_floatX(*v);
+    const size_t nout = (size_t)BT * OC;
+    floatX *d_inp = dev_upload(inp), *d_w = dev_upload(weight), *d_bias = has_bias ? dev_upload(bias) : nullptr;
+    floatX *d_dout = dev_upload(dout), *d_dinp = dev_upload(dinp0), *d_dw = dev_upload(dw0), *d_db = dev_upload(db0);
+    floatX *d_out, *d_pre;
+    CHECK_CUDA(cudaMalloc(&d_out, nout * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_pre, nout * sizeof(floatX)));
+    DevTol tol = matmul_tol();
+
+    // forward reference
+    std::vector<float> ref(nout);
+    matmul_forward(ref.data(), inp.data(), weight.data(), has_bias ? bias.data() : nullptr, 1, BT, C, OC);
+    std::vector<float> ref_gelu;
+    if (gelu) {
+        ref_gelu.resize(nout);
+        gelu_forward(ref_gelu.data(), ref.data(), nout);
+    }
+    if (!gelu) {
+        matmul_forward(ctx, d_out, nullptr, d_inp, d_w, d_bias, BT, C, OC);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_check("matmul_forward", what, dev_download(d_out, nout), ref, tol);
+#ifndef ENABLE_BF16
+        ctx.tf32 = true;
+        matmul_forward(ctx, d_out, nullptr, d_inp, d_w, d_bias, BT, C, OC);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        ctx.tf32 = false;
+        dev_check("matmul_forward", (w + " tf32").c_str(), dev_download(d_out, nout), ref, {5e-3, 2e-3});
+#endif
+    } else {
+        // the epilogue on its own: is it offered, and is it GPT-2's GELU?
+        bool offered = OC % 8 == 0 &&
+                       matmul_cublaslt(ctx, d_out, d_w, d_inp, d_bias, d_pre, OC, BT, C, true, false, false, true);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        printf("   cuBLASLt GELU epilogue %s\n", offered ? "offered" : "NOT offered (matmul_forward falls back to gelu_forward)");
+        if (offered) {
+            dev_check("matmul_forward", (w + " epilogue pre_gelu").c_str(), dev_download(d_pre, nout), ref, tol);
+            if (!dev_check("matmul_forward", (w + " epilogue gelu").c_str(), dev_download(d_out, nout), ref_gelu, tol))
+                printf("   ^ the GELU epilogue is not tanh-GELU within tolerance: set ctx.gelu_fusion = false\n");
+        }
+        ctx.gelu_fusion = false;
+        matmul_forward(ctx, d_out, d_pre, d_inp, d_w, d_bias, BT, C, OC);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        ctx.gelu_fusion = true;
+        dev_check("matmul_forward", (w + " unfused pre_gelu").c_str(), dev_download(d_pre, nout), ref, tol);
+        dev_check("matmul_forward", (w + " unfused gelu").c_str(), dev_download(d_out, nout), ref_gelu, tol);
+    }
+
+    // backward, accumulating into random prior values (as the CPU does)
+    std::vector<float> r_dinp = dinp0, r_dw = dw0, r_db = db0;
+    matmul_backward(r_dinp.data(), r_dw.data(), has_bias ? r_db.data() : nullptr, dout.data(), inp.data(),
+                    weight.data(), 1, BT, C, OC);
+    matmul_backward(ctx, d_dinp, d_dw, has_bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC, true);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_check("matmul_backward", (w + " dinp +=").c_str(), dev_download(d_dinp, (size_t)BT * C), r_dinp, tol);
+    dev_check("matmul_backward", (w + " dweight +=").c_str(), dev_download(d_dw, (size_t)OC * C), r_dw, tol);
+    if (has_bias) dev_check("matmul_backward", (w + " dbias +=").c_str(), dev_download(d_db, OC), r_db, tol);
+    // overwrite mode for dinp (the trainer's)
+    // (the reference is the accumulated one minus its prior: saves a second CPU dweight GEMM)
+    std::vector<float> r_dinp0((size_t)BT * C);
+    for (size_t i = 0; i < r_dinp0.size(); i++) r_dinp0[i] = r_dinp[i] - dinp0[i];
+    matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_check("matmul_backward", (w + " dinp =").c_str(), dev_download(d_dinp, (size_t)BT * C), r_dinp0, tol);
+
+    if (bench) {
+        const double flops = 2.0 * BT * C * OC;
+        float ms = bench_ms(ctx, 10, [&] { matmul_forward(ctx, d_out, gelu ? d_pre : nullptr, d_inp, d_w, d_bias, BT, C, OC); });
+        dev_report_tflops("matmul_forward", bench_name, flops, ms);
+        ms = bench_ms(ctx, 10, [&] {
+            matmul_backward(ctx, d_dinp, d_dw, has_bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC, false);
+        });
+        dev_report_tflops("matmul_backward", bench_name, 2.0 * flops, ms);
+    }
+    for (floatX* p : {d_inp, d_w, d_bias, d_dout, d_dinp, d_dw, d_db, d_out, d_pre}) CHECK_CUDA(cudaFree(p));
+}
+
+// the classifier's shape (no bias, Vp columns): forward checked on the first rows only,
+// since the full CPU product would take minutes
+static void run_classifier_bench(const CudaContext& ctx, int BT, int C, int Vp) {
+    printf("-- matmul classifier BT=%d C=%d Vp=%d\n", BT, C, Vp);
+    DevRng rng(99);
+    std::vector<float> inp = rand_vec(rng, (size_t)BT * C), weight = rand_vec(rng, (size_t)Vp * C, 0.1f);
+    round_to_floatX(inp); round_to_floatX(weight);
+    floatX *d_inp = dev_upload(inp), *d_w = dev_upload(weight), *d_out;
+    CHECK_CUDA(cudaMalloc(&d_out, (size_t)BT * Vp * sizeof(floatX)));
+    matmul_forward(ctx, d_out, nullptr, d_inp, d_w, nullptr, BT, C, Vp);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    const int rows = 16;
+    std::vector<float> ref((size_t)rows * Vp);
+    matmul_forward(ref.data(), inp.data(), weight.data(), nullptr, 1, rows, C, Vp);
+    dev_check("matmul_forward", "classifier first 16 rows", dev_download(d_out, (size_t)rows * Vp), ref, matmul_tol());
+    float ms = bench_ms(ctx, 10, [&] { matmul_forward(ctx, d_out, nullptr, d_inp, d_w, nullptr, BT, C, Vp); });
+    dev_report_tflops("matmul_forward", "classifier", 2.0 * BT * C * Vp, ms);
+    for (floatX* p : {d_inp, d_w, d_out}) CHECK_CUDA(cudaFree(p));
+}
+
+int main(int argc, char** argv) {
+    dev_parse_args(argc, argv);
+    CudaContext ctx;
+    cuda_context_init(&ctx, 0);
+    dev_print_device(ctx, "matmul");
+    run_case(ctx, 3 * 37, 48, 3 * 48, true, false, false, "");
+    run_case(ctx, 3 * 37, 48, 4 * 48, true, true, false, "");
+    run_case(ctx, 3 * 37, 768, 1024, false, false, false, "");   // classifier-like: no bias, Vp columns
+    run_case(ctx, 3 * 37, 4 * 48, 48, true, false, false, "");   // fcproj-like: K > N
+    if (!g_dev_quick) run_case(ctx, 8 * 1024, 768, 3 * 768, true, false, true, "gpt2_qkv");
+    if (!g_dev_quick) run_case(ctx, 8 * 1024, 768, 4 * 768, true, true, true, "gpt2_fc_gelu");
+    if (!g_dev_quick) run_classifier_bench(ctx, 8 * 1024, 768, 50304);
+    cuda_context_free(&ctx);
+    return dev_finish("matmul");
+}

@@ -1,0 +1,207 @@
+// common.cuh: what every CUDA kernel file of gptrain shares.
+// defines: floatX, PRECISION_NAME, CHECK_CUDA, CHECK_CUBLAS, CHECK_LAUNCH, CudaContext,
+//          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
+//          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
+//          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16
+//
+// One precision path: every activation, parameter and gradient buffer is floatX, which is
+// float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
+// is fp32 everywhere (loads convert up, stores round down). Optimizer state and the master
+// copy of the weights stay fp32.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cublasLt.h>
+
+#include "../utils.h"  // defines: CHECK, fail
+
+#ifdef ENABLE_BF16
+typedef __nv_bfloat16 floatX;
+#define PRECISION_NAME "bf16"
+#else
+typedef float floatX;
+#define PRECISION_NAME "fp32"
+#endif
+
+// ---------------------------------------------------------------------------------------
+// errors: file:line, the expression, the library's message, exit non-zero
+
+#define CHECK_CUDA(x)                                                                     \
+    do {                                                                                  \
+        cudaError_t err_ = (x);                                                           \
+        if (err_ != cudaSuccess) {                                                        \
+            fprintf(stderr, "%s:%d: CUDA error: %s: %s (%s)\n", __FILE__, __LINE__, #x,   \
+                    cudaGetErrorName(err_), cudaGetErrorString(err_));                    \
+            exit(EXIT_FAILURE);                                                           \
+        }                                                                                 \
+    } while (0)
+
+#define CHECK_CUBLAS(x)                                                                   \
+    do {                                                                                  \
+        cublasStatus_t st_ = (x);                                                         \
+        if (st_ != CUBLAS_STATUS_SUCCESS) {                                               \
+            fprintf(stderr, "%s:%d: cuBLAS error: %s: %s (%s)\n", __FILE__, __LINE__, #x, \
+                    cublasLtGetStatusName(st_), cublasLtGetStatusString(st_));            \
+            exit(EXIT_FAILURE);                                                           \
+        }                                                                                 \
+    } while (0)
+
+// After every launch: catches bad launch configurations at once (the kernel's own faults
+// show up at the next synchronizing call, with CUDA_LAUNCH_BLOCKING=1 at this line).
+#define CHECK_LAUNCH() CHECK_CUDA(cudaGetLastError())
+
+// ---------------------------------------------------------------------------------------
+// the context every launcher takes: no globals
+
+struct CudaContext {
+    cudaStream_t stream;       // every kernel and cuBLASLt call of the trainer runs here
+    cublasLtHandle_t lt;       // cuBLASLt handle
+    void* workspace;           // cuBLASLt workspace; also the stream-ordered scratch of the
+                               // multi-stage kernels (layernorm, bias, norm, attention)
+    size_t workspace_bytes;
+    cudaDeviceProp props;      // of the device the context was made on
+    bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
+    bool gelu_fusion;          // matmul_forward applies GELU in the cuBLASLt epilogue
+};
+
+// 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
+constexpr size_t CUDA_WORKSPACE_BYTES = 32u << 20;
+
+inline void cuda_context_init(CudaContext* ctx, int device) {
+    CHECK_CUDA(cudaSetDevice(device));
+    CHECK_CUDA(cudaGetDeviceProperties(&ctx->props, device));
+    // a blocking stream: it stays ordered with plain cudaMemcpy / cudaMemset calls (which
+    // run on the legacy default stream), so a stray synchronous copy cannot race a kernel
+    CHECK_CUDA(cudaStreamCreate(&ctx->stream));
+    CHECK_CUBLAS(cublasLtCreate(&ctx->lt));
+    ctx->workspace_bytes = CUDA_WORKSPACE_BYTES;
+    CHECK_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
+    ctx->tf32 = false;
+    ctx->gelu_fusion = true;
+}
+
+inline void cuda_context_free(CudaContext* ctx) {
+    CHECK_CUDA(cudaStreamSynchronize(ctx->stream));
+    CHECK_CUDA(cudaFree(ctx->workspace));
+    CHECK_CUBLAS(cublasLtDestroy(ctx->lt));
+    CHECK_CUDA(cudaStreamDestroy(ctx->stream));
+    ctx->workspace = nullptr;
+}
+
+// ---------------------------------------------------------------------------------------
+// small host helpers
+
+inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+inline bool is_aligned16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+
+// ---------------------------------------------------------------------------------------
+// conversions: to fp32 for arithmetic, back to floatX (round to nearest) for storage
+
+__host__ __device__ inline float to_float(float x) { return x; }
+__host__ __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> __host__ __device__ inline T from_float(float x);
+template <> __host__ __device__ inline float from_float<float>(float x) { return x; }
+template <> __host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
+
+// ---------------------------------------------------------------------------------------
+// 16-byte vectors: one load or store instruction moves 4 floats or 8 bf16
+
+template <typename T>
+struct alignas(16) Packed128 {
+    static constexpr int size = 16 / sizeof(T);
+    T v[size];
+    __device__ T& operator[](int i) { return v[i]; }
+    __device__ const T& operator[](int i) const { return v[i]; }
+    __device__ static Packed128 zeros() {
+        Packed128 p;
+        for (int i = 0; i < size; i++) p.v[i] = from_float<T>(0.0f);
+        return p;
+    }
+};
+typedef Packed128<floatX> x128;
+typedef Packed128<float> f128;
+
+// p must be 16-byte aligned (the launchers check the base pointers and the strides)
+template <typename T> __device__ inline Packed128<T> load128(const T* p) {
+    return *reinterpret_cast<const Packed128<T>*>(p);
+}
+// streaming ("cache evict first") load, for data read exactly once
+template <typename T> __device__ inline Packed128<T> load128cs(const T* p) {
+    int4 raw = __ldcs(reinterpret_cast<const int4*>(p));
+    return *reinterpret_cast<Packed128<T>*>(&raw);
+}
+template <typename T> __device__ inline void store128(T* p, const Packed128<T>& x) {
+    *reinterpret_cast<Packed128<T>*>(p) = x;
+}
+template <typename T> __device__ inline void store128cs(T* p, const Packed128<T>& x) {
+    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&x));
+}
+
+// ---------------------------------------------------------------------------------------
+// stochastic rounding: a bf16 store that is right on average, so tiny AdamW updates are
+// not all rounded away. Deterministic: the random bits are a hash of (seed, index).
+
+// integer hash with good avalanche (Chris Wellons' "lowbias32" constants)
+__host__ __device__ inline uint32_t hash32(uint32_t x) {
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+// 32 random bits for element idx of a call seeded with seed
+__host__ __device__ inline uint32_t random_u32(uint32_t seed, size_t idx) {
+    uint32_t hi = (uint32_t)((uint64_t)idx >> 32);
+    return hash32((uint32_t)idx ^ hash32(seed ^ hash32(hi + 0x9e3779b9U)));
+}
+
+// float -> T with stochastic rounding for bf16 (plain for float): adding 16 random bits
+// below the kept mantissa and truncating rounds up with probability equal to the fraction.
+__device__ inline void stochastic_round(float in, float* out, uint32_t /*rnd*/) { *out = in; }
+__device__ inline void stochastic_round(float in, __nv_bfloat16* out, uint32_t rnd) {
+    if (!isfinite(in)) {  // inf/nan: the bit trick could carry into the sign
+        *out = __float2bfloat16_rn(in);
+        return;
+    }
+    uint32_t bits = __float_as_uint(in);
+    uint32_t rounded = (bits + (rnd & 0xFFFFu)) & 0xFFFF0000u;
+    // a carry out of the largest finite value gives inf, as round-up would
+    __nv_bfloat16_raw raw;
+    raw.x = (unsigned short)(rounded >> 16);
+    *out = __nv_bfloat16(raw);
+}
+
+// ---------------------------------------------------------------------------------------
+// reductions; fixed order, so results do not depend on timing
+
+__device__ inline float warp_reduce_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ inline float warp_reduce_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Sum over the whole block (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result. shared must hold 32 floats; the call starts with a barrier, so it can be
+// called back to back with the same buffer.
+__device__ inline float block_reduce_sum(float v, float* shared) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int num_warps = blockDim.x / 32;
+    v = warp_reduce_sum(v);
+    __syncthreads();  // shared may still be read by a previous call
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < num_warps ? shared[lane] : 0.0f;
+    return warp_reduce_sum(v);
+}

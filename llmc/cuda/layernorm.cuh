@@ -1,0 +1,223 @@
+// layernorm.cuh: LayerNorm on the GPU (eps 1e-5, biased variance, as GPT-2): forward, the
+// residual add fused into the forward, and a deterministic backward.
+// defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
+// CPU reference: llmc/cpu/layernorm.h (and llmc/cpu/residual.h for the fused add)
+//
+// Forward: one warp per row (the row stays in L1 between the passes).
+// Backward, three kernels, no atomics:
+//   1. one warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout*w
+//   2. column partial sums of dout*xhat and dout over fixed chunks of rows -> scratch
+//   3. one thread per channel adds its chunks' partials in order into dweight, dbias
+// The chunk count depends only on N, so the sums come out the same on every GPU.
+#pragma once
+#include <algorithm>
+#include "common.cuh"
+
+constexpr float LAYERNORM_EPS = 1e-5f;
+
+// ---------------------------------------------------------------------------------------
+// kernels
+
+// Normalizes one row x (C) per warp; x may be the row the same thread just wrote (the
+// fused residual), so it is read with plain loads.
+__device__ inline void layernorm_row(floatX* out, float* mean, float* rstd, const floatX* x,
+                                     const floatX* weight, const floatX* bias, int row, int C, int lane) {
+    float sum = 0.0f;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 v = load128(x + c);
+        for (int k = 0; k < x128::size; k++) sum += to_float(v[k]);
+    }
+    const float m = warp_reduce_sum(sum) / C;
+    float var = 0.0f;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 v = load128(x + c);
+        for (int k = 0; k < x128::size; k++) {
+            float d = to_float(v[k]) - m;
+            var += d * d;
+        }
+    }
+    var = warp_reduce_sum(var) / C;
+    const float r = 1.0f / sqrtf(var + LAYERNORM_EPS);
+    floatX* o = out + (size_t)row * C;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 v = load128(x + c);
+        x128 w = load128(weight + c), b = load128(bias + c);
+        x128 res;
+        for (int k = 0; k < x128::size; k++)
+            res[k] = from_float<floatX>((to_float(v[k]) - m) * r * to_float(w[k]) + to_float(b[k]));
+        store128(o + c, res);
+    }
+    if (lane == 0) {
+        if (mean != nullptr) mean[row] = m;
+        if (rstd != nullptr) rstd[row] = r;
+    }
+}
+
+__global__ void layernorm_forward_kernel(floatX* out, float* mean, float* rstd, const floatX* inp,
+                                         const floatX* weight, const floatX* bias, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    layernorm_row(out, mean, rstd, inp + (size_t)row * C, weight, bias, row, C, threadIdx.x % 32);
+}
+
+// residual = a + b (rounded to floatX), then out = layernorm(residual)
+__global__ void fused_residual_layernorm_forward_kernel(floatX* residual, floatX* out, float* mean,
+                                                        float* rstd, const floatX* a, const floatX* b,
+                                                        const floatX* weight, const floatX* bias,
+                                                        int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    const int lane = threadIdx.x % 32;
+    const size_t base = (size_t)row * C;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 va = load128cs(a + base + c), vb = load128cs(b + base + c), s;
+        for (int k = 0; k < x128::size; k++) s[k] = from_float<floatX>(to_float(va[k]) + to_float(vb[k]));
+        store128(residual + base + c, s);
+    }
+    // each lane reads back only the groups it wrote itself: no barrier needed
+    layernorm_row(out, mean, rstd, residual + base, weight, bias, row, C, lane);
+}
+
+// 1. dinp (N,C) += rstd * (g - mean(g) - xhat * mean(g * xhat)); one warp per row
+__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                               const floatX* weight, const float* mean,
+                                               const float* rstd, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    const int lane = threadIdx.x % 32;
+    const size_t base = (size_t)row * C;
+    const float m = mean[row], r = rstd[row];
+    float sum_g = 0.0f, sum_gx = 0.0f;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 d = load128(dout + base + c), x = load128(inp + base + c), w = load128(weight + c);
+        for (int k = 0; k < x128::size; k++) {
+            float g = to_float(d[k]) * to_float(w[k]);
+            sum_g += g;
+            sum_gx += g * ((to_float(x[k]) - m) * r);
+        }
+    }
+    const float mean_g = warp_reduce_sum(sum_g) / C;
+    const float mean_gx = warp_reduce_sum(sum_gx) / C;
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
+        x128 d = load128(dout + base + c), x = load128(inp + base + c), w = load128(weight + c);
+        x128 di = load128(dinp + base + c);
+        for (int k = 0; k < x128::size; k++) {
+            float xhat = (to_float(x[k]) - m) * r;
+            float v = r * (to_float(d[k]) * to_float(w[k]) - mean_g - xhat * mean_gx);
+            di[k] = from_float<floatX>(to_float(di[k]) + v);
+        }
+        store128(dinp + base + c, di);
+    }
+}
+
+// 2. scratch[chunk] = (sum over the chunk's rows of dout*xhat (C) | of dout (C)).
+// grid = (channel groups / blockDim, chunks); rows [chunk*rows_per_chunk, ...)
+__global__ void layernorm_backward_partials_kernel(float* scratch, const floatX* dout, const floatX* inp,
+                                                   const float* mean, const float* rstd, int N, int C,
+                                                   int rows_per_chunk) {
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= C / x128::size) return;
+    const int c = g * x128::size;
+    const int r0 = blockIdx.y * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    float dw[x128::size] = {}, db[x128::size] = {};
+    for (int row = r0; row < r1; row++) {
+        x128 d = load128(dout + (size_t)row * C + c), x = load128(inp + (size_t)row * C + c);
+        const float m = mean[row], r = rstd[row];
+        for (int k = 0; k < x128::size; k++) {
+            float dk = to_float(d[k]);
+            dw[k] += dk * ((to_float(x[k]) - m) * r);
+            db[k] += dk;
+        }
+    }
+    float* out = scratch + (size_t)blockIdx.y * 2 * C;
+    for (int k = 0; k < x128::size; k++) {
+        out[c + k] = dw[k];
+        out[C + c + k] = db[k];
+    }
+}
+
+// 3. dweight[c] += sum_chunks partial, dbias[c] likewise, chunks in order
+__global__ void layernorm_backward_finish_kernel(floatX* dweight, floatX* dbias, const float* scratch,
+                                                 int chunks, int C) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    float dw = 0.0f, db = 0.0f;
+    for (int k = 0; k < chunks; k++) {
+        dw += scratch[(size_t)k * 2 * C + c];
+        db += scratch[(size_t)k * 2 * C + C + c];
+    }
+    dweight[c] = from_float<floatX>(to_float(dweight[c]) + dw);
+    dbias[c] = from_float<floatX>(to_float(dbias[c]) + db);
+}
+
+// ---------------------------------------------------------------------------------------
+// launchers
+
+inline void layernorm_check_shape(int N, int C, const void* weight, const void* bias) {
+    CHECK(N > 0 && C > 0, "N=%d C=%d", N, C);
+    CHECK(weight != nullptr && bias != nullptr, "weight=%p bias=%p", weight, bias);
+    CHECK(C % x128::size == 0, "C=%d must be a multiple of %d", C, x128::size);
+}
+
+// out (N,C) = layernorm(inp) * weight + bias; mean, rstd (N) saved for the backward
+// (either may be nullptr when no backward follows).
+inline void layernorm_forward(const CudaContext& ctx, floatX* out, float* mean, float* rstd,
+                              const floatX* inp, const floatX* weight, const floatX* bias, int N, int C) {
+    layernorm_check_shape(N, C, weight, bias);
+    CHECK(is_aligned16(out) && is_aligned16(inp) && is_aligned16(weight) && is_aligned16(bias),
+          "out=%p inp=%p weight=%p bias=%p not 16-byte aligned", (void*)out, (const void*)inp,
+          (const void*)weight, (const void*)bias);
+    const int block = 256, rows_per_block = block / 32;
+    layernorm_forward_kernel<<<(unsigned)ceil_div(N, rows_per_block), block, 0, ctx.stream>>>(
+        out, mean, rstd, inp, weight, bias, N, C);
+    CHECK_LAUNCH();
+}
+
+// residual (N,C) = a + b; out = layernorm(residual) * weight + bias. residual may alias a.
+inline void fused_residual_layernorm_forward(const CudaContext& ctx, floatX* residual, floatX* out,
+                                             float* mean, float* rstd, const floatX* a, const floatX* b,
+                                             const floatX* weight, const floatX* bias, int N, int C) {
+    layernorm_check_shape(N, C, weight, bias);
+    CHECK(is_aligned16(residual) && is_aligned16(out) && is_aligned16(a) && is_aligned16(b) &&
+          is_aligned16(weight) && is_aligned16(bias),
+          "residual=%p out=%p a=%p b=%p weight=%p bias=%p not 16-byte aligned", (void*)residual,
+          (void*)out, (const void*)a, (const void*)b, (const void*)weight, (const void*)bias);
+    CHECK(out != residual, "out and residual must differ");
+    const int block = 256, rows_per_block = block / 32;
+    fused_residual_layernorm_forward_kernel<<<(unsigned)ceil_div(N, rows_per_block), block, 0, ctx.stream>>>(
+        residual, out, mean, rstd, a, b, weight, bias, N, C);
+    CHECK_LAUNCH();
+}
+
+// Accumulates (+=) into dinp (N,C), dweight, dbias (C), given dout (N,C), the forward's
+// input and its saved mean, rstd. Uses ctx.workspace as scratch.
+inline void layernorm_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
+                               const floatX* dout, const floatX* inp, const floatX* weight,
+                               const float* mean, const float* rstd, int N, int C) {
+    layernorm_check_shape(N, C, dweight, dbias);
+    CHECK(mean != nullptr && rstd != nullptr, "mean=%p rstd=%p", (const void*)mean, (const void*)rstd);
+    CHECK(is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) && is_aligned16(weight),
+          "dinp=%p dout=%p inp=%p weight=%p not 16-byte aligned", (void*)dinp, (const void*)dout,
+          (const void*)inp, (const void*)weight);
+    const int block = 256, rows_per_block = block / 32;
+    layernorm_backward_dinp_kernel<<<(unsigned)ceil_div(N, rows_per_block), block, 0, ctx.stream>>>(
+        dinp, dout, inp, weight, mean, rstd, N, C);
+    CHECK_LAUNCH();
+
+    // about 16 rows per chunk, at most 512 chunks, and no more than the scratch holds
+    size_t max_chunks = ctx.workspace_bytes / (2 * (size_t)C * sizeof(float));
+    CHECK(max_chunks >= 1, "C=%d too large for workspace of %zu bytes", C, ctx.workspace_bytes);
+    int chunks = (int)std::min<size_t>({ceil_div(N, 16), 512, max_chunks});
+    int rows_per_chunk = (int)ceil_div(N, chunks);
+    chunks = (int)ceil_div(N, rows_per_chunk);
+    const int groups = C / x128::size;
+    const int pblock = std::min(256, (groups + 31) / 32 * 32);
+    dim3 pgrid((unsigned)ceil_div(groups, pblock), (unsigned)chunks);
+    float* scratch = (float*)ctx.workspace;
+    layernorm_backward_partials_kernel<<<pgrid, pblock, 0, ctx.stream>>>(scratch, dout, inp, mean, rstd,
+                                                                         N, C, rows_per_chunk);
+    CHECK_LAUNCH();
+    layernorm_backward_finish_kernel<<<(unsigned)ceil_div(C, 256), 256, 0, ctx.stream>>>(
+        dweight, dbias, scratch, chunks, C);
+    CHECK_LAUNCH();
+}

@@ -1,0 +1,174 @@
+// matmul.cuh: the fully connected layer on the GPU: cuBLASLt GEMMs with fp32 accumulation,
+// bias and GELU in the epilogue, and a deterministic bias-gradient reduction.
+// defines: matmul_cublaslt, matmul_forward, matmul_backward
+// CPU reference: llmc/cpu/matmul.h (and llmc/cpu/gelu.h for the fused GELU)
+//
+// Row-major (B*T, C) activations are column-major (C, B*T) matrices to cuBLASLt, and a
+// row-major weight (OC, C) is a column-major (C, OC) matrix. So the three products are
+// (column-major, D = op(A) op(B), D is m x n, k the summed dimension):
+//   forward   out^T  (OC, BT) = W^T (OC,C)  inp^T (C,BT)      m=OC n=BT k=C   A trans
+//   backward  dinp^T (C, BT)  = W   (C,OC)  dout^T (OC,BT)    m=C  n=BT k=OC
+//             dW^T   (C, OC)  = inp^T (C,BT) dout (BT,OC)     m=C  n=OC k=BT  B trans
+// The bias (OC) is a vector along m, which is what the BIAS epilogue broadcasts.
+#pragma once
+#include <algorithm>
+#include "common.cuh"
+#include "gelu.cuh"
+
+// ---------------------------------------------------------------------------------------
+// the bias gradient: column sums of dout (BT, OC), two stages, chunks in a fixed order
+
+__global__ void matmul_bias_partials_kernel(float* scratch, const floatX* dout, int BT, int OC,
+                                            int rows_per_chunk) {
+    const int g = blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= OC / x128::size) return;
+    const int c = g * x128::size;
+    const int r0 = blockIdx.y * rows_per_chunk, r1 = min(BT, r0 + rows_per_chunk);
+    float acc[x128::size] = {};
+    for (int row = r0; row < r1; row++) {
+        x128 d = load128(dout + (size_t)row * OC + c);
+        for (int k = 0; k < x128::size; k++) acc[k] += to_float(d[k]);
+    }
+    for (int k = 0; k < x128::size; k++) scratch[(size_t)blockIdx.y * OC + c + k] = acc[k];
+}
+
+__global__ void matmul_bias_finish_kernel(floatX* dbias, const float* scratch, int chunks, int OC) {
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= OC) return;
+    float s = 0.0f;
+    for (int k = 0; k < chunks; k++) s += scratch[(size_t)k * OC + c];
+    dbias[c] = from_float<floatX>(to_float(dbias[c]) + s);
+}
+
+// dbias (OC) += sum over the BT rows of dout (BT, OC). Uses ctx.workspace as scratch.
+inline void matmul_bias_backward(const CudaContext& ctx, floatX* dbias, const floatX* dout, int BT, int OC) {
+    CHECK(OC % x128::size == 0, "OC=%d must be a multiple of %d for the bias gradient", OC, x128::size);
+    size_t max_chunks = ctx.workspace_bytes / ((size_t)OC * sizeof(float));
+    CHECK(max_chunks >= 1, "OC=%d too large for workspace of %zu bytes", OC, ctx.workspace_bytes);
+    int chunks = (int)std::min<size_t>({ceil_div(BT, 16), 512, max_chunks});
+    int rows_per_chunk = (int)ceil_div(BT, chunks);
+    chunks = (int)ceil_div(BT, rows_per_chunk);
+    const int groups = OC / x128::size;
+    const int block = std::min(256, (groups + 31) / 32 * 32);
+    dim3 grid((unsigned)ceil_div(groups, block), (unsigned)chunks);
+    float* scratch = (float*)ctx.workspace;
+    matmul_bias_partials_kernel<<<grid, block, 0, ctx.stream>>>(scratch, dout, BT, OC, rows_per_chunk);
+    CHECK_LAUNCH();
+    matmul_bias_finish_kernel<<<(unsigned)ceil_div(OC, 256), 256, 0, ctx.stream>>>(dbias, scratch, chunks, OC);
+    CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------
+// one cuBLASLt GEMM
+
+#ifdef ENABLE_BF16
+constexpr cudaDataType_t MATMUL_DATA_TYPE = CUDA_R_16BF;
+#else
+constexpr cudaDataType_t MATMUL_DATA_TYPE = CUDA_R_32F;
+#endif
+
+// Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [-> gelu, pre-gelu to aux].
+// A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b else (k,n); all
+// tightly packed (ld = stored rows). Returns false (and runs nothing) when cuBLASLt has no
+// algorithm for the combination; every other failure exits.
+inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, const floatX* b,
+                            const floatX* bias, floatX* aux, int m, int n, int k, bool trans_a,
+                            bool trans_b, bool accumulate, bool gelu) {
+    CHECK(m > 0 && n > 0 && k > 0, "m=%d n=%d k=%d", m, n, k);
+    CHECK(is_aligned16(d) && is_aligned16(a) && is_aligned16(b) && is_aligned16(bias) && is_aligned16(aux),
+          "d=%p a=%p b=%p bias=%p aux=%p not 16-byte aligned", (void*)d, (const void*)a, (const void*)b,
+          (const void*)bias, (void*)aux);
+    CHECK(!gelu || aux != nullptr, "the GELU epilogue stores its input: aux must be given");
+#ifdef ENABLE_BF16
+    cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+#else
+    cublasComputeType_t compute = ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+#endif
+    cublasLtMatmulDesc_t desc;
+    CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, compute, CUDA_R_32F));
+    cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+    cublasLtEpilogue_t epilogue;
+    if (gelu) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != nullptr) {
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    }
+    if (gelu) {
+        int64_t aux_ld = m;  // aux has D's shape
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, MATMUL_DATA_TYPE, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, MATMUL_DATA_TYPE, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ld, MATMUL_DATA_TYPE, m, n, m));
+    cublasLtMatmulPreference_t pref;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = ctx.workspace_bytes;
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t heuristic;
+    int found = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    if (ok) {
+        const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+        CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+                                    ctx.workspace, ctx.workspace_bytes, ctx.stream));
+    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
+        CHECK_CUBLAS(st);
+    }
+    CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(la));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(lb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(ld));
+    CHECK_CUBLAS(cublasLtMatmulDescDestroy(desc));
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+// the layer
+
+// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be nullptr.
+// With pre_gelu != nullptr: pre_gelu = that result and out = gelu(pre_gelu), in the
+// cuBLASLt epilogue when ctx.gelu_fusion and cuBLASLt offers it, else by gelu_forward.
+inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
+                           const floatX* weight, const floatX* bias, int BT, int C, int OC) {
+    CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
+    if (pre_gelu == nullptr) {
+        bool ok = matmul_cublaslt(ctx, out, weight, inp, bias, nullptr, OC, BT, C, true, false, false, false);
+        CHECK(ok, "cuBLASLt has no algorithm for the forward matmul BT=%d C=%d OC=%d", BT, C, OC);
+        return;
+    }
+    CHECK(pre_gelu != out, "pre_gelu and out must differ");
+    // the epilogue's aux leading dimension must be a multiple of 8
+    if (ctx.gelu_fusion && OC % 8 == 0 &&
+        matmul_cublaslt(ctx, out, weight, inp, bias, pre_gelu, OC, BT, C, true, false, false, true)) {
+        return;
+    }
+    bool ok = matmul_cublaslt(ctx, pre_gelu, weight, inp, bias, nullptr, OC, BT, C, true, false, false, false);
+    CHECK(ok, "cuBLASLt has no algorithm for the forward matmul BT=%d C=%d OC=%d", BT, C, OC);
+    gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
+}
+
+// Gradients of matmul_forward (without GELU: run gelu_backward first), given dout (BT,OC):
+//   dinp (BT,C) = dout @ weight     (+= when accumulate_dinp; skipped when dinp is nullptr)
+//   dweight (OC,C) += dout^T @ inp
+//   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr)
+// The CPU reference accumulates all three; the trainer overwrites dinp, which saves a memset.
+inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
+                            const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C,
+                            int OC, bool accumulate_dinp) {
+    CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
+    if (dinp != nullptr) {
+        bool ok = matmul_cublaslt(ctx, dinp, weight, dout, nullptr, nullptr, C, BT, OC, false, false,
+                                  accumulate_dinp, false);
+        CHECK(ok, "cuBLASLt has no algorithm for dinp BT=%d C=%d OC=%d", BT, C, OC);
+    }
+    bool ok = matmul_cublaslt(ctx, dweight, inp, dout, nullptr, nullptr, C, OC, BT, false, true, true, false);
+    CHECK(ok, "cuBLASLt has no algorithm for dweight BT=%d C=%d OC=%d", BT, C, OC);
+    if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
+}
