@@ -2,8 +2,8 @@
 # Installs what gptrain needs on a fresh Debian/Ubuntu machine, skipping what is there.
 # usage: scripts/install_deps.sh [--test]   (--test adds what the test suite needs)
 set -euo pipefail
-pkgs=(g++ make bible-kjv unicode-data python3 npm)
-[ "${1:-}" = "--test" ] && pkgs+=(python3-torch python3-numpy nodejs)
+pkgs=(g++ make bible-kjv unicode-data python3 nodejs npm curl ca-certificates)
+[ "${1:-}" = "--test" ] && pkgs+=(python3-torch python3-numpy)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

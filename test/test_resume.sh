@@ -31,16 +31,16 @@ for variant in plain shuffled; do
     cmp "$out/$variant-a/model_00000030.bin" "$out/$variant-b/model_00000030.bin" || fail "$variant: final model differs"
     echo "ok $variant: resume from step 10 gives the same main.log ($(wc -l < "$out/$variant-a/main.log") lines) and final model"
 
-    # kill -9 once step 17 is logged, then resume from the newest complete checkpoint (15)
+    # kill -9 once step 13 is logged, then resume from the newest complete checkpoint (10)
     ./train_gpt_cpu $flags -o "$out/$variant-c" > /dev/null &
     pid=$!
-    for _ in $(seq 1 600); do grep -q "^s:17 trl" "$out/$variant-c/main.log" 2>/dev/null && break; sleep 0.05; done
+    for _ in $(seq 1 3000); do grep -q "^s:13 trl" "$out/$variant-c/main.log" 2>/dev/null && break; sleep 0.01; done
     kill -9 $pid; wait $pid 2>/dev/null || true
     [ -f "$out/$variant-c/DONE_00000030" ] && fail "$variant: run finished before the kill"
     ./train_gpt_cpu $flags -o "$out/$variant-c" -y 1 > "$out/$variant-c.stdout"
     cmp "$out/$variant-a/main.log" "$out/$variant-c/main.log" || fail "$variant: main.log differs after kill -9 and resume"
     cmp "$out/$variant-a/model_00000030.bin" "$out/$variant-c/model_00000030.bin" || fail "$variant: final model differs after kill -9"
-    echo "ok $variant: kill -9 after step 17, resume ($(grep -o 'at step [0-9]*' "$out/$variant-c.stdout")) gives the same main.log and final model"
+    echo "ok $variant: kill -9 after step 13, resume ($(grep -o 'at step [0-9]*' "$out/$variant-c.stdout")) gives the same main.log and final model"
 done
 
 # a truncated newest checkpoint is reported and the previous one is used
