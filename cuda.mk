@@ -40,3 +40,27 @@ build/cuda/%_bf16: dev/cuda/%.cu $(CUDA_HEADERS)
 
 cuda-dev-clean:
 	rm -rf build/cuda
+
+# ---------------------------------------------------------------------------------------
+# The GPU trainer and its test against PyTorch, one source each, two precisions:
+#   train_gpt_fp32, train_gpt_bf16                          (train_gpt.cu)
+#   build/test_gpt2_debug_fp32, build/test_gpt2_debug_bf16  (test/test_gpt2_debug.cu)
+# `make cuda-all` builds them and every dev/cuda program.
+CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh
+
+.PHONY: cuda-all
+cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 cuda-dev
+
+train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+
+train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS)
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
+
+build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+
+build/test_gpt2_debug_bf16: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)

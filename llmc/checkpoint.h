@@ -150,7 +150,11 @@ struct TrainState {
 };
 enum { STATE_HEADER_WORDS = 64 };
 
-inline void state_write(const std::string& path, const TrainState& s, const float* m, const float* v) {
+// master (optional, num_parameters fp32): the bf16 GPU trainer's master weights, written as a
+// third section after m and v; header word 17 says how many such extra sections follow (0 or
+// 1), so files without it (the CPU trainer's, the fp32 GPU trainer's) are unchanged.
+inline void state_write(const std::string& path, const TrainState& s, const float* m, const float* v,
+                        const float* master = nullptr) {
     uint64_t h[STATE_HEADER_WORDS] = {0};
     h[0] = STATE_MAGIC; h[1] = STATE_VERSION;
     h[2] = s.step; h[3] = s.rank; h[4] = s.world; h[5] = s.num_parameters;
@@ -160,17 +164,25 @@ inline void state_write(const std::string& path, const TrainState& s, const floa
     size_t bytes = s.num_parameters * sizeof(float);
     h[15] = checksum64(m, bytes);
     h[16] = checksum64(v, bytes);
+    if (master != nullptr) {
+        h[17] = 1;
+        h[18] = checksum64(master, bytes);
+    }
     h[63] = checksum64(h, 63 * sizeof(uint64_t));
     AtomicFile out(path);
     out.write(h, sizeof(h));
     out.write(m, bytes);
     out.write(v, bytes);
+    if (master != nullptr) out.write(master, bytes);
     out.commit();
 }
 
 // Reads a state file; m and v (num_parameters floats) are filled only if they are non-null.
+// has_master (optional) tells whether the file holds master weights; master (optional) is
+// filled with them when it does (and left alone when it does not).
 // Returns "" if sound, else the problem (the caller decides whether that is fatal).
-inline std::string state_read(const char* path, TrainState* s, float* m, float* v) {
+inline std::string state_read(const char* path, TrainState* s, float* m, float* v, float* master = nullptr,
+                              bool* has_master = nullptr) {
     FILE* f = fopen(path, "rb");
     if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
     uint64_t h[STATE_HEADER_WORDS];
@@ -182,10 +194,12 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
     s->dl_epoch = h[6]; s->dl_shard_pos = h[7]; s->dl_sample_pos = h[8];
     s->seed = h[9]; s->shuffle = h[10]; s->B = h[11]; s->T = h[12]; s->total_batch = h[13];
     s->sample_rng = h[14];
+    if (h[17] > 1) { fclose(f); return "unknown extra sections " + std::to_string(h[17]); }
+    if (has_master != nullptr) *has_master = h[17] == 1;
     size_t bytes = s->num_parameters * sizeof(float);
     fseek(f, 0, SEEK_END);
     long long size = ftell(f);
-    long long want = (long long)(sizeof(h) + 2 * bytes);
+    long long want = (long long)(sizeof(h) + (2 + h[17]) * bytes);
     if (size != want) {
         fclose(f);
         return "truncated or corrupt: " + std::to_string(size) + " bytes, header says " + std::to_string(want);
@@ -196,6 +210,11 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
         if (fread(m, 1, bytes, f) != bytes || fread(v, 1, bytes, f) != bytes) err = "read error";
         else if (checksum64(m, bytes) != h[15]) err = "optimizer m checksum mismatch (corrupt)";
         else if (checksum64(v, bytes) != h[16]) err = "optimizer v checksum mismatch (corrupt)";
+    }
+    if (err.empty() && master != nullptr && h[17] == 1) {
+        fseek(f, sizeof(h) + 2 * bytes, SEEK_SET);
+        if (fread(master, 1, bytes, f) != bytes) err = "read error";
+        else if (checksum64(master, bytes) != h[18]) err = "master weights checksum mismatch (corrupt)";
     }
     fclose(f);
     return err;

@@ -13,6 +13,17 @@
 #   GPU_CHECK_SANITIZER=only build, then only the compute-sanitizer pass (a second call,
 #                            when one call's time limit does not fit both)
 #   GPU_CHECK_ONLY="attention matmul"   run only these dev programs
+#   GPU_CHECK_PARTS="dev sanitizer trainer bench"   the parts to run (default: all four):
+#       dev        the dev/cuda programs against their CPU references
+#       sanitizer  compute-sanitizer over the dev programs' --quick cases
+#       trainer    train_gpt_{fp32,bf16}: PyTorch debug states, resume, determinism,
+#                  recompute, compute-sanitizer memcheck of a short run
+#       bench      train_gpt_bf16 (and fp32) throughput: d12 B=16/32/64, d24, d48
+#     All four may not fit one 10-minute call; split them, e.g. "dev trainer", then
+#     "sanitizer", then "bench". Every part prints its wall time.
+#   GPU_INPUTS=gpu_inputs    PyTorch debug states, test and bench shards (see
+#                            scripts/make_gpu_inputs.sh); made here if missing and torch imports
+#   GPU_CHECK_BENCH_STEPS=8  optimizer steps per benchmark run (the first is not timed)
 # Exit status: 0 iff everything built and every check passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +33,11 @@ mkdir -p "$LOGDIR"
 JOBS="${GPU_CHECK_JOBS:-$(nproc)}"
 TIMEOUT="${GPU_CHECK_TIMEOUT:-300}"
 SANITIZER="${GPU_CHECK_SANITIZER:-1}"
+PARTS=" ${GPU_CHECK_PARTS:-dev sanitizer trainer bench} "
+[ "$SANITIZER" = "0" ] && PARTS=${PARTS/ sanitizer / }
+[ "$SANITIZER" = "only" ] && PARTS=" sanitizer "
+has_part() { [[ "$PARTS" == *" $1 "* ]]; }
+GPU_INPUTS="${GPU_INPUTS:-gpu_inputs}"
 export PATH="$PATH:/usr/local/cuda/bin"
 SUMMARY="$LOGDIR/summary.txt"
 : > "$SUMMARY"
@@ -41,10 +57,17 @@ fi
 say "nvcc: $(nvcc --version 2>/dev/null | tail -n1 || echo 'not found')"
 say "host: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GB", $2/1e6}' /proc/meminfo)"
 
+say "parts:$PARTS"
+
 # ---------------------------------------------------------------------------------------
-say "== build (make -f cuda.mk cuda-dev -j$JOBS)"
+TARGETS=""
+if has_part dev || has_part sanitizer; then TARGETS="cuda-dev"; fi
+if has_part trainer || has_part bench; then
+    TARGETS="$TARGETS train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16"
+fi
+say "== build (make -f cuda.mk$TARGETS -j$JOBS)"
 t0=$(date +%s)
-if make -k -f cuda.mk cuda-dev -j"$JOBS" > "$LOGDIR/build.log" 2>&1; then
+if make -k -f cuda.mk $TARGETS -j"$JOBS" > "$LOGDIR/build.log" 2>&1; then
     say "build: ok ($(( $(date +%s) - t0 )) s)"
 else
     say "build: FAILED ($(( $(date +%s) - t0 )) s), see build.log; running what was built"
@@ -63,7 +86,7 @@ for src in dev/cuda/*.cu; do
 done
 declare -A STATUS
 for name in "${PROGRAMS[@]}"; do
-    [ "$SANITIZER" = "only" ] && break
+    has_part dev || break
     for prec in fp32 bf16; do
         bin="build/cuda/${name}_${prec}"
         log="$LOGDIR/${name}_${prec}.log"
@@ -97,7 +120,7 @@ done
 # ---------------------------------------------------------------------------------------
 # compute-sanitizer on the small cases: out-of-bounds and misaligned accesses everywhere,
 # shared-memory races and barrier misuse in the kernels that tile through shared memory
-if [ "$SANITIZER" = "1" ] || [ "$SANITIZER" = "only" ]; then
+if has_part sanitizer; then
     say "== compute-sanitizer (--quick cases)"
     if command -v compute-sanitizer > /dev/null; then
         for name in "${PROGRAMS[@]}"; do
@@ -122,34 +145,230 @@ if [ "$SANITIZER" = "1" ] || [ "$SANITIZER" = "only" ]; then
 fi
 
 # ---------------------------------------------------------------------------------------
-# HOOK (trainer tests, to be added with train_gpt.cu): each block appends to $SUMMARY and
-# sets FAILED=1 on failure. Planned, in this order:
-#   1. make train_gpt_fp32 train_gpt_bf16 (from the main Makefile, which includes cuda.mk)
-#   2. train_gpt_fp32 / train_gpt_bf16 vs the PyTorch debug state (test/pytorch_reference.py
-#      writes it; the CPU trainer's test/test_vs_pytorch.sh is the model): logits, loss,
-#      every gradient, and the losses of several AdamW steps, tolerances per precision
-#   3. resume: run N steps, stop, resume with -y 1, compare bit-for-bit with an unbroken run
-#   4. determinism: two runs with the same seed give identical losses
-#   5. compute-sanitizer --tool memcheck on one tiny training step of each binary
-# say "== trainer tests"; ... (not yet written)
+# The trainers. Every check appends one line "name PASS|FAIL|SKIP detail" to $SUMMARY and
+# TRAINER_RESULTS, and sets FAILED=1 on FAIL.
+TRAINER_RESULTS=()
+BENCH_ROWS=()
+record() {  # name result detail...
+    local name=$1 result=$2
+    shift 2
+    local line
+    line=$(printf '%-40s %-5s %s' "$name" "$result" "$*")
+    TRAINER_RESULTS+=("$line")
+    say "$line"
+    if [ "$result" = "FAIL" ]; then FAILED=1; fi
+}
+
+# the PyTorch debug states and the test shards: carried in $GPU_INPUTS, or made here
+ensure_inputs() {
+    if [ -f "$GPU_INPUTS/pytorch/small_debug.bin" ] && [ -f "$GPU_INPUTS/resume/model.bin" ]; then return; fi
+    if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
+        say "making $GPU_INPUTS (scripts/make_gpu_inputs.sh)"
+        bash scripts/make_gpu_inputs.sh "$GPU_INPUTS" > "$LOGDIR/make_gpu_inputs.log" 2>&1 ||
+            say "scripts/make_gpu_inputs.sh failed, see make_gpu_inputs.log"
+    else
+        say "no $GPU_INPUTS/pytorch and no PyTorch here: run scripts/make_gpu_inputs.sh where torch is, carry $GPU_INPUTS"
+    fi
+}
+
+if has_part trainer; then
+    say "== trainer tests"
+    tpart=$(date +%s)
+    ensure_inputs
+    # 1. against PyTorch: logits, loss, every gradient, 10 AdamW steps (tolerances in
+    #    test/test_gpt2_debug.cu); every config at the default -r 1, small also at -r 0 and 2
+    for prec in fp32 bf16; do
+        bin=build/test_gpt2_debug_$prec
+        for cfg in small awkward tiny; do
+            levels="1"
+            [ "$cfg" = small ] && levels="0 1 2"
+            for r in $levels; do
+                name="pytorch $cfg -r $r $prec"
+                model="$GPU_INPUTS/pytorch/${cfg}_model.bin"
+                debug="$GPU_INPUTS/pytorch/${cfg}_debug.bin"
+                if [ ! -x "$bin" ]; then record "$name" FAIL "$bin not built"; continue; fi
+                if [ ! -f "$debug" ]; then record "$name" FAIL "no $debug"; continue; fi
+                log="$LOGDIR/pytorch_${cfg}_r${r}_${prec}.log"
+                timeout 120 "$bin" "$model" "$debug" "$r" > "$log" 2>&1
+                rc=$?
+                nok=$(grep -c '^ok' "$log")
+                nfail=$(grep -c '^FAIL' "$log")
+                if [ $rc -eq 0 ] && tail -n 1 "$log" | grep -q '^PASS'; then
+                    record "$name" PASS "$nok checks"
+                else
+                    record "$name" FAIL "rc=$rc, $nok ok, $nfail failed (see $(basename "$log"))"
+                    { grep '^FAIL' "$log" | head -n 6; [ "$nfail" -eq 0 ] && tail -n 4 "$log"; } | sed 's/^/    /' | tee -a "$SUMMARY"
+                fi
+            done
+        done
+    done
+
+    # 2. resume, determinism, recompute: test/test_resume.sh's runs on the GPU. A run that
+    #    loses its checkpoints after step 10 and resumes (-y 1) must end with the same
+    #    main.log and final model as one that never stopped; so must a second identical run;
+    #    -r 2 recomputes LayerNorm bit-exactly, so it must match -r 1 (the default) exactly.
+    R="$GPU_INPUTS/resume"
+    for prec in fp32 bf16; do
+        bin=./train_gpt_$prec
+        out="$LOGDIR/resume_$prec"
+        rm -rf "$out"
+        mkdir -p "$out"
+        if [ ! -x "$bin" ] || [ ! -f "$R/model.bin" ]; then record "resume $prec" FAIL "no $bin or no $R/model.bin"; continue; fi
+        base=(-e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -b 4 -t 32 -d 256 -x 30
+              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n 5)
+        for variant in plain shuffled; do
+            flags=("${base[@]}")
+            [ $variant = shuffled ] && flags+=(-sh 1 -sd 1234)
+            a="$out/$variant-a" b="$out/$variant-b"
+            timeout 120 "$bin" "${flags[@]}" -o "$a" > "$a.stdout" 2>&1 || { record "resume $variant $prec" FAIL "run a failed: $(tail -n 1 "$a.stdout")"; continue; }
+            timeout 120 "$bin" "${flags[@]}" -o "$b" > "$b.stdout" 2>&1 || { record "resume $variant $prec" FAIL "run b failed: $(tail -n 1 "$b.stdout")"; continue; }
+            for s in 15 20 25 30; do rm -f "$b/DONE_000000$s"; done
+            timeout 120 "$bin" "${flags[@]}" -o "$b" -y 1 > "$b.resume.stdout" 2>&1
+            if ! grep -q "resumed from .*model_00000010.bin at step 10" "$b.resume.stdout"; then
+                record "resume $variant $prec" FAIL "did not resume at step 10: $(tail -n 1 "$b.resume.stdout")"
+            elif ! cmp -s "$a/main.log" "$b/main.log"; then
+                record "resume $variant $prec" FAIL "main.log differs: $(diff "$a/main.log" "$b/main.log" 2>&1 | head -n 2 | tr '\n' ' ')"
+            elif ! cmp -s "$a/model_00000030.bin" "$b/model_00000030.bin"; then
+                record "resume $variant $prec" FAIL "final model differs (main.log equal)"
+            else
+                record "resume $variant $prec" PASS "from step 10: same main.log ($(wc -l < "$a/main.log") lines) and final model"
+            fi
+        done
+        a="$out/plain-a"
+        if [ ! -f "$a/model_00000030.bin" ]; then
+            record "determinism, recompute $prec" FAIL "no reference run (resume plain $prec failed)"
+            continue
+        fi
+        c="$out/plain-again"
+        timeout 120 "$bin" "${base[@]}" -o "$c" > "$c.stdout" 2>&1
+        if cmp -s "$a/main.log" "$c/main.log" && cmp -s "$a/model_00000030.bin" "$c/model_00000030.bin"; then
+            record "determinism $prec" PASS "a second run: same main.log and final model"
+        else
+            record "determinism $prec" FAIL "a second identical run differs: $(diff "$a/main.log" "$c/main.log" 2>&1 | head -n 2 | tr '\n' ' ')"
+        fi
+        c="$out/plain-r2"
+        timeout 120 "$bin" "${base[@]}" -r 2 -o "$c" > "$c.stdout" 2>&1
+        if cmp -s "$a/main.log" "$c/main.log" && cmp -s "$a/model_00000030.bin" "$c/model_00000030.bin"; then
+            record "recompute -r 2 vs -r 1 $prec" PASS "same main.log and final model"
+        else
+            record "recompute -r 2 vs -r 1 $prec" FAIL "differs: $(diff "$a/main.log" "$c/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$c.stdout")"
+        fi
+        # -r 0 keeps the forward's GELU output (cuBLASLt's epilogue), so it may differ in the
+        # last bits from -r 1: only the final losses are compared, to 1%
+        c="$out/plain-r0"
+        timeout 120 "$bin" "${base[@]}" -r 0 -o "$c" > "$c.stdout" 2>&1
+        l1=$(grep '^s:29 trl' "$a/main.log" | sed 's/.*trl:\([0-9.]*\).*/\1/')
+        l0=$(grep '^s:29 trl' "$c/main.log" 2> /dev/null | sed 's/.*trl:\([0-9.]*\).*/\1/')
+        if [ -n "$l0" ] && [ -n "$l1" ] && awk -v a="$l0" -v b="$l1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * b) }'; then
+            record "recompute -r 0 vs -r 1 $prec" PASS "final train loss $l0 vs $l1"
+        else
+            record "recompute -r 0 vs -r 1 $prec" FAIL "final train loss '$l0' vs '$l1' $(tail -n 1 "$c.stdout")"
+        fi
+    done
+
+    # 3. compute-sanitizer memcheck over a short run with everything on: gradient
+    #    accumulation, validation, sampling, checkpoints, then a resume
+    if command -v compute-sanitizer > /dev/null; then
+        for prec in fp32 bf16; do
+            bin=./train_gpt_$prec
+            [ -x "$bin" ] || { record "memcheck trainer $prec" FAIL "$bin not built"; continue; }
+            out="$LOGDIR/memcheck_trainer_$prec"
+            rm -rf "$out"
+            r=1
+            [ $prec = fp32 ] && r=2
+            flags=(-e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -b 2 -t 32 -d 128 -x 3
+                   -v 2 -m 2 -s 3 -g 4 -n 2 -r $r -o "$out")
+            log="$out.log"
+            timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin" "${flags[@]}" > "$log" 2>&1
+            rc1=$?
+            rm -f "$out/DONE_00000003"
+            timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 "$bin" "${flags[@]}" -y 1 >> "$log" 2>&1
+            rc2=$?
+            if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]; then
+                record "memcheck trainer $prec" PASS "3 steps -r $r, accumulation 2, val, sample, checkpoints, resume"
+            else
+                record "memcheck trainer $prec" FAIL "rc=$rc1/$rc2 (see $(basename "$log"))"
+                grep -m 5 -E "=========.*(Error|error|Invalid)|^error" "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+            fi
+        done
+    else
+        record "memcheck trainer" SKIP "compute-sanitizer not found"
+    fi
+    say "trainer tests: $(( $(date +%s) - tpart )) s"
+fi
 
 # ---------------------------------------------------------------------------------------
-# HOOK (throughput benchmark, to be added): train_gpt_bf16 on GPT-2 124M, B=64? T=1024,
-# printing tokens/s, MFU (6N + 6LCT flops/token vs 989 TFLOP/s dense bf16) and peak memory.
-# say "== trainer benchmark"; ... (not yet written)
+# Throughput: random-init GPT-2 models at T=1024 on the bible shards (or synthetic ones),
+# a few steps each; tokens/s, MFU (6N + 6LCT flops/token against the device's dense peak)
+# and peak device memory from the trainer's "done:" line. Out of memory is reported, not failed.
+if has_part bench; then
+    BENCH_STEPS="${GPU_CHECK_BENCH_STEPS:-8}"
+    say "== trainer benchmark ($BENCH_STEPS steps per run, the first not timed)"
+    tpart=$(date +%s)
+    train_glob="" val_glob=""
+    for d in "$GPU_INPUTS/bench" data/bible; do
+        t=$(ls "$d"/*_train_*.bin 2> /dev/null | head -n 1)
+        v=$(ls "$d"/*_val_*.bin 2> /dev/null | head -n 1)
+        if [ -n "$t" ] && [ -n "$v" ]; then train_glob="$t" val_glob="$v"; break; fi
+    done
+    if [ -z "$train_glob" ] && python3 -c 'import numpy' 2> /dev/null; then
+        mkdir -p "$LOGDIR/bench_data"
+        python3 test/make_test_data.py --out "$LOGDIR/bench_data" --vocab 50257 --train-tokens 2000000 \
+            --val-tokens 100000 --seed 11 --prefix synthetic > /dev/null 2>&1
+        train_glob="$LOGDIR/bench_data/synthetic_train_000000.bin" val_glob="$LOGDIR/bench_data/synthetic_val_000000.bin"
+    fi
+    bench() {  # name precision model B [more flags]
+        local name=$1 prec=$2 model=$3 B=$4
+        shift 4
+        local log="$LOGDIR/bench_${name}_${prec}.log"
+        if [ -z "$train_glob" ]; then BENCH_ROWS+=("$(printf '%-14s %-5s %s' "$name" "$prec" "no data")"); FAILED=1; return; fi
+        timeout 300 "./train_gpt_$prec" -e "$model" -i "$train_glob" -j "$val_glob" -b "$B" -t 1024 -x "$BENCH_STEPS" \
+            -v 0 -s 0 -n 0 "$@" > "$log" 2>&1
+        local rc=$?
+        local done_line
+        done_line=$(grep '^done:' "$log")
+        local row
+        if [ $rc -eq 0 ] && [ -n "$done_line" ]; then
+            local ms toks mfu mem
+            ms=$(echo "$done_line" | grep -o '[0-9.]* ms/step' | cut -d' ' -f1)
+            toks=$(echo "$done_line" | grep -o '[0-9]* tok/s' | cut -d' ' -f1)
+            mfu=$(echo "$done_line" | grep -o 'MFU [0-9.]*%' | cut -d' ' -f2)
+            mem=$(echo "$done_line" | grep -o 'peak device memory [0-9]* MiB' | cut -d' ' -f4)
+            row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s' "$name" "$prec" "$B" "$ms" "$toks" "${mfu:-n/a}" "$mem")
+        elif grep -q "out of GPU memory" "$log"; then
+            row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "out of memory (not a failure)")
+        else
+            row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "FAIL rc=$rc: $(tail -n 1 "$log")")
+            FAILED=1
+        fi
+        BENCH_ROWS+=("$row")
+        say "$row"
+    }
+    bench d12 bf16 d12 16
+    bench d12 bf16 d12 32
+    bench d12 bf16 d12 64
+    bench d12-r0 bf16 d12 32 -r 0
+    bench d12-tf32 fp32 d12 16
+    bench d24 bf16 d24 16
+    bench d24 bf16 d24 32
+    bench d48 bf16 d48 8
+    say "benchmark: $(( $(date +%s) - tpart )) s"
+fi
 
 # ---------------------------------------------------------------------------------------
 say ""
 say "== summary"
-say "$(printf '%-12s %-5s %-8s' op precision result)"
+has_part dev && say "$(printf '%-12s %-5s %-8s' op precision result)"
 for name in "${PROGRAMS[@]}"; do
+    has_part dev || break
     for prec in fp32 bf16; do
         say "$(printf '%-12s %-5s %-8s' "$name" "$prec" "${STATUS["$name $prec"]:-?}")"
     done
 done
 say ""
-say "$(printf '%-40s %-5s %-6s %12s' benchmark prec result value)"
+has_part dev && say "$(printf '%-40s %-5s %-6s %12s' benchmark prec result value)"
 for name in "${PROGRAMS[@]}"; do
+    has_part dev || break
     for prec in fp32 bf16; do
         log="$LOGDIR/${name}_${prec}.log"
         [ -f "$log" ] || continue
@@ -159,6 +378,16 @@ for name in "${PROGRAMS[@]}"; do
         done
     done
 done
+if [ ${#TRAINER_RESULTS[@]} -gt 0 ]; then
+    say ""
+    say "$(printf '%-40s %-5s %s' 'trainer check' result detail)"
+    for line in "${TRAINER_RESULTS[@]}"; do say "$line"; done
+fi
+if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
+    say ""
+    say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s' model prec B ms/step tok/s MFU 'peak MiB')"
+    for line in "${BENCH_ROWS[@]}"; do say "$line"; done
+fi
 say ""
 if [ "$FAILED" -eq 0 ]; then
     say "gpu_check: ALL PASSED (logs in $LOGDIR)"

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     run_case(ctx, 2, 37, 3, 16, false);    // C = 48, T not a multiple of the tile
     run_case(ctx, 1, 1, 1, 64, false);     // one position
     run_case(ctx, 2, 100, 3, 64, false);
-    const int head_sizes[] = {16, 32, 48, 64, 80, 96, 128};
+    const int head_sizes[] = {8, 16, 32, 48, 64, 80, 96, 128};
     for (int hs : head_sizes) run_case(ctx, 1, 70, 2, hs, false);
     run_case(ctx, 1, 256, 4, 128, false);  // several full tiles at the largest head
     if (!g_dev_quick) run_case(ctx, 4, 1024, 12, 64, true);  // GPT-2 124M

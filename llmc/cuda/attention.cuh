@@ -33,7 +33,7 @@ constexpr int ATT_WARPS = 4;
 constexpr int ATT_RPW = ATT_TILE / ATT_WARPS;       // rows per warp: 8
 constexpr int ATT_THREADS = ATT_WARPS * 32;
 constexpr int ATT_PSTRIDE = ATT_TILE + 4;           // row stride of the P / dS tiles
-#define ATTENTION_HEAD_SIZES "16, 32, 48, 64, 80, 96, 128"
+#define ATTENTION_HEAD_SIZES "8, 16, 32, 48, 64, 80, 96, 128"
 
 // ---------------------------------------------------------------------------------------
 // tile helpers
@@ -408,6 +408,7 @@ inline void attention_check(int B, int T, int C, int NH, const void* a, const vo
 // dispatches a templated launch on the head size
 #define ATTENTION_DISPATCH(HSVAL, CALL)                                                       \
     switch (HSVAL) {                                                                          \
+        case 8: CALL(8); break;  /* the PyTorch debug state's "tiny" config */                \
         case 16: CALL(16); break;                                                             \
         case 32: CALL(32); break;                                                             \
         case 48: CALL(48); break;                                                             \

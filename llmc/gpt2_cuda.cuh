@@ -1,0 +1,555 @@
+// gpt2_cuda.cuh: the GPT-2 model on the GPU. The same model as llmc/gpt2.h (which stays the
+// reference: configuration, parameter table, random init and checkpoint loading all happen
+// there, on the host), with the step run as launches of the llmc/cuda kernels, in the same
+// order: gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update.
+// defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state,
+//          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_logits_row,
+//          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_grad_norm, gpt2_cuda_update,
+//          gpt2_cuda_download_grads, gpt2_cuda_write_model, gpt2_cuda_checkpoint_write,
+//          gpt2_cuda_load_state, gpt2_cuda_free
+//
+// Glossary (as llmc/gpt2.h): B batch, T sequence length, C channels, NH heads, hs = C/NH,
+// L layers, V vocabulary, Vp padded vocabulary, maxT positions. N = B*T positions.
+//
+// Memory, all allocated once, before the first step:
+//   params   floatX, one allocation laid out by gpt2_param_table (the checkpoint's order)
+//   grads    floatX, the same layout; micro-steps accumulate into it (+=)
+//   m, v     fp32 AdamW moments, the same layout
+//   master   fp32 copy of the weights, bf16 build with -w 1 only: AdamW updates it and
+//            writes the bf16 params from it with stochastic rounding
+//   acts     one allocation for what the forward keeps for the backward, the logits, and
+//            the backward's scratch; its plan is printed at start
+// Recompute (-r): 0 keeps every activation; 1 keeps GELU's input only and recomputes its
+// output in the backward (saves L*N*4C values); 2 also keeps only one (N,C) buffer for each
+// of the two LayerNorm outputs and recomputes them from the kept input, mean and rstd
+// (saves 2*L*N*C more). LayerNorm recompute is bit-exact (the same device function on the
+// same input); GELU recompute may differ from the forward's by an ulp when the forward
+// used cuBLASLt's GELU epilogue (a different tanh), so -r 0 and -r 1 may differ in the last bits.
+//
+// Determinism: every kernel here sums in a fixed order (no float atomics), and cuBLASLt
+// is run-to-run deterministic for one stream, one workspace and one GPU model; so the
+// same run twice, or a run resumed from a checkpoint, gives the same bits.
+#pragma once
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "gpt2.h"                // defines: GPT2Config, ParamTensor, gpt2_param_table, GPT2
+#include "checkpoint.h"          // defines: MODEL_MAGIC, AtomicFile, TrainState, state_write, state_read, ...
+#include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
+#include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward, EncoderBuckets
+#include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
+#include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward
+#include "cuda/attention.cuh"    // defines: attention_forward, attention_backward
+#include "cuda/gelu.cuh"         // defines: gelu_forward, gelu_backward
+#include "cuda/classifier.cuh"   // defines: classifier_forward_backward
+#include "cuda/global_norm.cuh"  // defines: global_norm_squared
+#include "cuda/adamw.cuh"        // defines: adamw_update
+
+// What the kernels need of a shape beyond gpt2_config_problem: every tensor (and every
+// layer's slice of it) starts on 16 bytes, which C % 8 == 0 gives for fp32 and bf16, and
+// the head size is one the attention kernels were compiled for. nullptr when fine.
+inline const char* gpt2_cuda_config_problem(const GPT2Config& c) {
+    if (c.channels % 8 != 0) return "the GPU kernels need C to be a multiple of 8";
+    if (c.padded_vocab_size % 8 != 0) return "the GPU kernels need Vp to be a multiple of 8";
+    int hs = c.channels / c.num_heads;
+    for (int ok : {8, 16, 32, 48, 64, 80, 96, 128})
+        if (hs == ok) return nullptr;
+    return "head size C/NH is not one the attention kernels were compiled for (" ATTENTION_HEAD_SIZES ")";
+}
+
+// Named views into a floatX buffer laid out by the table (parameters or their gradients).
+struct ParamPtrsX {
+    floatX *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
+    floatX *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
+};
+
+inline ParamPtrsX param_ptrs_x(floatX* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+    ParamPtrsX v;
+    floatX** fields[NUM_PARAM_TENSORS] = {&v.wte, &v.wpe, &v.ln1w, &v.ln1b, &v.qkvw, &v.qkvb,
+        &v.attprojw, &v.attprojb, &v.ln2w, &v.ln2b, &v.fcw, &v.fcb, &v.fcprojw, &v.fcprojb,
+        &v.lnfw, &v.lnfb};
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    return v;
+}
+
+// Activations and scratch, sized for the (B, T) of gpt2_cuda_alloc_state. Per-layer
+// tensors are L slices of the allocated N; a smaller forward (sampling) uses a prefix of
+// each slice.
+struct GPUActivations {
+    floatX* encoded;    // (N,C) wte + wpe
+    floatX* ln1;        // (L,N,C) LayerNorm 1 outputs; (N,C) with -r 2
+    float* ln1_mean;    // (L,N)
+    float* ln1_rstd;    // (L,N)
+    floatX* qkv;        // (L,N,3C)
+    floatX* atty;       // (L,N,C) attention output (before the projection)
+    float* att_lse;     // (L,B,NH,T) log-sum-exp of each query's scores, for the backward
+    floatX* residual2;  // (L,N,C) residual stream after attention
+    floatX* ln2;        // (L,N,C); (N,C) with -r 2
+    float* ln2_mean;    // (L,N)
+    float* ln2_rstd;    // (L,N)
+    floatX* fch;        // (L,N,4C) fc output, GELU's input
+    floatX* fch_gelu;   // (L,N,4C) GELU's output; (N,4C) with -r >= 1
+    floatX* residual3;  // (L,N,C) residual stream after the MLP
+    floatX* lnf;        // (N,C)
+    float* lnf_mean;    // (N)
+    float* lnf_rstd;    // (N)
+    floatX* logits;     // (N,Vp); after a training forward it holds dlogits
+    float* losses;      // (N)
+    floatX* proj;       // (N,C) a projection's output before its residual add
+    floatX* dres;       // (N,C) backward: gradient of the residual stream
+    floatX* dtmp;       // (N,C) backward: gradient of a LayerNorm output / attention output
+    floatX* dqkv;       // (N,3C)
+    floatX* dfch;       // (N,4C)
+    int* inputs;        // (N) token ids
+    int* targets;       // (N)
+};
+
+struct GPT2Cuda {
+    GPT2Config config;
+    ParamTensor tensors[NUM_PARAM_TENSORS];
+    size_t num_parameters = 0;
+    const CudaContext* ctx = nullptr;  // the stream, cuBLASLt handle and workspace every launch uses
+    floatX* params = nullptr;
+    floatX* grads = nullptr;
+    float* m = nullptr;
+    float* v = nullptr;
+    float* master = nullptr;           // bf16 build with -w 1 only
+    ParamPtrsX p, g;
+    GPUActivations acts;
+    void* acts_memory = nullptr;
+    size_t acts_bytes = 0;
+    size_t ln_stride = 0, gelu_stride = 0;  // per-layer strides of ln1/ln2 and fch_gelu (0: one shared buffer)
+    int B = 0, T = 0;                  // what acts are sized for
+    int recompute = 0;                 // -r
+    EncoderBuckets buckets;            // the positions of the last training batch, by token
+    int* io_host = nullptr;            // pinned staging of inputs | targets
+    cudaEvent_t io_copied = nullptr;   // io_host may be rewritten once this has passed
+    float* losses_host = nullptr;      // pinned (N)
+    cudaEvent_t losses_ready = nullptr;
+    float* norm_device = nullptr;      // one float
+    float* norm_host = nullptr;        // pinned, one float
+    int last_N = 0;                    // positions of the last forward
+    bool last_had_targets = false;
+    bool backward_ready = false;       // the last forward wrote dlogits for a full batch
+};
+
+inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fail("out of GPU memory allocating %s: %.1f MiB (%.1f MiB free of %.1f MiB); try a smaller -b or -r 2",
+             what, bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+    }
+    return p;
+}
+
+// Takes the configuration and the weights of a host model (gpt2_init + gpt2_init_random, or
+// gpt2_load_checkpoint) and uploads them, rounding to bf16 to nearest in the bf16 build.
+// master_weights (bf16 build): keep an fp32 master copy, initialized from the host's fp32.
+inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights) {
+    const char* problem = gpt2_cuda_config_problem(host->config);
+    if (problem != nullptr) fail("model config: %s", problem);
+    model->ctx = ctx;
+    model->config = host->config;
+    model->num_parameters = gpt2_param_table(host->config, model->tensors);
+    CHECK(model->num_parameters == host->num_parameters, "%zu vs %zu", model->num_parameters, host->num_parameters);
+    size_t n = model->num_parameters;
+    model->params = (floatX*)cuda_malloc_or_fail(n * sizeof(floatX), "parameters");
+    model->p = param_ptrs_x(model->params, model->tensors);
+    // convert in chunks: a whole-model floatX copy on the host would be one more model's worth
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        for (size_t i = 0; i < k; i++) chunk[i] = from_float<floatX>(host->params[done + i]);
+        CHECK_CUDA(cudaMemcpy(model->params + done, chunk.data(), k * sizeof(floatX), cudaMemcpyHostToDevice));
+    }
+    bool bf16 = sizeof(floatX) == 2;
+    if (bf16 && master_weights) {
+        model->master = (float*)cuda_malloc_or_fail(n * sizeof(float), "master weights");
+        CHECK_CUDA(cudaMemcpy(model->master, host->params, n * sizeof(float), cudaMemcpyHostToDevice));
+    }
+}
+
+// Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
+inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
+    const GPT2Config& cfg = model->config;
+    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
+    CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
+    const CudaContext& ctx = *model->ctx;
+    size_t n = model->num_parameters;
+    model->grads = (floatX*)cuda_malloc_or_fail(n * sizeof(floatX), "gradients");
+    model->m = (float*)cuda_malloc_or_fail(n * sizeof(float), "AdamW m");
+    model->v = (float*)cuda_malloc_or_fail(n * sizeof(float), "AdamW v");
+    CHECK_CUDA(cudaMemset(model->grads, 0, n * sizeof(floatX)));
+    CHECK_CUDA(cudaMemset(model->m, 0, n * sizeof(float)));
+    CHECK_CUDA(cudaMemset(model->v, 0, n * sizeof(float)));
+    model->g = param_ptrs_x(model->grads, model->tensors);
+
+    // the activation plan: one row per buffer, in GPUActivations order
+    size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    size_t N = (size_t)B * T;
+    size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
+    const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
+    GPUActivations& a = model->acts;
+    struct Slot { void** ptr; size_t count, elem; };
+    const Slot slots[] = {
+        {(void**)&a.encoded, N * C, X},         {(void**)&a.ln1, ln_layers * N * C, X},
+        {(void**)&a.ln1_mean, L * N, F},        {(void**)&a.ln1_rstd, L * N, F},
+        {(void**)&a.qkv, L * N * 3 * C, X},     {(void**)&a.atty, L * N * C, X},
+        {(void**)&a.att_lse, L * B * NH * T, F}, {(void**)&a.residual2, L * N * C, X},
+        {(void**)&a.ln2, ln_layers * N * C, X}, {(void**)&a.ln2_mean, L * N, F},
+        {(void**)&a.ln2_rstd, L * N, F},        {(void**)&a.fch, L * N * 4 * C, X},
+        {(void**)&a.fch_gelu, gelu_layers * N * 4 * C, X}, {(void**)&a.residual3, L * N * C, X},
+        {(void**)&a.lnf, N * C, X},             {(void**)&a.lnf_mean, N, F},
+        {(void**)&a.lnf_rstd, N, F},            {(void**)&a.logits, N * Vp, X},
+        {(void**)&a.losses, N, F},              {(void**)&a.proj, N * C, X},
+        {(void**)&a.dres, N * C, X},            {(void**)&a.dtmp, N * C, X},
+        {(void**)&a.dqkv, N * 3 * C, X},        {(void**)&a.dfch, N * 4 * C, X},
+        {(void**)&a.inputs, N, I},              {(void**)&a.targets, N, I},
+    };
+    const int count = sizeof(slots) / sizeof(slots[0]);
+    static_assert(sizeof(GPUActivations) == count * sizeof(void*), "one slot per activation");
+    // every buffer starts on 256 bytes (the kernels need 16, cuBLASLt likes 256)
+    size_t total = 0;
+    for (const Slot& s : slots) total += (s.count * s.elem + 255) / 256 * 256;
+    model->acts_memory = cuda_malloc_or_fail(total, "activations");
+    model->acts_bytes = total;
+    char* cursor = (char*)model->acts_memory;
+    for (const Slot& s : slots) {
+        *s.ptr = cursor;
+        cursor += (s.count * s.elem + 255) / 256 * 256;
+    }
+    // zeroed once so that nothing reads garbage, e.g. the padded logits columns
+    CHECK_CUDA(cudaMemset(model->acts_memory, 0, total));
+    model->ln_stride = recompute >= 2 ? 0 : N * C;
+    model->gelu_stride = recompute >= 1 ? 0 : N * 4 * C;
+    model->B = B;
+    model->T = T;
+    model->recompute = recompute;
+
+    encoder_buckets_init(&model->buckets, (int)N);
+    CHECK_CUDA(cudaMallocHost(&model->io_host, 2 * N * sizeof(int)));
+    CHECK_CUDA(cudaMallocHost(&model->losses_host, N * sizeof(float)));
+    CHECK_CUDA(cudaMallocHost(&model->norm_host, sizeof(float)));
+    model->norm_device = (float*)cuda_malloc_or_fail(sizeof(float), "norm");
+    CHECK_CUDA(cudaEventCreateWithFlags(&model->io_copied, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&model->losses_ready, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+    CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+    CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
+    const double MiB = 1048576.0;
+    size_t n = model->num_parameters;
+    double params = n * sizeof(floatX) / MiB, grads = params, adam = 2.0 * n * sizeof(float) / MiB;
+    double master = model->master ? n * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
+    double work = model->ctx->workspace_bytes / MiB;
+    printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
+           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB; total %.1f MiB\n",
+           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, model->recompute, work,
+           params + grads + adam + master + acts + work);
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
+// smaller than allocated. dloss > 0 means a backward follows: the classifier then also
+// writes dlogits (scaled by dloss, 1/(B*T*grad_accum)) over the logits, and the batch must
+// be the full allocated B x T. The losses are copied back asynchronously: gpt2_cuda_loss.
+inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* targets, int B, int T, float dloss) {
+    const GPT2Config& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    CHECK(B >= 1 && T >= 1 && B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T,
+          model->B, model->T);
+    CHECK(dloss == 0.0f || (targets != nullptr && B == model->B && T == model->T),
+          "a forward for backward (dloss %g) needs targets and the full batch", dloss);
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size;
+    const int Vp = cfg.padded_vocab_size, N = B * T;
+    for (int i = 0; i < N; i++)
+        CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
+    if (targets != nullptr)
+        for (int i = 0; i < N; i++)
+            CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
+
+    // the batch goes up through pinned memory: no stream sync, the GPU may still be busy
+    // with the previous micro-step's backward
+    const size_t Nmax = (size_t)model->B * model->T;
+    GPUActivations& a = model->acts;
+    CHECK_CUDA(cudaEventSynchronize(model->io_copied));
+    memcpy(model->io_host, inputs, N * sizeof(int));
+    CHECK_CUDA(cudaMemcpyAsync(a.inputs, model->io_host, N * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
+    if (targets != nullptr) {
+        memcpy(model->io_host + Nmax, targets, N * sizeof(int));
+        CHECK_CUDA(cudaMemcpyAsync(a.targets, model->io_host + Nmax, N * sizeof(int), cudaMemcpyHostToDevice,
+                                   ctx.stream));
+    }
+    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+
+    const ParamPtrsX& p = model->p;
+    const size_t NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
+    encoder_forward(ctx, a.encoded, a.inputs, p.wte, p.wpe, B, T, C);
+    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C);
+    for (int l = 0; l < L; l++) {
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
+        const size_t lC = (size_t)l * C;
+        floatX* ln1 = a.ln1 + l * model->ln_stride;
+        floatX* qkv = a.qkv + l * 3 * NC;
+        floatX* atty = a.atty + l * NC;
+        float* lse = a.att_lse + l * lse_stride;
+        floatX* residual2 = a.residual2 + l * NC;
+        floatX* ln2 = a.ln2 + l * model->ln_stride;
+        floatX* fch = a.fch + l * 4 * NC;
+        floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
+        floatX* residual3 = a.residual3 + l * NC;
+        // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
+        matmul_forward(ctx, qkv, nullptr, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
+        attention_forward(ctx, atty, lse, qkv, B, T, C, NH);
+        matmul_forward(ctx, a.proj, nullptr, atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
+        fused_residual_layernorm_forward(ctx, residual2, ln2, a.ln2_mean + l * Nmax, a.ln2_rstd + l * Nmax,
+                                         residual, a.proj, p.ln2w + lC, p.ln2b + lC, N, C);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        matmul_forward(ctx, fch_gelu, fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, N, C, 4 * C);
+        matmul_forward(ctx, a.proj, nullptr, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, N, 4 * C, C);
+        // the residual add is fused with the LayerNorm that reads it next: the next layer's
+        // ln1, or after the last layer lnf
+        if (l + 1 < L) {
+            fused_residual_layernorm_forward(ctx, residual3, a.ln1 + (l + 1) * model->ln_stride,
+                                             a.ln1_mean + (l + 1) * Nmax, a.ln1_rstd + (l + 1) * Nmax, residual2,
+                                             a.proj, p.ln1w + lC + C, p.ln1b + lC + C, N, C);
+        } else {
+            fused_residual_layernorm_forward(ctx, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.proj,
+                                             p.lnfw, p.lnfb, N, C);
+        }
+    }
+    matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
+    if (targets != nullptr) {
+        classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+        // the previous losses must have been read (gpt2_cuda_loss) before they are overwritten
+        CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+        CHECK_CUDA(cudaMemcpyAsync(model->losses_host, a.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
+                                   ctx.stream));
+        CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+    }
+    // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
+    // copied in stream order before the backward
+    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
+    model->last_N = N;
+    model->last_had_targets = targets != nullptr;
+    model->backward_ready = dloss > 0.0f;
+}
+
+// Mean loss of the last forward with targets, summed in double as the CPU trainer does.
+// Waits only for the classifier, not for any backward queued after it.
+inline float gpt2_cuda_loss(GPT2Cuda* model) {
+    CHECK(model->last_had_targets, "the last forward had no targets");
+    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+    double sum = 0.0;
+    for (int i = 0; i < model->last_N; i++) sum += model->losses_host[i];
+    return (float)(sum / model->last_N);
+}
+
+// out (Vp floats) = the logits of position `row` (b*T + t) of the last forward without dloss.
+inline void gpt2_cuda_logits_row(GPT2Cuda* model, int row, float* out) {
+    CHECK(!model->backward_ready, "the logits were overwritten by dlogits");
+    CHECK(row >= 0 && row < model->last_N, "row=%d N=%d", row, model->last_N);
+    int Vp = model->config.padded_vocab_size;
+    std::vector<floatX> buf(Vp);
+    CHECK_CUDA(cudaMemcpyAsync(buf.data(), model->acts.logits + (size_t)row * Vp, Vp * sizeof(floatX),
+                               cudaMemcpyDeviceToHost, model->ctx->stream));
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    for (int i = 0; i < Vp; i++) out[i] = to_float(buf[i]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Backward of the last forward (which had dloss > 0), accumulating (+=) into the grads.
+// Reverse order of the forward; dres carries the residual stream's gradient down.
+inline void gpt2_cuda_backward(GPT2Cuda* model) {
+    CHECK(model->backward_ready, "gpt2_cuda_backward needs a forward with targets and dloss > 0 just before");
+    const GPT2Config& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    const int B = model->B, T = model->T, N = B * T;
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const ParamPtrsX& p = model->p;
+    const ParamPtrsX& g = model->g;
+    GPUActivations& a = model->acts;
+    const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
+
+    // logits hold dlogits (the classifier wrote them in the forward)
+    matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, false);
+    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
+    layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
+                       a.lnf_rstd, N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
+        const size_t lC = (size_t)l * C;
+        floatX* ln1 = a.ln1 + l * model->ln_stride;
+        float* ln1_mean = a.ln1_mean + l * N;
+        float* ln1_rstd = a.ln1_rstd + l * N;
+        const floatX* qkv = a.qkv + l * 3 * NC;
+        const floatX* atty = a.atty + l * NC;
+        const float* lse = a.att_lse + l * lse_stride;
+        const floatX* residual2 = a.residual2 + l * NC;
+        floatX* ln2 = a.ln2 + l * model->ln_stride;
+        float* ln2_mean = a.ln2_mean + l * N;
+        float* ln2_rstd = a.ln2_rstd + l * N;
+        const floatX* fch = a.fch + l * 4 * NC;
+        floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
+        // what the forward did not keep
+        if (model->recompute >= 2) {
+            layernorm_forward(ctx, ln1, nullptr, nullptr, residual, p.ln1w + lC, p.ln1b + lC, N, C);
+            layernorm_forward(ctx, ln2, nullptr, nullptr, residual2, p.ln2w + lC, p.ln2b + lC, N, C);
+        }
+        if (model->recompute >= 1) gelu_forward(ctx, fch_gelu, fch, (size_t)N * 4 * C);
+        // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        matmul_backward(ctx, a.dfch, g.fcprojw + lC * 4 * C, g.fcprojb + lC, a.dres, fch_gelu,
+                        p.fcprojw + lC * 4 * C, N, 4 * C, C, false);
+        gelu_backward(ctx, a.dfch, fch, a.dfch, (size_t)N * 4 * C);
+        matmul_backward(ctx, a.dtmp, g.fcw + lC * 4 * C, g.fcb + lC * 4, a.dfch, ln2, p.fcw + lC * 4 * C, N, C,
+                        4 * C, false);
+        layernorm_backward(ctx, a.dres, g.ln2w + lC, g.ln2b + lC, a.dtmp, residual2, p.ln2w + lC, ln2_mean,
+                           ln2_rstd, N, C);
+        // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        matmul_backward(ctx, a.dtmp, g.attprojw + lC * C, g.attprojb + lC, a.dres, atty, p.attprojw + lC * C, N,
+                        C, C, false);
+        attention_backward(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+        matmul_backward(ctx, a.dtmp, g.qkvw + lC * 3 * C, g.qkvb + lC * 3, a.dqkv, ln1, p.qkvw + lC * 3 * C, N, C,
+                        3 * C, false);
+        layernorm_backward(ctx, a.dres, g.ln1w + lC, g.ln1b + lC, a.dtmp, residual, p.ln1w + lC, ln1_mean,
+                           ln1_rstd, N, C);
+    }
+    encoder_backward(ctx, g.wte, g.wpe, a.dres, model->buckets, B, T, C);
+    model->backward_ready = false;
+}
+
+inline void gpt2_cuda_zero_grad(GPT2Cuda* model) {
+    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->num_parameters * sizeof(floatX), model->ctx->stream));
+}
+
+// Global L2 norm of all gradients (waits for the backward).
+inline float gpt2_cuda_grad_norm(GPT2Cuda* model) {
+    const CudaContext& ctx = *model->ctx;
+    global_norm_squared(ctx, model->norm_device, model->grads, model->num_parameters, false);
+    CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
+                               ctx.stream));
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    return sqrtf(*model->norm_host);
+}
+
+// One AdamW step over every tensor; t is the 1-based step count. The stochastic rounding
+// seed of each tensor is a hash of (t, tensor), so a resumed run rounds the same way.
+inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                             float grad_scale, int t) {
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const ParamTensor& pt = model->tensors[i];
+        size_t o = pt.offset;
+        uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)i + 1));
+        adamw_update(*model->ctx, model->params + o, model->master ? model->master + o : nullptr,
+                     model->grads + o, model->m + o, model->v + o, pt.numel, lr, beta1, beta2, eps,
+                     pt.decays ? weight_decay : 0.0f, grad_scale, t, seed);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// host copies and files
+
+// out (num_parameters floats) = a device floatX buffer laid out by the table, widened.
+inline void gpt2_cuda_download_floatx(const GPT2Cuda* model, const floatX* src, float* out) {
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    size_t n = model->num_parameters;
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        CHECK_CUDA(cudaMemcpy(chunk.data(), src + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < k; i++) out[done + i] = to_float(chunk[i]);
+    }
+}
+inline void gpt2_cuda_download_grads(const GPT2Cuda* model, float* out) {
+    gpt2_cuda_download_floatx(model, model->grads, out);
+}
+
+// llm.c model file of the current weights: version 3 (fp32) or 5 (bf16, the params' bits).
+inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path) {
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    int32_t h[256] = {0};
+    const GPT2Config& c = model->config;
+    h[0] = MODEL_MAGIC; h[1] = sizeof(floatX) == 2 ? MODEL_VERSION_BF16 : MODEL_VERSION_FP32;
+    h[2] = c.max_seq_len; h[3] = c.vocab_size; h[4] = c.num_layers; h[5] = c.num_heads; h[6] = c.channels;
+    h[7] = c.padded_vocab_size;
+    AtomicFile out(path);
+    out.write(h, sizeof(h));
+    size_t n = model->num_parameters;
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        CHECK_CUDA(cudaMemcpy(chunk.data(), model->params + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
+        out.write(chunk.data(), k * sizeof(floatX));
+    }
+    out.commit();
+}
+
+// As checkpoint_write in llmc/checkpoint.h: model file, this rank's state file (AdamW m, v
+// and the master weights when there are any), then the DONE marker, each durable before the next.
+inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, const TrainState& s) {
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step));
+    size_t n = model->num_parameters;
+    std::vector<float> m(n), v(n), master(model->master ? n : 0);
+    CHECK_CUDA(cudaMemcpy(m.data(), model->m, n * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(v.data(), model->v, n * sizeof(float), cudaMemcpyDeviceToHost));
+    if (model->master) CHECK_CUDA(cudaMemcpy(master.data(), model->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m.data(), v.data(),
+                model->master ? master.data() : nullptr);
+    fsync_dir(dir);
+    if (s.rank == 0) {
+        AtomicFile done(checkpoint_path(dir, "DONE", step));
+        done.commit();
+        fsync_dir(dir);
+    }
+}
+
+// Restores AdamW m, v and (bf16 with -w 1) the master weights from a state file, and returns
+// its header in *s for the caller's checks. A state without master weights (written by a
+// -w 0 run) leaves the master as the widened bf16 params, with a note.
+inline void gpt2_cuda_load_state(GPT2Cuda* model, const std::string& path, TrainState* s) {
+    std::string err = state_read(path.c_str(), s, nullptr, nullptr);  // the header first: sizes
+    if (err.empty() && s->num_parameters != model->num_parameters)
+        err = "state is for " + std::to_string(s->num_parameters) + " parameters, the model has " +
+              std::to_string(model->num_parameters);
+    size_t n = model->num_parameters;
+    std::vector<float> m(n), v(n), master(model->master ? n : 0);
+    bool has_master = false;
+    if (err.empty()) err = state_read(path.c_str(), s, m.data(), v.data(), model->master ? master.data() : nullptr,
+                                      &has_master);
+    if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
+    CHECK_CUDA(cudaMemcpy(model->m, m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(model->v, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    if (model->master != nullptr) {
+        if (has_master) {
+            CHECK_CUDA(cudaMemcpy(model->master, master.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        } else {
+            printf("note: %s has no master weights; starting them from the bf16 weights\n", path.c_str());
+            gpt2_cuda_download_floatx(model, model->params, master.data());
+            CHECK_CUDA(cudaMemcpy(model->master, master.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        }
+    }
+}
+
+inline void gpt2_cuda_free(GPT2Cuda* model) {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (model->B > 0) {
+        encoder_buckets_free(&model->buckets);
+        CHECK_CUDA(cudaFreeHost(model->io_host));
+        CHECK_CUDA(cudaFreeHost(model->losses_host));
+        CHECK_CUDA(cudaFreeHost(model->norm_host));
+        CHECK_CUDA(cudaEventDestroy(model->io_copied));
+        CHECK_CUDA(cudaEventDestroy(model->losses_ready));
+    }
+    void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
+                    model->norm_device};
+    for (void* b : bufs)
+        if (b != nullptr) CHECK_CUDA(cudaFree(b));
+    *model = GPT2Cuda();
+}
