@@ -7,6 +7,7 @@
 
 #include "../llmc/gpt2.h"        // defines: GPT2, gpt2_forward, gpt2_backward, gpt2_update
 #include "../llmc/checkpoint.h"  // defines: gpt2_load_checkpoint
+#include "debug_state.h"         // defines: DebugState, debug_state_read
 
 static int failures = 0;
 
@@ -21,28 +22,18 @@ int main(int argc, char** argv) {
     gpt2_load_checkpoint(&model, argv[1]);
     const GPT2Config& c = model.config;
 
-    FILE* f = fopen_or_fail(argv[2], "rb");
-    int32_t h[256];
-    fread_or_fail(h, sizeof(int32_t), 256, f, argv[2]);
-    CHECK(h[0] == 20240327 && h[1] == 3, "bad debug header %d %d", h[0], h[1]);
-    int B = h[2], T = h[3], nsteps = h[4], V = h[5];
-    CHECK(V == c.vocab_size && h[6] == c.padded_vocab_size && h[7] == c.channels && h[8] == c.num_layers &&
-          h[9] == c.num_heads && h[10] == c.max_seq_len, "debug state disagrees with the model file");
-    float hyper[6];
-    memcpy(hyper, &h[20], sizeof(hyper));
-    float lr = hyper[0], beta1 = hyper[1], beta2 = hyper[2], eps = hyper[3], wd = hyper[4], clip = hyper[5];
-    size_t BT = (size_t)B * T, n = model.num_parameters;
-    std::vector<int> x(BT), y(BT);
-    std::vector<float> logits(BT * V), grads(n), losses(nsteps), norms(nsteps);
-    float loss;
-    fread_or_fail(x.data(), sizeof(int), BT, f, argv[2]);
-    fread_or_fail(y.data(), sizeof(int), BT, f, argv[2]);
-    fread_or_fail(logits.data(), sizeof(float), BT * V, f, argv[2]);
-    fread_or_fail(&loss, sizeof(float), 1, f, argv[2]);
-    fread_or_fail(grads.data(), sizeof(float), n, f, argv[2]);
-    fread_or_fail(losses.data(), sizeof(float), nsteps, f, argv[2]);
-    fread_or_fail(norms.data(), sizeof(float), nsteps, f, argv[2]);
-    fclose(f);
+    DebugState d;
+    debug_state_read(argv[2], c, model.num_parameters, &d);
+    int B = d.B, T = d.T, nsteps = d.nsteps, V = d.V;
+    float lr = d.lr, beta1 = d.beta1, beta2 = d.beta2, eps = d.eps, wd = d.weight_decay, clip = d.grad_clip;
+    size_t BT = (size_t)B * T;
+    std::vector<int>& x = d.x;
+    std::vector<int>& y = d.y;
+    const std::vector<float>& logits = d.logits;
+    const std::vector<float>& grads = d.grads;
+    const std::vector<float>& losses = d.losses;
+    const std::vector<float>& norms = d.norms;
+    float loss = d.loss;
     printf("config L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, B=%d T=%d; lr %g wd %g clip %g\n", c.num_layers,
            c.channels, c.num_heads, V, c.padded_vocab_size, c.max_seq_len, B, T, lr, wd, clip);
 

@@ -8,12 +8,12 @@
 //             dW   += dout^T @ inp      M=OC   N=C   K=B*T (A "transposed", B row-major)
 //
 // Blocking scheme (Goto / BLIS style), sized for one core's caches (L1 48 KB, L2 2 MB):
-//   C is cut into macro-tiles of MC x NC; threads take whole macro-tiles, so no two threads
-//   ever write the same element of C (dweight needs no atomics, no reduction).
-//   For each macro-tile, K is walked in slices of KC:
+//   C is cut into macro-tiles of MC x NC (C tile 811 KB, stays in L2 across K); threads take
+//   whole macro-tiles, so no two threads ever write the same element of C (dweight needs no
+//   atomics, no reduction). For each macro-tile, K is walked in slices of KC:
 //     pack A's MC x KC block into micro-panels of MR rows  (k-major: a[k][0..MR))  -> L2
-//     pack B's KC x NC block into micro-panels of NR cols  (k-major: b[k][0..NR))  -> L2
-//     for each NR-wide panel of B (stays in L1, 32 KB):
+//     for each NR-wide column panel of the tile:
+//       pack B's KC x NR micro-panel                       (k-major: b[k][0..NR))  -> L1, 32 KB
 //       for each MR-tall panel of A (streams from L2):
 //         micro-kernel: an MR x NR block of C held in registers, KC rank-1 updates.
 //   Packing zero-pads the ragged edges, so the micro-kernel only ever sees full tiles;
@@ -29,13 +29,16 @@
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "../utils.h"
 
 constexpr int GEMM_MR = 12;   // rows of C per micro-tile (broadcasts of A per k)
 constexpr int GEMM_NR = 32;   // columns of C per micro-tile (2 zmm of B per k)
 constexpr int GEMM_KC = 256;  // K slice: a B micro-panel is KC*NR*4 = 32 KB, fits L1
 constexpr int GEMM_MC = 264;  // rows per macro-tile (22*MR): the B*T=256 rows of a step at once
-constexpr int GEMM_NC = 384;  // columns per macro-tile (12*NR): N=768 makes 2 tiles, one per core
+constexpr int GEMM_NC = 768;  // most columns per macro-tile: C tile MC*NC*4 = 811 KB stays in L2
 
 // A strided read-only view of a matrix: element (i, j) is at p[i*rs + j*cs].
 // A transposed matrix is the same memory with rs and cs swapped.
@@ -86,8 +89,16 @@ inline void gemm_pack_b(float* dst, GemmView B, size_t p0, int kc, size_t j0, in
             }
         } else {
             // B = weight^T in forward: each column of B is a contiguous row of weight
+            // B = weight^T in forward: each column of B is a contiguous row of weight. The
+            // weights stream from DRAM in short runs (kc floats per row), too short for the
+            // hardware prefetcher: ask for the row PF columns ahead while copying this one.
+            const int PF = 4;
             for (int c = 0; c < cols; c++) {
                 const float* src = B.p + (j0 + jr + c) * B.cs + p0 * B.rs;
+                if (c + PF < cols) {
+                    const float* ahead = src + PF * B.cs;
+                    for (int p = 0; p < kc; p += 16) __builtin_prefetch(ahead + p * B.rs, 0, 2);
+                }
                 for (int p = 0; p < kc; p++) dst[p * GEMM_NR + c] = src[p * B.rs];
             }
             for (int p = 0; p < kc; p++) {
@@ -181,29 +192,41 @@ inline void gemm_f32(float* C, size_t ldc, GemmView A, GemmView B, const float* 
         free(init_row);
         return;
     }
+    // Macro-tiles: MC rows by nc columns. With few tiles, a count the threads cannot split
+    // evenly idles a core (one tile of N=768 on 2 threads), so cut N finer until it splits.
+#ifdef _OPENMP
+    const int nthreads = omp_get_max_threads();
+#else
+    const int nthreads = 1;
+#endif
     const int m_tiles = (M + GEMM_MC - 1) / GEMM_MC;
-    const int n_tiles = (N + GEMM_NC - 1) / GEMM_NC;
+    const int n_panels = (N + GEMM_NR - 1) / GEMM_NR;
+    int n_tiles = (N + GEMM_NC - 1) / GEMM_NC;
+    while ((m_tiles * n_tiles) % nthreads != 0 && n_tiles < n_panels) n_tiles++;
+    const int nc_max = (n_panels + n_tiles - 1) / n_tiles * GEMM_NR;
+    n_tiles = (N + nc_max - 1) / nc_max;
 #pragma omp parallel
     {
         // per-thread packing buffers, reused for every macro-tile this thread takes
         float* a_pack = gemm_alloc((size_t)GEMM_MC * GEMM_KC);
-        float* b_pack = gemm_alloc((size_t)GEMM_KC * GEMM_NC);
+        float* b_pack = gemm_alloc((size_t)GEMM_KC * GEMM_NR);
         alignas(64) float edge[GEMM_MR * GEMM_NR];  // C tile that hangs over the matrix edge
 #pragma omp for collapse(2) schedule(dynamic)
         for (int it = 0; it < m_tiles; it++) {
             for (int jt = 0; jt < n_tiles; jt++) {
-                const size_t i0 = (size_t)it * GEMM_MC, j0 = (size_t)jt * GEMM_NC;
+                const size_t i0 = (size_t)it * GEMM_MC, j0 = (size_t)jt * nc_max;
                 const int mc = std::min(GEMM_MC, M - (int)i0);
-                const int nc = std::min(GEMM_NC, N - (int)j0);
+                const int nc = std::min(nc_max, N - (int)j0);
                 for (int p0 = 0; p0 < K; p0 += GEMM_KC) {
                     const int kc = std::min(GEMM_KC, K - p0);
                     const bool first = (p0 == 0) && !accumulate;
                     gemm_pack_a(a_pack, A, i0, mc, p0, kc);
-                    gemm_pack_b(b_pack, B, p0, kc, j0, nc);
                     for (int jr = 0; jr < nc; jr += GEMM_NR) {
-                        const float* bp = b_pack + (size_t)(jr / GEMM_NR) * kc * GEMM_NR;
-                        const float* init = first ? init_row + j0 + jr : nullptr;
+                        // one B micro-panel, packed right before use so it is hot in L1
                         const int cols = std::min(GEMM_NR, nc - jr);
+                        gemm_pack_b(b_pack, B, p0, kc, j0 + jr, cols);
+                        const float* bp = b_pack;
+                        const float* init = first ? init_row + j0 + jr : nullptr;
                         for (int ir = 0; ir < mc; ir += GEMM_MR) {
                             const float* ap = a_pack + (size_t)(ir / GEMM_MR) * kc * GEMM_MR;
                             float* c = C + (i0 + ir) * ldc + j0 + jr;
