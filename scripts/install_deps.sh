@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Installs what gptrain needs on a fresh Debian/Ubuntu machine, skipping what is there.
+# Installs what gptrain needs on a fresh Debian/Ubuntu machine, skipping what is there
+# (judged by the command or file each package provides, so a Node.js installed some other
+# way is left alone).
 # usage: scripts/install_deps.sh [--test]   (--test adds what the test suite needs)
 set -euo pipefail
-pkgs=(g++ make bible-kjv unicode-data python3 nodejs npm curl ca-certificates)
-[ "${1:-}" = "--test" ] && pkgs+=(python3-torch python3-numpy)
 missing=()
-for p in "${pkgs[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
+need() {  # need PACKAGE CHECK-COMMAND...
+    local pkg=$1; shift
+    "$@" > /dev/null 2>&1 || missing+=("$pkg")
+}
+need g++ command -v g++
+need make command -v make
+need bible-kjv command -v bible
+need unicode-data test -f /usr/share/unicode/UnicodeData.txt
+need python3 command -v python3
+need curl command -v curl
+need ca-certificates test -d /etc/ssl/certs
+need nodejs command -v node
+command -v npm > /dev/null 2>&1 || missing+=(npm)
+if [ "${1:-}" = "--test" ]; then
+    need python3-torch /usr/bin/python3 -c "import torch"
+    need python3-numpy /usr/bin/python3 -c "import numpy"
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"
 SUDO=""

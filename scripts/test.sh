@@ -6,7 +6,7 @@ bash scripts/install_deps.sh --test
 make -j2 all
 # CUDA code must always compile, GPU or not
 if command -v nvcc > /dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
-    make -j2 cuda-dev
+    make -j2 cuda-all
 else
     echo "nvcc not found: CUDA code not compiled"
 fi
