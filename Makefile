@@ -7,13 +7,20 @@ PYTHON   ?= /usr/bin/python3
 HEADERS := $(wildcard llmc/*.h llmc/cpu/*.h data/*.h)
 
 .PHONY: all test bench-cpu clean
-all: train_gpt_cpu tokenize
+all: train_gpt_cpu tokenize $(if $(wildcard data/export_hf.cpp),export_hf) $(if $(wildcard data/import_hf.cpp),import_hf)
 
 train_gpt_cpu: train_gpt.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 tokenize: data/tokenize.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS) -lpthread
+
+# Hugging Face interop: llm.c checkpoint <-> model.safetensors + config.json
+export_hf: data/export_hf.cpp $(HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+import_hf: data/import_hf.cpp $(HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # test programs: test/test_foo.cpp -> build/test_foo
 build/%: test/%.cpp $(HEADERS)
@@ -33,7 +40,7 @@ bench-cpu: build/bench_cpu
 	./build/bench_cpu
 
 clean:
-	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf
 
 # CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)
 -include cuda.mk
