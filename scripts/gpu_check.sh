@@ -159,12 +159,18 @@ record() {  # name result detail...
     if [ "$result" = "FAIL" ]; then FAILED=1; fi
 }
 
-# the PyTorch debug states and the test shards: carried in $GPU_INPUTS, or made here
+# the PyTorch debug states and the test shards: carried in $GPU_INPUTS, or made here with
+# whichever python3 imports torch (on the lent GPU machines the plain python3 does; on
+# Debian it is /usr/bin/python3 with python3-torch)
+TORCH_PY=""
+for p in python3 /usr/bin/python3; do
+    if "$p" -c 'import torch' 2> /dev/null; then TORCH_PY=$p; break; fi
+done
 ensure_inputs() {
     if [ -f "$GPU_INPUTS/pytorch/small_debug.bin" ] && [ -f "$GPU_INPUTS/resume/model.bin" ]; then return; fi
-    if /usr/bin/python3 -c 'import torch' 2> /dev/null; then
-        say "making $GPU_INPUTS (scripts/make_gpu_inputs.sh)"
-        bash scripts/make_gpu_inputs.sh "$GPU_INPUTS" > "$LOGDIR/make_gpu_inputs.log" 2>&1 ||
+    if [ -n "$TORCH_PY" ]; then
+        say "making $GPU_INPUTS (scripts/make_gpu_inputs.sh with $TORCH_PY)"
+        PYTHON="$TORCH_PY" bash scripts/make_gpu_inputs.sh "$GPU_INPUTS" > "$LOGDIR/make_gpu_inputs.log" 2>&1 ||
             say "scripts/make_gpu_inputs.sh failed, see make_gpu_inputs.log"
     else
         say "no $GPU_INPUTS/pytorch and no PyTorch here: run scripts/make_gpu_inputs.sh where torch is, carry $GPU_INPUTS"
