@@ -21,6 +21,7 @@ command -v npm > /dev/null 2>&1 || missing+=(npm)
 if [ "${1:-}" = "--test" ]; then
     need python3-torch /usr/bin/python3 -c "import torch"
     need python3-numpy /usr/bin/python3 -c "import numpy"
+    need python3-matplotlib /usr/bin/python3 -c "import matplotlib"
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"
