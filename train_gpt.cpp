@@ -1,6 +1,9 @@
 // train_gpt.cpp: the CPU reference trainer (fp32, OpenMP). Same flags and files as the GPU
 // trainer and llm.c. Reading order: main() parses flags, builds the model and the data
 // loaders, then runs the loop: validate, sample, checkpoint, one training step, log.
+// Faults (llmc/faults.h): a signal checkpoints and exits 0; a step with a non-finite loss or
+// gradient norm, or an outlier (-sl/-sg), is skipped; -fk such steps in a row reload the
+// last good checkpoint.
 #include <string>
 #include <vector>
 #ifdef _OPENMP
@@ -16,6 +19,7 @@
 #include "llmc/logger.h"      // defines: Logger, logger_log_train, logger_log_val
 #include "llmc/tokenizer.h"   // defines: Tokenizer, tokenizer_init, tokenizer_decode
 #include "llmc/train_common.h" // defines: train_prepare_output_dir, train_load_host_model, TrainData, sample_text, ...
+#include "llmc/faults.h"      // defines: preempt_install_handlers, StepGuard, step_guard_judge, FaultInject, ...
 
 // Mean loss over num_batches validation batches from the start of the val split.
 static float validate(GPT2* model, DataLoader* val, int num_batches) {
@@ -29,6 +33,15 @@ static float validate(GPT2* model, DataLoader* val, int num_batches) {
     return (float)(sum / num_batches);
 }
 
+// The weights of a checkpoint's model file into an allocated model (reload after faults).
+static void load_weights(GPT2* model, const std::string& path) {
+    GPT2 file;
+    gpt2_load_checkpoint(&file, path.c_str());
+    CHECK(file.num_parameters == model->num_parameters, "%zu vs %zu", file.num_parameters, model->num_parameters);
+    memcpy(model->params, file.params, model->num_parameters * sizeof(float));
+    gpt2_free(&file);
+}
+
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
@@ -38,6 +51,8 @@ int main(int argc, char** argv) {
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
     const std::string& dir = cfg.output_dir;
     const int rank = 0, world = 1;
+    preempt_install_handlers();
+    FaultInject inject = fault_inject_from_env();
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, rank);
@@ -73,22 +88,33 @@ int main(int argc, char** argv) {
     printf("memory: params %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
            n * 4 / 1048576.0, n * 4 / 1048576.0, n * 8 / 1048576.0, model.acts_floats * 4 / 1048576.0, threads);
 
-    // --- resume the optimizer, data position and RNG
+    // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
     int step = 0;
     uint64_t sample_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;
-    if (resume_step >= 0) {
-        std::string path = checkpoint_path(dir, "state", resume_step, rank);
+    StepGuard guard;
+    auto restore_state = [&](int from) {
+        std::string path = checkpoint_path(dir, "state", from, rank);
         TrainState s;
         std::string err = state_read(path.c_str(), &s, model.m, model.v);
         if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
         train_state_check(s, path, n, cfg, world);
         dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
         sample_rng = s.sample_rng;
+        train_state_restore_guard(&guard, s, path, cfg);
         step = (int)s.step;
         printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
-    }
+    };
+    if (resume_step >= 0) restore_state(resume_step);
     Logger logger;
     logger_init(&logger, dir, resume_step);
+    int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
+    auto write_checkpoint = [&]() {
+        train_check_weights_finite(model.params, n, model.tensors, step, dir);
+        TrainState s = train_state_make(step, rank, world, n, &data.train, cfg, sample_rng, guard);
+        checkpoint_write(dir, step, &model, s);
+        checkpointed = step;
+        printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
+    };
 
     // --- the loop: step counts optimizer steps done; the last iteration only evaluates
     bool just_resumed = resume_step >= 0;
@@ -96,7 +122,10 @@ int main(int argc, char** argv) {
     int timed_steps = 0;
     long long tokens_done = (long long)step * cfg.total_batch;
     float last_val = -1.0f, last_loss = -1.0f;
+    bool preempted = false;
+    int last_reload = -1;
     for (; step <= num_steps; step++) {
+        if ((preempted = train_preempt_requested())) break;
         bool last = step == num_steps;
         if (data.do_val && (step % cfg.val_every == 0 || last)) {
             last_val = validate(&model, &data.val, data.val_batches);
@@ -110,15 +139,14 @@ int main(int argc, char** argv) {
             });
         if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
             ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
-            TrainState s = train_state_make(step, rank, world, n, &data.train, cfg, sample_rng);
-            checkpoint_write(dir, step, &model, s);
-            printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
+            write_checkpoint();
             int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
             if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0))
                 checkpoint_delete(dir, old, rank);
         }
         just_resumed = false;
         if (last) break;
+        if ((preempted = train_preempt_requested())) break;
 
         // one optimizer step over grad_accum micro-batches
         double t0 = now_seconds();
@@ -130,9 +158,17 @@ int main(int argc, char** argv) {
             loss_sum += model.mean_loss;
         }
         float loss = (float)(loss_sum / grad_accum);
+        if (fault_inject_fire(&inject, FAULT_NAN_LOSS, step)) loss = NAN;
+        if (fault_inject_fire(&inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
+        if (fault_inject_fire(&inject, FAULT_NAN_GRAD, step)) model.grads[0] = NAN;
         float lr = lr_schedule_get(sched, step);
         float norm = gpt2_grad_norm(&model);
-        gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
+        if (fault_inject_fire(&inject, FAULT_SPIKE_GRAD, step)) norm *= 100.0f;
+        // a non-finite or outlier step leaves weights and AdamW moments as they were
+        StepVerdict verdict = step_guard_judge(&guard, loss, norm, cfg.skip_loss_z, cfg.skip_grad_z);
+        if (verdict == STEP_VERDICT_UPDATE)
+            gpt2_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
+        if (fault_inject_fire(&inject, FAULT_NAN_WEIGHT, step)) model.params[0] = NAN;
         gpt2_zero_grad(&model);
         double dt = now_seconds() - t0;
 
@@ -140,12 +176,37 @@ int main(int argc, char** argv) {
         if (step > 0 || num_steps == 1) { train_seconds += dt; timed_steps++; }
         double tok_s = cfg.total_batch / dt;
         double eta = (timed_steps > 0 ? train_seconds / timed_steps : dt) * (num_steps - step - 1);
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | ETA %s\n",
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %.1f GFLOP/s | ETA %s%s\n",
                step + 1, num_steps, loss, norm, lr, dt * 1000, tok_s, tok_s * flops_per_token / 1e9,
-               format_duration(eta).c_str());
+               format_duration(eta).c_str(), train_step_note(verdict, guard, cfg).c_str());
         fflush(stdout);
-        logger_log_train(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done);
-        last_loss = loss;
+        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard);
+        if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
+
+        // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
+        // (logs cut back to it, so they tell the history of the weights in hand)
+        if (guard.bad_streak >= cfg.fault_streak) {
+            int from = train_fault_reload_step(cfg, guard, step, rank, last_reload);
+            last_reload = from;
+            load_weights(&model, checkpoint_path(dir, "model", from));
+            restore_state(from);
+            tokens_done = (long long)step * cfg.total_batch;
+            logger_close(&logger);
+            logger_init(&logger, dir, from);
+            checkpointed = from;
+            just_resumed = true;
+            step--;  // the loop's step++ lands back on the checkpoint's step
+        }
+    }
+    if (preempted) {
+        // finish the step in progress (done), checkpoint it unless it is on disk, stop
+        if (!dir.empty() && checkpointed != step) write_checkpoint();
+        int status = train_preempt_exit(cfg, step, &logger);
+        logger_close(&logger);
+        train_data_free(&data);
+        if (tokenizer.ok) tokenizer_free(&tokenizer);
+        gpt2_free(&model);
+        return status;
     }
     double wall = now_seconds() - run_start;
     printf("done: %d steps, %lld tokens, %s wall", num_steps, tokens_done, format_duration(wall).c_str());

@@ -3,7 +3,9 @@
 // weights). Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the
 // model lives on the GPU (llmc/gpt2_cuda.cuh). Reading order: main() parses flags, builds
 // the model and the data loaders, then runs the loop: validate, sample, checkpoint, one
-// training step, log.
+// training step, log. Faults as in the CPU trainer (llmc/faults.h): a signal checkpoints and
+// exits 0; a non-finite or outlier (-sl/-sg) step is skipped; -fk such steps in a row
+// reload the last good checkpoint.
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "llmc/train_common.h"  // defines: train_prepare_output_dir, train_load_host_model, TrainData, ...
 #include "llmc/cuda/common.cuh" // defines: CudaContext, cuda_context_init, floatX, PRECISION_NAME
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
+#include "llmc/faults.h"        // defines: preempt_install_handlers, StepGuard, step_guard_judge, FaultInject, ...
 
 #ifdef ENABLE_BF16
 static const char* PROGRAM = "train_gpt_bf16";
@@ -70,6 +73,43 @@ static float validate(GPT2Cuda* model, DataLoader* val, int num_batches) {
     return (float)(sum / num_batches);
 }
 
+// The weights of a checkpoint's model file into the allocated device model (reload after
+// faults); the bf16 build's master weights come back with the state file (gpt2_cuda_load_state).
+static void upload_weights(GPT2Cuda* model, const std::string& path) {
+    GPT2 host;
+    gpt2_load_checkpoint(&host, path.c_str());
+    size_t n = model->num_parameters;
+    CHECK(host.num_parameters == n, "%zu vs %zu", host.num_parameters, n);
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        for (size_t i = 0; i < k; i++) chunk[i] = from_float<floatX>(host.params[done + i]);
+        CHECK_CUDA(cudaMemcpy(model->params + done, chunk.data(), k * sizeof(floatX), cudaMemcpyHostToDevice));
+    }
+    gpt2_free(&host);
+}
+
+// Non-finite weights (or master weights) never go into a checkpoint: refuses before writing.
+static void check_weights_finite(const GPT2Cuda* model, int step, const std::string& dir) {
+    size_t n = model->num_parameters;
+    std::vector<float> host(n);
+    gpt2_cuda_download_floatx(model, model->params, host.data());
+    train_check_weights_finite(host.data(), n, model->tensors, step, dir);
+    if (model->master != nullptr) {
+        CHECK_CUDA(cudaMemcpy(host.data(), model->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+        train_check_weights_finite(host.data(), n, model->tensors, step, dir, "master weight");
+    }
+}
+
+// TEST HOOK (GPTRAIN_FAULT_INJECT nan_grad / nan_weight): element 0 of a device buffer := NaN,
+// in stream order. from is a pageable host value: copied out before cudaMemcpyAsync returns.
+template <typename T>
+static void poison_first(const GPT2Cuda* model, T* buf) {
+    T nan_value = from_float<T>(NAN);
+    CHECK_CUDA(cudaMemcpyAsync(buf, &nan_value, sizeof(T), cudaMemcpyHostToDevice, model->ctx->stream));
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+}
+
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
@@ -81,6 +121,8 @@ int main(int argc, char** argv) {
         fail("-ge 2: GELU fused into the backward matmul is not implemented; use -ge 0 (off) or 1 (forward)");
     const std::string& dir = cfg.output_dir;
     const int rank = 0, world = 1;
+    preempt_install_handlers();
+    FaultInject inject = fault_inject_from_env();
 
     // --- the device
     CudaContext ctx;
@@ -131,21 +173,32 @@ int main(int argc, char** argv) {
            cfg.final_lr_frac, cfg.weight_decay);
     gpt2_cuda_print_memory(&model);
 
-    // --- resume the optimizer, data position and RNG
+    // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
     int step = 0;
     uint64_t sample_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;
-    if (resume_step >= 0) {
-        std::string path = checkpoint_path(dir, "state", resume_step, rank);
+    StepGuard guard;
+    auto restore_state = [&](int from) {
+        std::string path = checkpoint_path(dir, "state", from, rank);
         TrainState s;
         gpt2_cuda_load_state(&model, path, &s);
         train_state_check(s, path, n, cfg, world);
         dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
         sample_rng = s.sample_rng;
+        train_state_restore_guard(&guard, s, path, cfg);
         step = (int)s.step;
         printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
-    }
+    };
+    if (resume_step >= 0) restore_state(resume_step);
     Logger logger;
     logger_init(&logger, dir, resume_step);
+    int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
+    auto write_checkpoint = [&]() {
+        check_weights_finite(&model, step, dir);
+        TrainState s = train_state_make(step, rank, world, n, &data.train, cfg, sample_rng, guard);
+        gpt2_cuda_checkpoint_write(dir, step, &model, s);
+        checkpointed = step;
+        printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
+    };
 
     // --- the loop: step counts optimizer steps done; the last iteration only evaluates
     bool just_resumed = resume_step >= 0;
@@ -154,7 +207,10 @@ int main(int argc, char** argv) {
     long long tokens_done = (long long)step * cfg.total_batch;
     float last_val = -1.0f, last_loss = -1.0f;
     double peak_mem_mib = device_memory_used_mib();
+    bool preempted = false;
+    int last_reload = -1;
     for (; step <= num_steps; step++) {
+        if ((preempted = train_preempt_requested())) break;
         bool last = step == num_steps;
         if (data.do_val && (step % cfg.val_every == 0 || last)) {
             last_val = validate(&model, &data.val, data.val_batches);
@@ -169,15 +225,14 @@ int main(int argc, char** argv) {
             });
         if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
             ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
-            TrainState s = train_state_make(step, rank, world, n, &data.train, cfg, sample_rng);
-            gpt2_cuda_checkpoint_write(dir, step, &model, s);
-            printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
+            write_checkpoint();
             int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
             if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0))
                 checkpoint_delete(dir, old, rank);
         }
         just_resumed = false;
         if (last) break;
+        if ((preempted = train_preempt_requested())) break;
 
         // one optimizer step over grad_accum micro-batches
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -190,9 +245,20 @@ int main(int argc, char** argv) {
             loss_sum += gpt2_cuda_loss(&model);  // waits for this forward's losses, not for the backward
         }
         float loss = (float)(loss_sum / grad_accum);
+        if (fault_inject_fire(&inject, FAULT_NAN_LOSS, step)) loss = NAN;
+        if (fault_inject_fire(&inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
+        if (fault_inject_fire(&inject, FAULT_NAN_GRAD, step)) poison_first(&model, model.grads);
         float lr = lr_schedule_get(sched, step);
         float norm = gpt2_cuda_grad_norm(&model);
-        gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
+        if (fault_inject_fire(&inject, FAULT_SPIKE_GRAD, step)) norm *= 100.0f;
+        // a non-finite or outlier step leaves weights and AdamW moments as they were
+        StepVerdict verdict = step_guard_judge(&guard, loss, norm, cfg.skip_loss_z, cfg.skip_grad_z);
+        if (verdict == STEP_VERDICT_UPDATE)
+            gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
+        if (fault_inject_fire(&inject, FAULT_NAN_WEIGHT, step)) {
+            poison_first(&model, model.params);
+            if (model.master != nullptr) poison_first(&model, model.master);
+        }
         gpt2_cuda_zero_grad(&model);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         double dt = now_seconds() - t0;
@@ -204,11 +270,38 @@ int main(int argc, char** argv) {
         double eta = (timed_steps > 0 ? train_seconds / timed_steps : dt) * (num_steps - step - 1);
         char mfu[32] = "n/a";
         if (peak_tflops > 0) snprintf(mfu, sizeof(mfu), "%.1f%%", 100.0 * tok_s * flops_per_token / (peak_tflops * 1e12));
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %s | ETA %s\n",
-               step + 1, num_steps, loss, norm, lr, dt * 1000, tok_s, mfu, format_duration(eta).c_str());
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %s | ETA %s%s\n",
+               step + 1, num_steps, loss, norm, lr, dt * 1000, tok_s, mfu, format_duration(eta).c_str(),
+               train_step_note(verdict, guard, cfg).c_str());
         fflush(stdout);
-        logger_log_train(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done);
-        last_loss = loss;
+        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard);
+        if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
+
+        // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
+        // (logs cut back to it, so they tell the history of the weights in hand)
+        if (guard.bad_streak >= cfg.fault_streak) {
+            int from = train_fault_reload_step(cfg, guard, step, rank, last_reload);
+            last_reload = from;
+            upload_weights(&model, checkpoint_path(dir, "model", from));
+            restore_state(from);
+            tokens_done = (long long)step * cfg.total_batch;
+            logger_close(&logger);
+            logger_init(&logger, dir, from);
+            checkpointed = from;
+            just_resumed = true;
+            step--;  // the loop's step++ lands back on the checkpoint's step
+        }
+    }
+    if (preempted) {
+        // finish the step in progress (done), checkpoint it unless it is on disk, stop
+        if (!dir.empty() && checkpointed != step) write_checkpoint();
+        int status = train_preempt_exit(cfg, step, &logger);
+        logger_close(&logger);
+        train_data_free(&data);
+        if (tokenizer.ok) tokenizer_free(&tokenizer);
+        gpt2_cuda_free(&model);
+        cuda_context_free(&ctx);
+        return status;
     }
     double wall = now_seconds() - run_start;
     printf("done: %d steps, %lld tokens, %s wall", num_steps, tokens_done, format_duration(wall).c_str());

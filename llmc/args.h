@@ -41,8 +41,9 @@ struct TrainConfig {
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
     int gelu_fusion = -1;            // -ge GELU fused into the matmul (GPU; -1: device default)
-    float skip_loss_z = 0.0f;        // -sl skip steps whose loss z-score exceeds this (0: off)
-    float skip_grad_z = 0.0f;        // -sg skip steps whose grad-norm z-score exceeds this (0: off)
+    float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
+    float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
+    int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
     int hellaswag = 0;               // -h  HellaSwag eval
     int num_processes = 1;           // -pn processes
     int process_rank = 0;            // -pr this process's rank
@@ -98,8 +99,9 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
     ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU fusion (GPU)"),
-    ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score above this (0: off)"),
-    ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score above this (0: off)"),
+    ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
+    ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
+    ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),
     ARG("-h", ARG_INT, hellaswag, 0, 1, "HellaSwag eval"),
     ARG("-pn", ARG_INT, num_processes, 1, 1 << 20, "number of processes"),
     ARG("-pr", ARG_INT, process_rank, 0, 1 << 20, "rank of this process"),

@@ -147,12 +147,17 @@ struct TrainState {
     uint64_t dl_epoch, dl_shard_pos, dl_sample_pos;  // train data loader position
     uint64_t seed, shuffle, B, T, total_batch;       // must match the resuming run
     uint64_t sample_rng;    // sampling RNG state
+    // optional section: the step guard (outlier windows, fault counters; llmc/faults.h) as
+    // doubles. Empty when absent: files written before it existed still load.
+    std::vector<double> step_guard = {};
 };
 enum { STATE_HEADER_WORDS = 64 };
 
 // master (optional, num_parameters fp32): the bf16 GPU trainer's master weights, written as a
 // third section after m and v; header word 17 says how many such extra sections follow (0 or
 // 1), so files without it (the CPU trainer's, the fp32 GPU trainer's) are unchanged.
+// s.step_guard (optional): written last, its length in doubles in header word 19 (0: absent,
+// as in every file written before it existed) and its checksum in word 20.
 inline void state_write(const std::string& path, const TrainState& s, const float* m, const float* v,
                         const float* master = nullptr) {
     uint64_t h[STATE_HEADER_WORDS] = {0};
@@ -168,16 +173,20 @@ inline void state_write(const std::string& path, const TrainState& s, const floa
         h[17] = 1;
         h[18] = checksum64(master, bytes);
     }
+    h[19] = s.step_guard.size();
+    h[20] = checksum64(s.step_guard.data(), s.step_guard.size() * sizeof(double));
     h[63] = checksum64(h, 63 * sizeof(uint64_t));
     AtomicFile out(path);
     out.write(h, sizeof(h));
     out.write(m, bytes);
     out.write(v, bytes);
     if (master != nullptr) out.write(master, bytes);
+    if (!s.step_guard.empty()) out.write(s.step_guard.data(), s.step_guard.size() * sizeof(double));
     out.commit();
 }
 
-// Reads a state file; m and v (num_parameters floats) are filled only if they are non-null.
+// Reads a state file; m and v (num_parameters floats) are filled only if they are non-null;
+// s->step_guard always (empty if the file has no such section).
 // has_master (optional) tells whether the file holds master weights; master (optional) is
 // filled with them when it does (and left alone when it does not).
 // Returns "" if sound, else the problem (the caller decides whether that is fatal).
@@ -195,11 +204,12 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
     s->seed = h[9]; s->shuffle = h[10]; s->B = h[11]; s->T = h[12]; s->total_batch = h[13];
     s->sample_rng = h[14];
     if (h[17] > 1) { fclose(f); return "unknown extra sections " + std::to_string(h[17]); }
+    if (h[19] > (1u << 20)) { fclose(f); return "step-guard section of " + std::to_string(h[19]) + " values (corrupt)"; }
     if (has_master != nullptr) *has_master = h[17] == 1;
     size_t bytes = s->num_parameters * sizeof(float);
     fseek(f, 0, SEEK_END);
     long long size = ftell(f);
-    long long want = (long long)(sizeof(h) + (2 + h[17]) * bytes);
+    long long want = (long long)(sizeof(h) + (2 + h[17]) * bytes + h[19] * sizeof(double));
     if (size != want) {
         fclose(f);
         return "truncated or corrupt: " + std::to_string(size) + " bytes, header says " + std::to_string(want);
@@ -215,6 +225,13 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
         fseek(f, sizeof(h) + 2 * bytes, SEEK_SET);
         if (fread(master, 1, bytes, f) != bytes) err = "read error";
         else if (checksum64(master, bytes) != h[18]) err = "master weights checksum mismatch (corrupt)";
+    }
+    s->step_guard.assign(h[19], 0.0);
+    if (err.empty() && h[19] > 0) {
+        size_t guard_bytes = h[19] * sizeof(double);
+        fseek(f, (long)(sizeof(h) + (2 + h[17]) * bytes), SEEK_SET);
+        if (fread(s->step_guard.data(), 1, guard_bytes, f) != guard_bytes) err = "read error";
+        else if (checksum64(s->step_guard.data(), guard_bytes) != h[20]) err = "step-guard checksum mismatch (corrupt)";
     }
     fclose(f);
     return err;

@@ -4,8 +4,10 @@
 // loaders, the resume-state checks, and small helpers (clock, directories, durations).
 // defines: now_seconds, mkdir_p, format_duration, reject_unfinished_features,
 //          train_prepare_output_dir, train_load_host_model, TrainData, train_data_init,
-//          train_data_free, train_state_make, train_state_check, default_tokenizer_path,
-//          sample_text
+//          train_data_free, train_state_make, train_state_check, train_state_restore_guard,
+//          default_tokenizer_path, sample_text, train_check_weights_finite, train_log_step,
+//          train_log_event, train_step_note, train_preempt_requested, train_preempt_exit,
+//          train_fault_reload_step
 #pragma once
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +22,8 @@
 #include "dataloader.h"  // defines: DataLoader, dataloader_init, dataloader_get_state, ...
 #include "sampler.h"     // defines: sample_logits, rng_next_f32
 #include "tokenizer.h"   // defines: Tokenizer, tokenizer_decode
+#include "logger.h"      // defines: Logger, logger_log_train
+#include "faults.h"      // defines: StepGuard, StepVerdict, preempt_signal, weights_find_nonfinite, ...
 
 inline double now_seconds() {
     using namespace std::chrono;
@@ -53,8 +57,6 @@ inline void reject_unfinished_features(const TrainConfig& c, const char* prog) {
         fail("-pn/-pr: multi-process training is not available yet in %s (it arrives with the distributed trainer); use -pn 1", prog);
     if (c.zero_stage != 0)
         fail("-z %d: ZeRO needs several processes, which %s does not run yet; use -z 0", c.zero_stage, prog);
-    if (c.skip_loss_z != 0.0f || c.skip_grad_z != 0.0f)
-        fail("-sl/-sg: outlier skipping is not available yet; use 0");
     if (c.hellaswag != 0) fail("-h 1: HellaSwag evaluation is not available yet; use -h 0");
 }
 
@@ -147,12 +149,28 @@ inline std::string default_tokenizer_path(const TrainConfig& cfg) {
 
 // What a checkpoint at `step` records besides the weights and the optimizer moments.
 inline TrainState train_state_make(int step, int rank, int world, size_t num_parameters, const DataLoader* train,
-                                   const TrainConfig& cfg, uint64_t sample_rng) {
+                                   const TrainConfig& cfg, uint64_t sample_rng, const StepGuard& guard) {
     DataLoaderState ds = dataloader_get_state(train);
     TrainState s = {(uint64_t)step, (uint64_t)rank, (uint64_t)world, num_parameters, ds.epoch, ds.shard_pos,
                     ds.sample_pos, (uint64_t)cfg.seed, (uint64_t)cfg.shuffle, (uint64_t)cfg.B,
                     (uint64_t)cfg.T, (uint64_t)cfg.total_batch, sample_rng};
+    s.step_guard = step_guard_save(guard);
     return s;
+}
+
+// The outlier windows and fault counters from a state file. A file written before they were
+// saved starts them empty: the detectors then need 128 steps before they can skip again.
+inline void train_state_restore_guard(StepGuard* guard, const TrainState& s, const std::string& path,
+                                      const TrainConfig& cfg) {
+    *guard = StepGuard();
+    if (s.step_guard.empty()) {
+        if (cfg.skip_loss_z != 0.0f || cfg.skip_grad_z != 0.0f)
+            printf("note: %s has no outlier windows (an older file); -sl/-sg start from an empty window\n",
+                   path.c_str());
+        return;
+    }
+    std::string err = step_guard_load(guard, s.step_guard);
+    if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
 }
 
 // A state file must come from a run with the same model size, batch shape, data order and
@@ -194,4 +212,126 @@ inline void sample_text(const TrainConfig& cfg, const Tokenizer* tok, int V, int
         fflush(stdout);
     }
     printf("\n---\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// Faults and preemption (llmc/faults.h), the parts that print, log and decide.
+
+// Refuses (error, exit 1) before a single file is touched when a weight is NaN or inf, so
+// the previous checkpoint stays the newest complete one. params: host fp32, table layout.
+inline void train_check_weights_finite(const float* params, size_t n, const ParamTensor* tensors, int step,
+                                       const std::string& dir, const char* what = "weight") {
+    size_t index = 0;
+    const char* tensor = weights_find_nonfinite(params, n, tensors, &index);
+    if (tensor == nullptr) return;
+    std::vector<int> done = checkpoint_done_steps(dir);
+    std::string previous = done.empty() ? "there is no previous checkpoint"
+                                        : "the previous checkpoint (step " + std::to_string(done[0]) + ") is intact";
+    fail("refusing to write the checkpoint at step %d: %s %s[%zu] is not finite; %s", step, what, tensor, index,
+         previous.c_str());
+}
+
+// JSON has no NaN or inf: such values are written as null.
+inline std::string json_number(double x) {
+    if (!std::isfinite(x)) return "null";
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.7g", x);
+    return buf;
+}
+
+// main.log and metrics.jsonl for one training step. An applied update logs as before; a
+// skipped one keeps llm.c's main.log line (with "nan" where a value is not finite, so
+// llm.c's parsers still read it) and adds "skipped" (nonfinite | loss_outlier |
+// grad_outlier) and the z-scores to its metrics.jsonl object.
+inline void train_log_step(Logger* lg, int step, float loss, float lr, float norm, double ms, double tokens_per_s,
+                           long long tokens, StepVerdict verdict, const StepGuard& guard) {
+    if (verdict == STEP_VERDICT_UPDATE) {
+        logger_log_train(lg, step, loss, lr, norm, ms, tokens_per_s, tokens);
+        return;
+    }
+    if (lg->main_log == nullptr) return;
+    // one spelling of NaN: glibc prints a NaN with its sign bit set as "-nan"
+    float l = std::isnan(loss) ? NAN : loss, g = std::isnan(norm) ? NAN : norm;
+    fprintf(lg->main_log, "s:%d trl:%f lr:%f norm:%f\n", step, l, lr, g);
+    fprintf(lg->metrics,
+            "{\"step\":%d,\"kind\":\"train\",\"loss\":%s,\"lr\":%.7g,\"grad_norm\":%s,\"ms\":%.3f,"
+            "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"skipped\":\"%s\",\"zloss\":%s,\"zgrad\":%s}\n",
+            step, json_number(loss).c_str(), lr, json_number(norm).c_str(), ms, tokens_per_s, tokens,
+            step_verdict_name(verdict), json_number(guard.zloss).c_str(), json_number(guard.zgrad).c_str());
+    fflush(lg->main_log);
+    fflush(lg->metrics);
+}
+
+// An event (preemption) in metrics.jsonl only: main.log keeps llm.c's line types. On resume
+// it is cut back with the lines of its step, like everything after the checkpoint.
+inline void train_log_event(Logger* lg, int step, const char* event, const char* detail) {
+    if (lg->metrics == nullptr) return;
+    fprintf(lg->metrics, "{\"step\":%d,\"kind\":\"event\",\"event\":\"%s\",\"detail\":\"%s\"}\n", step, event,
+            detail);
+    fflush(lg->metrics);
+}
+
+// What follows the step line on stdout when the update was skipped ("" when it was not).
+inline std::string train_step_note(StepVerdict verdict, const StepGuard& g, const TrainConfig& cfg) {
+    char buf[160];
+    switch (verdict) {
+        case STEP_VERDICT_NONFINITE:
+            snprintf(buf, sizeof(buf), " | SKIPPED: non-finite loss or grad norm (%lld in a row, -fk %d)",
+                     g.bad_streak, cfg.fault_streak);
+            break;
+        case STEP_VERDICT_LOSS_OUTLIER:
+            snprintf(buf, sizeof(buf), " | SKIPPED: loss z-score %.2f > -sl %g", g.zloss, cfg.skip_loss_z);
+            break;
+        case STEP_VERDICT_GRAD_OUTLIER:
+            snprintf(buf, sizeof(buf), " | SKIPPED: grad norm z-score %.2f > -sg %g", g.zgrad, cfg.skip_grad_z);
+            break;
+        default: buf[0] = '\0';
+    }
+    return buf;
+}
+
+// True when SIGTERM, SIGINT or SIGUSR1 asked the run to stop. The loop asks at the top of
+// each iteration and again just before the training step, so a stop waits for at most the
+// step in progress.
+inline bool train_preempt_requested() {
+    // multi-process: all-reduce (max) preempt_signal() across ranks here, once the
+    // distributed trainer exists, so every rank checkpoints and stops at the same step
+    return preempt_signal() != 0;
+}
+
+// The last words of a preempted run; returns the exit status: 0 when a checkpoint at `step`
+// is on disk, 128 + the signal (as a shell reports a killed process) when there is no -o
+// to save to.
+inline int train_preempt_exit(const TrainConfig& cfg, int step, Logger* lg) {
+    int sig = preempt_signal();
+    if (cfg.output_dir.empty()) {
+        printf("preempted at step %d (%s): no output directory (-o), nothing saved, exiting\n", step,
+               signal_name(sig));
+        fflush(stdout);
+        return 128 + sig;
+    }
+    train_log_event(lg, step, "preempted", signal_name(sig));
+    printf("preempted at step %d: checkpoint written, exiting (%s; resume with -y 1)\n", step, signal_name(sig));
+    fflush(stdout);
+    return 0;
+}
+
+// After -fk non-finite steps in a row: the step of the newest complete checkpoint to reload
+// and continue from. Stops the run (exit 1) when there is none, or when the same checkpoint
+// was reloaded before and the faults came back (a fault that repeats is not transient).
+// last_reload: the checkpoint reloaded last in this process, -1 if none.
+inline int train_fault_reload_step(const TrainConfig& cfg, const StepGuard& g, int step, int rank,
+                                   int last_reload) {
+    long long first = step - g.bad_streak + 1;
+    printf("%lld steps in a row (%lld..%d) had a non-finite loss or gradient norm (-fk %d)\n", g.bad_streak, first,
+           step, cfg.fault_streak);
+    int from = cfg.output_dir.empty() ? -1 : checkpoint_find_latest(cfg.output_dir, rank);
+    if (from < 0)
+        fail("%lld consecutive non-finite steps (%lld..%d) and no checkpoint to reload%s: stopping", g.bad_streak,
+             first, step, cfg.output_dir.empty() ? " (no -o)" : (" in " + cfg.output_dir).c_str());
+    if (from == last_reload)
+        fail("%lld consecutive non-finite steps (%lld..%d) again after reloading the checkpoint at step %d: "
+             "stopping (lower -l, or inspect the data near these steps)", g.bad_streak, first, step, from);
+    printf("reloading the last good checkpoint (step %d) and continuing from there\n", from);
+    return from;
 }
