@@ -2,25 +2,25 @@
 // train_gpt_bf16 (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master
 // weights). Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the
 // model lives on the GPU (llmc/gpt2_cuda.cuh). Reading order: main() parses flags, builds
-// the model and the data loaders, then runs the loop: validate, sample, checkpoint, one
-// training step, log. Faults as in the CPU trainer (llmc/faults.h): a signal checkpoints and
-// exits 0; a non-finite or outlier (-sl/-sg) step is skipped; -fk such steps in a row
-// reload the last good checkpoint.
+// the model and the data loaders, prints the plan, then hands a GpuBackend to the loop both
+// trainers share (llmc/train_loop.h: validate, sample, checkpoint, one training step, log,
+// faults).
 #include <string>
 #include <vector>
 
 #include "llmc/utils.h"         // defines: fail, CHECK
 #include "llmc/args.h"          // defines: TrainConfig, args_parse
 #include "llmc/gpt2.h"          // defines: GPT2 (the host model: init, random init, loading), grad_clip_scale
-#include "llmc/checkpoint.h"    // defines: checkpoint_path, checkpoint_delete, TrainState
-#include "llmc/dataloader.h"    // defines: DataLoader, dataloader_next_batch, dataloader_reset, ...
-#include "llmc/schedule.h"      // defines: LRSchedule, lr_schedule_parse, lr_schedule_get
-#include "llmc/logger.h"        // defines: Logger, logger_log_train, logger_log_val
+#include "llmc/checkpoint.h"    // defines: gpt2_load_checkpoint, TrainState
+#include "llmc/dataloader.h"    // defines: DataLoader (inside TrainData)
+#include "llmc/schedule.h"      // defines: LRSchedule, lr_schedule_parse
+#include "llmc/logger.h"        // defines: Logger (the loop logs)
 #include "llmc/tokenizer.h"     // defines: Tokenizer, tokenizer_init, tokenizer_decode
 #include "llmc/train_common.h"  // defines: train_prepare_output_dir, train_load_host_model, TrainData, ...
 #include "llmc/cuda/common.cuh" // defines: CudaContext, cuda_context_init, floatX, PRECISION_NAME
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
-#include "llmc/faults.h"        // defines: preempt_install_handlers, StepGuard, step_guard_judge, FaultInject, ...
+#include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
+#include "llmc/train_loop.h"    // defines: train_loop
 
 #ifdef ENABLE_BF16
 static const char* PROGRAM = "train_gpt_bf16";
@@ -61,18 +61,6 @@ static double device_memory_used_mib() {
     return (total_b - free_b) / 1048576.0;
 }
 
-// Mean loss over num_batches validation batches from the start of the val split.
-static float validate(GPT2Cuda* model, DataLoader* val, int num_batches) {
-    dataloader_reset(val);
-    double sum = 0.0;
-    for (int i = 0; i < num_batches; i++) {
-        dataloader_next_batch(val);
-        gpt2_cuda_forward(model, val->inputs, val->targets, val->B, val->T, 0.0f);
-        sum += gpt2_cuda_loss(model);
-    }
-    return (float)(sum / num_batches);
-}
-
 // The weights of a checkpoint's model file into the allocated device model (reload after
 // faults); the bf16 build's master weights come back with the state file (gpt2_cuda_load_state).
 static void upload_weights(GPT2Cuda* model, const std::string& path) {
@@ -110,6 +98,70 @@ static void poison_first(const GPT2Cuda* model, T* buf) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
 }
 
+// The loop's Backend (llmc/train_loop.h) for a model on the GPU. Work is queued on the
+// stream; losses, the grad norm and sync() (the step timer) wait for it.
+struct GpuBackend {
+    GPT2Cuda* model;
+    double flops_per_token;          // for MFU
+    double peak_tflops;              // -1: an unknown device, no MFU
+    double peak_mem_mib;             // device memory in use: at the start, and after step 0
+    std::vector<float> logits_row;   // the last position's logits, for sampling
+
+    GpuBackend(GPT2Cuda* m, double flops, double peak)
+        : model(m), flops_per_token(flops), peak_tflops(peak), peak_mem_mib(device_memory_used_mib()),
+          logits_row(m->config.padded_vocab_size) {}
+
+    float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
+        gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
+        gpt2_cuda_backward(model);
+        return gpt2_cuda_loss(model);  // waits for this forward's losses, not for the backward
+    }
+    float eval_loss(const int* inputs, const int* targets, int B, int T) {
+        gpt2_cuda_forward(model, inputs, targets, B, T, 0.0f);
+        return gpt2_cuda_loss(model);
+    }
+    const float* last_logits(const int* tokens, int ctx) {
+        gpt2_cuda_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        gpt2_cuda_logits_row(model, ctx - 1, logits_row.data());
+        return logits_row.data();
+    }
+    float grad_norm() { return gpt2_cuda_grad_norm(model); }
+    void update(float lr, float weight_decay, float clip_scale, int t) {
+        gpt2_cuda_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
+    }
+    void zero_grad() { gpt2_cuda_zero_grad(model); }
+    void sync() { CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream)); }
+    void poison_grad() { poison_first(model, model->grads); }
+    void poison_weight() {
+        poison_first(model, model->params);
+        if (model->master != nullptr) poison_first(model, model->master);
+    }
+    void write_checkpoint(const std::string& dir, int step, const TrainState& s) {
+        check_weights_finite(model, step, dir);
+        gpt2_cuda_checkpoint_write(dir, step, model, s);
+    }
+    void load_state(const std::string& path, TrainState* s) { gpt2_cuda_load_state(model, path, s); }
+    void load_weights(const std::string& path) { upload_weights(model, path); }
+    void step_done(int step) {
+        if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
+    }
+    double mfu_percent(double tok_s) const { return 100.0 * tok_s * flops_per_token / (peak_tflops * 1e12); }
+    std::string step_column(double tok_s) {
+        char mfu[32] = "n/a";
+        if (peak_tflops > 0) snprintf(mfu, sizeof(mfu), "%.1f%%", mfu_percent(tok_s));
+        return std::string("MFU ") + mfu;
+    }
+    std::string summary_extras(double tok_s) {
+        char buf[96];
+        int len = 0;
+        if (tok_s >= 0 && peak_tflops > 0) len = snprintf(buf, sizeof(buf), ", MFU %.1f%%", mfu_percent(tok_s));
+        snprintf(buf + len, sizeof(buf) - len, ", peak device memory %.0f MiB", peak_mem_mib);
+        return buf;
+    }
+    int vocab_size() const { return model->config.vocab_size; }
+    size_t num_parameters() const { return model->num_parameters; }
+};
+
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
@@ -119,7 +171,6 @@ int main(int argc, char** argv) {
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
     if (cfg.gelu_fusion == 2)
         fail("-ge 2: GELU fused into the backward matmul is not implemented; use -ge 0 (off) or 1 (forward)");
-    const std::string& dir = cfg.output_dir;
     const int rank = 0, world = 1;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
@@ -146,179 +197,32 @@ int main(int argc, char** argv) {
     // --- batch arithmetic and data
     TrainData data;
     train_data_init(&data, &cfg, mc.vocab_size, rank, world);
-    int B = cfg.B, T = cfg.T, num_steps = data.num_steps, grad_accum = data.grad_accum;
+    int B = cfg.B, T = cfg.T;
 
     Tokenizer tokenizer;
     if (cfg.sample_every > 0) tokenizer_init(&tokenizer, default_tokenizer_path(cfg).c_str());
     else tokenizer.ok = false;
-    std::vector<float> sample_logits_row(mc.padded_vocab_size);
 
     gpt2_cuda_alloc_state(&model, B, T, cfg.recompute);
-    LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, num_steps, cfg.final_lr_frac};
+    LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan
     size_t n = model.num_parameters;
-    double flops_per_token = 6.0 * n + 6.0 * mc.num_layers * mc.channels * T;
+    double flops_per_token = train_flops_per_token(mc, n, T);
     double peak_tflops = device_peak_tflops(ctx.props, ctx.tf32);
     printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, peak %s TFLOP/s\n",
            ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
            ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
            sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"), ctx.gelu_fusion ? "on" : "off",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
-    printf("model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters (%s)\n", mc.num_layers,
-           mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, n,
-           resume_step >= 0 ? "resumed" : cfg.init.c_str());
-    printf("batch: B=%d T=%d x %d processes x %d accumulation = %lld tokens/step; %d steps; lr %g %s, warmup %d, final %g, wd %g\n",
-           B, T, world, grad_accum, cfg.total_batch, num_steps, cfg.lr, cfg.schedule.c_str(), cfg.warmup,
-           cfg.final_lr_frac, cfg.weight_decay);
+    train_print_plan(mc, n, cfg, data, resume_step, world);
     gpt2_cuda_print_memory(&model);
 
-    // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
-    int step = 0;
-    uint64_t sample_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;
-    StepGuard guard;
-    auto restore_state = [&](int from) {
-        std::string path = checkpoint_path(dir, "state", from, rank);
-        TrainState s;
-        gpt2_cuda_load_state(&model, path, &s);
-        train_state_check(s, path, n, cfg, world);
-        dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
-        sample_rng = s.sample_rng;
-        train_state_restore_guard(&guard, s, path, cfg);
-        step = (int)s.step;
-        printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
-    };
-    if (resume_step >= 0) restore_state(resume_step);
-    Logger logger;
-    logger_init(&logger, dir, resume_step);
-    int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
-    auto write_checkpoint = [&]() {
-        check_weights_finite(&model, step, dir);
-        TrainState s = train_state_make(step, rank, world, n, &data.train, cfg, sample_rng, guard);
-        gpt2_cuda_checkpoint_write(dir, step, &model, s);
-        checkpointed = step;
-        printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
-    };
-
-    // --- the loop: step counts optimizer steps done; the last iteration only evaluates
-    bool just_resumed = resume_step >= 0;
-    double train_seconds = 0.0, run_start = now_seconds();
-    int timed_steps = 0;
-    long long tokens_done = (long long)step * cfg.total_batch;
-    float last_val = -1.0f, last_loss = -1.0f;
-    double peak_mem_mib = device_memory_used_mib();
-    bool preempted = false;
-    int last_reload = -1;
-    for (; step <= num_steps; step++) {
-        if ((preempted = train_preempt_requested())) break;
-        bool last = step == num_steps;
-        if (data.do_val && (step % cfg.val_every == 0 || last)) {
-            last_val = validate(&model, &data.val, data.val_batches);
-            printf("val loss %f\n", last_val);
-            logger_log_val(&logger, step, last_val);
-        }
-        if (cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
-            sample_text(cfg, &tokenizer, mc.vocab_size, T, &sample_rng, [&](const int* tokens, int ctx) {
-                gpt2_cuda_forward(&model, tokens, nullptr, 1, ctx, 0.0f);
-                gpt2_cuda_logits_row(&model, ctx - 1, sample_logits_row.data());
-                return (const float*)sample_logits_row.data();
-            });
-        if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
-            ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
-            write_checkpoint();
-            int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
-            if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0))
-                checkpoint_delete(dir, old, rank);
-        }
-        just_resumed = false;
-        if (last) break;
-        if ((preempted = train_preempt_requested())) break;
-
-        // one optimizer step over grad_accum micro-batches
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        double t0 = now_seconds();
-        double loss_sum = 0.0;
-        for (int micro = 0; micro < grad_accum; micro++) {
-            if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
-            gpt2_cuda_forward(&model, data.train.inputs, data.train.targets, B, T, 1.0f / ((float)B * T * grad_accum));
-            gpt2_cuda_backward(&model);
-            loss_sum += gpt2_cuda_loss(&model);  // waits for this forward's losses, not for the backward
-        }
-        float loss = (float)(loss_sum / grad_accum);
-        if (fault_inject_fire(&inject, FAULT_NAN_LOSS, step)) loss = NAN;
-        if (fault_inject_fire(&inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
-        if (fault_inject_fire(&inject, FAULT_NAN_GRAD, step)) poison_first(&model, model.grads);
-        float lr = lr_schedule_get(sched, step);
-        float norm = gpt2_cuda_grad_norm(&model);
-        if (fault_inject_fire(&inject, FAULT_SPIKE_GRAD, step)) norm *= 100.0f;
-        // a non-finite or outlier step leaves weights and AdamW moments as they were
-        StepVerdict verdict = step_guard_judge(&guard, loss, norm, cfg.skip_loss_z, cfg.skip_grad_z);
-        if (verdict == STEP_VERDICT_UPDATE)
-            gpt2_cuda_update(&model, lr, 0.9f, 0.95f, 1e-8f, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
-        if (fault_inject_fire(&inject, FAULT_NAN_WEIGHT, step)) {
-            poison_first(&model, model.params);
-            if (model.master != nullptr) poison_first(&model, model.master);
-        }
-        gpt2_cuda_zero_grad(&model);
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        double dt = now_seconds() - t0;
-        if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
-
-        tokens_done += cfg.total_batch;
-        if (step > 0 || num_steps == 1) { train_seconds += dt; timed_steps++; }
-        double tok_s = cfg.total_batch / dt;
-        double eta = (timed_steps > 0 ? train_seconds / timed_steps : dt) * (num_steps - step - 1);
-        char mfu[32] = "n/a";
-        if (peak_tflops > 0) snprintf(mfu, sizeof(mfu), "%.1f%%", 100.0 * tok_s * flops_per_token / (peak_tflops * 1e12));
-        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | MFU %s | ETA %s%s\n",
-               step + 1, num_steps, loss, norm, lr, dt * 1000, tok_s, mfu, format_duration(eta).c_str(),
-               train_step_note(verdict, guard, cfg).c_str());
-        fflush(stdout);
-        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard);
-        if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
-
-        // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
-        // (logs cut back to it, so they tell the history of the weights in hand)
-        if (guard.bad_streak >= cfg.fault_streak) {
-            int from = train_fault_reload_step(cfg, guard, step, rank, last_reload);
-            last_reload = from;
-            upload_weights(&model, checkpoint_path(dir, "model", from));
-            restore_state(from);
-            tokens_done = (long long)step * cfg.total_batch;
-            logger_close(&logger);
-            logger_init(&logger, dir, from);
-            checkpointed = from;
-            just_resumed = true;
-            step--;  // the loop's step++ lands back on the checkpoint's step
-        }
-    }
-    if (preempted) {
-        // finish the step in progress (done), checkpoint it unless it is on disk, stop
-        if (!dir.empty() && checkpointed != step) write_checkpoint();
-        int status = train_preempt_exit(cfg, step, &logger);
-        logger_close(&logger);
-        train_data_free(&data);
-        if (tokenizer.ok) tokenizer_free(&tokenizer);
-        gpt2_cuda_free(&model);
-        cuda_context_free(&ctx);
-        return status;
-    }
-    double wall = now_seconds() - run_start;
-    printf("done: %d steps, %lld tokens, %s wall", num_steps, tokens_done, format_duration(wall).c_str());
-    if (timed_steps > 0) {
-        double tok_s = cfg.total_batch * timed_steps / train_seconds;
-        printf(", %.1f ms/step, %.0f tok/s", 1000 * train_seconds / timed_steps, tok_s);
-        if (peak_tflops > 0) printf(", MFU %.1f%%", 100.0 * tok_s * flops_per_token / (peak_tflops * 1e12));
-    }
-    printf(", peak device memory %.0f MiB", peak_mem_mib);
-    if (last_loss >= 0) printf(", final train loss %.4f", last_loss);
-    if (last_val >= 0) printf(", final val loss %.4f", last_val);
-    printf("%s%s\n", dir.empty() ? "" : "; logs in ", dir.c_str());
-
-    logger_close(&logger);
+    GpuBackend be(&model, flops_per_token, peak_tflops);
+    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, rank, world);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpt2_cuda_free(&model);
     cuda_context_free(&ctx);
-    return 0;
+    return status;
 }

@@ -1,13 +1,14 @@
 // train_common.h: the parts of a trainer's main() that do not depend on where the model
 // runs, shared by train_gpt.cpp (CPU) and train_gpt.cu (GPU) so the two cannot drift:
 // where training starts (resume, file, random init), the batch arithmetic and the data
-// loaders, the resume-state checks, and small helpers (clock, directories, durations).
+// loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
+// directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, reject_unfinished_features,
 //          train_prepare_output_dir, train_load_host_model, TrainData, train_data_init,
-//          train_data_free, train_state_make, train_state_check, train_state_restore_guard,
-//          default_tokenizer_path, sample_text, train_check_weights_finite, train_log_step,
-//          train_log_event, train_step_note, train_preempt_requested, train_preempt_exit,
-//          train_fault_reload_step
+//          train_data_free, train_print_plan, train_flops_per_token, train_state_make,
+//          train_state_check, train_state_restore_guard, default_tokenizer_path, sample_text,
+//          train_check_weights_finite, train_log_step, train_log_event, train_step_note,
+//          train_preempt_requested, train_preempt_exit, train_fault_reload_step
 #pragma once
 #include <sys/stat.h>
 #include <unistd.h>
@@ -140,6 +141,23 @@ inline void train_data_init(TrainData* d, TrainConfig* cfg, int vocab_size, int 
 inline void train_data_free(TrainData* d) {
     dataloader_free(&d->train);
     if (d->do_val) dataloader_free(&d->val);
+}
+
+// The plan's model and batch lines, the same in both trainers (each adds its memory, device).
+inline void train_print_plan(const GPT2Config& mc, size_t num_parameters, const TrainConfig& cfg,
+                             const TrainData& d, int resume_step, int world) {
+    printf("model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters (%s)\n", mc.num_layers,
+           mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_parameters,
+           resume_step >= 0 ? "resumed" : cfg.init.c_str());
+    printf("batch: B=%d T=%d x %d processes x %d accumulation = %lld tokens/step; %d steps; lr %g %s, warmup %d, final %g, wd %g\n",
+           cfg.B, cfg.T, world, d.grad_accum, cfg.total_batch, d.num_steps, cfg.lr, cfg.schedule.c_str(), cfg.warmup,
+           cfg.final_lr_frac, cfg.weight_decay);
+}
+
+// Training FLOPs per token (6N for the matmuls' forward and backward, plus attention), for
+// GFLOP/s and MFU.
+inline double train_flops_per_token(const GPT2Config& mc, size_t num_parameters, int T) {
+    return 6.0 * num_parameters + 6.0 * mc.num_layers * mc.channels * T;
 }
 
 inline std::string default_tokenizer_path(const TrainConfig& cfg) {

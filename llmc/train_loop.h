@@ -1,0 +1,182 @@
+// train_loop.h: the training loop, one implementation for the CPU trainer (train_gpt.cpp) and
+// the GPU trainer (train_gpt.cu): validate, sample, checkpoint (pruning old ones, -nk), one
+// optimizer step over the micro-batches, the step guard's verdict, the step line, the logs,
+// the -fk reload of the last good checkpoint, preemption and the final summary. What differs
+// between the trainers is a Backend, a small struct in each main with these members:
+//   float micro_step(inputs, targets, B, T, dloss)  forward + backward of one micro-batch,
+//                                                  gradients accumulate; returns its mean loss
+//   float eval_loss(inputs, targets, B, T)          forward only; the batch's mean loss
+//   const float* last_logits(tokens, ctx)           forward of one row of ctx tokens; the
+//                                                  logits (Vp floats) of the last position
+//   float grad_norm(); void update(lr, wd, clip_scale, t); void zero_grad()
+//   void sync()                                     waits for queued device work (the timer)
+//   void poison_grad(); void poison_weight()        TEST HOOK: one gradient / weight := NaN
+//   void write_checkpoint(dir, step, state)         refuses non-finite weights, then writes
+//   void load_state(path, &state)                   AdamW moments (+ master weights) and header
+//   void load_weights(path)                         the weights of a checkpoint's model file
+//   void step_done(step)                            after each timed step (peak memory)
+//   std::string step_column(tok_s)                  the step line's device column
+//   std::string summary_extras(tok_s)               after the summary's tok/s (-1: none timed)
+//   int vocab_size(); size_t num_parameters()
+// defines: train_loop
+#pragma once
+#include <string>
+
+#include "args.h"          // defines: TrainConfig
+#include "checkpoint.h"    // defines: checkpoint_path, checkpoint_delete, TrainState
+#include "dataloader.h"    // defines: DataLoader, dataloader_reset, dataloader_next_batch, dataloader_set_state
+#include "schedule.h"      // defines: LRSchedule, lr_schedule_get
+#include "logger.h"        // defines: Logger, logger_init, logger_log_val, logger_close
+#include "tokenizer.h"     // defines: Tokenizer
+#include "gpt2.h"          // defines: grad_clip_scale
+#include "faults.h"        // defines: StepGuard, step_guard_judge, FaultInject, fault_inject_fire
+#include "train_common.h"  // defines: TrainData, train_state_make, sample_text, train_log_step, ...
+
+// Mean loss over num_batches validation batches from the start of the val split.
+template <typename Backend>
+float train_validate(Backend& be, DataLoader* val, int num_batches) {
+    dataloader_reset(val);
+    double sum = 0.0;
+    for (int i = 0; i < num_batches; i++) {
+        dataloader_next_batch(val);
+        sum += be.eval_loss(val->inputs, val->targets, val->B, val->T);
+    }
+    return (float)(sum / num_batches);
+}
+
+// Trains from resume_step's checkpoint (-1: the weights the backend holds) to data.num_steps;
+// returns the exit status (0, or what train_preempt_exit says for a preempted run). The
+// logger lives here; the caller frees the data, tokenizer and model afterwards.
+template <typename Backend>
+int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Tokenizer* tokenizer,
+               const LRSchedule& sched, FaultInject* inject, int resume_step, int rank, int world) {
+    const std::string& dir = cfg.output_dir;
+    const int B = cfg.B, T = cfg.T, num_steps = data.num_steps, grad_accum = data.grad_accum;
+    const size_t n = be.num_parameters();
+
+    // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
+    int step = 0;
+    uint64_t sample_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;
+    StepGuard guard;
+    auto restore_state = [&](int from) {
+        std::string path = checkpoint_path(dir, "state", from, rank);
+        TrainState s;
+        be.load_state(path, &s);
+        train_state_check(s, path, n, cfg, world);
+        dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
+        sample_rng = s.sample_rng;
+        train_state_restore_guard(&guard, s, path, cfg);
+        step = (int)s.step;
+        printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
+    };
+    if (resume_step >= 0) restore_state(resume_step);
+    Logger logger;
+    logger_init(&logger, dir, resume_step);
+    int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
+    auto write_checkpoint = [&]() {
+        be.write_checkpoint(dir, step, train_state_make(step, rank, world, n, &data.train, cfg, sample_rng, guard));
+        checkpointed = step;
+        printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
+    };
+
+    // --- the loop: step counts optimizer steps done; the last iteration only evaluates
+    bool just_resumed = resume_step >= 0;
+    double train_seconds = 0.0, run_start = now_seconds();
+    int timed_steps = 0;
+    long long tokens_done = (long long)step * cfg.total_batch;
+    float last_val = -1.0f, last_loss = -1.0f;
+    bool preempted = false;
+    int last_reload = -1;
+    for (; step <= num_steps; step++) {
+        if ((preempted = train_preempt_requested())) break;
+        bool last = step == num_steps;
+        if (data.do_val && (step % cfg.val_every == 0 || last)) {
+            last_val = train_validate(be, &data.val, data.val_batches);
+            printf("val loss %f\n", last_val);
+            logger_log_val(&logger, step, last_val);
+        }
+        if (cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
+            sample_text(cfg, tokenizer, be.vocab_size(), T, &sample_rng,
+                        [&](const int* tokens, int ctx) { return be.last_logits(tokens, ctx); });
+        if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
+            ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
+            write_checkpoint();
+            int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
+            if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0))
+                checkpoint_delete(dir, old, rank);
+        }
+        just_resumed = false;
+        if (last) break;
+        if ((preempted = train_preempt_requested())) break;
+
+        // one optimizer step over grad_accum micro-batches
+        be.sync();
+        double t0 = now_seconds();
+        double loss_sum = 0.0;
+        for (int micro = 0; micro < grad_accum; micro++) {
+            if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
+            loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, 1.0f / ((float)B * T * grad_accum));
+        }
+        float loss = (float)(loss_sum / grad_accum);
+        if (fault_inject_fire(inject, FAULT_NAN_LOSS, step)) loss = NAN;
+        if (fault_inject_fire(inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
+        if (fault_inject_fire(inject, FAULT_NAN_GRAD, step)) be.poison_grad();
+        float lr = lr_schedule_get(sched, step);
+        float norm = be.grad_norm();
+        if (fault_inject_fire(inject, FAULT_SPIKE_GRAD, step)) norm *= 100.0f;
+        // a non-finite or outlier step leaves weights and AdamW moments as they were
+        StepVerdict verdict = step_guard_judge(&guard, loss, norm, cfg.skip_loss_z, cfg.skip_grad_z);
+        if (verdict == STEP_VERDICT_UPDATE) be.update(lr, cfg.weight_decay, grad_clip_scale(norm, 1.0f), step + 1);
+        if (fault_inject_fire(inject, FAULT_NAN_WEIGHT, step)) be.poison_weight();
+        be.zero_grad();
+        be.sync();
+        double dt = now_seconds() - t0;
+        be.step_done(step);
+
+        tokens_done += cfg.total_batch;
+        if (step > 0 || num_steps == 1) { train_seconds += dt; timed_steps++; }
+        double tok_s = cfg.total_batch / dt;
+        double eta = (timed_steps > 0 ? train_seconds / timed_steps : dt) * (num_steps - step - 1);
+        printf("step %5d/%d | loss %.6f | norm %.4f | lr %.2e | %.1f ms | %.0f tok/s | %s | ETA %s%s\n", step + 1,
+               num_steps, loss, norm, lr, dt * 1000, tok_s, be.step_column(tok_s).c_str(),
+               format_duration(eta).c_str(), train_step_note(verdict, guard, cfg).c_str());
+        fflush(stdout);
+        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard);
+        if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
+
+        // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
+        // (logs cut back to it, so they tell the history of the weights in hand)
+        if (guard.bad_streak >= cfg.fault_streak) {
+            int from = train_fault_reload_step(cfg, guard, step, rank, last_reload);
+            last_reload = from;
+            be.load_weights(checkpoint_path(dir, "model", from));
+            restore_state(from);
+            tokens_done = (long long)step * cfg.total_batch;
+            logger_close(&logger);
+            logger_init(&logger, dir, from);
+            checkpointed = from;
+            just_resumed = true;
+            step--;  // the loop's step++ lands back on the checkpoint's step
+        }
+    }
+    if (preempted) {
+        // finish the step in progress (done), checkpoint it unless it is on disk, stop
+        if (!dir.empty() && checkpointed != step) write_checkpoint();
+        int status = train_preempt_exit(cfg, step, &logger);
+        logger_close(&logger);
+        return status;
+    }
+    double wall = now_seconds() - run_start;
+    printf("done: %d steps, %lld tokens, %s wall", num_steps, tokens_done, format_duration(wall).c_str());
+    double tok_s = -1.0;
+    if (timed_steps > 0) {
+        tok_s = cfg.total_batch * timed_steps / train_seconds;
+        printf(", %.1f ms/step, %.0f tok/s", 1000 * train_seconds / timed_steps, tok_s);
+    }
+    printf("%s", be.summary_extras(tok_s).c_str());
+    if (last_loss >= 0) printf(", final train loss %.4f", last_loss);
+    if (last_val >= 0) printf(", final val loss %.4f", last_val);
+    printf("%s%s\n", dir.empty() ? "" : "; logs in ", dir.c_str());
+    logger_close(&logger);
+    return 0;
+}
