@@ -13,6 +13,7 @@ g++ $SAN -o build/san/train_gpt_cpu train_gpt.cpp -lm
 g++ $SAN -o build/san/tokenize data/tokenize.cpp -lm -lpthread
 g++ $SAN -o build/san/import_hf data/import_hf.cpp -lm
 make -s train_gpt_cpu
+bash data/get_vocab.sh > /dev/null  # ./tokenize needs GPT-2's vocabulary
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=98
 export OMP_NUM_THREADS=2
