@@ -10,16 +10,7 @@ cd "$(dirname "$0")/.."
 OUT=data/tinyshakespeare
 URL=https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt
 
-fetch() {  # fetch URL DEST: download once, to a temporary name first
-    [ -s "$2" ] && return 0
-    mkdir -p "$(dirname "$2")"
-    if ! curl -fL --progress-bar --connect-timeout 10 --retry 2 -o "$2.part" "$1"; then
-        rm -f "$2.part"
-        echo "error: cannot download $1 (offline? data/prepare_bible.sh needs no internet)" >&2
-        exit 1
-    fi
-    mv "$2.part" "$2"
-}
+source data/fetch.sh  # defines: fetch URL DEST
 
 if [ -f "$OUT/tiny_shakespeare_val_000000.bin" ] && [ -f "$OUT/tiny_shakespeare_train_000000.bin" ]; then
     echo "tinyshakespeare: already prepared in $OUT"

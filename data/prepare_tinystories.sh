@@ -11,16 +11,7 @@ cd "$(dirname "$0")/.."
 OUT=data/tinystories
 URL=https://huggingface.co/datasets/roneneldan/TinyStories/resolve/main
 
-fetch() {  # fetch URL DEST: download once, to a temporary name first
-    [ -s "$2" ] && return 0
-    mkdir -p "$(dirname "$2")"
-    if ! curl -fL --progress-bar --connect-timeout 10 --retry 2 -o "$2.part" "$1"; then
-        rm -f "$2.part"
-        echo "error: cannot download $1 (offline? data/prepare_bible.sh needs no internet)" >&2
-        exit 1
-    fi
-    mv "$2.part" "$2"
-}
+source data/fetch.sh  # defines: fetch URL DEST
 
 if [ -f "$OUT/TinyStories_val_000000.bin" ] && [ -f "$OUT/TinyStories_train_000000.bin" ]; then
     echo "tinystories: already prepared in $OUT"
