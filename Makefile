@@ -6,11 +6,19 @@ PYTHON   ?= /usr/bin/python3
 
 HEADERS := $(wildcard llmc/*.h llmc/cpu/*.h data/*.h)
 
+# MPI (Open MPI's mpicxx) when present: train_gpt_cpu then runs under mpirun. NO_MPI=1 builds
+# without it (multi-process runs then use -pi fs / -pi tcp, llmc/comm_socket.h).
+MPICXX := $(if $(NO_MPI),,$(shell command -v mpicxx 2>/dev/null))
+ifneq ($(MPICXX),)
+MPI_CFLAGS := -DUSE_MPI $(shell $(MPICXX) --showme:compile)
+MPI_LDLIBS := $(shell $(MPICXX) --showme:link)
+endif
+
 .PHONY: all test bench-cpu clean
 all: train_gpt_cpu tokenize $(if $(wildcard data/export_hf.cpp),export_hf) $(if $(wildcard data/import_hf.cpp),import_hf)
 
 train_gpt_cpu: train_gpt.cpp $(HEADERS)
-	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -pthread -o $@ $< $(LDLIBS) $(MPI_LDLIBS)
 
 tokenize: data/tokenize.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS) -lpthread

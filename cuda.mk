@@ -48,14 +48,24 @@ cuda-dev-clean:
 # `make cuda-all` builds them and every dev/cuda program.
 CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh
 
+# Multi-process: MPI when make finds mpicxx (the Makefile's MPICXX), NCCL when its header is
+# there (NO_NCCL=1 builds without: several processes then stage through the host).
+NCCL_HEADER := $(if $(NO_NCCL),,$(firstword $(wildcard $(dir $(NVCC))../include/nccl.h /usr/include/nccl.h)))
+CUDA_MP_FLAGS := $(if $(NCCL_HEADER),-DUSE_NCCL)
+CUDA_MP_LIBS := $(if $(NCCL_HEADER),-lnccl)
+ifneq ($(MPICXX),)
+CUDA_MP_FLAGS += -DUSE_MPI $(addprefix -I,$(shell $(MPICXX) --showme:incdirs))
+CUDA_MP_LIBS += $(addprefix -L,$(shell $(MPICXX) --showme:libdirs)) $(addprefix -l,$(shell $(MPICXX) --showme:libs))
+endif
+
 .PHONY: cuda-all
 cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 cuda-dev
 
 train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
 
 train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS)
-	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
+	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
 
 build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build

@@ -11,24 +11,50 @@
 #include "llmc/utils.h"       // defines: fail, CHECK
 #include "llmc/args.h"        // defines: TrainConfig, args_parse
 #include "llmc/gpt2.h"        // defines: GPT2, gpt2_forward, gpt2_backward, gpt2_update, ...
-#include "llmc/checkpoint.h"  // defines: gpt2_load_checkpoint, checkpoint_write, state_read, TrainState
+#include "llmc/checkpoint.h"  // defines: gpt2_load_checkpoint, checkpoint_write_model_and_state, state_read_range, ...
 #include "llmc/dataloader.h"  // defines: DataLoader (inside TrainData)
 #include "llmc/schedule.h"    // defines: LRSchedule, lr_schedule_parse
 #include "llmc/logger.h"      // defines: Logger (the loop logs)
 #include "llmc/tokenizer.h"   // defines: Tokenizer, tokenizer_init, tokenizer_decode
 #include "llmc/train_common.h" // defines: train_prepare_output_dir, train_load_host_model, TrainData, ...
 #include "llmc/faults.h"      // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
+#include "llmc/comm.h"        // defines: Comm, comm_init, comm_all_reduce_f32, comm_reduce_scatter_f32, ...
+#include "llmc/zero.h"        // defines: ZeroLayout, zero_layout, zero_segments, zero_comm_bytes_per_step
+#include "llmc/cpu/adamw.h"   // defines: adamw_update
 #include "llmc/train_loop.h"  // defines: train_loop
 
-// The loop's Backend (llmc/train_loop.h) for a model in host memory.
+// The loop's Backend (llmc/train_loop.h) for a model in host memory, one of comm->world
+// ranks that split the parameter vector as llmc/zero.h lays it out. With one process the
+// ZeRO layout is the whole vector and every collective is a no-op.
 struct CpuBackend {
     GPT2* model;
-    double flops_per_token;  // for the step line's GFLOP/s
+    Comm* comm;
+    ZeroLayout z;
+    std::vector<ZeroSegment> segments;  // the tensors' pieces of [opt_begin, opt_end): what AdamW updates
+    float* grad_shard = nullptr;        // ZeRO 2: the owned slice's gradient, summed over ranks and micro-steps
+    double flops_per_token;             // for the step line's GFLOP/s
+
+    // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced
+    const float* opt_grads() const { return z.stage == 2 ? grad_shard : model->grads + z.opt_begin; }
 
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
         gpt2_forward(model, inputs, targets, B, T);
         gpt2_backward(model, inputs, targets, dloss);
         return model->mean_loss;
+    }
+    void reduce_grads(bool last_micro) {
+        if (z.world == 1) return;
+        if (z.stage == 2) {
+            // every micro-step: the owned slice's sum moves to the accumulator, and the full
+            // buffer is scratch again for the next micro-step's backward
+            comm_reduce_scatter_f32(comm, model->grads, z.shard);
+            const float* own = model->grads + (size_t)z.rank * z.shard;
+            for (size_t i = 0; i < z.shard; i++) grad_shard[i] += own[i];
+            memset(model->grads, 0, z.padded * sizeof(float));
+        } else if (last_micro) {
+            if (z.stage == 0) comm_all_reduce_f32(comm, model->grads, z.shard);
+            else comm_reduce_scatter_f32(comm, model->grads, z.shard);
+        }
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
         gpt2_forward(model, inputs, targets, B, T);
@@ -38,21 +64,40 @@ struct CpuBackend {
         gpt2_forward(model, tokens, nullptr, 1, ctx);
         return (const float*)model->acts.logits + (size_t)(ctx - 1) * model->config.padded_vocab_size;
     }
-    float grad_norm() { return gpt2_grad_norm(model); }
+    float grad_norm() {
+        double sum = grad_sum_squares(opt_grads(), z.opt_count());
+        if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
+        return (float)std::sqrt(sum);
+    }
     void update(float lr, float weight_decay, float clip_scale, int t) {
-        gpt2_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
+        const float* g = opt_grads();
+        for (const ZeroSegment& seg : segments) {
+            const ParamTensor& pt = model->tensors[seg.tensor];
+            size_t o = seg.begin - z.opt_begin;
+            adamw_update(model->params + seg.begin, g + o, model->m + o, model->v + o, seg.end - seg.begin, lr, 0.9f,
+                         0.95f, 1e-8f, pt.decays ? weight_decay : 0.0f, clip_scale, t);
+        }
+        if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
     }
-    void zero_grad() { gpt2_zero_grad(model); }
+    void zero_grad() {
+        memset(model->grads, 0, z.padded * sizeof(float));
+        if (grad_shard != nullptr) memset(grad_shard, 0, z.shard * sizeof(float));
+    }
     void sync() {}
-    void poison_grad() { model->grads[0] = NAN; }
+    void poison_grad() { (z.stage == 2 ? grad_shard : model->grads + z.own_begin)[0] = NAN; }
     void poison_weight() { model->params[0] = NAN; }
-    void write_checkpoint(const std::string& dir, int step, const TrainState& s) {
+    // the model file (rank 0) and the AdamW state of this rank's slice
+    void write_checkpoint(const std::string& dir, int step, TrainState s) {
         train_check_weights_finite(model->params, model->num_parameters, model->tensors, step, dir);
-        checkpoint_write(dir, step, model, s);
+        s.range_begin = z.own_begin;
+        s.range_count = z.own_end - z.own_begin;
+        s.zero_stage = z.stage;
+        size_t o = z.own_begin - z.opt_begin;
+        checkpoint_write_model_and_state(dir, step, z.rank == 0 ? model : nullptr, s, model->m + o, model->v + o);
     }
-    void load_state(const std::string& path, TrainState* s) {
-        std::string err = state_read(path.c_str(), s, model->m, model->v);
-        if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
+    void load_state(const std::string& dir, int step, TrainState* s) {
+        std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, model->m, model->v);
+        if (!err.empty()) fail("%s", err.c_str());
     }
     // reload after faults: the weights of a checkpoint's model file into the allocated model
     void load_weights(const std::string& path) {
@@ -73,6 +118,36 @@ struct CpuBackend {
     size_t num_parameters() const { return model->num_parameters; }
 };
 
+// Re-sizes the buffers gpt2_alloc_state made for one process to the ZeRO layout: parameters
+// and gradients padded to world*shard (zero tail), AdamW m and v for the values this rank
+// updates, and ZeRO 2's slice accumulator. Returns that accumulator (nullptr below stage 2).
+static float* cpu_apply_zero_layout(GPT2* model, const ZeroLayout& z) {
+    size_t n = model->num_parameters;
+    auto grow = [&](float* old) {
+        float* p = (float*)xmalloc(z.padded * sizeof(float));
+        memcpy(p, old, n * sizeof(float));
+        memset(p + n, 0, (z.padded - n) * sizeof(float));
+        free(old);
+        return p;
+    };
+    model->params = grow(model->params);
+    model->grads = grow(model->grads);
+    model->p = param_ptrs(model->params, model->tensors);
+    model->g = param_ptrs(model->grads, model->tensors);
+    if (z.opt_count() != n) {
+        free(model->m);
+        free(model->v);
+        model->m = (float*)xmalloc(z.opt_count() * sizeof(float));
+        model->v = (float*)xmalloc(z.opt_count() * sizeof(float));
+        memset(model->m, 0, z.opt_count() * sizeof(float));
+        memset(model->v, 0, z.opt_count() * sizeof(float));
+    }
+    if (z.stage < 2) return nullptr;
+    float* shard = (float*)xmalloc(z.shard * sizeof(float));
+    memset(shard, 0, z.shard * sizeof(float));
+    return shard;
+}
+
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
@@ -80,12 +155,14 @@ int main(int argc, char** argv) {
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
-    const int rank = 0, world = 1;
+    Comm comm;
+    comm_init(&comm, cfg, &argc, &argv);
+    const int rank = comm.rank, world = comm.world;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
-    int resume_step = train_prepare_output_dir(cfg, rank);
+    int resume_step = train_prepare_output_dir(cfg, &comm);
     GPT2 model;
     train_load_host_model(&model, cfg, resume_step);
     const GPT2Config& mc = model.config;
@@ -100,6 +177,10 @@ int main(int argc, char** argv) {
     else tokenizer.ok = false;
 
     gpt2_alloc_state(&model, B, T);
+    int stage = world > 1 ? cfg.zero_stage : 0;
+    if (cfg.zero_stage != stage) printf("note: -z %d needs several processes; one process runs ZeRO 0\n", cfg.zero_stage);
+    ZeroLayout z = zero_layout(model.num_parameters, stage, rank, world);
+    float* grad_shard = cpu_apply_zero_layout(&model, z);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan
@@ -110,13 +191,25 @@ int main(int argc, char** argv) {
     size_t n = model.num_parameters;
     double flops_per_token = train_flops_per_token(mc, n, T);
     train_print_plan(mc, n, cfg, data, resume_step, world);
-    printf("memory: params %.1f MiB, grads %.1f MiB, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
-           n * 4 / 1048576.0, n * 4 / 1048576.0, n * 8 / 1048576.0, model.acts_floats * 4 / 1048576.0, threads);
+    const double MiB = 1048576.0;
+    if (world > 1)
+        printf("processes: %d (%s), %s, %zu parameters per rank's slice\n", world,
+               comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets", zero_stage_name(stage), z.shard);
+    printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
+           z.padded * 4 / MiB, (z.padded + (grad_shard ? z.shard : 0)) * 4 / MiB,
+           grad_shard ? " (full one is one micro-step's scratch)" : "", z.opt_count() * 8 / MiB,
+           model.acts_floats * 4 / MiB, threads);
+    if (world > 1)
+        printf("communication per step and process: %.1f MiB sent\n",
+               zero_comm_bytes_per_step(z, data.grad_accum, 4, 4) / MiB);
 
-    CpuBackend be = {&model, flops_per_token};
-    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, rank, world);
+    CpuBackend be = {&model, &comm, z, zero_segments(model.tensors, z.opt_begin, z.opt_end), grad_shard,
+                     flops_per_token};
+    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpt2_free(&model);
+    free(grad_shard);
+    comm_free(&comm);
     return status;
 }

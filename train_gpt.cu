@@ -20,6 +20,9 @@
 #include "llmc/cuda/common.cuh" // defines: CudaContext, cuda_context_init, floatX, PRECISION_NAME
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
+#include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
+#include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
+#include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_reduce_scatter, gpu_all_gather, ...
 #include "llmc/train_loop.h"    // defines: train_loop
 
 #ifdef ENABLE_BF16
@@ -84,7 +87,11 @@ static void check_weights_finite(const GPT2Cuda* model, int step, const std::str
     gpt2_cuda_download_floatx(model, model->params, host.data());
     train_check_weights_finite(host.data(), n, model->tensors, step, dir);
     if (model->master != nullptr) {
-        CHECK_CUDA(cudaMemcpy(host.data(), model->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+        // the master covers this rank's values only: checked in place, the rest left zero
+        const ZeroLayout& z = model->z;
+        std::fill(host.begin(), host.end(), 0.0f);
+        CHECK_CUDA(cudaMemcpy(host.data() + z.opt_begin, model->master, z.opt_count() * sizeof(float),
+                              cudaMemcpyDeviceToHost));
         train_check_weights_finite(host.data(), n, model->tensors, step, dir, "master weight");
     }
 }
@@ -98,18 +105,21 @@ static void poison_first(const GPT2Cuda* model, T* buf) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
 }
 
-// The loop's Backend (llmc/train_loop.h) for a model on the GPU. Work is queued on the
-// stream; losses, the grad norm and sync() (the step timer) wait for it.
+// The loop's Backend (llmc/train_loop.h) for a model on the GPU, one of comm->world ranks that
+// split the parameter vector as llmc/zero.h lays it out. Work is queued on the stream;
+// losses, the grad norm and sync() (the step timer) wait for it.
 struct GpuBackend {
     GPT2Cuda* model;
+    Comm* comm;
+    GpuComm* gc;
     double flops_per_token;          // for MFU
     double peak_tflops;              // -1: an unknown device, no MFU
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
     std::vector<float> logits_row;   // the last position's logits, for sampling
 
-    GpuBackend(GPT2Cuda* m, double flops, double peak)
-        : model(m), flops_per_token(flops), peak_tflops(peak), peak_mem_mib(device_memory_used_mib()),
-          logits_row(m->config.padded_vocab_size) {}
+    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, double flops, double peak)
+        : model(m), comm(c), gc(g), flops_per_token(flops), peak_tflops(peak),
+          peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size) {}
 
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
         gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
@@ -125,13 +135,40 @@ struct GpuBackend {
         gpt2_cuda_logits_row(model, ctx - 1, logits_row.data());
         return logits_row.data();
     }
-    float grad_norm() { return gpt2_cuda_grad_norm(model); }
+    void reduce_grads(bool last_micro) {
+        const ZeroLayout& z = model->z;
+        const CudaContext& ctx = *model->ctx;
+        if (z.world == 1 && !gc->nccl) return;
+        if (z.stage == 2) {
+            // every micro-step: the owned slice's sum goes to the accumulator, and the full
+            // buffer is scratch again for the next micro-step's backward
+            gpu_reduce_scatter(gc, ctx, model->grads, z.shard);
+            shard_accumulate(ctx, model->grad_shard, model->grads + (size_t)z.rank * z.shard, z.shard);
+            CHECK_CUDA(cudaMemsetAsync(model->grads, 0, z.padded * sizeof(floatX), ctx.stream));
+        } else if (last_micro) {
+            if (z.stage == 0) gpu_all_reduce(gc, ctx, model->grads, z.shard);
+            else gpu_reduce_scatter(gc, ctx, model->grads, z.shard);
+        } else {
+            return;
+        }
+        gpu_comm_wait(gc, ctx, "the gradient reduction");
+    }
+    float grad_norm() {
+        double sum = gpt2_cuda_grad_sum_squares(model);
+        if (model->z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
+        return (float)std::sqrt(sum);
+    }
     void update(float lr, float weight_decay, float clip_scale, int t) {
         gpt2_cuda_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
+        const ZeroLayout& z = model->z;
+        if (z.world > 1 && z.stage > 0) {
+            gpu_all_gather(gc, *model->ctx, model->params, z.shard);
+            gpu_comm_wait(gc, *model->ctx, "the parameter all-gather");
+        }
     }
     void zero_grad() { gpt2_cuda_zero_grad(model); }
     void sync() { CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream)); }
-    void poison_grad() { poison_first(model, model->grads); }
+    void poison_grad() { poison_first(model, gpt2_cuda_opt_grads(model)); }
     void poison_weight() {
         poison_first(model, model->params);
         if (model->master != nullptr) poison_first(model, model->master);
@@ -140,7 +177,7 @@ struct GpuBackend {
         check_weights_finite(model, step, dir);
         gpt2_cuda_checkpoint_write(dir, step, model, s);
     }
-    void load_state(const std::string& path, TrainState* s) { gpt2_cuda_load_state(model, path, s); }
+    void load_state(const std::string& dir, int step, TrainState* s) { gpt2_cuda_load_state(model, dir, step, s); }
     void load_weights(const std::string& path) { upload_weights(model, path); }
     void step_done(int step) {
         if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
@@ -171,27 +208,40 @@ int main(int argc, char** argv) {
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
     if (cfg.gelu_fusion == 2)
         fail("-ge 2: GELU fused into the backward matmul is not implemented; use -ge 0 (off) or 1 (forward)");
-    const int rank = 0, world = 1;
+    Comm comm;
+    comm_init(&comm, cfg, &argc, &argv);
+    const int rank = comm.rank, world = comm.world;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
-    // --- the device
+    // --- the device: local rank i drives GPU i; more ranks than GPUs on a node share them,
+    // and then their collectives go through the host (NCCL refuses two ranks on one GPU)
+    int device_count = 0;
+    CHECK_CUDA(cudaGetDeviceCount(&device_count));
+    if (device_count == 0) fail("no CUDA device found");
+    bool sharing = comm_sum(&comm, comm.local_rank >= device_count ? 1.0 : 0.0) > 0.0;
     CudaContext ctx;
-    cuda_context_init(&ctx, 0);
+    cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
     ctx.gelu_fusion = cfg.gelu_fusion != 0;  // -1 (default): on
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
-    int resume_step = train_prepare_output_dir(cfg, rank);
+    int resume_step = train_prepare_output_dir(cfg, &comm);
+    int stage = world > 1 ? cfg.zero_stage : 0;
+    if (cfg.zero_stage != stage) printf("note: -z %d needs several processes; one process runs ZeRO 0\n", cfg.zero_stage);
     GPT2Cuda model;
+    ZeroLayout z;
     {
         GPT2 host;
         train_load_host_model(&host, cfg, resume_step);
-        gpt2_cuda_init(&model, &ctx, &host, use_master);
+        z = zero_layout(host.num_parameters, stage, rank, world);
+        gpt2_cuda_init(&model, &ctx, &host, use_master, z);
         gpt2_free(&host);
     }
+    GpuComm gc;
+    gpu_comm_init(&gc, &comm, !sharing);
     const GPT2Config& mc = model.config;
 
     // --- batch arithmetic and data
@@ -216,13 +266,23 @@ int main(int argc, char** argv) {
            sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"), ctx.gelu_fusion ? "on" : "off",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
     train_print_plan(mc, n, cfg, data, resume_step, world);
+    if (world == 1 && gc.nccl) printf("GPTRAIN_NCCL_SINGLE=1: gradients all-reduced through NCCL over one rank (test hook)\n");
+    if (world > 1)
+        printf("processes: %d (%s), gradients through %s, %s; %zu parameters per rank's slice; "
+               "%.1f MiB sent per step and process\n",
+               world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
+               gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),
+               zero_stage_name(stage), z.shard,
+               zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
     gpt2_cuda_print_memory(&model);
 
-    GpuBackend be(&model, flops_per_token, peak_tflops);
-    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, rank, world);
+    GpuBackend be(&model, &comm, &gc, flops_per_token, peak_tflops);
+    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpt2_cuda_free(&model);
+    gpu_comm_free(&gc);
     cuda_context_free(&ctx);
+    comm_free(&comm);
     return status;
 }

@@ -35,7 +35,7 @@ struct TrainConfig {
     int resume = 0;                  // -y  1: resume from the newest complete checkpoint in -o
     int seed = 42;                   // -sd seed of init, data shuffling and sampling
     int shuffle = 0;                 // -sh 1: shuffle shards and samples every epoch (seeded)
-    int zero_stage = 0;              // -z  ZeRO stage (multi-process; arrives with the distributed trainer)
+    int zero_stage = 0;              // -z  ZeRO stage: 0 all-reduce, 1 sharded AdamW state, 2 also sharded gradients
     int recompute = 1;               // -r  activation recompute 0|1|2 (GPU; the CPU keeps all)
     int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
@@ -50,7 +50,8 @@ struct TrainConfig {
     int gpus_per_node = 8;           // -pg GPUs per node
     std::string init_method = "mpi"; // -pi multi-process init: mpi | fs | tcp
     std::string fs_path = "";        // -pf shared directory for -pi fs
-    std::string server_ip = "";      // -ps server address for -pi tcp
+    std::string server_ip = "";      // -ps rank 0's address HOST[:PORT] for -pi tcp (port 12345 if none)
+    float comm_timeout = 600.0f;     // -pt seconds a rank waits for the others before stopping with an error
 };
 
 enum ArgKind { ARG_INT, ARG_LLONG, ARG_FLOAT, ARG_STRING };
@@ -93,7 +94,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-y", ARG_INT, resume, 0, 1, "1: resume from the newest complete checkpoint in -o"),
     ARG("-sd", ARG_INT, seed, 0, 2147483647, "random seed (init, shuffling, sampling)"),
     ARG("-sh", ARG_INT, shuffle, 0, 1, "1: shuffle train shards and samples each epoch"),
-    ARG("-z", ARG_INT, zero_stage, 0, 3, "ZeRO stage"),
+    ARG("-z", ARG_INT, zero_stage, 0, 2, "ZeRO stage: 0 all-reduce, 1 shard AdamW state, 2 also gradients"),
     ARG("-r", ARG_INT, recompute, 0, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm"),
     ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
@@ -108,7 +109,8 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-pg", ARG_INT, gpus_per_node, 1, 1024, "GPUs per node"),
     ARG("-pi", ARG_STRING, init_method, 0, 0, "multi-process init: mpi | fs | tcp"),
     ARG("-pf", ARG_STRING, fs_path, 0, 0, "shared directory for -pi fs"),
-    ARG("-ps", ARG_STRING, server_ip, 0, 0, "server address for -pi tcp"),
+    ARG("-ps", ARG_STRING, server_ip, 0, 0, "rank 0's HOST[:PORT] for -pi tcp (port 12345 if none)"),
+    ARG("-pt", ARG_FLOAT, comm_timeout, 1, 1e7, "seconds to wait for other ranks before stopping (hang detection)"),
     };
 #undef ARG
 }

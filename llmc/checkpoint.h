@@ -3,8 +3,9 @@
 // temporary name, is flushed to disk, then renamed, so a crash never leaves a half file
 // under a real name; DONE is written last, and a checkpoint without it does not exist.
 // defines: model_file_read_header, gpt2_load_checkpoint, gpt2_write_checkpoint,
-//          TrainState, state_write, state_read, checkpoint_write, checkpoint_find_latest,
-//          checkpoint_delete, checksum64, AtomicFile
+//          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
+//          checkpoint_mark_done, checkpoint_find_latest, checkpoint_unmark_done,
+//          checkpoint_delete_files, checksum64, AtomicFile
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
@@ -139,7 +140,9 @@ inline void gpt2_write_checkpoint(const GPT2* model, const std::string& path) {
 
 // ---------------------------------------------------------------------------------------
 // Resume state (gptrain's own format, one file per rank): everything besides the weights
-// that the next step depends on. Header of 64 x uint64, then AdamW m and v.
+// that the next step depends on. Header of 64 x uint64, then AdamW m and v of the slice of
+// the flat parameter vector this rank owns (llmc/zero.h): the files of the W ranks of a run
+// cover the vector once, in rank order. A single process owns everything.
 struct TrainState {
     uint64_t step;          // optimizer steps done; training continues with this step
     uint64_t rank, world;
@@ -147,13 +150,17 @@ struct TrainState {
     uint64_t dl_epoch, dl_shard_pos, dl_sample_pos;  // train data loader position
     uint64_t seed, shuffle, B, T, total_batch;       // must match the resuming run
     uint64_t sample_rng;    // sampling RNG state
+    uint64_t range_begin = 0, range_count = 0;  // the slice of m, v (and master) in this file
+    uint64_t zero_stage = 0;                    // -z of the run that wrote it (information only)
     // optional section: the step guard (outlier windows, fault counters; llmc/faults.h) as
     // doubles. Empty when absent: files written before it existed still load.
     std::vector<double> step_guard = {};
 };
 enum { STATE_HEADER_WORDS = 64 };
 
-// master (optional, num_parameters fp32): the bf16 GPU trainer's master weights, written as a
+// m, v: s.range_count values each, for the parameters [range_begin, range_begin + count)
+// (words 21 and 22; a file written before ranks existed has 0 there and holds all of them).
+// master (optional, range_count fp32): the bf16 GPU trainer's master weights, written as a
 // third section after m and v; header word 17 says how many such extra sections follow (0 or
 // 1), so files without it (the CPU trainer's, the fp32 GPU trainer's) are unchanged.
 // s.step_guard (optional): written last, its length in doubles in header word 19 (0: absent,
@@ -166,7 +173,12 @@ inline void state_write(const std::string& path, const TrainState& s, const floa
     h[6] = s.dl_epoch; h[7] = s.dl_shard_pos; h[8] = s.dl_sample_pos;
     h[9] = s.seed; h[10] = s.shuffle; h[11] = s.B; h[12] = s.T; h[13] = s.total_batch;
     h[14] = s.sample_rng;
-    size_t bytes = s.num_parameters * sizeof(float);
+    CHECK(s.range_begin + s.range_count <= s.num_parameters, "range %llu+%llu of %llu",
+          (unsigned long long)s.range_begin, (unsigned long long)s.range_count, (unsigned long long)s.num_parameters);
+    // range 0 + 0 means all parameters, as in files written before ranks existed
+    uint64_t count = s.range_begin == 0 && s.range_count == 0 ? s.num_parameters : s.range_count;
+    h[21] = s.range_begin; h[22] = count; h[23] = s.zero_stage;
+    size_t bytes = count * sizeof(float);
     h[15] = checksum64(m, bytes);
     h[16] = checksum64(v, bytes);
     if (master != nullptr) {
@@ -185,8 +197,9 @@ inline void state_write(const std::string& path, const TrainState& s, const floa
     out.commit();
 }
 
-// Reads a state file; m and v (num_parameters floats) are filled only if they are non-null;
-// s->step_guard always (empty if the file has no such section).
+// Reads a state file; m and v (s->range_count floats: read the header first, with nullptr)
+// are filled only if they are non-null; s->step_guard always (empty if the file has no such
+// section). A file from before ranks existed reads as the range of all parameters.
 // has_master (optional) tells whether the file holds master weights; master (optional) is
 // filled with them when it does (and left alone when it does not).
 // Returns "" if sound, else the problem (the caller decides whether that is fatal).
@@ -203,10 +216,17 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
     s->dl_epoch = h[6]; s->dl_shard_pos = h[7]; s->dl_sample_pos = h[8];
     s->seed = h[9]; s->shuffle = h[10]; s->B = h[11]; s->T = h[12]; s->total_batch = h[13];
     s->sample_rng = h[14];
+    s->range_begin = h[21];
+    s->range_count = h[22] == 0 && h[21] == 0 ? h[5] : h[22];
+    s->zero_stage = h[23];
+    if (s->range_begin + s->range_count > s->num_parameters || s->rank >= s->world) {
+        fclose(f);
+        return "corrupt header: range or rank out of bounds";
+    }
     if (h[17] > 1) { fclose(f); return "unknown extra sections " + std::to_string(h[17]); }
     if (h[19] > (1u << 20)) { fclose(f); return "step-guard section of " + std::to_string(h[19]) + " values (corrupt)"; }
     if (has_master != nullptr) *has_master = h[17] == 1;
-    size_t bytes = s->num_parameters * sizeof(float);
+    size_t bytes = s->range_count * sizeof(float);
     fseek(f, 0, SEEK_END);
     long long size = ftell(f);
     long long want = (long long)(sizeof(h) + (2 + h[17]) * bytes + h[19] * sizeof(double));
@@ -263,51 +283,109 @@ inline std::vector<int> checkpoint_done_steps(const std::string& dir) {
     return steps;
 }
 
-// The newest complete checkpoint whose model and state files verify, or -1. A newer one
-// that fails verification is reported and skipped: the previous good one is used.
-inline int checkpoint_find_latest(const std::string& dir, int rank) {
+// AdamW m, v (and, when master is non-null and the files hold them, the master weights) for
+// the parameters [begin, end), gathered from the state files of the checkpoint at `step`,
+// however many ranks wrote them: each file holds a slice, and whichever overlap [begin, end)
+// are read (a resume on another number of ranks re-shards this way). m[0..end-begin) etc.
+// *s gets rank 0's header (step, data position, RNG, step guard); *has_master whether every
+// file holds master weights. With m == nullptr every file is read and verified, nothing
+// copied. Returns "" if sound, else the problem, naming the file.
+inline std::string state_read_range(const std::string& dir, int step, size_t num_parameters, size_t begin,
+                                    size_t end, TrainState* s, float* m, float* v, float* master = nullptr,
+                                    bool* has_master = nullptr) {
+    std::string path0 = checkpoint_path(dir, "state", step, 0);
+    std::string err = state_read(path0.c_str(), s, nullptr, nullptr);
+    if (!err.empty()) return path0 + ": " + err;
+    uint64_t world = s->world;
+    bool all_master = true;
+    size_t covered = 0;  // the files' slices must tile [0, n) in rank order
+    for (uint64_t k = 0; k < world; k++) {
+        std::string path = checkpoint_path(dir, "state", step, (int)k);
+        TrainState sk;
+        bool file_master = false;
+        err = state_read(path.c_str(), &sk, nullptr, nullptr, nullptr, &file_master);
+        if (err.empty() && (sk.step != (uint64_t)step || sk.world != world || sk.rank != k))
+            err = "holds step " + std::to_string(sk.step) + " of rank " + std::to_string(sk.rank) + " of " +
+                  std::to_string(sk.world) + ", expected step " + std::to_string(step) + " of rank " +
+                  std::to_string(k) + " of " + std::to_string(world);
+        if (err.empty() && sk.num_parameters != num_parameters)
+            err = "state is for " + std::to_string(sk.num_parameters) + " parameters, the model has " +
+                  std::to_string(num_parameters);
+        if (err.empty() && sk.range_begin != covered) err = "its slice does not follow the previous rank's";
+        if (!err.empty()) return path + ": " + err;
+        size_t b = sk.range_begin, e = sk.range_begin + sk.range_count;
+        covered = e;
+        all_master &= file_master;
+        size_t lo = std::max(b, begin), hi = std::min(e, end);
+        if (m != nullptr && lo >= hi) continue;  // nothing of this file is wanted
+        std::vector<float> fm(sk.range_count), fv(sk.range_count), fmaster(file_master ? sk.range_count : 0);
+        err = state_read(path.c_str(), &sk, fm.data(), fv.data(), file_master ? fmaster.data() : nullptr);
+        if (!err.empty()) return path + ": " + err;
+        if (m == nullptr) continue;
+        for (size_t i = lo; i < hi; i++) {
+            m[i - begin] = fm[i - b];
+            v[i - begin] = fv[i - b];
+            if (master != nullptr && file_master) master[i - begin] = fmaster[i - b];
+        }
+    }
+    if (covered != num_parameters)
+        return path0 + ": the " + std::to_string(world) + " state files cover " + std::to_string(covered) + " of " +
+               std::to_string(num_parameters) + " parameters";
+    if (has_master != nullptr) *has_master = all_master;
+    return "";
+}
+
+// The newest complete checkpoint whose model file and every rank's state file verify, or -1.
+// A newer one that fails verification is reported and skipped: the previous good one is used.
+inline int checkpoint_find_latest(const std::string& dir) {
     for (int step : checkpoint_done_steps(dir)) {
         GPT2Config cfg;
         int version;
         std::string model_path = checkpoint_path(dir, "model", step);
-        std::string state_path = checkpoint_path(dir, "state", step, rank);
         std::string err = model_file_check(model_path.c_str(), &cfg, &version);
-        std::string bad = model_path;
-        if (err.empty()) {
-            TrainState s;
+        if (!err.empty()) {
+            err = model_path + ": " + err;
+        } else {
             ParamTensor table[NUM_PARAM_TENSORS];
             size_t n = gpt2_param_table(cfg, table);
-            std::vector<float> m(n), v(n);
-            err = state_read(state_path.c_str(), &s, m.data(), v.data());
-            bad = state_path;
-            if (err.empty() && s.step != (uint64_t)step) err = "holds step " + std::to_string(s.step);
-            if (err.empty() && s.num_parameters != n) err = "parameter count differs from the model file";
+            TrainState s;
+            err = state_read_range(dir, step, n, 0, n, &s, nullptr, nullptr);
         }
         if (err.empty()) return step;
-        fprintf(stderr, "warning: checkpoint at step %d is unusable (%s: %s); trying the previous one\n",
-                step, bad.c_str(), err.c_str());
+        fprintf(stderr, "warning: checkpoint at step %d is unusable (%s); trying the previous one\n", step,
+                err.c_str());
     }
     return -1;
 }
 
-// Model file, this rank's state file, then the DONE marker, each durable before the next.
-inline void checkpoint_write(const std::string& dir, int step, const GPT2* model, const TrainState& s) {
-    if (s.rank == 0) gpt2_write_checkpoint(model, checkpoint_path(dir, "model", step));
-    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, model->m, model->v);
+// The model file (written by rank 0 only: model != nullptr there) and this rank's state file,
+// each durable on disk. m, v: s.range_count values. The DONE marker follows once every rank
+// is done (checkpoint_mark_done, after a barrier).
+inline void checkpoint_write_model_and_state(const std::string& dir, int step, const GPT2* model,
+                                             const TrainState& s, const float* m, const float* v) {
+    if (model != nullptr) gpt2_write_checkpoint(model, checkpoint_path(dir, "model", step));
+    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m, v);
     fsync_dir(dir);
-    if (s.rank == 0) {
-        AtomicFile done(checkpoint_path(dir, "DONE", step));
-        done.commit();
-        fsync_dir(dir);
-    }
 }
 
-// The DONE marker goes first, so a half-deleted checkpoint is never taken as complete.
-inline void checkpoint_delete(const std::string& dir, int step, int rank) {
-    if (rank == 0) {
-        remove(checkpoint_path(dir, "DONE", step).c_str());
-        fsync_dir(dir);
-        remove(checkpoint_path(dir, "model", step).c_str());
-    }
+// Rank 0, after every rank's files are on disk: from now on the checkpoint exists. State
+// files of ranks >= world at this step are left over from an earlier run on more processes
+// (overwritten up to here); they go.
+inline void checkpoint_mark_done(const std::string& dir, int step, int world) {
+    for (int k = world; remove(checkpoint_path(dir, "state", step, k).c_str()) == 0; k++) {}
+    AtomicFile done(checkpoint_path(dir, "DONE", step));
+    done.commit();
+    fsync_dir(dir);
+}
+
+// Rank 0 first removes the DONE marker (a half-deleted checkpoint is never taken as
+// complete), then, after a barrier, each rank its own files: checkpoint_delete_files.
+inline void checkpoint_unmark_done(const std::string& dir, int step) {
+    remove(checkpoint_path(dir, "DONE", step).c_str());
+    fsync_dir(dir);
+}
+
+inline void checkpoint_delete_files(const std::string& dir, int step, int rank) {
+    if (rank == 0) remove(checkpoint_path(dir, "model", step).c_str());
     remove(checkpoint_path(dir, "state", step, rank).c_str());
 }

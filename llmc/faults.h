@@ -212,9 +212,12 @@ inline const char* weights_find_nonfinite(const float* params, size_t n, const P
 // step's update), spike_loss / spike_grad (the loss / grad norm the detectors see is x100).
 // Each item fires once per process, as a transient hardware fault would: a step that runs
 // again after a reload of the last good checkpoint runs clean. Unset in real runs.
-enum FaultKind { FAULT_NAN_LOSS, FAULT_NAN_GRAD, FAULT_NAN_WEIGHT, FAULT_SPIKE_LOSS, FAULT_SPIKE_GRAD, FAULT_KINDS };
+// rank_exit / rank_hang act on the last rank of a multi-process run only: it exits (status 3)
+// or stops answering at the start of the step, and the other ranks must notice.
+enum FaultKind { FAULT_NAN_LOSS, FAULT_NAN_GRAD, FAULT_NAN_WEIGHT, FAULT_SPIKE_LOSS, FAULT_SPIKE_GRAD,
+                 FAULT_RANK_EXIT, FAULT_RANK_HANG, FAULT_KINDS };
 inline constexpr const char* FAULT_KIND_NAMES[FAULT_KINDS] = {"nan_loss", "nan_grad", "nan_weight", "spike_loss",
-                                                              "spike_grad"};
+                                                             "spike_grad", "rank_exit", "rank_hang"};
 
 struct FaultInject {
     struct Entry { FaultKind kind = FAULT_KINDS; long long first = 0, last = 0; std::vector<bool> fired; };
@@ -244,7 +247,7 @@ inline FaultInject fault_inject_from_env() {
             ok = parse_int(steps.substr(dash + 1).c_str(), e.first, 2000000000, &e.last);
         if (!ok)
             fail("GPTRAIN_FAULT_INJECT: bad item '%s' (kind@STEP or kind@FIRST-LAST; kinds: nan_loss nan_grad "
-                 "nan_weight spike_loss spike_grad)", item.c_str());
+                 "nan_weight spike_loss spike_grad rank_exit rank_hang)", item.c_str());
         e.fired.assign((size_t)(e.last - e.first + 1), false);
         fi.entries.push_back(e);
         start = end + 1;

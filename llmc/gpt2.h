@@ -3,7 +3,7 @@
 // gpt2_backward and gpt2_update.
 // defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, gpt2_param_table, GPT2,
 //          gpt2_init, gpt2_alloc_state, gpt2_init_random, gpt2_forward, gpt2_backward,
-//          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
+//          gpt2_zero_grad, grad_sum_squares, gpt2_grad_norm, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
 // L layers, V vocabulary, Vp vocabulary padded to a multiple of 128, maxT positions.
@@ -400,14 +400,17 @@ inline void gpt2_zero_grad(GPT2* model) {
     memset(model->grads, 0, model->num_parameters * sizeof(float));
 }
 
-// Global L2 norm of all gradients, summed in double.
-inline float gpt2_grad_norm(const GPT2* model) {
+// Sum of squares of n gradients, in double (a ZeRO rank sums its slice, then the ranks add).
+inline double grad_sum_squares(const float* g, size_t n) {
     double sum = 0.0;
-    const float* g = model->grads;
-    size_t n = model->num_parameters;
     #pragma omp parallel for reduction(+ : sum)
     for (size_t i = 0; i < n; i++) sum += (double)g[i] * g[i];
-    return (float)std::sqrt(sum);
+    return sum;
+}
+
+// Global L2 norm of all gradients, summed in double.
+inline float gpt2_grad_norm(const GPT2* model) {
+    return (float)std::sqrt(grad_sum_squares(model->grads, model->num_parameters));
 }
 
 // Gradient scale for clipping at max_norm, as torch.nn.utils.clip_grad_norm_ computes it.

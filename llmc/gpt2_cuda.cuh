@@ -4,7 +4,8 @@
 // order: gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update.
 // defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state,
 //          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_logits_row,
-//          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_grad_norm, gpt2_cuda_update,
+//          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_opt_grads, gpt2_cuda_grad_sum_squares,
+//          gpt2_cuda_update,
 //          gpt2_cuda_download_grads, gpt2_cuda_write_model, gpt2_cuda_checkpoint_write,
 //          gpt2_cuda_load_state, gpt2_cuda_free
 //
@@ -12,10 +13,12 @@
 // L layers, V vocabulary, Vp padded vocabulary, maxT positions. N = B*T positions.
 //
 // Memory, all allocated once, before the first step:
-//   params   floatX, one allocation laid out by gpt2_param_table (the checkpoint's order)
+//   params   floatX, one allocation laid out by gpt2_param_table (the checkpoint's order),
+//            padded to the ZeRO layout's world*shard values (llmc/zero.h)
 //   grads    floatX, the same layout; micro-steps accumulate into it (+=)
-//   m, v     fp32 AdamW moments, the same layout
-//   master   fp32 copy of the weights, bf16 build with -w 1 only: AdamW updates it and
+//   m, v     fp32 AdamW moments of the values this rank updates (all of them with one
+//            process or ZeRO 0, the owned slice at ZeRO 1 and 2)
+//   master   fp32 copy of the same values, bf16 build with -w 1 only: AdamW updates it and
 //            writes the bf16 params from it with stochastic rounding
 //   acts     one allocation for what the forward keeps for the backward, the logits, and
 //            the backward's scratch; its plan is printed at start
@@ -35,7 +38,8 @@
 #include <vector>
 
 #include "gpt2.h"                // defines: GPT2Config, ParamTensor, gpt2_param_table, GPT2
-#include "checkpoint.h"          // defines: MODEL_MAGIC, AtomicFile, TrainState, state_write, state_read, ...
+#include "checkpoint.h"          // defines: MODEL_MAGIC, AtomicFile, TrainState, state_write, state_read_range, ...
+#include "zero.h"                // defines: ZeroLayout, zero_segments
 #include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
 #include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward, EncoderBuckets
 #include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
@@ -115,6 +119,9 @@ struct GPT2Cuda {
     float* m = nullptr;
     float* v = nullptr;
     float* master = nullptr;           // bf16 build with -w 1 only
+    ZeroLayout z;                      // this rank's part (llmc/zero.h): params and grads are
+                                       // z.padded long; m, v and master cover [opt_begin, opt_end)
+    floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
     ParamPtrsX p, g;
     GPUActivations acts;
     void* acts_memory = nullptr;
@@ -148,8 +155,10 @@ inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
 
 // Takes the configuration and the weights of a host model (gpt2_init + gpt2_init_random, or
 // gpt2_load_checkpoint) and uploads them, rounding to bf16 to nearest in the bf16 build.
-// master_weights (bf16 build): keep an fp32 master copy, initialized from the host's fp32.
-inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights) {
+// master_weights (bf16 build): keep an fp32 master copy of the values this rank updates,
+// initialized from the host's fp32. z: the ZeRO layout (zero_layout(n, 0, 0, 1) for one process).
+inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
+                           const ZeroLayout& z) {
     const char* problem = gpt2_cuda_config_problem(host->config);
     if (problem != nullptr) fail("model config: %s", problem);
     model->ctx = ctx;
@@ -157,7 +166,10 @@ inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* 
     model->num_parameters = gpt2_param_table(host->config, model->tensors);
     CHECK(model->num_parameters == host->num_parameters, "%zu vs %zu", model->num_parameters, host->num_parameters);
     size_t n = model->num_parameters;
-    model->params = (floatX*)cuda_malloc_or_fail(n * sizeof(floatX), "parameters");
+    CHECK(z.n == n, "layout for %zu parameters, model has %zu", z.n, n);
+    model->z = z;
+    model->params = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "parameters");
+    CHECK_CUDA(cudaMemset(model->params, 0, z.padded * sizeof(floatX)));  // the padding stays zero
     model->p = param_ptrs_x(model->params, model->tensors);
     // convert in chunks: a whole-model floatX copy on the host would be one more model's worth
     std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
@@ -168,8 +180,9 @@ inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* 
     }
     bool bf16 = sizeof(floatX) == 2;
     if (bf16 && master_weights) {
-        model->master = (float*)cuda_malloc_or_fail(n * sizeof(float), "master weights");
-        CHECK_CUDA(cudaMemcpy(model->master, host->params, n * sizeof(float), cudaMemcpyHostToDevice));
+        model->master = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "master weights");
+        CHECK_CUDA(cudaMemcpy(model->master, host->params + z.opt_begin, z.opt_count() * sizeof(float),
+                              cudaMemcpyHostToDevice));
     }
 }
 
@@ -179,13 +192,17 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     const CudaContext& ctx = *model->ctx;
-    size_t n = model->num_parameters;
-    model->grads = (floatX*)cuda_malloc_or_fail(n * sizeof(floatX), "gradients");
-    model->m = (float*)cuda_malloc_or_fail(n * sizeof(float), "AdamW m");
-    model->v = (float*)cuda_malloc_or_fail(n * sizeof(float), "AdamW v");
-    CHECK_CUDA(cudaMemset(model->grads, 0, n * sizeof(floatX)));
-    CHECK_CUDA(cudaMemset(model->m, 0, n * sizeof(float)));
-    CHECK_CUDA(cudaMemset(model->v, 0, n * sizeof(float)));
+    const ZeroLayout& z = model->z;
+    model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
+    model->m = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW m");
+    model->v = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW v");
+    CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
+    CHECK_CUDA(cudaMemset(model->m, 0, z.opt_count() * sizeof(float)));
+    CHECK_CUDA(cudaMemset(model->v, 0, z.opt_count() * sizeof(float)));
+    if (z.stage == 2 && z.world > 1) {
+        model->grad_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "gradient shard");
+        CHECK_CUDA(cudaMemset(model->grad_shard, 0, z.shard * sizeof(floatX)));
+    }
     model->g = param_ptrs_x(model->grads, model->tensors);
 
     // the activation plan: one row per buffer, in GPUActivations order
@@ -244,9 +261,11 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
 
 inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
     const double MiB = 1048576.0;
-    size_t n = model->num_parameters;
-    double params = n * sizeof(floatX) / MiB, grads = params, adam = 2.0 * n * sizeof(float) / MiB;
-    double master = model->master ? n * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
+    const ZeroLayout& z = model->z;
+    double params = z.padded * sizeof(floatX) / MiB;
+    double grads = (z.padded + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
+    double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
+    double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
     double work = model->ctx->workspace_bytes / MiB;
     printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
            "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB; total %.1f MiB\n",
@@ -425,30 +444,44 @@ inline void gpt2_cuda_backward(GPT2Cuda* model) {
 }
 
 inline void gpt2_cuda_zero_grad(GPT2Cuda* model) {
-    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->num_parameters * sizeof(floatX), model->ctx->stream));
+    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->z.padded * sizeof(floatX), model->ctx->stream));
+    if (model->grad_shard != nullptr)
+        CHECK_CUDA(cudaMemsetAsync(model->grad_shard, 0, model->z.shard * sizeof(floatX), model->ctx->stream));
 }
 
-// Global L2 norm of all gradients (waits for the backward).
-inline float gpt2_cuda_grad_norm(GPT2Cuda* model) {
+// Gradient i of the values this rank's AdamW updates (parameter z.opt_begin + i), once the
+// gradients are reduced: ZeRO 2's accumulator, else the gradient buffer from opt_begin.
+inline floatX* gpt2_cuda_opt_grads(GPT2Cuda* model) {
+    return model->grad_shard != nullptr ? model->grad_shard : model->grads + model->z.opt_begin;
+}
+
+// Sum of squares of the gradients this rank updates (waits for the backward): the global
+// norm's square with one process or ZeRO 0, this rank's part of it at ZeRO 1 and 2.
+inline double gpt2_cuda_grad_sum_squares(GPT2Cuda* model) {
     const CudaContext& ctx = *model->ctx;
-    global_norm_squared(ctx, model->norm_device, model->grads, model->num_parameters, false);
+    if (model->z.opt_count() == 0) return 0.0;
+    global_norm_squared(ctx, model->norm_device, gpt2_cuda_opt_grads(model), model->z.opt_count(), false);
     CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
                                ctx.stream));
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    return sqrtf(*model->norm_host);
+    return *model->norm_host;
 }
 
-// One AdamW step over every tensor; t is the 1-based step count. The stochastic rounding
-// seed of each tensor is a hash of (t, tensor), so a resumed run rounds the same way.
+// One AdamW step over the values this rank updates, tensor piece by tensor piece (weight decay
+// is per tensor); t is the 1-based step count. The stochastic rounding seed of each tensor is
+// a hash of (t, tensor) and its bits are drawn by the index inside the tensor, so a resumed
+// run, or the same run split over other ranks, rounds the same way.
 inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2, float eps, float weight_decay,
                              float grad_scale, int t) {
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const ParamTensor& pt = model->tensors[i];
-        size_t o = pt.offset;
-        uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)i + 1));
-        adamw_update(*model->ctx, model->params + o, model->master ? model->master + o : nullptr,
-                     model->grads + o, model->m + o, model->v + o, pt.numel, lr, beta1, beta2, eps,
-                     pt.decays ? weight_decay : 0.0f, grad_scale, t, seed);
+    const ZeroLayout& z = model->z;
+    floatX* g = gpt2_cuda_opt_grads(model);
+    for (const ZeroSegment& seg : zero_segments(model->tensors, z.opt_begin, z.opt_end)) {
+        const ParamTensor& pt = model->tensors[seg.tensor];
+        size_t o = seg.begin - z.opt_begin;
+        uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)seg.tensor + 1));
+        adamw_update(*model->ctx, model->params + seg.begin, model->master ? model->master + o : nullptr, g + o,
+                     model->m + o, model->v + o, seg.end - seg.begin, lr, beta1, beta2, eps,
+                     pt.decays ? weight_decay : 0.0f, grad_scale, t, seed, seg.begin - pt.offset);
     }
 }
 
@@ -490,50 +523,50 @@ inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path
     out.commit();
 }
 
-// As checkpoint_write in llmc/checkpoint.h: model file, this rank's state file (AdamW m, v
-// and the master weights when there are any), then the DONE marker, each durable before the next.
-inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, const TrainState& s) {
+// As checkpoint_write_model_and_state in llmc/checkpoint.h: the model file (rank 0) and this
+// rank's state file (AdamW m, v and the master weights when there are any, of the slice it
+// owns), each durable on disk. The DONE marker follows once every rank is done.
+inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, TrainState s) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    const ZeroLayout& z = model->z;
     if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step));
-    size_t n = model->num_parameters;
-    std::vector<float> m(n), v(n), master(model->master ? n : 0);
-    CHECK_CUDA(cudaMemcpy(m.data(), model->m, n * sizeof(float), cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(v.data(), model->v, n * sizeof(float), cudaMemcpyDeviceToHost));
-    if (model->master) CHECK_CUDA(cudaMemcpy(master.data(), model->master, n * sizeof(float), cudaMemcpyDeviceToHost));
+    s.range_begin = z.own_begin;
+    s.range_count = z.own_end - z.own_begin;
+    s.zero_stage = z.stage;
+    size_t k = s.range_count, o = z.own_begin - z.opt_begin;
+    std::vector<float> m(k), v(k), master(model->master ? k : 0);
+    CHECK_CUDA(cudaMemcpy(m.data(), model->m + o, k * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(v.data(), model->v + o, k * sizeof(float), cudaMemcpyDeviceToHost));
+    if (model->master)
+        CHECK_CUDA(cudaMemcpy(master.data(), model->master + o, k * sizeof(float), cudaMemcpyDeviceToHost));
     state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m.data(), v.data(),
                 model->master ? master.data() : nullptr);
     fsync_dir(dir);
-    if (s.rank == 0) {
-        AtomicFile done(checkpoint_path(dir, "DONE", step));
-        done.commit();
-        fsync_dir(dir);
-    }
 }
 
-// Restores AdamW m, v and (bf16 with -w 1) the master weights from a state file, and returns
-// its header in *s for the caller's checks. A state without master weights (written by a
-// -w 0 run) leaves the master as the widened bf16 params, with a note.
-inline void gpt2_cuda_load_state(GPT2Cuda* model, const std::string& path, TrainState* s) {
-    std::string err = state_read(path.c_str(), s, nullptr, nullptr);  // the header first: sizes
-    if (err.empty() && s->num_parameters != model->num_parameters)
-        err = "state is for " + std::to_string(s->num_parameters) + " parameters, the model has " +
-              std::to_string(model->num_parameters);
-    size_t n = model->num_parameters;
-    std::vector<float> m(n), v(n), master(model->master ? n : 0);
+// Restores AdamW m, v and (bf16 with -w 1) the master weights of the values this rank updates
+// from the state files of the checkpoint at `step` (any number of ranks wrote them), and
+// returns rank 0's header in *s for the caller's checks. State without master weights (written
+// by a -w 0 run) leaves the master as the widened bf16 params, with a note.
+inline void gpt2_cuda_load_state(GPT2Cuda* model, const std::string& dir, int step, TrainState* s) {
+    const ZeroLayout& z = model->z;
+    size_t k = z.opt_count();
+    std::vector<float> m(k), v(k), master(model->master ? k : 0);
     bool has_master = false;
-    if (err.empty()) err = state_read(path.c_str(), s, m.data(), v.data(), model->master ? master.data() : nullptr,
-                                      &has_master);
-    if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
-    CHECK_CUDA(cudaMemcpy(model->m, m.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(model->v, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, m.data(), v.data(),
+                                       model->master ? master.data() : nullptr, &has_master);
+    if (!err.empty()) fail("%s", err.c_str());
+    CHECK_CUDA(cudaMemcpy(model->m, m.data(), k * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(model->v, v.data(), k * sizeof(float), cudaMemcpyHostToDevice));
     if (model->master != nullptr) {
-        if (has_master) {
-            CHECK_CUDA(cudaMemcpy(model->master, master.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-        } else {
-            printf("note: %s has no master weights; starting them from the bf16 weights\n", path.c_str());
-            gpt2_cuda_download_floatx(model, model->params, master.data());
-            CHECK_CUDA(cudaMemcpy(model->master, master.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+        if (!has_master) {
+            printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n",
+                   step);
+            std::vector<float> all(z.n);
+            gpt2_cuda_download_floatx(model, model->params, all.data());
+            std::copy(all.begin() + z.opt_begin, all.begin() + z.opt_end, master.begin());
         }
+        CHECK_CUDA(cudaMemcpy(model->master, master.data(), k * sizeof(float), cudaMemcpyHostToDevice));
     }
 }
 
@@ -548,7 +581,7 @@ inline void gpt2_cuda_free(GPT2Cuda* model) {
         CHECK_CUDA(cudaEventDestroy(model->losses_ready));
     }
     void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
-                    model->norm_device};
+                    model->norm_device, model->grad_shard};
     for (void* b : bufs)
         if (b != nullptr) CHECK_CUDA(cudaFree(b));
     *model = GPT2Cuda();

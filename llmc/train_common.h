@@ -25,6 +25,7 @@
 #include "tokenizer.h"   // defines: Tokenizer, tokenizer_decode
 #include "logger.h"      // defines: Logger, logger_log_train
 #include "faults.h"      // defines: StepGuard, StepVerdict, preempt_signal, weights_find_nonfinite, ...
+#include "comm.h"        // defines: Comm, comm_broadcast, comm_sum
 
 inline double now_seconds() {
     using namespace std::chrono;
@@ -54,23 +55,21 @@ inline std::string format_duration(double s) {
 // Flags that parse but whose feature belongs to a later part of the project. prog names
 // the binary in the message ("train_gpt_cpu", "train_gpt_bf16", ...).
 inline void reject_unfinished_features(const TrainConfig& c, const char* prog) {
-    if (c.num_processes != 1 || c.process_rank != 0)
-        fail("-pn/-pr: multi-process training is not available yet in %s (it arrives with the distributed trainer); use -pn 1", prog);
-    if (c.zero_stage != 0)
-        fail("-z %d: ZeRO needs several processes, which %s does not run yet; use -z 0", c.zero_stage, prog);
-    if (c.hellaswag != 0) fail("-h 1: HellaSwag evaluation is not available yet; use -h 0");
+    if (c.hellaswag != 0) fail("-h 1: HellaSwag evaluation is not available yet in %s; use -h 0", prog);
 }
 
 // Creates -o and decides where training starts: returns the step of the newest complete
 // checkpoint to resume from (-y 1), or -1 for a fresh start. A fresh start into a
-// directory that already holds checkpoints is an error (it would mix two runs).
-inline int train_prepare_output_dir(const TrainConfig& cfg, int rank) {
+// directory that already holds checkpoints is an error (it would mix two runs). Rank 0
+// verifies the checkpoints and tells the others which one (-o is on a shared filesystem).
+inline int train_prepare_output_dir(const TrainConfig& cfg, Comm* comm) {
     const std::string& dir = cfg.output_dir;
     if (cfg.resume && dir.empty()) fail("flag -y 1 needs an output directory (-o) to resume from");
     if (dir.empty()) return -1;
     mkdir_p(dir);
     if (cfg.resume) {
-        int step = checkpoint_find_latest(dir, rank);
+        int step = comm->rank == 0 ? checkpoint_find_latest(dir) : 0;
+        comm_broadcast(comm, &step, sizeof(step), 0);
         if (step < 0) printf("no complete checkpoint in %s: starting from scratch\n", dir.c_str());
         return step;
     }
@@ -191,18 +190,25 @@ inline void train_state_restore_guard(StepGuard* guard, const TrainState& s, con
     if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
 }
 
-// A state file must come from a run with the same model size, batch shape, data order and
-// process count; anything else would not continue the same run.
+// A state file must come from a run with the same model size, batch and data order, or the
+// resume would not continue the same run. The number of processes may change (the AdamW
+// state is re-sharded) as long as processes x -b stays the same: the data loader's samples
+// are world*B*T tokens wide, so its position then means the same tokens.
 inline void train_state_check(const TrainState& s, const std::string& path, size_t num_parameters,
                               const TrainConfig& cfg, int world) {
     if (s.num_parameters != num_parameters)
         fail("%s: state is for %llu parameters, the model has %zu", path.c_str(),
              (unsigned long long)s.num_parameters, num_parameters);
-    if (s.B != (uint64_t)cfg.B || s.T != (uint64_t)cfg.T || s.total_batch != (uint64_t)cfg.total_batch ||
-        s.world != (uint64_t)world || s.shuffle != (uint64_t)cfg.shuffle || s.seed != (uint64_t)cfg.seed)
-        fail("%s: written by a run with -b %llu -t %llu -d %llu -sh %llu -sd %llu on %llu processes; resume with the same",
+    if (s.T != (uint64_t)cfg.T || s.total_batch != (uint64_t)cfg.total_batch || s.shuffle != (uint64_t)cfg.shuffle ||
+        s.seed != (uint64_t)cfg.seed || s.B * s.world != (uint64_t)cfg.B * world)
+        fail("%s: written by a run with -b %llu -t %llu -d %llu -sh %llu -sd %llu on %llu processes; resume with the "
+             "same -t -d -sh -sd, and processes x -b = %llu",
              path.c_str(), (unsigned long long)s.B, (unsigned long long)s.T, (unsigned long long)s.total_batch,
-             (unsigned long long)s.shuffle, (unsigned long long)s.seed, (unsigned long long)s.world);
+             (unsigned long long)s.shuffle, (unsigned long long)s.seed, (unsigned long long)s.world,
+             (unsigned long long)(s.B * s.world));
+    if (s.world != (uint64_t)world)
+        printf("resuming on %d processes a run saved on %llu: AdamW state re-sharded, -b %d\n", world,
+               (unsigned long long)s.world, cfg.B);
 }
 
 // Generates cfg.gen_tokens tokens after an EOT in one row, printing each as it comes; the
@@ -311,10 +317,10 @@ inline std::string train_step_note(StepVerdict verdict, const StepGuard& g, cons
 // True when SIGTERM, SIGINT or SIGUSR1 asked the run to stop. The loop asks at the top of
 // each iteration and again just before the training step, so a stop waits for at most the
 // step in progress.
-inline bool train_preempt_requested() {
-    // multi-process: all-reduce (max) preempt_signal() across ranks here, once the
-    // distributed trainer exists, so every rank checkpoints and stops at the same step
-    return preempt_signal() != 0;
+// With several processes the ranks agree (a signal to any one stops all at the same step,
+// each saving its part of the checkpoint).
+inline bool train_preempt_requested(Comm* comm) {
+    return comm_sum(comm, preempt_signal() != 0 ? 1.0 : 0.0) > 0.0;
 }
 
 // The last words of a preempted run; returns the exit status: 0 when a checkpoint at `step`
@@ -338,12 +344,14 @@ inline int train_preempt_exit(const TrainConfig& cfg, int step, Logger* lg) {
 // and continue from. Stops the run (exit 1) when there is none, or when the same checkpoint
 // was reloaded before and the faults came back (a fault that repeats is not transient).
 // last_reload: the checkpoint reloaded last in this process, -1 if none.
-inline int train_fault_reload_step(const TrainConfig& cfg, const StepGuard& g, int step, int rank,
+inline int train_fault_reload_step(const TrainConfig& cfg, const StepGuard& g, int step, Comm* comm,
                                    int last_reload) {
     long long first = step - g.bad_streak + 1;
     printf("%lld steps in a row (%lld..%d) had a non-finite loss or gradient norm (-fk %d)\n", g.bad_streak, first,
            step, cfg.fault_streak);
-    int from = cfg.output_dir.empty() ? -1 : checkpoint_find_latest(cfg.output_dir, rank);
+    int from = -1;
+    if (!cfg.output_dir.empty() && comm->rank == 0) from = checkpoint_find_latest(cfg.output_dir);
+    comm_broadcast(comm, &from, sizeof(from), 0);
     if (from < 0)
         fail("%lld consecutive non-finite steps (%lld..%d) and no checkpoint to reload%s: stopping", g.bad_streak,
              first, step, cfg.output_dir.empty() ? " (no -o)" : (" in " + cfg.output_dir).c_str());

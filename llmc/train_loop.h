@@ -5,14 +5,21 @@
 // between the trainers is a Backend, a small struct in each main with these members:
 //   float micro_step(inputs, targets, B, T, dloss)  forward + backward of one micro-batch,
 //                                                  gradients accumulate; returns its mean loss
+//   void reduce_grads(bool last_micro)              the gradients' communication after a
+//                                                  micro-step (ZeRO 2: every one; else the last)
 //   float eval_loss(inputs, targets, B, T)          forward only; the batch's mean loss
 //   const float* last_logits(tokens, ctx)           forward of one row of ctx tokens; the
 //                                                  logits (Vp floats) of the last position
-//   float grad_norm(); void update(lr, wd, clip_scale, t); void zero_grad()
+//   float grad_norm()                               the global norm of the reduced gradients
+//   void update(lr, wd, clip_scale, t)              AdamW on this rank's values, then (ZeRO >= 1)
+//                                                  the all-gather of the updated parameters
+//   void zero_grad()
 //   void sync()                                     waits for queued device work (the timer)
 //   void poison_grad(); void poison_weight()        TEST HOOK: one gradient / weight := NaN
-//   void write_checkpoint(dir, step, state)         refuses non-finite weights, then writes
-//   void load_state(path, &state)                   AdamW moments (+ master weights) and header
+//   void write_checkpoint(dir, step, state)         refuses non-finite weights, then writes the
+//                                                  model file (rank 0) and this rank's state file
+//   void load_state(dir, step, &state)              this rank's AdamW moments (+ master weights),
+//                                                  from however many state files, and rank 0's header
 //   void load_weights(path)                         the weights of a checkpoint's model file
 //   void step_done(step)                            after each timed step (peak memory)
 //   std::string step_column(tok_s)                  the step line's device column
@@ -31,17 +38,19 @@
 #include "gpt2.h"          // defines: grad_clip_scale
 #include "faults.h"        // defines: StepGuard, step_guard_judge, FaultInject, fault_inject_fire
 #include "train_common.h"  // defines: TrainData, train_state_make, sample_text, train_log_step, ...
+#include "comm.h"          // defines: Comm, comm_sum, comm_barrier
 
-// Mean loss over num_batches validation batches from the start of the val split.
+// Mean loss over num_batches validation batches from the start of the val split (each rank
+// evaluates its slice of every batch; the mean is over all of them).
 template <typename Backend>
-float train_validate(Backend& be, DataLoader* val, int num_batches) {
+float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm) {
     dataloader_reset(val);
     double sum = 0.0;
     for (int i = 0; i < num_batches; i++) {
         dataloader_next_batch(val);
         sum += be.eval_loss(val->inputs, val->targets, val->B, val->T);
     }
-    return (float)(sum / num_batches);
+    return (float)(comm_sum(comm, sum) / ((double)num_batches * comm->world));
 }
 
 // Trains from resume_step's checkpoint (-1: the weights the backend holds) to data.num_steps;
@@ -49,8 +58,9 @@ float train_validate(Backend& be, DataLoader* val, int num_batches) {
 // logger lives here; the caller frees the data, tokenizer and model afterwards.
 template <typename Backend>
 int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Tokenizer* tokenizer,
-               const LRSchedule& sched, FaultInject* inject, int resume_step, int rank, int world) {
+               const LRSchedule& sched, FaultInject* inject, int resume_step, Comm* comm) {
     const std::string& dir = cfg.output_dir;
+    const int rank = comm->rank, world = comm->world;
     const int B = cfg.B, T = cfg.T, num_steps = data.num_steps, grad_accum = data.grad_accum;
     const size_t n = be.num_parameters();
 
@@ -59,9 +69,9 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     uint64_t sample_rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;
     StepGuard guard;
     auto restore_state = [&](int from) {
-        std::string path = checkpoint_path(dir, "state", from, rank);
+        std::string path = checkpoint_path(dir, "state", from, 0);
         TrainState s;
-        be.load_state(path, &s);
+        be.load_state(dir, from, &s);
         train_state_check(s, path, n, cfg, world);
         dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
         sample_rng = s.sample_rng;
@@ -70,11 +80,14 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
     };
     if (resume_step >= 0) restore_state(resume_step);
-    Logger logger;
-    logger_init(&logger, dir, resume_step);
+    Logger logger;  // main.log and metrics.jsonl: rank 0 writes them
+    const std::string log_dir = rank == 0 ? dir : "";
+    logger_init(&logger, log_dir, resume_step);
     int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
     auto write_checkpoint = [&]() {
         be.write_checkpoint(dir, step, train_state_make(step, rank, world, n, &data.train, cfg, sample_rng, guard));
+        comm_barrier(comm);  // every rank's files are on disk: now the checkpoint exists
+        if (rank == 0) checkpoint_mark_done(dir, step, world);
         checkpointed = step;
         printf("checkpoint: %s\n", checkpoint_path(dir, "model", step).c_str());
     };
@@ -88,36 +101,46 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     bool preempted = false;
     int last_reload = -1;
     for (; step <= num_steps; step++) {
-        if ((preempted = train_preempt_requested())) break;
+        if ((preempted = train_preempt_requested(comm))) break;
         bool last = step == num_steps;
         if (data.do_val && (step % cfg.val_every == 0 || last)) {
-            last_val = train_validate(be, &data.val, data.val_batches);
+            last_val = train_validate(be, &data.val, data.val_batches, comm);
             printf("val loss %f\n", last_val);
             logger_log_val(&logger, step, last_val);
         }
-        if (cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
+        if (rank == 0 && cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
             sample_text(cfg, tokenizer, be.vocab_size(), T, &sample_rng,
                         [&](const int* tokens, int ctx) { return be.last_logits(tokens, ctx); });
         if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
             ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
             write_checkpoint();
             int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
-            if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0))
-                checkpoint_delete(dir, old, rank);
+            if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0)) {
+                if (rank == 0) checkpoint_unmark_done(dir, old);
+                comm_barrier(comm);
+                checkpoint_delete_files(dir, old, rank);
+            }
         }
         just_resumed = false;
         if (last) break;
-        if ((preempted = train_preempt_requested())) break;
+        if ((preempted = train_preempt_requested(comm))) break;
+        if (world > 1 && rank == world - 1) {
+            if (fault_inject_fire(inject, FAULT_RANK_EXIT, step)) exit(3);
+            if (fault_inject_fire(inject, FAULT_RANK_HANG, step)) for (;;) sleep(1000);
+        }
 
-        // one optimizer step over grad_accum micro-batches
+        // one optimizer step over grad_accum micro-batches on each of the world ranks; the
+        // gradients are scaled so that their sum over ranks is the mean over the whole batch
         be.sync();
         double t0 = now_seconds();
         double loss_sum = 0.0;
+        float dloss = 1.0f / ((float)B * T * grad_accum * world);
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
-            loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, 1.0f / ((float)B * T * grad_accum));
+            loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, dloss);
+            be.reduce_grads(micro == grad_accum - 1);
         }
-        float loss = (float)(loss_sum / grad_accum);
+        float loss = (float)(comm_sum(comm, loss_sum) / ((double)grad_accum * world));
         if (fault_inject_fire(inject, FAULT_NAN_LOSS, step)) loss = NAN;
         if (fault_inject_fire(inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
         if (fault_inject_fire(inject, FAULT_NAN_GRAD, step)) be.poison_grad();
@@ -147,7 +170,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
         // (logs cut back to it, so they tell the history of the weights in hand)
         if (guard.bad_streak >= cfg.fault_streak) {
-            int from = train_fault_reload_step(cfg, guard, step, rank, last_reload);
+            int from = train_fault_reload_step(cfg, guard, step, comm, last_reload);
             last_reload = from;
             be.load_weights(checkpoint_path(dir, "model", from));
             restore_state(from);

@@ -272,6 +272,57 @@ if has_part trainer; then
         fi
     done
 
+    # 4. several processes (issue 4). NCCL over one rank (GPTRAIN_NCCL_SINGLE=1, a test
+    #    hook) must leave the run bit-identical to the plain one; two ranks sharing this GPU
+    #    (sockets, -pi fs; gradients staged through the host) at ZeRO 1 and 2 with -b 2 must
+    #    train like one process with -b 4: every loss within 1% (fp32, TF32 matmuls of other
+    #    shapes) or 2% (bf16).
+    for prec in fp32 bf16; do
+        bin=./train_gpt_$prec
+        a="$LOGDIR/resume_$prec/plain-a"
+        [ -x "$bin" ] && [ -f "$a/main.log" ] || { record "multi-process $prec" FAIL "no $bin or no reference run"; continue; }
+        out="$LOGDIR/multirank_$prec"
+        rm -rf "$out"; mkdir -p "$out"
+        base=(-e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -t 32 -d 256 -x 30
+              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n 5)
+        if ldd "$bin" | grep -q libnccl; then
+            GPTRAIN_NCCL_SINGLE=1 timeout 120 "$bin" "${base[@]}" -b 4 -o "$out/nccl1" > "$out/nccl1.stdout" 2>&1
+            if grep -q "through NCCL over one rank" "$out/nccl1.stdout" && cmp -s "$a/main.log" "$out/nccl1/main.log" &&
+               cmp -s "$a/model_00000030.bin" "$out/nccl1/model_00000030.bin"; then
+                record "NCCL 1 rank $prec" PASS "all-reduce through NCCL: same main.log and final model"
+            else
+                record "NCCL 1 rank $prec" FAIL "$(diff "$a/main.log" "$out/nccl1/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$out/nccl1.stdout")"
+            fi
+        else
+            record "NCCL 1 rank $prec" SKIP "$bin built without NCCL"
+        fi
+        tol=0.01
+        [ $prec = bf16 ] && tol=0.02
+        for z in 1 2; do
+            d="$out/shared-z$z"
+            mkdir -p "$d.rdv"
+            pids=()
+            for r in 0 1; do
+                timeout 300 "$bin" "${base[@]}" -b 2 -z $z -pi fs -pf "$d.rdv" -pn 2 -pr $r -pt 120 -o "$d" \
+                    > "$d.stdout.$r" 2>&1 &
+                pids+=($!)
+            done
+            st=0
+            for p in "${pids[@]}"; do wait "$p" || st=1; done
+            # column 2 of main.log is trl:X or tel:X: the losses, line by line
+            worst=$(awk '
+                FNR == NR { split($2, a, ":"); ref[FNR] = a[2]; n = FNR; next }
+                { split($2, b, ":"); d = b[2] - ref[FNR]; if (d < 0) d = -d; r = d / ref[FNR]; if (r > m) m = r; c++ }
+                END { printf "%.3g %d %d", m, c, n }' "$a/main.log" "$d/main.log" 2> /dev/null)
+            read -r maxrel count nref <<< "$worst"
+            if [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
+                record "2 ranks share GPU -z $z $prec" PASS "host-staged, -b 2 x 2 vs -b 4: max loss rel diff $maxrel over $count lines"
+            else
+                record "2 ranks share GPU -z $z $prec" FAIL "rc=$st, max rel $maxrel, $count/$nref lines $(tail -n 1 "$d.stdout.0")"
+            fi
+        done
+    done
+
     # 3. compute-sanitizer memcheck over a short run with everything on: gradient
     #    accumulation, validation, sampling, checkpoints, then a resume
     if command -v compute-sanitizer > /dev/null; then

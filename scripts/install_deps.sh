@@ -22,6 +22,8 @@ if [ "${1:-}" = "--test" ]; then
     need python3-torch /usr/bin/python3 -c "import torch"
     need python3-numpy /usr/bin/python3 -c "import numpy"
     need python3-matplotlib /usr/bin/python3 -c "import matplotlib"
+    need openmpi-bin command -v mpirun      # multi-process tests (test_multirank.sh)
+    need libopenmpi-dev command -v mpicxx
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"

@@ -89,6 +89,7 @@ int main() {
     std::vector<float> m(n), v(n), m2(n), v2(n);
     for (size_t i = 0; i < n; i++) { m[i] = a.params[i] * 0.5f; v[i] = a.params[i] * a.params[i]; }
     TrainState s = {17, 0, 1, n, 2, 1, 5, 42, 1, 4, 32, 256, 0xDEADBEEFull};
+    s.range_count = n;
     std::string spath = dir + "/state.bin";
     state_write(spath, s, m.data(), v.data());
     TrainState r;
@@ -106,6 +107,31 @@ int main() {
     CHECK(truncate(spath.c_str(), 4000) == 0, "truncate");
     err = state_read(spath.c_str(), &r, m2.data(), v2.data());
     expect(err.find("truncated") != std::string::npos, "a truncated state file is caught: " + err);
+
+    // three ranks' slices of m, v; any range reads back from the files it overlaps
+    {
+        std::string cdir = dir + "/ranks";
+        CHECK(system(("mkdir -p " + cdir).c_str()) == 0, "mkdir");
+        size_t cuts[4] = {0, n / 3 + 5, 2 * n / 3 - 7, n};
+        for (int k = 0; k < 3; k++) {
+            TrainState sk = s;
+            sk.rank = k;
+            sk.world = 3;
+            sk.range_begin = cuts[k];
+            sk.range_count = cuts[k + 1] - cuts[k];
+            state_write(checkpoint_path(cdir, "state", 17, k), sk, m.data() + cuts[k], v.data() + cuts[k]);
+        }
+        size_t lo = n / 3 - 100, hi = 2 * n / 3 + 100;  // crosses both cuts
+        std::vector<float> mr(hi - lo), vr(hi - lo);
+        TrainState got;
+        std::string e = state_read_range(cdir, 17, n, lo, hi, &got, mr.data(), vr.data());
+        bool same = e.empty() && std::equal(mr.begin(), mr.end(), m.begin() + lo) &&
+                    std::equal(vr.begin(), vr.end(), v.begin() + lo) && got.world == 3 && got.step == 17;
+        expect(same, "a range across three ranks' state files reads back exactly " + e);
+        remove(checkpoint_path(cdir, "state", 17, 1).c_str());
+        e = state_read_range(cdir, 17, n, lo, hi, &got, mr.data(), vr.data());
+        expect(e.find("state_00000017_00001.bin") != std::string::npos, "a missing rank's state file is named: " + e);
+    }
 
     gpt2_free(&a);
     gpt2_free(&c);

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, V, c.padded_vocab_size,
            c.max_seq_len, B, T, lr, wd, clip, recompute);
     GPT2Cuda model;
-    gpt2_cuda_init(&model, &ctx, &host, true);
+    gpt2_cuda_init(&model, &ctx, &host, true, zero_layout(host.num_parameters, 0, 0, 1));
     gpt2_free(&host);
     gpt2_cuda_alloc_state(&model, B, T, recompute);
     int Vp = c.padded_vocab_size;
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         gpt2_cuda_forward(&model, x.data(), y.data(), B, T, 1.0f / (float)BT);
         gpt2_cuda_backward(&model);
         float step_loss = gpt2_cuda_loss(&model);
-        float norm = gpt2_cuda_grad_norm(&model);
+        float norm = (float)std::sqrt(gpt2_cuda_grad_sum_squares(&model));
         double lerr = std::fabs(step_loss - losses[s]) / std::fabs(losses[s]);
         double nerr = std::fabs(norm - norms[s]) / std::fabs(norms[s]);
         char what[64];

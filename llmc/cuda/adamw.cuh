@@ -13,7 +13,8 @@
 
 __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads, float* m, float* v,
                              size_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float grad_scale, float step_size, float bc2_sqrt, uint32_t seed) {
+                             float grad_scale, float step_size, float bc2_sqrt, uint32_t seed,
+                             size_t index_offset) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float g = to_float(grads[i]) * grad_scale;
@@ -25,17 +26,19 @@ __global__ void adamw_kernel(floatX* params, float* master, const floatX* grads,
     p = p * (1.0f - lr * weight_decay);
     p = p - step_size * mi / (sqrtf(vi) / bc2_sqrt + eps);
     if (master != nullptr) master[i] = p;
-    stochastic_round(p, &params[i], random_u32(seed, i));
+    stochastic_round(p, &params[i], random_u32(seed, index_offset + i));
 }
 
 // For n parameters: g = grad * grad_scale (clipping), m and v updated, then
 //   param = param * (1 - lr*wd) - lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
 // t is the 1-based step. master (n, fp32) is the weights' true value when given (the bf16
 // build); with master == nullptr the params themselves are read (the fp32 build).
-// seed: vary it per step and per tensor (e.g. hash of step and tensor index).
+// seed: vary it per step and per tensor (e.g. hash of step and tensor index). index_offset:
+// where params[0] sits in its tensor (a ZeRO shard may start mid-tensor); the rounding bits
+// of an element depend on (seed, its index in the tensor) only.
 inline void adamw_update(const CudaContext& ctx, floatX* params, float* master, const floatX* grads,
                          float* m, float* v, size_t n, float lr, float beta1, float beta2, float eps,
-                         float weight_decay, float grad_scale, int t, uint32_t seed) {
+                         float weight_decay, float grad_scale, int t, uint32_t seed, size_t index_offset = 0) {
     CHECK(n > 0, "n=%zu", n);
     CHECK(t >= 1, "t=%d (steps count from 1)", t);
     CHECK(params != nullptr && grads != nullptr && m != nullptr && v != nullptr,
@@ -48,6 +51,7 @@ inline void adamw_update(const CudaContext& ctx, floatX* params, float* master, 
     size_t grid = ceil_div(n, block);
     CHECK(grid < (1u << 31), "n=%zu too large for one grid", n);
     adamw_kernel<<<(unsigned)grid, block, 0, ctx.stream>>>(params, master, grads, m, v, n, lr, beta1, beta2, eps,
-                                                           weight_decay, grad_scale, step_size, bc2_sqrt, seed);
+                                                           weight_decay, grad_scale, step_size, bc2_sqrt, seed,
+                                                           index_offset);
     CHECK_LAUNCH();
 }

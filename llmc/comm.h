@@ -1,0 +1,237 @@
+// comm.h: the processes of one training run: rank, world size, local rank (which GPU), and
+// the host-side collectives the trainers use. One interface, two transports:
+//   MPI     (-pi mpi, the default) processes started by mpirun, or srun with PMIx; built in
+//           when make finds mpicxx (USE_MPI)
+//   sockets (-pi fs | tcp, llmc/comm_socket.h) processes started by any launcher with -pn
+//           and -pr; they meet through a file in a shared directory (-pf) or rank 0's
+//           address (-ps), then talk over TCP
+// The CPU trainer moves its gradients and parameters through these collectives; the GPU
+// trainer uses them to bootstrap NCCL, or stages its buffers through the host when several
+// ranks share one GPU (the sharding logic above them is the same code, llmc/zero.h).
+// defines: Comm, comm_init, comm_free, comm_reduce_scatter_f32, comm_all_gather,
+//          comm_all_reduce_f32, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
+//
+// Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
+// slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
+// rank order on rank 0 and broadcast. So the ranks' weights never drift apart, and a step
+// guard (llmc/faults.h) judging the same loss and norm reaches the same verdict everywhere.
+//
+// No wait is unbounded: a collective that has not completed within -pt seconds stops this
+// process with an error naming it (another rank hung or died). The socket transport polls
+// with that timeout; MPI calls cannot time out, so a watchdog thread ends the process, and
+// mpirun (or srun --kill-on-bad-exit) then stops the rest.
+#pragma once
+#include <unistd.h>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+#ifdef USE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only: MPI's C++ bindings are deprecated and warn
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+#include "utils.h"        // defines: fail, CHECK
+#include "args.h"         // defines: TrainConfig
+#include "comm_socket.h"  // defines: SocketComm, socket_comm_create, socket_reduce_scatter_f32, ...
+
+enum CommTransport { COMM_TRANSPORT_NONE, COMM_TRANSPORT_MPI, COMM_TRANSPORT_SOCKET };
+
+struct Comm {
+    int rank = 0, world = 1;
+    int local_rank = 0;                          // index of this process on its node: its GPU
+    CommTransport transport = COMM_TRANSPORT_NONE;
+    SocketComm* sock = nullptr;
+    double timeout_s = 600.0;                    // -pt
+    // the MPI watchdog: when the collective in progress started (0: none), and its name
+    std::atomic<double> busy_since{0.0};
+    std::atomic<const char*> busy_what{""};
+    std::atomic<bool> watchdog_stop{false};
+    std::thread watchdog;
+};
+
+inline double comm_clock_() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+inline const char* comm_env_(const char* const* names) {
+    for (; *names != nullptr; names++) {
+        const char* v = getenv(*names);
+        if (v != nullptr && *v != '\0') return v;
+    }
+    return nullptr;
+}
+
+// True when a process manager (mpirun, srun with PMI/PMIx) started this process.
+inline bool comm_under_mpi_launcher_() {
+    static const char* const names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "PMI_RANK",
+                                        "MPI_LOCALNRANKS", nullptr};
+    return comm_env_(names) != nullptr;
+}
+
+// Marks a collective as in progress for the watchdog (MPI only), for the scope.
+struct CommBusy {
+    Comm* c;
+    CommBusy(Comm* comm, const char* what) : c(comm) {
+        c->busy_what = what;
+        c->busy_since = comm_clock_();
+    }
+    ~CommBusy() { c->busy_since = 0.0; }
+};
+
+inline void comm_watchdog_run_(Comm* c) {
+    while (!c->watchdog_stop) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        double since = c->busy_since;
+        if (since > 0.0 && comm_clock_() - since > c->timeout_s) {
+            // not fail(): this thread must not run exit handlers while MPI is in a call
+            fprintf(stderr, "error: rank %d: %s did not complete within -pt %.0f s: another rank hung or died; stopping\n",
+                    c->rank, (const char*)c->busy_what, c->timeout_s);
+            fflush(stderr);
+            _exit(1);
+        }
+    }
+}
+
+// Starts the processes' communication from the flags (-pi, -pn, -pr, -pg, -pf, -ps, -pt).
+// A single process (no launcher, -pn 1) needs nothing and gets COMM_TRANSPORT_NONE.
+// Other ranks' stdout goes to /dev/null: rank 0 prints the run; errors still reach stderr.
+inline void comm_init(Comm* c, const TrainConfig& cfg, int* argc, char*** argv) {
+    c->timeout_s = cfg.comm_timeout;
+    const std::string& method = cfg.init_method;
+    if (method != "mpi" && method != "fs" && method != "tcp")
+        fail("flag -pi: unknown init method '%s' (mpi | fs | tcp)", method.c_str());
+    if (method == "mpi") {
+        if (!comm_under_mpi_launcher_()) {
+            if (cfg.num_processes != 1)
+                fail("-pn %d with -pi mpi: start the processes with mpirun -np %d (or srun), or use -pi fs / -pi tcp",
+                     cfg.num_processes, cfg.num_processes);
+            return;  // one process, nothing to set up
+        }
+#ifdef USE_MPI
+        int provided = 0;
+        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+        c->transport = COMM_TRANSPORT_MPI;
+        if (cfg.num_processes != 1 && cfg.num_processes != c->world)
+            fail("-pn %d but mpirun started %d processes", cfg.num_processes, c->world);
+        c->watchdog = std::thread(comm_watchdog_run_, c);
+#else
+        fail("this binary was built without MPI (make found no mpicxx): start it without mpirun, "
+             "or use -pi fs -pf DIR / -pi tcp -ps HOST with -pn and -pr");
+#endif
+    } else {
+        if (cfg.process_rank >= cfg.num_processes)
+            fail("-pr %d: the rank must be below -pn %d", cfg.process_rank, cfg.num_processes);
+        if (method == "fs" && cfg.fs_path.empty()) fail("-pi fs needs -pf DIR, a directory every process can reach");
+        if (method == "tcp" && cfg.server_ip.empty()) fail("-pi tcp needs -ps HOST[:PORT], rank 0's address");
+        c->rank = cfg.process_rank;
+        c->world = cfg.num_processes;
+        if (c->world > 1) {
+            c->sock = socket_comm_create(c->rank, c->world, method.c_str(), cfg.fs_path.c_str(),
+                                         cfg.server_ip.c_str(), c->timeout_s);
+            c->transport = COMM_TRANSPORT_SOCKET;
+        }
+    }
+    static const char* const local_names[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK",
+                                              "MPI_LOCALRANKID", nullptr};
+    const char* local = comm_env_(local_names);
+    c->local_rank = local != nullptr ? atoi(local) : c->rank % cfg.gpus_per_node;
+    if (c->rank != 0 && freopen("/dev/null", "w", stdout) == nullptr)
+        fail("rank %d: cannot silence stdout (%s)", c->rank, strerror(errno));
+}
+
+inline void comm_free(Comm* c) {
+    if (c->watchdog.joinable()) {
+        c->watchdog_stop = true;
+        c->watchdog.join();
+    }
+#ifdef USE_MPI
+    if (c->transport == COMM_TRANSPORT_MPI) MPI_Finalize();
+#endif
+    if (c->sock != nullptr) socket_comm_destroy(c->sock);
+    c->sock = nullptr;
+    c->transport = COMM_TRANSPORT_NONE;
+}
+
+// In place: buf holds world*shard floats; afterwards buf[rank*shard, +shard) holds the sum
+// over ranks of that slice (the other slices are left as scratch).
+inline void comm_reduce_scatter_f32(Comm* c, float* buf, size_t shard) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_reduce_scatter_f32(c->sock, buf, shard);
+#ifdef USE_MPI
+    CHECK(shard <= (size_t)INT32_MAX, "shard=%zu: MPI counts are int", shard);
+    CommBusy busy(c, "reduce-scatter");
+    MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, (int)shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    // MPI leaves the result at the front; the owned slice is where the value lives
+    if (c->rank != 0) memmove(buf + (size_t)c->rank * shard, buf, shard * sizeof(float));
+#endif
+}
+
+// In place: buf holds world*shard values of elem_bytes (2 or 4) each; rank r's slice is its
+// input; afterwards every rank holds every slice.
+inline void comm_all_gather(Comm* c, void* buf, size_t shard, size_t elem_bytes) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_all_gather(c->sock, buf, shard * elem_bytes);
+#ifdef USE_MPI
+    CHECK(elem_bytes == 2 || elem_bytes == 4, "elem_bytes=%zu", elem_bytes);
+    CHECK(shard <= (size_t)INT32_MAX, "shard=%zu: MPI counts are int", shard);
+    CommBusy busy(c, "all-gather");
+    MPI_Datatype type = elem_bytes == 4 ? MPI_FLOAT : MPI_UINT16_T;
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, type, MPI_COMM_WORLD);
+#endif
+}
+
+// buf (world*shard floats) := the sum over ranks, identical on every rank.
+inline void comm_all_reduce_f32(Comm* c, float* buf, size_t shard) {
+    comm_reduce_scatter_f32(c, buf, shard);
+    comm_all_gather(c, buf, shard, sizeof(float));
+}
+
+inline void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_broadcast(c->sock, buf, bytes, root);
+#ifdef USE_MPI
+    CHECK(bytes <= (size_t)INT32_MAX, "bytes=%zu", bytes);
+    CommBusy busy(c, "broadcast");
+    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+#endif
+}
+
+// x[0..n) := the sum over ranks, added in rank order on rank 0, then broadcast.
+inline void comm_sum_f64(Comm* c, double* x, int n) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_sum_f64(c->sock, x, n);
+#ifdef USE_MPI
+    CommBusy busy(c, "sum");
+    std::vector<double> all(c->rank == 0 ? (size_t)n * c->world : 0);
+    MPI_Gather(x, n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (c->rank == 0) {
+        for (int i = 0; i < n; i++) {
+            double s = 0.0;
+            for (int r = 0; r < c->world; r++) s += all[(size_t)r * n + i];
+            x[i] = s;
+        }
+    }
+    MPI_Bcast(x, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+#endif
+}
+
+inline double comm_sum(Comm* c, double x) {
+    comm_sum_f64(c, &x, 1);
+    return x;
+}
+
+inline void comm_barrier(Comm* c) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_barrier(c->sock);
+#ifdef USE_MPI
+    CommBusy busy(c, "barrier");
+    MPI_Barrier(MPI_COMM_WORLD);
+#endif
+}

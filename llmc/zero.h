@@ -1,0 +1,94 @@
+// zero.h: how the flat parameter vector is split over ranks, one layout for the CPU and GPU
+// trainers and for the checkpoint files (ZeRO, Rajbhandari et al. 2020).
+// defines: ZeroLayout, zero_layout, ZeroSegment, zero_segments, zero_comm_bytes_per_step,
+//          zero_stage_name
+//
+// The parameters, their gradients, and the AdamW state all follow the table of
+// llmc/gpt2.h: one flat vector of n values. With W ranks it is cut into W equal slices of
+// `shard` values (rounded up to a multiple of ZERO_ALIGN and padded at the end, so any n
+// works and every slice starts on 256 bytes); rank r owns [r*shard, (r+1)*shard). The
+// parameter and gradient buffers are allocated `padded` = W*shard long; the padding is
+// zero and never updated.
+//   stage 0: gradients all-reduced; every rank runs AdamW on all n values (m, v full size)
+//   stage 1: gradients reduce-scattered (rank r receives the sum of its slice); AdamW state
+//            (m, v, fp32 master weights) only for the owned slice; the updated parameters
+//            are all-gathered
+//   stage 2: as stage 1, and the gradients are reduce-scattered after every micro-step
+//            into an owned-slice accumulator, so no rank keeps a full gradient between
+//            micro-steps
+// Whatever the stage, a rank's state file holds the AdamW state of its owned slice only, so
+// a checkpoint is W files that together cover the vector once, and a resume with another
+// W reads whichever files overlap its new slice (checkpoint.h: state_read_range).
+#pragma once
+#include <algorithm>
+#include <vector>
+
+#include "gpt2.h"  // defines: ParamTensor, NUM_PARAM_TENSORS
+
+constexpr size_t ZERO_ALIGN = 64;  // values: 256 bytes of fp32, 128 of bf16
+
+struct ZeroLayout {
+    int stage = 0, rank = 0, world = 1;
+    size_t n = 0;          // parameters
+    size_t shard = 0;      // values per rank, a multiple of ZERO_ALIGN; world*shard >= n
+    size_t padded = 0;     // world*shard: the length of the communicated buffers
+    size_t own_begin = 0;  // this rank's slice, clipped to n (may be empty: own_begin == own_end)
+    size_t own_end = 0;
+    size_t opt_begin = 0;  // the values this rank's AdamW updates: [0, n) at stage 0, else the slice
+    size_t opt_end = 0;
+    size_t opt_count() const { return opt_end - opt_begin; }
+};
+
+inline ZeroLayout zero_layout(size_t n, int stage, int rank, int world) {
+    ZeroLayout z;
+    z.stage = stage;
+    z.rank = rank;
+    z.world = world;
+    z.n = n;
+    size_t per_rank = (n + world - 1) / world;
+    z.shard = (per_rank + ZERO_ALIGN - 1) / ZERO_ALIGN * ZERO_ALIGN;
+    z.padded = z.shard * world;
+    z.own_begin = std::min(n, (size_t)rank * z.shard);
+    z.own_end = std::min(n, z.own_begin + z.shard);
+    z.opt_begin = stage == 0 ? 0 : z.own_begin;
+    z.opt_end = stage == 0 ? n : z.own_end;
+    return z;
+}
+
+// A piece of [begin, end) that lies in one parameter tensor (weight decay is per tensor).
+struct ZeroSegment {
+    size_t begin, end;  // absolute indices into the flat vector
+    int tensor;         // index into the table
+};
+
+// The tensors' pieces covering [begin, end), in order.
+inline std::vector<ZeroSegment> zero_segments(const ParamTensor tensors[NUM_PARAM_TENSORS], size_t begin,
+                                              size_t end) {
+    std::vector<ZeroSegment> segs;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        size_t b = std::max(begin, tensors[i].offset), e = std::min(end, tensors[i].offset + tensors[i].numel);
+        if (b < e) segs.push_back({b, e, i});
+    }
+    return segs;
+}
+
+// Bytes one rank sends per optimizer step (ring collectives: each of reduce-scatter and
+// all-gather sends (W-1)/W of the buffer). grad_bytes/param_bytes: bytes per value as
+// communicated (4 for fp32, 2 for bf16).
+inline double zero_comm_bytes_per_step(const ZeroLayout& z, int grad_accum, size_t grad_bytes, size_t param_bytes) {
+    if (z.world == 1) return 0.0;
+    double ring = (double)(z.world - 1) / z.world * (double)z.padded;
+    switch (z.stage) {
+        case 0: return 2.0 * ring * grad_bytes;  // all-reduce = reduce-scatter + all-gather
+        case 1: return ring * grad_bytes + ring * param_bytes;
+        default: return grad_accum * ring * grad_bytes + ring * param_bytes;
+    }
+}
+
+inline const char* zero_stage_name(int stage) {
+    switch (stage) {
+        case 0: return "ZeRO 0 (all-reduce gradients, full AdamW state per rank)";
+        case 1: return "ZeRO 1 (reduce-scatter gradients, sharded AdamW state, all-gather parameters)";
+        default: return "ZeRO 2 (reduce-scatter every micro-step, sharded gradients and AdamW state)";
+    }
+}
