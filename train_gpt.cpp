@@ -89,9 +89,7 @@ struct CpuBackend {
     // the model file (rank 0) and the AdamW state of this rank's slice
     void write_checkpoint(const std::string& dir, int step, TrainState s) {
         train_check_weights_finite(model->params, model->num_parameters, model->tensors, step, dir);
-        s.range_begin = z.own_begin;
-        s.range_count = z.own_end - z.own_begin;
-        s.zero_stage = z.stage;
+        zero_state_slice(&s, z);
         size_t o = z.own_begin - z.opt_begin;
         checkpoint_write_model_and_state(dir, step, z.rank == 0 ? model : nullptr, s, model->m + o, model->v + o);
     }
@@ -173,13 +171,10 @@ int main(int argc, char** argv) {
     int B = cfg.B, T = cfg.T;
 
     Tokenizer tokenizer;
-    if (cfg.sample_every > 0) tokenizer_init(&tokenizer, default_tokenizer_path(cfg).c_str());
-    else tokenizer.ok = false;
+    train_tokenizer_init(cfg, &tokenizer);
 
     gpt2_alloc_state(&model, B, T);
-    int stage = world > 1 ? cfg.zero_stage : 0;
-    if (cfg.zero_stage != stage) printf("note: -z %d needs several processes; one process runs ZeRO 0\n", cfg.zero_stage);
-    ZeroLayout z = zero_layout(model.num_parameters, stage, rank, world);
+    ZeroLayout z = train_zero_layout(cfg, model.num_parameters, rank, world);
     float* grad_shard = cpu_apply_zero_layout(&model, z);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
@@ -194,7 +189,7 @@ int main(int argc, char** argv) {
     const double MiB = 1048576.0;
     if (world > 1)
         printf("processes: %d (%s), %s, %zu parameters per rank's slice\n", world,
-               comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets", zero_stage_name(stage), z.shard);
+               comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets", zero_stage_name(z.stage), z.shard);
     printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
            z.padded * 4 / MiB, (z.padded + (grad_shard ? z.shard : 0)) * 4 / MiB,
            grad_shard ? " (full one is one micro-step's scratch)" : "", z.opt_count() * 8 / MiB,

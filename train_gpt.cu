@@ -229,14 +229,12 @@ int main(int argc, char** argv) {
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
-    int stage = world > 1 ? cfg.zero_stage : 0;
-    if (cfg.zero_stage != stage) printf("note: -z %d needs several processes; one process runs ZeRO 0\n", cfg.zero_stage);
     GPT2Cuda model;
     ZeroLayout z;
     {
         GPT2 host;
         train_load_host_model(&host, cfg, resume_step);
-        z = zero_layout(host.num_parameters, stage, rank, world);
+        z = train_zero_layout(cfg, host.num_parameters, rank, world);
         gpt2_cuda_init(&model, &ctx, &host, use_master, z);
         gpt2_free(&host);
     }
@@ -250,8 +248,7 @@ int main(int argc, char** argv) {
     int B = cfg.B, T = cfg.T;
 
     Tokenizer tokenizer;
-    if (cfg.sample_every > 0) tokenizer_init(&tokenizer, default_tokenizer_path(cfg).c_str());
-    else tokenizer.ok = false;
+    train_tokenizer_init(cfg, &tokenizer);
 
     gpt2_cuda_alloc_state(&model, B, T, cfg.recompute);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
@@ -272,7 +269,7 @@ int main(int argc, char** argv) {
                "%.1f MiB sent per step and process\n",
                world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
                gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),
-               zero_stage_name(stage), z.shard,
+               zero_stage_name(z.stage), z.shard,
                zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
     gpt2_cuda_print_memory(&model);
 

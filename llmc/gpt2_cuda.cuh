@@ -39,7 +39,7 @@
 
 #include "gpt2.h"                // defines: GPT2Config, ParamTensor, gpt2_param_table, GPT2
 #include "checkpoint.h"          // defines: MODEL_MAGIC, AtomicFile, TrainState, state_write, state_read_range, ...
-#include "zero.h"                // defines: ZeroLayout, zero_segments
+#include "zero.h"                // defines: ZeroLayout, zero_segments, zero_state_slice
 #include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
 #include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward, EncoderBuckets
 #include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
@@ -530,9 +530,7 @@ inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const G
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
     const ZeroLayout& z = model->z;
     if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step));
-    s.range_begin = z.own_begin;
-    s.range_count = z.own_end - z.own_begin;
-    s.zero_stage = z.stage;
+    zero_state_slice(&s, z);
     size_t k = s.range_count, o = z.own_begin - z.opt_begin;
     std::vector<float> m(k), v(k), master(model->master ? k : 0);
     CHECK_CUDA(cudaMemcpy(m.data(), model->m + o, k * sizeof(float), cudaMemcpyDeviceToHost));

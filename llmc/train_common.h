@@ -6,7 +6,8 @@
 // defines: now_seconds, mkdir_p, format_duration, reject_unfinished_features,
 //          train_prepare_output_dir, train_load_host_model, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_flops_per_token, train_state_make,
-//          train_state_check, train_state_restore_guard, default_tokenizer_path, sample_text,
+//          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
+//          train_zero_layout, sample_text,
 //          train_check_weights_finite, train_log_step, train_log_event, train_step_note,
 //          train_preempt_requested, train_preempt_exit, train_fault_reload_step
 #pragma once
@@ -26,6 +27,7 @@
 #include "logger.h"      // defines: Logger, logger_log_train
 #include "faults.h"      // defines: StepGuard, StepVerdict, preempt_signal, weights_find_nonfinite, ...
 #include "comm.h"        // defines: Comm, comm_broadcast, comm_sum
+#include "zero.h"        // defines: ZeroLayout, zero_layout
 
 inline double now_seconds() {
     using namespace std::chrono;
@@ -162,6 +164,19 @@ inline double train_flops_per_token(const GPT2Config& mc, size_t num_parameters,
 inline std::string default_tokenizer_path(const TrainConfig& cfg) {
     if (!cfg.tokenizer.empty()) return cfg.tokenizer;
     return access("gpt2_tokenizer.bin", F_OK) == 0 ? "gpt2_tokenizer.bin" : "data/gpt2_tokenizer.bin";
+}
+
+// The tokenizer for samples (-s > 0); tok->ok is false when no sampling is asked for.
+inline void train_tokenizer_init(const TrainConfig& cfg, Tokenizer* tok) {
+    if (cfg.sample_every > 0) tokenizer_init(tok, default_tokenizer_path(cfg).c_str());
+    else tok->ok = false;
+}
+
+// This rank's ZeRO layout (llmc/zero.h). One process runs ZeRO 0 whatever -z says, with a note.
+inline ZeroLayout train_zero_layout(const TrainConfig& cfg, size_t num_parameters, int rank, int world) {
+    int stage = world > 1 ? cfg.zero_stage : 0;
+    if (cfg.zero_stage != stage) printf("note: -z %d needs several processes; one process runs ZeRO 0\n", cfg.zero_stage);
+    return zero_layout(num_parameters, stage, rank, world);
 }
 
 // What a checkpoint at `step` records besides the weights and the optimizer moments.

@@ -1,7 +1,7 @@
 // zero.h: how the flat parameter vector is split over ranks, one layout for the CPU and GPU
 // trainers and for the checkpoint files (ZeRO, Rajbhandari et al. 2020).
-// defines: ZeroLayout, zero_layout, ZeroSegment, zero_segments, zero_comm_bytes_per_step,
-//          zero_stage_name
+// defines: ZeroLayout, zero_layout, ZeroSegment, zero_segments, zero_state_slice,
+//          zero_comm_bytes_per_step, zero_stage_name
 //
 // The parameters, their gradients, and the AdamW state all follow the table of
 // llmc/gpt2.h: one flat vector of n values. With W ranks it is cut into W equal slices of
@@ -23,7 +23,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "gpt2.h"  // defines: ParamTensor, NUM_PARAM_TENSORS
+#include "gpt2.h"        // defines: ParamTensor, NUM_PARAM_TENSORS
+#include "checkpoint.h"  // defines: TrainState
 
 constexpr size_t ZERO_ALIGN = 64;  // values: 256 bytes of fp32, 128 of bf16
 
@@ -70,6 +71,13 @@ inline std::vector<ZeroSegment> zero_segments(const ParamTensor tensors[NUM_PARA
         if (b < e) segs.push_back({b, e, i});
     }
     return segs;
+}
+
+// What a rank's state file holds: the AdamW state of its owned slice.
+inline void zero_state_slice(TrainState* s, const ZeroLayout& z) {
+    s->range_begin = z.own_begin;
+    s->range_count = z.own_end - z.own_begin;
+    s->zero_stage = z.stage;
 }
 
 // Bytes one rank sends per optimizer step (ring collectives: each of reduce-scatter and
