@@ -15,7 +15,8 @@ MPI_LDLIBS := $(shell $(MPICXX) --showme:link)
 endif
 
 .PHONY: all test bench-cpu clean
-all: train_gpt_cpu tokenize $(if $(wildcard data/export_hf.cpp),export_hf) $(if $(wildcard data/import_hf.cpp),import_hf)
+all: train_gpt_cpu tokenize $(if $(wildcard data/export_hf.cpp),export_hf) $(if $(wildcard data/import_hf.cpp),import_hf) \
+     $(if $(wildcard data/generate.cpp),generate)
 
 train_gpt_cpu: train_gpt.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -pthread -o $@ $< $(LDLIBS) $(MPI_LDLIBS)
@@ -28,6 +29,10 @@ export_hf: data/export_hf.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 import_hf: data/import_hf.cpp $(HEADERS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+# sampling from a checkpoint with a KV cache (the GPU's generate_fp32/_bf16 are in cuda.mk)
+generate: data/generate.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # test programs: test/test_foo.cpp -> build/test_foo
@@ -48,7 +53,7 @@ bench-cpu: build/bench_cpu
 	./build/bench_cpu
 
 clean:
-	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate generate_fp32 generate_bf16
 
 # CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)
 -include cuda.mk

@@ -45,6 +45,7 @@ cuda-dev-clean:
 # The GPU trainer and its test against PyTorch, one source each, two precisions:
 #   train_gpt_fp32, train_gpt_bf16                          (train_gpt.cu)
 #   build/test_gpt2_debug_fp32, build/test_gpt2_debug_bf16  (test/test_gpt2_debug.cu)
+#   generate_fp32, generate_bf16                            (data/generate.cu: sampling, KV cache)
 # `make cuda-all` builds them and every dev/cuda program.
 CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh
 
@@ -59,7 +60,7 @@ CUDA_MP_LIBS += $(addprefix -L,$(shell $(MPICXX) --showme:libdirs)) $(addprefix 
 endif
 
 .PHONY: cuda-all
-cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 cuda-dev
+cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 generate_fp32 generate_bf16 cuda-dev
 
 train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
@@ -73,4 +74,11 @@ build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 
 build/test_gpt2_debug_bf16: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
+
+# generation (llmc/generate.h, llmc/gpt2_cuda_kv.cuh); data/bpe.h encodes the prompt
+generate_fp32: data/generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+
+generate_bf16: data/generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)

@@ -60,6 +60,10 @@ struct CpuBackend {
         gpt2_forward(model, inputs, targets, B, T);
         return model->mean_loss;
     }
+    const float* token_losses(const int* inputs, const int* targets, int B, int T) {
+        gpt2_forward(model, inputs, targets, B, T);
+        return model->acts.losses;
+    }
     const float* last_logits(const int* tokens, int ctx) {
         gpt2_forward(model, tokens, nullptr, 1, ctx);
         return (const float*)model->acts.logits + (size_t)(ctx - 1) * model->config.padded_vocab_size;
@@ -112,6 +116,8 @@ struct CpuBackend {
         return buf;
     }
     std::string summary_extras(double tok_s) { return ""; }
+    std::string step_metrics(double tok_s) { return ""; }
+    double energy_joules() { return -1.0; }
     int vocab_size() const { return model->config.vocab_size; }
     size_t num_parameters() const { return model->num_parameters; }
 };
@@ -149,7 +155,7 @@ static float* cpu_apply_zero_layout(GPT2* model, const ZeroLayout& z) {
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
-    reject_unfinished_features(cfg, "train_gpt_cpu");
+    train_check_flags(cfg);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());

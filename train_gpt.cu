@@ -23,13 +23,8 @@
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
 #include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_reduce_scatter, gpu_all_gather, ...
+#include "llmc/energy.h"        // defines: EnergyMeter, energy_meter_init, energy_meter_read, energy_meter_free
 #include "llmc/train_loop.h"    // defines: train_loop
-
-#ifdef ENABLE_BF16
-static const char* PROGRAM = "train_gpt_bf16";
-#else
-static const char* PROGRAM = "train_gpt_fp32";
-#endif
 
 // Dense peak TFLOP/s of the GPUs we know, for MFU: bf16 tensor cores, TF32 tensor cores,
 // plain fp32. Longest names first where one contains another. Unknown devices get no MFU.
@@ -116,10 +111,14 @@ struct GpuBackend {
     double peak_tflops;              // -1: an unknown device, no MFU
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
     std::vector<float> logits_row;   // the last position's logits, for sampling
+    EnergyMeter* energy;             // the board's energy counter (NVML), if there is one
+    double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
+    double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
 
-    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, double flops, double peak)
+    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, double flops, double peak, EnergyMeter* e)
         : model(m), comm(c), gc(g), flops_per_token(flops), peak_tflops(peak),
-          peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size) {}
+          peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size), energy(e),
+          start_j(energy_meter_read(e)), last_j(start_j), last_t(now_seconds()) {}
 
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
         gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
@@ -129,6 +128,10 @@ struct GpuBackend {
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
         gpt2_cuda_forward(model, inputs, targets, B, T, 0.0f);
         return gpt2_cuda_loss(model);
+    }
+    const float* token_losses(const int* inputs, const int* targets, int B, int T) {
+        gpt2_cuda_forward(model, inputs, targets, B, T, 0.0f);
+        return gpt2_cuda_token_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
         gpt2_cuda_forward(model, tokens, nullptr, 1, ctx, 0.0f);
@@ -179,14 +182,41 @@ struct GpuBackend {
     }
     void load_state(const std::string& dir, int step, TrainState* s) { gpt2_cuda_load_state(model, dir, step, s); }
     void load_weights(const std::string& path) { upload_weights(model, path); }
+    // after each step (the device idle): peak memory, and the energy since the previous step's end
+    // (evaluations and checkpoints in between count towards the next step)
     void step_done(int step) {
         if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
+        double j = energy_meter_read(energy), t = now_seconds();
+        if (j >= 0 && last_j >= 0 && t > last_t) {
+            step_j = j - last_j;
+            step_w = step_j / (t - last_t);
+        }
+        last_j = j;
+        last_t = t;
     }
     double mfu_percent(double tok_s) const { return 100.0 * tok_s * flops_per_token / (peak_tflops * 1e12); }
     std::string step_column(double tok_s) {
         char mfu[32] = "n/a";
         if (peak_tflops > 0) snprintf(mfu, sizeof(mfu), "%.1f%%", mfu_percent(tok_s));
-        return std::string("MFU ") + mfu;
+        std::string col = std::string("MFU ") + mfu;
+        if (step_w >= 0) col += " | " + std::to_string((int)std::lround(step_w)) + " W";
+        return col;
+    }
+    // MFU as a fraction, and the step's energy when NVML reads it
+    std::string step_metrics(double tok_s) {
+        char buf[96];
+        int len = 0;
+        if (peak_tflops > 0) len = snprintf(buf, sizeof(buf), ",\"mfu\":%.4f", mfu_percent(tok_s) / 100.0);
+        if (step_j >= 0) snprintf(buf + len, sizeof(buf) - len, ",\"energy_j\":%.3f,\"watts\":%.1f", step_j, step_w);
+        else buf[len] = '\0';
+        return buf;
+    }
+    // the job's energy: every rank's board (when every rank can read its counter)
+    double energy_joules() {
+        double j = energy_meter_read(energy);
+        bool ok = j >= 0 && start_j >= 0;
+        double missing = comm_sum(comm, ok ? 0.0 : 1.0), sum = comm_sum(comm, ok ? j - start_j : 0.0);
+        return missing > 0 ? -1.0 : sum;
     }
     std::string summary_extras(double tok_s) {
         char buf[96];
@@ -202,7 +232,7 @@ struct GpuBackend {
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
-    reject_unfinished_features(cfg, PROGRAM);
+    train_check_flags(cfg);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -273,11 +303,20 @@ int main(int argc, char** argv) {
                zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
     gpt2_cuda_print_memory(&model);
 
-    GpuBackend be(&model, &comm, &gc, flops_per_token, peak_tflops);
+    EnergyMeter energy;
+    int device = 0;
+    char bus_id[32];
+    CHECK_CUDA(cudaGetDevice(&device));
+    CHECK_CUDA(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
+    energy_meter_init(&energy, bus_id);
+    if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
+    else printf("energy: not measured (%s)\n", energy.why.c_str());
+    GpuBackend be(&model, &comm, &gc, flops_per_token, peak_tflops, &energy);
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpt2_cuda_free(&model);
+    energy_meter_free(&energy);
     gpu_comm_free(&gc);
     cuda_context_free(&ctx);
     comm_free(&comm);

@@ -116,12 +116,12 @@ int main(int argc, char** argv) {
                                  c.num_heads, c.vocab_size, c.max_seq_len, problem);
 
     // every expected tensor present with its shape, and nothing we do not understand
-    GPT2 model;
-    gpt2_init(&model, c);  // zeroed: the padded wte rows stay 0
+    ParamTensor table[NUM_PARAM_TENSORS];  // shapes only: nothing is allocated before they check out
+    gpt2_param_table(c, table);
     const HfName* hf = hf_gpt2_names();
     std::vector<std::string> expected;
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        std::vector<uint64_t> want = hf_tensor_shape(model.tensors[i], hf[i], c.vocab_size);
+        std::vector<uint64_t> want = hf_tensor_shape(table[i], hf[i], c.vocab_size);
         for (int l = 0; l < (hf[i].per_layer ? L : 1); l++) {
             std::string name = hf_tensor_name(prefix, hf[i], l);
             const SafeTensor* t = safetensors_find(st, name);
@@ -143,6 +143,11 @@ int main(int argc, char** argv) {
         if (n == "lm_head.weight" && t.shape == wte->shape) { lm_head = &t; continue; }
         fail("%s: unexpected tensor %s %s (not part of GPT-2)", st_path, n.c_str(), shape_str(t.shape).c_str());
     }
+
+    // every tensor is in the file with its shape: the model takes no more memory than the file
+    // (config sizes alone, from a few bytes of header, could ask for gigabytes)
+    GPT2 model;
+    gpt2_init(&model, c);  // zeroed: the padded wte rows stay 0
 
     // read, transposing Conv1D weights back to (out, in)
     std::vector<float> buf;

@@ -1,6 +1,7 @@
 // tokenize.cpp: the GPT-2 tokenizer tool. Encodes and decodes text, writes llm.c's
 // tokenizer file, and turns text corpora into llm.c data shards.
-//   ./tokenize encode | decode | tokenizer-file OUT.bin | shards --out PREFIX INPUT...
+//   ./tokenize encode | decode | tokenizer-file OUT.bin | shards --out PREFIX INPUT... |
+//              hellaswag IN.jsonl OUT.bin
 // Every subcommand takes --help. The BPE itself is in bpe.h.
 #include <unistd.h>
 
@@ -287,30 +288,43 @@ static bool json_skip_value(const char* s, size_t n, size_t* pos) {
     return true;
 }
 
-// The "text" field of one JSONL record.
-static void jsonl_text(const char* s, size_t n, const std::string& path, size_t line_no, std::string* text) {
+// Walks the fields of one JSONL record: calls field(key, &i) with i at the start of the
+// value; field moves i past the value and returns true, or returns false to have it skipped.
+template <typename Field>
+static void jsonl_fields(const char* s, size_t n, const std::string& path, size_t line_no, Field field) {
     size_t i = json_skip_space(s, n, 0);
     if (i >= n || s[i] != '{') fail("%s:%zu: not a JSON object", path.c_str(), line_no);
     i = json_skip_space(s, n, i + 1);
     std::string key;
-    bool found = false;
     while (i < n && s[i] != '}') {
         if (!json_read_string(s, n, &i, &key)) fail("%s:%zu: bad JSON key at byte %zu", path.c_str(), line_no, i);
         i = json_skip_space(s, n, i);
         if (i >= n || s[i] != ':') fail("%s:%zu: expected ':' at byte %zu", path.c_str(), line_no, i);
         i = json_skip_space(s, n, i + 1);
-        if (key == "text" && !found) {
-            if (i >= n || s[i] != '"') fail("%s:%zu: \"text\" is not a string", path.c_str(), line_no);
-            if (!json_read_string(s, n, &i, text)) fail("%s:%zu: bad \"text\" string", path.c_str(), line_no);
-            found = true;
-        } else if (!json_skip_value(s, n, &i)) {
+        if (!field(key, &i) && !json_skip_value(s, n, &i))
             fail("%s:%zu: bad JSON value at byte %zu", path.c_str(), line_no, i);
-        }
         i = json_skip_space(s, n, i);
         if (i < n && s[i] == ',') i = json_skip_space(s, n, i + 1);
         else if (i >= n || s[i] != '}') fail("%s:%zu: expected ',' or '}' at byte %zu", path.c_str(), line_no, i);
     }
     if (i >= n) fail("%s:%zu: truncated JSON object", path.c_str(), line_no);
+}
+
+// A string field's value at s[*i] into *out; fails naming the field.
+static void jsonl_string(const char* s, size_t n, size_t* i, const char* name, const std::string& path,
+                         size_t line_no, std::string* out) {
+    if (*i >= n || s[*i] != '"') fail("%s:%zu: \"%s\" is not a string", path.c_str(), line_no, name);
+    if (!json_read_string(s, n, i, out)) fail("%s:%zu: bad \"%s\" string", path.c_str(), line_no, name);
+}
+
+// The "text" field of one JSONL record.
+static void jsonl_text(const char* s, size_t n, const std::string& path, size_t line_no, std::string* text) {
+    bool found = false;
+    jsonl_fields(s, n, path, line_no, [&](const std::string& key, size_t* i) {
+        if (key != "text" || found) return false;
+        jsonl_string(s, n, i, "text", path, line_no, text);
+        return found = true;
+    });
     if (!found) fail("%s:%zu: record has no \"text\" field", path.c_str(), line_no);
 }
 
@@ -580,6 +594,113 @@ static int cmd_shards(int argc, char** argv) {
     return 0;
 }
 
+// ----------------------------------------------------------------------------------
+// hellaswag: HellaSwag's JSONL (ctx, endings, label) -> llm.c's eval file (llmc/hellaswag.h)
+
+static int cmd_hellaswag(int argc, char** argv) {
+    const char* usage =
+        "usage: ./tokenize hellaswag IN.jsonl OUT.bin [--vocab-dir DIR]\n"
+        "  Turns HellaSwag records ({\"ctx\": ..., \"endings\": [...], \"label\": N}, one a line) into\n"
+        "  llm.c's eval file for the trainers' -h 1: the context's tokens, and each ending encoded\n"
+        "  with a leading space, as GPT-2 sees a continuation. data/prepare_hellaswag.sh uses it.\n";
+    std::vector<const char*> files;
+    const char* dir = default_vocab_dir();
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); return 0; }
+        if (!strcmp(argv[i], "--vocab-dir")) {
+            if (i + 1 >= argc) fail("hellaswag: --vocab-dir needs a value");
+            dir = argv[++i];
+        } else if (argv[i][0] == '-') {
+            fail("hellaswag: unknown option '%s' (see --help)", argv[i]);
+        } else {
+            files.push_back(argv[i]);
+        }
+    }
+    if (files.size() != 2) fail("hellaswag: expected IN.jsonl OUT.bin (see --help)");
+    const std::string in = files[0];
+    Bpe bpe;
+    load_vocab_or_fail(&bpe, dir);
+    BpeCache cache;
+    FILE* f = fopen_or_fail(in.c_str(), "r");
+    std::vector<uint16_t> words;  // every example, as the file stores them
+    size_t longest = 0, line_no = 0, count = 0, not_four = 0;
+    char* line = nullptr;
+    size_t cap = 0;
+    ssize_t len;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        line_no++;
+        if (json_skip_space(line, len, 0) >= (size_t)len) continue;  // blank line
+        std::string ctx, piece;
+        std::vector<std::string> endings;
+        long long label = -1;
+        jsonl_fields(line, len, in, line_no, [&](const std::string& key, size_t* i) {
+            if (key == "ctx") {
+                jsonl_string(line, len, i, "ctx", in, line_no, &ctx);
+            } else if (key == "label") {
+                size_t start = *i;
+                if (!json_skip_value(line, len, i) || !parse_int(std::string(line + start, *i - start).c_str(), 0, 255, &label))
+                    fail("%s:%zu: \"label\" is not an integer in 0..255", in.c_str(), line_no);
+            } else if (key == "endings") {
+                if (*i >= (size_t)len || line[*i] != '[') fail("%s:%zu: \"endings\" is not an array", in.c_str(), line_no);
+                *i = json_skip_space(line, len, *i + 1);
+                while (*i < (size_t)len && line[*i] != ']') {
+                    jsonl_string(line, len, i, "endings", in, line_no, &piece);
+                    endings.push_back(piece);
+                    *i = json_skip_space(line, len, *i);
+                    if (*i < (size_t)len && line[*i] == ',') *i = json_skip_space(line, len, *i + 1);
+                }
+                if (*i >= (size_t)len) fail("%s:%zu: unterminated \"endings\"", in.c_str(), line_no);
+                (*i)++;
+            } else {
+                return false;
+            }
+            return true;
+        });
+        if (ctx.empty() || endings.empty() || label < 0)
+            fail("%s:%zu: a record needs \"ctx\", \"endings\" and \"label\"", in.c_str(), line_no);
+        if (label >= (long long)endings.size())
+            fail("%s:%zu: label %lld but %zu endings", in.c_str(), line_no, label, endings.size());
+        not_four += endings.size() != 4;
+        if (count >= 65535) fail("%s: more than 65535 examples (the file's example index is 16 bits)", in.c_str());
+        std::vector<uint32_t> ids;
+        size_t begin = words.size();
+        words.insert(words.end(), {65535, 0, (uint16_t)count, (uint16_t)label, (uint16_t)endings.size()});
+        auto add_tokens = [&](const std::string& text) {
+            ids.clear();
+            bpe_encode(&bpe, &cache, text.data(), text.size(), &ids);
+            if (ids.empty() || ids.size() > 65535) fail("%s:%zu: a text of %zu tokens", in.c_str(), line_no, ids.size());
+            words.push_back((uint16_t)ids.size());
+            for (uint32_t id : ids) words.push_back((uint16_t)id);
+        };
+        add_tokens(ctx);
+        for (const std::string& e : endings) add_tokens(" " + e);
+        size_t bytes = 2 * (words.size() - begin);
+        if (bytes > 65535) fail("%s:%zu: the example takes %zu bytes; the file allows 65535", in.c_str(), line_no, bytes);
+        words[begin + 1] = (uint16_t)bytes;
+        longest = std::max(longest, bytes);
+        count++;
+    }
+    free(line);
+    if (ferror(f)) fail("%s: read error (%s)", in.c_str(), strerror(errno));
+    fclose(f);
+    if (count == 0) fail("%s: no records", in.c_str());
+    int32_t header[256] = {0};
+    header[0] = 20240522;  // llm.c's eval file, version 1
+    header[1] = 1;
+    header[2] = (int32_t)count;
+    header[3] = (int32_t)longest;
+    AtomicFile out;
+    atomic_open(&out, files[1]);
+    fwrite_or_fail(header, sizeof(header), 1, out.f, out.tmp.c_str());
+    fwrite_or_fail(words.data(), sizeof(uint16_t), words.size(), out.f, out.tmp.c_str());
+    atomic_commit(&out);
+    printf("wrote %s: %zu examples, longest %zu bytes\n", files[1], count, longest);
+    if (not_four > 0)
+        printf("note: %zu examples do not have 4 endings: the trainers here score them, llm.c's loader "
+               "accepts exactly 4\n", not_four);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     const char* usage =
         "usage: ./tokenize COMMAND [--help]\n"
@@ -587,6 +708,7 @@ int main(int argc, char** argv) {
         "  decode          token ids on stdin -> text on stdout\n"
         "  tokenizer-file  write llm.c's tokenizer file (for printing samples while training)\n"
         "  shards          text / .jsonl corpora -> llm.c data shards\n"
+        "  hellaswag       HellaSwag's .jsonl -> llm.c's eval file (for -h 1)\n"
         "The vocabulary (encoder.json, vocab.bpe) is read from data/gpt2_vocab unless --vocab-dir\n"
         "says otherwise; data/get_vocab.sh fetches it.\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -598,6 +720,7 @@ int main(int argc, char** argv) {
     if (cmd == "decode") return cmd_decode(argc, argv);
     if (cmd == "tokenizer-file") return cmd_tokenizer_file(argc, argv);
     if (cmd == "shards") return cmd_shards(argc, argv);
+    if (cmd == "hellaswag") return cmd_hellaswag(argc, argv);
     if (cmd == "unicode-classes") return cmd_unicode_classes();
     fail("unknown command '%s' (see ./tokenize --help)", cmd.c_str());
 }

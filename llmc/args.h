@@ -1,7 +1,7 @@
 // args.h: the trainers' command line: llm.c's flags, every default in one struct, one
 // table that drives parsing, range checks and --help. Unknown flags and bad values are
 // errors with one line naming the flag.
-// defines: TrainConfig, args_parse, args_print_help
+// defines: TrainConfig, ArgSpec, arg_specs, args_print_table, args_parse_table, args_parse, args_print_help
 #pragma once
 #include <string>
 #include <vector>
@@ -17,7 +17,7 @@ struct TrainConfig {
     int B = 4;                       // -b  micro-batch per process
     int T = 1024;                    // -t  sequence length
     long long total_batch = -1;      // -d  tokens per optimizer step (-1: B*T*processes, no accumulation)
-    int max_steps = -1;              // -x  optimizer steps (-1: one epoch of the train data)
+    int max_steps = -1;              // -x  optimizer steps (-1: one epoch of the train data; 0: only evaluate)
     float lr = 3e-4f;                // -l  peak learning rate
     int warmup = 0;                  // -u  warmup steps
     float final_lr_frac = 1.0f;      // -q  final lr as a fraction of the peak
@@ -44,7 +44,9 @@ struct TrainConfig {
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
     int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
-    int hellaswag = 0;               // -h  HellaSwag eval
+    int hellaswag = 0;               // -h  1: HellaSwag accuracy at every validation (and at the end)
+    std::string hellaswag_path = "data/hellaswag/hellaswag_val.bin";  // -hf the eval file (llm.c's format)
+    float target_val_loss = 0.0f;    // --target-val-loss stop when the val loss reaches this (0: off)
     int num_processes = 1;           // -pn processes
     int process_rank = 0;            // -pr this process's rank
     int gpus_per_node = 8;           // -pg GPUs per node
@@ -76,7 +78,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-b", ARG_INT, B, 1, 1 << 20, "micro-batch size per process"),
     ARG("-t", ARG_INT, T, 1, 1 << 20, "sequence length"),
     ARG("-d", ARG_LLONG, total_batch, -1, 1e15, "total batch in tokens per step (-1: B*T*processes)"),
-    ARG("-x", ARG_INT, max_steps, -1, 2e9, "optimizer steps (-1: one epoch)"),
+    ARG("-x", ARG_INT, max_steps, -1, 2e9, "optimizer steps (-1: one epoch; 0: only evaluate)"),
     ARG("-l", ARG_FLOAT, lr, 0, 10, "peak learning rate"),
     ARG("-u", ARG_INT, warmup, 0, 2e9, "warmup steps"),
     ARG("-q", ARG_FLOAT, final_lr_frac, 0, 1, "final learning rate fraction"),
@@ -103,7 +105,10 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
     ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),
-    ARG("-h", ARG_INT, hellaswag, 0, 1, "HellaSwag eval"),
+    ARG("-h", ARG_INT, hellaswag, 0, 1, "1: HellaSwag accuracy at every validation and at the end"),
+    ARG("-hf", ARG_STRING, hellaswag_path, 0, 0, "HellaSwag eval file (data/prepare_hellaswag.sh writes it)"),
+    ARG("--target-val-loss", ARG_FLOAT, target_val_loss, 0, 1e9,
+        "stop once the val loss is at or below this; report time, tokens, steps to it (0: off)"),
     ARG("-pn", ARG_INT, num_processes, 1, 1 << 20, "number of processes"),
     ARG("-pr", ARG_INT, process_rank, 0, 1 << 20, "rank of this process"),
     ARG("-pg", ARG_INT, gpus_per_node, 1, 1024, "GPUs per node"),
@@ -115,10 +120,9 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
 #undef ARG
 }
 
-inline void args_print_help(const char* prog) {
-    TrainConfig def;
-    printf("usage: %s [flags]   (llm.c's flags; every flag takes a value)\n", prog);
-    for (const ArgSpec& a : arg_specs(&def)) {
+// One line per flag: the flag, its default (the value the table points at), its help.
+inline void args_print_table(const std::vector<ArgSpec>& specs, int value_width) {
+    for (const ArgSpec& a : specs) {
         const void* field = a.field;
         char value[64];
         switch (a.kind) {
@@ -127,19 +131,19 @@ inline void args_print_help(const char* prog) {
             case ARG_FLOAT: snprintf(value, sizeof(value), "%g", *(const float*)field); break;
             case ARG_STRING: snprintf(value, sizeof(value), "\"%s\"", ((const std::string*)field)->c_str()); break;
         }
-        printf("  %-4s %-34s %s\n", a.flag, value, a.help);
+        printf("  %-4s %-*s %s\n", a.flag, value_width, value, a.help);
     }
 }
 
-// Parses argv into cfg; --help prints the table and exits 0.
-inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {
-            args_print_help(argv[0]);
-            exit(0);
-        }
-    }
-    std::vector<ArgSpec> specs = arg_specs(cfg);
+inline void args_print_help(const char* prog) {
+    TrainConfig def;
+    printf("usage: %s [flags]   (llm.c's flags; every flag takes a value)\n", prog);
+    args_print_table(arg_specs(&def), 34);
+}
+
+// Sets the fields of a flag table from argv: every flag takes a value; unknown flags and
+// values out of range are one-line errors naming the flag.
+inline void args_parse_table(int argc, char** argv, const std::vector<ArgSpec>& specs) {
     for (int i = 1; i < argc; i += 2) {
         const ArgSpec* spec = nullptr;
         for (const ArgSpec& a : specs)
@@ -168,4 +172,15 @@ inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
                 break;
         }
     }
+}
+
+// Parses argv into cfg; --help prints the table and exits 0.
+inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {
+            args_print_help(argv[0]);
+            exit(0);
+        }
+    }
+    args_parse_table(argc, argv, arg_specs(cfg));
 }

@@ -4,8 +4,7 @@
 // under a real name; DONE is written last, and a checkpoint without it does not exist.
 // defines: model_file_read_header, gpt2_load_checkpoint, gpt2_write_checkpoint,
 //          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
-//          checkpoint_mark_done, checkpoint_find_latest, checkpoint_unmark_done,
-//          checkpoint_delete_files, checksum64, AtomicFile
+//          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
@@ -16,6 +15,7 @@
 
 #include "utils.h"  // defines: fail, xmalloc, file_size_or_fail
 #include "gpt2.h"   // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
+#include "faults.h" // defines: fault_inject_write_pause_ms
 
 enum { MODEL_MAGIC = 20240326, MODEL_VERSION_FP32 = 3, MODEL_VERSION_BF16 = 5 };
 enum { STATE_MAGIC = 20241122, STATE_VERSION = 1 };
@@ -35,22 +35,31 @@ inline uint64_t checksum64(const void* data, size_t bytes) {
 }
 
 // A file written under "<path>.tmp" and renamed over <path> only once it is fully on disk.
+// A write that fails (a full disk) removes the temporary file, which frees its space, and
+// stops the run: <path>, and every checkpoint before this one, is as it was.
 struct AtomicFile {
     std::string path, tmp;
     FILE* f = nullptr;
     explicit AtomicFile(const std::string& final_path) : path(final_path), tmp(final_path + ".tmp") {
         f = fopen_or_fail(tmp.c_str(), "wb");
     }
-    void write(const void* src, size_t bytes) { fwrite_or_fail(src, 1, bytes, f, tmp.c_str()); }
+    void write(const void* src, size_t bytes) {
+        if (fwrite(src, 1, bytes, f) != bytes) abandon("write failed");
+    }
     void commit() {
-        if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-            fclose(f);
-            remove(tmp.c_str());
-            fail("%s: write failed (%s)", tmp.c_str(), strerror(errno));
-        }
-        fclose_or_fail(f, tmp.c_str());
-        f = nullptr;
-        if (rename(tmp.c_str(), path.c_str()) != 0) fail("%s: rename failed (%s)", path.c_str(), strerror(errno));
+        if (fflush(f) != 0 || fsync(fileno(f)) != 0) abandon("write failed");
+        FILE* closing = f;
+        f = nullptr;  // fclose releases the stream even when it fails
+        if (fclose(closing) != 0) abandon("close failed");
+        int pause_ms = fault_inject_write_pause_ms();  // TEST HOOK (slow_write), 0 in real runs
+        if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
+        if (rename(tmp.c_str(), path.c_str()) != 0) abandon("rename failed");
+    }
+    [[noreturn]] void abandon(const char* what) {
+        int err = errno;  // before fclose and remove can change it
+        if (f != nullptr) fclose(f);
+        remove(tmp.c_str());
+        fail("%s: %s (%s); removed it, %s is untouched", tmp.c_str(), what, strerror(err), path.c_str());
     }
 };
 
@@ -219,16 +228,23 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
     s->range_begin = h[21];
     s->range_count = h[22] == 0 && h[21] == 0 ? h[5] : h[22];
     s->zero_stage = h[23];
-    if (s->range_begin + s->range_count > s->num_parameters || s->rank >= s->world) {
+    if (s->range_begin > s->num_parameters || s->range_count > s->num_parameters - s->range_begin ||
+        s->rank >= s->world) {  // compared so that no sum can wrap
         fclose(f);
         return "corrupt header: range or rank out of bounds";
     }
     if (h[17] > 1) { fclose(f); return "unknown extra sections " + std::to_string(h[17]); }
     if (h[19] > (1u << 20)) { fclose(f); return "step-guard section of " + std::to_string(h[19]) + " values (corrupt)"; }
     if (has_master != nullptr) *has_master = h[17] == 1;
-    size_t bytes = s->range_count * sizeof(float);
     fseek(f, 0, SEEK_END);
     long long size = ftell(f);
+    // m and v alone take 8 bytes a parameter: a larger count is corrupt, and would wrap below
+    if (s->range_count > (uint64_t)size / 8) {
+        fclose(f);
+        return "truncated or corrupt: " + std::to_string(size) + " bytes cannot hold the " +
+               std::to_string(s->range_count) + " parameters the header says";
+    }
+    size_t bytes = s->range_count * sizeof(float);
     long long want = (long long)(sizeof(h) + (2 + h[17]) * bytes + h[19] * sizeof(double));
     if (size != want) {
         fclose(f);
@@ -378,14 +394,39 @@ inline void checkpoint_mark_done(const std::string& dir, int step, int world) {
     fsync_dir(dir);
 }
 
-// Rank 0 first removes the DONE marker (a half-deleted checkpoint is never taken as
-// complete), then, after a barrier, each rank its own files: checkpoint_delete_files.
-inline void checkpoint_unmark_done(const std::string& dir, int step) {
-    remove(checkpoint_path(dir, "DONE", step).c_str());
+// -nk / -nm, run by rank 0 after each checkpoint and after a resume (-o is shared by every
+// rank): keeps the newest `keep` complete checkpoints and those at multiples of `major`
+// (0: none), deletes the other complete ones, and the files of incomplete checkpoints older
+// than the newest complete one (what a kill during a checkpoint write or a deletion leaves;
+// newer ones are rewritten when training gets there). Each DONE marker goes first, so a
+// half-deleted checkpoint is never taken as complete.
+inline void checkpoint_prune(const std::string& dir, int keep, int major) {
+    std::vector<int> done = checkpoint_done_steps(dir), victims;
+    if (done.empty() || keep <= 0) return;
+    for (size_t i = keep; i < done.size(); i++)
+        if (major == 0 || done[i] % major != 0) victims.push_back(done[i]);
+    std::vector<std::string> names;  // model_S.bin, state_S_R.bin and their .tmp files
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return;
+    while (struct dirent* e = readdir(d)) {
+        long long step;
+        const char* name = e->d_name;
+        size_t skip = strncmp(name, "model_", 6) == 0 ? 6 : strncmp(name, "state_", 6) == 0 ? 6 : 0;
+        if (skip == 0 || strlen(name) < skip + 8) continue;
+        std::string digits(name + skip, 8);
+        if (!parse_int(digits.c_str(), 0, 99999999, &step)) continue;
+        names.push_back(name);
+        bool complete = std::find(done.begin(), done.end(), (int)step) != done.end();
+        if (!complete && step < done[0] && std::find(victims.begin(), victims.end(), (int)step) == victims.end())
+            victims.push_back((int)step);
+    }
+    closedir(d);
+    if (victims.empty()) return;
+    for (int s : victims) remove(checkpoint_path(dir, "DONE", s).c_str());
     fsync_dir(dir);
-}
-
-inline void checkpoint_delete_files(const std::string& dir, int step, int rank) {
-    if (rank == 0) remove(checkpoint_path(dir, "model", step).c_str());
-    remove(checkpoint_path(dir, "state", step, rank).c_str());
+    for (const std::string& name : names) {
+        int step = atoi(name.c_str() + 6);
+        if (std::find(victims.begin(), victims.end(), step) != victims.end()) remove((dir + "/" + name).c_str());
+    }
+    fsync_dir(dir);
 }

@@ -3,7 +3,7 @@
 // there, on the host), with the step run as launches of the llmc/cuda kernels, in the same
 // order: gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update.
 // defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state,
-//          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_logits_row,
+//          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_token_losses, gpt2_cuda_logits_row,
 //          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_opt_grads, gpt2_cuda_grad_sum_squares,
 //          gpt2_cuda_update,
 //          gpt2_cuda_download_grads, gpt2_cuda_write_model, gpt2_cuda_checkpoint_write,
@@ -368,6 +368,14 @@ inline float gpt2_cuda_loss(GPT2Cuda* model) {
     double sum = 0.0;
     for (int i = 0; i < model->last_N; i++) sum += model->losses_host[i];
     return (float)(sum / model->last_N);
+}
+
+// The loss at each of the B*T positions of the last forward with targets (host memory,
+// valid until the next forward).
+inline const float* gpt2_cuda_token_losses(GPT2Cuda* model) {
+    CHECK(model->last_had_targets, "the last forward had no targets");
+    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+    return model->losses_host;
 }
 
 // out (Vp floats) = the logits of position `row` (b*T + t) of the last forward without dloss.

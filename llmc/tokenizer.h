@@ -41,6 +41,9 @@ inline void tokenizer_init(Tokenizer* t, const char* path) {
     uint32_t version = header[1], V = header[2];
     if (version != 1 && version != 2) fail("%s: unsupported tokenizer version %u (expected 1 or 2)", path, version);
     if (V == 0 || V > TOKENIZER_MAX_VOCAB) fail("%s: implausible vocab size %u", path, V);
+    // a token takes at least 2 bytes (its length, then its bytes): check before allocating V
+    size_t size = file_size_or_fail(path);
+    if (size < 1024 + 2 * (size_t)V) fail("%s: truncated file: %zu bytes cannot hold %u tokens", path, size, V);
     if (version == 1) {
         if (V != 50257) fail("%s: version 1 file with vocab size %u: EOT token unknown (expected V=50257)", path, V);
         t->eot_token = 50256;

@@ -3,12 +3,12 @@
 // where training starts (resume, file, random init), the batch arithmetic and the data
 // loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
 // directories, durations). The training loop itself is llmc/train_loop.h.
-// defines: now_seconds, mkdir_p, format_duration, reject_unfinished_features,
+// defines: now_seconds, mkdir_p, format_duration, train_check_flags,
 //          train_prepare_output_dir, train_load_host_model, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_flops_per_token, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
-//          train_check_weights_finite, train_log_step, train_log_event, train_step_note,
+//          train_check_weights_finite, train_log_step, train_log_event, train_log_summary, train_step_note,
 //          train_preempt_requested, train_preempt_exit, train_fault_reload_step
 #pragma once
 #include <sys/stat.h>
@@ -56,8 +56,10 @@ inline std::string format_duration(double s) {
 
 // Flags that parse but whose feature belongs to a later part of the project. prog names
 // the binary in the message ("train_gpt_cpu", "train_gpt_bf16", ...).
-inline void reject_unfinished_features(const TrainConfig& c, const char* prog) {
-    if (c.hellaswag != 0) fail("-h 1: HellaSwag evaluation is not available yet in %s; use -h 0", prog);
+// Flags that are valid one by one but not together.
+inline void train_check_flags(const TrainConfig& c) {
+    if (c.target_val_loss > 0 && c.val_every == 0)
+        fail("--target-val-loss needs validation to watch: give -v N (validate every N steps)");
 }
 
 // Creates -o and decides where training starts: returns the step of the newest complete
@@ -133,7 +135,8 @@ inline void train_data_init(TrainData* d, TrainConfig* cfg, int vocab_size, int 
         d->val_batches = cfg->val_batches < 0 || cfg->val_batches > avail ? (int)avail : cfg->val_batches;
     }
     d->num_steps = cfg->max_steps;
-    if (d->num_steps < 0) d->num_steps = (int)(d->train.num_tokens / cfg->total_batch);
+    if (d->num_steps >= 0) return;  // -x 0: evaluate the model (val loss, -h, a sample), no training
+    d->num_steps = (int)(d->train.num_tokens / cfg->total_batch);
     if (d->num_steps == 0)
         fail("%s: %zu tokens is less than one step of -d %lld tokens", cfg->train_pattern.c_str(),
              d->train.num_tokens, cfg->total_batch);
@@ -283,9 +286,9 @@ inline std::string json_number(double x) {
 // llm.c's parsers still read it) and adds "skipped" (nonfinite | loss_outlier |
 // grad_outlier) and the z-scores to its metrics.jsonl object.
 inline void train_log_step(Logger* lg, int step, float loss, float lr, float norm, double ms, double tokens_per_s,
-                           long long tokens, StepVerdict verdict, const StepGuard& guard) {
+                           long long tokens, StepVerdict verdict, const StepGuard& guard, const std::string& extra) {
     if (verdict == STEP_VERDICT_UPDATE) {
-        logger_log_train(lg, step, loss, lr, norm, ms, tokens_per_s, tokens);
+        logger_log_train(lg, step, loss, lr, norm, ms, tokens_per_s, tokens, extra);
         return;
     }
     if (lg->main_log == nullptr) return;
@@ -294,9 +297,9 @@ inline void train_log_step(Logger* lg, int step, float loss, float lr, float nor
     fprintf(lg->main_log, "s:%d trl:%f lr:%f norm:%f\n", step, l, lr, g);
     fprintf(lg->metrics,
             "{\"step\":%d,\"kind\":\"train\",\"loss\":%s,\"lr\":%.7g,\"grad_norm\":%s,\"ms\":%.3f,"
-            "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"skipped\":\"%s\",\"zloss\":%s,\"zgrad\":%s}\n",
+            "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"skipped\":\"%s\",\"zloss\":%s,\"zgrad\":%s%s}\n",
             step, json_number(loss).c_str(), lr, json_number(norm).c_str(), ms, tokens_per_s, tokens,
-            step_verdict_name(verdict), json_number(guard.zloss).c_str(), json_number(guard.zgrad).c_str());
+            step_verdict_name(verdict), json_number(guard.zloss).c_str(), json_number(guard.zgrad).c_str(), extra.c_str());
     fflush(lg->main_log);
     fflush(lg->metrics);
 }
@@ -307,6 +310,20 @@ inline void train_log_event(Logger* lg, int step, const char* event, const char*
     if (lg->metrics == nullptr) return;
     fprintf(lg->metrics, "{\"step\":%d,\"kind\":\"event\",\"event\":\"%s\",\"detail\":\"%s\"}\n", step, event,
             detail);
+    fflush(lg->metrics);
+}
+
+// The end of a finished run in metrics.jsonl: tokens, wall time, average tokens/s (-1: none
+// timed), best and final val loss (-1: none), energy in joules (-1: not measured).
+inline void train_log_summary(Logger* lg, int step, long long tokens, double wall, double tok_s, float best_val,
+                              float final_val, double joules) {
+    if (lg->metrics == nullptr) return;
+    auto opt = [](double x) { return x < 0 ? std::string("null") : json_number(x); };
+    fprintf(lg->metrics,
+            "{\"step\":%d,\"kind\":\"summary\",\"tokens\":%lld,\"wall_s\":%.3f,\"tokens_per_s\":%s,"
+            "\"best_val_loss\":%s,\"final_val_loss\":%s,\"energy_j\":%s,\"kwh\":%s}\n",
+            step, tokens, wall, opt(tok_s).c_str(), opt(best_val).c_str(), opt(final_val).c_str(), opt(joules).c_str(),
+            opt(joules < 0 ? -1.0 : joules / 3.6e6).c_str());
     fflush(lg->metrics);
 }
 

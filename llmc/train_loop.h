@@ -8,6 +8,7 @@
 //   void reduce_grads(bool last_micro)              the gradients' communication after a
 //                                                  micro-step (ZeRO 2: every one; else the last)
 //   float eval_loss(inputs, targets, B, T)          forward only; the batch's mean loss
+//   const float* token_losses(inputs, targets, B, T) forward only; the loss at each position (B*T)
 //   const float* last_logits(tokens, ctx)           forward of one row of ctx tokens; the
 //                                                  logits (Vp floats) of the last position
 //   float grad_norm()                               the global norm of the reduced gradients
@@ -24,13 +25,17 @@
 //   void step_done(step)                            after each timed step (peak memory)
 //   std::string step_column(tok_s)                  the step line's device column
 //   std::string summary_extras(tok_s)               after the summary's tok/s (-1: none timed)
+//   std::string step_metrics(tok_s)                 more fields for the step's metrics.jsonl record
+//                                                  ("" or ',"mfu":0.52,"watts":310.2,...')
+//   double energy_joules()                          the job's energy since the start (all ranks;
+//                                                  a collective), -1 if not measured
 //   int vocab_size(); size_t num_parameters()
 // defines: train_loop
 #pragma once
 #include <string>
 
 #include "args.h"          // defines: TrainConfig
-#include "checkpoint.h"    // defines: checkpoint_path, checkpoint_delete, TrainState
+#include "checkpoint.h"    // defines: checkpoint_path, checkpoint_prune, checkpoint_mark_done, TrainState
 #include "dataloader.h"    // defines: DataLoader, dataloader_reset, dataloader_next_batch, dataloader_set_state
 #include "schedule.h"      // defines: LRSchedule, lr_schedule_get
 #include "logger.h"        // defines: Logger, logger_init, logger_log_val, logger_close
@@ -39,6 +44,7 @@
 #include "faults.h"        // defines: StepGuard, step_guard_judge, FaultInject, fault_inject_fire
 #include "train_common.h"  // defines: TrainData, train_state_make, sample_text, train_log_step, ...
 #include "comm.h"          // defines: Comm, comm_sum, comm_barrier
+#include "hellaswag.h"     // defines: EvalSet, evalset_load, EvalRows, evalset_rows_fill, evalset_rows_score
 
 // Mean loss over num_batches validation batches from the start of the val split (each rank
 // evaluates its slice of every batch; the mean is over all of them).
@@ -51,6 +57,25 @@ float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm) 
         sum += be.eval_loss(val->inputs, val->targets, val->B, val->T);
     }
     return (float)(comm_sum(comm, sum) / ((double)num_batches * comm->world));
+}
+
+// HellaSwag accuracy: each rank scores a contiguous share of the examples, B rows per forward;
+// the counts of right choices are summed over ranks. *correct gets the sum.
+template <typename Backend>
+float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* correct) {
+    int num = (int)set.examples.size();
+    int per = (num + comm->world - 1) / comm->world;
+    int begin = std::min(num, comm->rank * per), end = std::min(num, begin + per);
+    std::vector<std::vector<double>> scores(num);
+    for (int e = begin; e < end; e++) scores[e].assign(set.examples[e].completions.size(), 0.0);
+    EvalRows rows;
+    size_t next = 0;
+    while (evalset_rows_fill(set, begin, end, &next, B, &rows) > 0)
+        evalset_rows_score(set, rows, be.token_losses(rows.inputs.data(), rows.targets.data(), rows.B, rows.T), &scores);
+    double right = 0.0;
+    for (int e = begin; e < end; e++) right += evalset_choice(scores[e]) == set.examples[e].label;
+    *correct = (int)comm_sum(comm, right);
+    return (float)*correct / (float)num;
 }
 
 // Trains from resume_step's checkpoint (-1: the weights the backend holds) to data.num_steps;
@@ -79,8 +104,18 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         step = (int)s.step;
         printf("resumed from %s at step %d\n", checkpoint_path(dir, "model", step).c_str(), step);
     };
-    if (resume_step >= 0) restore_state(resume_step);
+    if (resume_step >= 0) {
+        restore_state(resume_step);
+        // what a kill during the last run's checkpoint write or -nk deletion left behind
+        if (rank == 0) checkpoint_prune(dir, cfg.checkpoints_keep, cfg.checkpoint_major);
+    }
     Logger logger;  // main.log and metrics.jsonl: rank 0 writes them
+    EvalSet hellaswag;
+    if (cfg.hellaswag) {
+        evalset_load(&hellaswag, cfg.hellaswag_path.c_str(), be.vocab_size(), T);
+        printf("HellaSwag: %zu examples, %zu rows of context + completion, from %s\n", hellaswag.examples.size(),
+               hellaswag.rows, cfg.hellaswag_path.c_str());
+    }
     const std::string log_dir = rank == 0 ? dir : "";
     logger_init(&logger, log_dir, resume_step);
     int checkpointed = resume_step;  // the step of the newest checkpoint on disk from this run (-1: none)
@@ -97,29 +132,45 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     double train_seconds = 0.0, run_start = now_seconds();
     int timed_steps = 0;
     long long tokens_done = (long long)step * cfg.total_batch;
-    float last_val = -1.0f, last_loss = -1.0f;
+    float last_val = -1.0f, last_loss = -1.0f, best_val = -1.0f, last_eval = -1.0f;
+    int best_val_step = -1, last_eval_correct = 0, target_step = -1;
+    double target_wall = 0.0;
     bool preempted = false;
     int last_reload = -1;
     for (; step <= num_steps; step++) {
         if ((preempted = train_preempt_requested(comm))) break;
         bool last = step == num_steps;
-        if (data.do_val && (step % cfg.val_every == 0 || last)) {
+        bool evaluate = (cfg.val_every > 0 && step % cfg.val_every == 0) || last;
+        if (data.do_val && evaluate) {
             last_val = train_validate(be, &data.val, data.val_batches, comm);
             printf("val loss %f\n", last_val);
             logger_log_val(&logger, step, last_val);
+            if (best_val < 0 || last_val < best_val) { best_val = last_val; best_val_step = step; }
+            // time to target (MLPerf style): the run ends here, checkpointed and summarized
+            if (cfg.target_val_loss > 0 && last_val <= cfg.target_val_loss) {
+                target_step = step;
+                target_wall = now_seconds() - run_start;
+                printf("target val loss %g reached at step %d: %.2f s since the start of training, %lld tokens\n",
+                       cfg.target_val_loss, step, target_wall, tokens_done);
+                char detail[96];
+                snprintf(detail, sizeof(detail), "val loss %.6g <= %g after %.3f s", last_val, cfg.target_val_loss,
+                         target_wall);
+                train_log_event(&logger, step, "target_reached", detail);
+                last = true;
+            }
+        }
+        if (cfg.hellaswag && evaluate) {
+            last_eval = train_hellaswag(be, hellaswag, B, comm, &last_eval_correct);
+            printf("HellaSwag: %d/%zu = %.4f\n", last_eval_correct, hellaswag.examples.size(), last_eval);
+            logger_log_eval(&logger, step, last_eval, last_eval_correct, (int)hellaswag.examples.size());
         }
         if (rank == 0 && cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
             sample_text(cfg, tokenizer, be.vocab_size(), T, &sample_rng,
                         [&](const int* tokens, int ctx) { return be.last_logits(tokens, ctx); });
-        if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed &&
-            ((step > 0 && step % cfg.checkpoint_every == 0) || last)) {
+        if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed && step > 0 &&
+            (step % cfg.checkpoint_every == 0 || last)) {
             write_checkpoint();
-            int old = step - cfg.checkpoints_keep * cfg.checkpoint_every;
-            if (cfg.checkpoints_keep > 0 && old > 0 && (cfg.checkpoint_major == 0 || old % cfg.checkpoint_major != 0)) {
-                if (rank == 0) checkpoint_unmark_done(dir, old);
-                comm_barrier(comm);
-                checkpoint_delete_files(dir, old, rank);
-            }
+            if (rank == 0) checkpoint_prune(dir, cfg.checkpoints_keep, cfg.checkpoint_major);
         }
         just_resumed = false;
         if (last) break;
@@ -164,7 +215,8 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
                num_steps, loss, norm, lr, dt * 1000, tok_s, be.step_column(tok_s).c_str(),
                format_duration(eta).c_str(), train_step_note(verdict, guard, cfg).c_str());
         fflush(stdout);
-        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard);
+        train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard,
+                       be.step_metrics(tok_s));
         if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
 
         // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
@@ -190,7 +242,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         return status;
     }
     double wall = now_seconds() - run_start;
-    printf("done: %d steps, %lld tokens, %s wall", num_steps, tokens_done, format_duration(wall).c_str());
+    printf("done: %d steps, %lld tokens, %s wall", step, tokens_done, format_duration(wall).c_str());
     double tok_s = -1.0;
     if (timed_steps > 0) {
         tok_s = cfg.total_batch * timed_steps / train_seconds;
@@ -200,6 +252,26 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     if (last_loss >= 0) printf(", final train loss %.4f", last_loss);
     if (last_val >= 0) printf(", final val loss %.4f", last_val);
     printf("%s%s\n", dir.empty() ? "" : "; logs in ", dir.c_str());
+    // the rest of the summary: best val loss, evals, time to target, energy, checkpoints
+    if (best_val >= 0) printf("  best val loss %.4f at step %d\n", best_val, best_val_step);
+    if (last_eval >= 0)
+        printf("  HellaSwag accuracy %.4f (%d/%zu)\n", last_eval, last_eval_correct, hellaswag.examples.size());
+    if (cfg.target_val_loss > 0) {
+        if (target_step >= 0)
+            printf("  time to target val loss %g: %.2f s (%s), %d steps, %lld tokens%s\n", cfg.target_val_loss,
+                   target_wall, format_duration(target_wall).c_str(), target_step, (long long)target_step * cfg.total_batch,
+                   resume_step >= 0 ? " (the time counts this process only: it resumed)" : "");
+        else
+            printf("  target val loss %g not reached in %d steps (best %.4f)\n", cfg.target_val_loss, step, best_val);
+    }
+    double joules = be.energy_joules();
+    long long tokens_here = tokens_done - (long long)std::max(resume_step, 0) * cfg.total_batch;
+    if (joules >= 0)
+        printf("  energy: %.1f kJ = %.4f kWh over %s, %.0f W average, %.3f J/token\n", joules / 1e3,
+               joules / 3.6e6, format_duration(wall).c_str(), joules / wall,
+               tokens_here > 0 ? joules / tokens_here : 0.0);
+    train_log_summary(&logger, step, tokens_done, wall, tok_s, best_val, last_val, joules);
+    if (checkpointed >= 0) printf("  newest checkpoint: %s\n", checkpoint_path(dir, "model", checkpointed).c_str());
     logger_close(&logger);
     return 0;
 }

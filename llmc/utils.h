@@ -1,6 +1,7 @@
 // utils.h: the one error style of gptrain, and checked file I/O.
 // defines: CHECK, fail, fail_file, xmalloc, fopen_or_fail, fread_or_fail, fwrite_or_fail,
-//          fclose_or_fail, file_size_or_fail, parse_int, parse_float
+//          fclose_or_fail, file_size_or_fail, parse_int, parse_float,
+//          FailError (fuzz builds, -DGPTRAIN_FUZZ: fail() throws it instead of exiting)
 #pragma once
 #include <cerrno>
 #include <cstdarg>
@@ -22,16 +23,33 @@
         }                                                                         \
     } while (0)
 
+#ifdef GPTRAIN_FUZZ
+// Fuzz builds only (test/fuzz/): fail() throws this instead of exiting, so a fuzz target can
+// tell a clean rejection of bad input from a crash. message is what would follow "error: ".
+struct FailError {
+    char message[4096];
+};
+#endif
+
 // User-facing error (bad flag, bad file): one line "error: ...", exit 1.
 [[noreturn]] inline void fail(const char* fmt, ...) {
-    fflush(stdout);
+    char message[4096];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "error: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(message, sizeof(message), fmt, ap);
     va_end(ap);
+    // one line whatever it quotes: a tensor name in a hostile file can hold newlines or escapes
+    for (char* c = message; *c != '\0'; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+#ifdef GPTRAIN_FUZZ
+    FailError e;
+    memcpy(e.message, message, sizeof(message));
+    throw e;
+#else
+    fflush(stdout);
+    fprintf(stderr, "error: %s\n", message);
     exit(EXIT_FAILURE);
+#endif
 }
 
 inline void* xmalloc(size_t bytes) {

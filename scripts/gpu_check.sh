@@ -17,7 +17,8 @@
 #       dev        the dev/cuda programs against their CPU references
 #       sanitizer  compute-sanitizer over the dev programs' --quick cases
 #       trainer    train_gpt_{fp32,bf16}: PyTorch debug states, resume, determinism,
-#                  recompute, compute-sanitizer memcheck of a short run
+#                  recompute, compute-sanitizer memcheck of a short run; generate_{fp32,bf16}
+#                  (KV cache) against the CPU's ./generate
 #       bench      train_gpt_bf16 (and fp32) throughput: d12 B=16/32/64, d24, d48
 #     All four may not fit one 10-minute call; split them, e.g. "dev trainer", then
 #     "sanitizer", then "bench". Every part prints its wall time.
@@ -63,7 +64,7 @@ say "parts:$PARTS"
 TARGETS=""
 if has_part dev || has_part sanitizer; then TARGETS="cuda-dev"; fi
 if has_part trainer || has_part bench; then
-    TARGETS="$TARGETS train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16"
+    TARGETS="$TARGETS train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 generate_fp32 generate_bf16"
 fi
 say "== build (make -f cuda.mk$TARGETS -j$JOBS)"
 t0=$(date +%s)
@@ -128,7 +129,7 @@ if has_part sanitizer; then
                 bin="build/cuda/${name}_${prec}"
                 [ -x "$bin" ] || continue
                 tools="memcheck"
-                case "$name" in attention|layernorm|classifier|global_norm) tools="memcheck racecheck synccheck" ;; esac
+                case "$name" in attention|attention_kv|layernorm|classifier|global_norm) tools="memcheck racecheck synccheck" ;; esac
                 for tool in $tools; do
                     log="$LOGDIR/sanitizer_${tool}_${name}_${prec}.log"
                     timeout "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" --quick > "$log" 2>&1
@@ -350,6 +351,112 @@ if has_part trainer; then
         done
     else
         record "memcheck trainer" SKIP "compute-sanitizer not found"
+    fi
+    # 5. generation (issue 6, part 7): ./generate_fp32 and _bf16, KV cache on the device (the
+    #    prompt through the flash kernel, then llmc/cuda/attention_kv.cuh per token), greedy on
+    #    the model "resume plain fp32" trained (else $R/model.bin), prompt "V-1,1,2", to maxT,
+    #    against the CPU's ./generate (itself equal to PyTorch token for token, test/test_generate.sh).
+    #    Rule, per pair (reference, GPU): the logits of every step within TOL up to the first
+    #    step whose ids differ, and ids may differ only at a near tie, where the reference's two
+    #    best logits are closer than TOL. fp32 (TF32 off): TOL 1e-3, and in practice every id
+    #    the same; bf16: TOL 0.25 (bf16 weights and activations). Also: the GPU without the
+    #    cache (-kv 0: the trainer's gpt2_cuda_forward over the sequence each step) against the
+    #    GPU with it; fp32 sampling with a seed draws the CPU's tokens; compute-sanitizer
+    #    memcheck of a cached run; and with PyTorch, a d12 (GPT-2 124M shape) for tokens/s.
+    out="$LOGDIR/generate"
+    rm -rf "$out"; mkdir -p "$out"
+    gen_model="$LOGDIR/resume_fp32/plain-a/model_00000030.bin"
+    [ -f "$gen_model" ] || gen_model="$R/model.bin"
+    gen_compare() {  # gen_compare NAME TOL REF GOT: REF, GOT name $out/X.ids and $out/X.lg
+        local name=$1 tol=$2 r=$out/$3 g=$out/$4 V res
+        V=$(od -An -t d4 -j 12 -N 4 "$gen_model" | tr -d ' ')
+        res=$(awk -v V="$V" -v tol="$tol" '
+            FILENAME == ARGV[1] { n1 = split($0, a, " "); next }
+            FILENAME == ARGV[2] { n2 = split($0, b, " "); next }
+            FILENAME == ARGV[3] { r[FNR] = $1; next }
+            { g[FNR] = $1 }
+            END {
+                n = n1 < n2 ? n1 : n2; k = 0
+                for (i = 1; i <= n; i++) if (a[i] != b[i]) { k = i; break }
+                if (k == 0 && n1 != n2) k = n + 1
+                rows = k == 0 ? n : (k <= n ? k : n); md = 0
+                for (j = 1; j <= rows * V; j++) { d = r[j] - g[j]; if (d < 0) d = -d; if (d > md) md = d }
+                gap = -1
+                if (k > 0 && k <= n) {
+                    m1 = -1e30; m2 = -1e30
+                    for (j = (k - 1) * V + 1; j <= k * V; j++) { x = r[j] + 0; if (x > m1) { m2 = m1; m1 = x } else if (x > m2) m2 = x }
+                    gap = m1 - m2
+                }
+                ok = n1 > 0 && md <= tol && (k == 0 || (gap >= 0 && gap < tol))
+                same = k == 0 ? n : k - 1
+                printf "%s %d of %d ids equal, max logit diff %.3g", ok ? "PASS" : "FAIL", same, n1, md
+                if (k > 0) printf ", first differing step %d (reference top-2 gap %.3g)", k, gap
+                printf "\n"
+            }' "$r.ids" "$g.ids" <(od -An -v -f -w4 "$r.lg") <(od -An -v -f -w4 "$g.lg"))
+        record "$name" "${res%% *}" "${res#* }"
+    }
+    gen_run() {  # gen_run NAME BINARY [flags]: ids to $out/NAME.ids, logits to NAME.lg
+        local name=$1 bin=$2
+        shift 2
+        timeout 120 "$bin" -e "$gen_model" -oi 1 -se 0 -g 1000 -ol "$out/$name.lg" "$@" > "$out/$name.ids" 2> "$out/$name.err" ||
+            echo "$bin failed: $(tail -n 1 "$out/$name.err")" >> "$out/failures.txt"
+    }
+    if ! make -s generate > "$out/build_cpu.log" 2>&1; then
+        record "generate (CPU build)" FAIL "make generate failed, see generate/build_cpu.log"
+    elif [ ! -x ./generate_fp32 ] || [ ! -x ./generate_bf16 ] || [ ! -f "$gen_model" ]; then
+        record "generate" FAIL "no generate_fp32/_bf16 or no $gen_model"
+    else
+        V=$(od -An -t d4 -j 12 -N 4 "$gen_model" | tr -d ' ')
+        greedy=(-pi "$((V - 1)),1,2" -st 0)
+        gen_run cpu ./generate "${greedy[@]}"
+        for prec in fp32 bf16; do
+            gen_run "gpu_$prec" ./generate_$prec "${greedy[@]}"
+            gen_run "gpu_${prec}_nokv" ./generate_$prec "${greedy[@]}" -kv 0
+        done
+        gen_compare "generate greedy fp32 vs CPU" 1e-3 cpu gpu_fp32
+        gen_compare "generate greedy fp32 KV vs -kv 0" 1e-3 gpu_fp32_nokv gpu_fp32
+        gen_compare "generate greedy bf16 vs CPU" 0.25 cpu gpu_bf16
+        gen_compare "generate greedy bf16 KV vs -kv 0" 0.25 gpu_bf16_nokv gpu_bf16
+        # a 20-token prompt (flash prefill of 20 rows), sampled with a seed: the CPU's draws
+        sampled=(-pi "$((V - 1)),$(seq -s, 1 19)" -st 1 -sk 40 -sp 0.95 -sd 7)
+        gen_run cpu_sampled ./generate "${sampled[@]}"
+        gen_run gpu_fp32_sampled ./generate_fp32 "${sampled[@]}"
+        if [ -s "$out/cpu_sampled.ids" ] && cmp -s "$out/cpu_sampled.ids" "$out/gpu_fp32_sampled.ids"; then
+            record "generate sampled fp32 vs CPU" PASS "-sd 7 -sk 40 -sp 0.95: the same $(wc -w < "$out/cpu_sampled.ids") tokens"
+        else
+            record "generate sampled fp32 vs CPU" FAIL "CPU: $(head -c 120 "$out/cpu_sampled.ids") GPU: $(head -c 120 "$out/gpu_fp32_sampled.ids")"
+        fi
+        [ -f "$out/failures.txt" ] && { record "generate runs" FAIL "$(head -n 1 "$out/failures.txt")"; }
+        if command -v compute-sanitizer > /dev/null; then
+            for prec in fp32 bf16; do
+                log="$out/memcheck_$prec.log"
+                timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 ./generate_$prec -e "$gen_model" \
+                    -pi "$((V - 1)),1,2,3,4" -g 20 -sd 3 -oi 1 > "$log" 2>&1
+                rc=$?
+                if [ $rc -eq 0 ]; then record "memcheck generate $prec" PASS "5-token prompt, 20 sampled tokens"
+                else
+                    record "memcheck generate $prec" FAIL "rc=$rc (see generate/$(basename "$log"))"
+                    grep -m 5 -E "=========.*(Error|error|Invalid)|^error" "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+                fi
+            done
+        fi
+        # tokens/s at GPT-2 124M's shape, random init, 1000 tokens from EOT (to T=1001)
+        if [ -n "$TORCH_PY" ] && "$TORCH_PY" test/pytorch_reference.py --random-checkpoint "$out/d12.bin" --V 50257 \
+               --maxT 1024 --L 12 --NH 12 --C 768 > /dev/null 2>&1; then
+            for prec in bf16 fp32; do
+                timeout 300 ./generate_$prec -e "$out/d12.bin" -pi 50256 -g 1000 -se 0 -sd 1 -oi 1 > "$out/d12_$prec.ids" 2> "$out/d12_$prec.err"
+                rc=$?
+                n=$(wc -w < "$out/d12_$prec.ids")
+                if [ $rc -eq 0 ] && [ "$n" -eq 1000 ]; then
+                    record "generate d12 $prec speed" PASS "$(grep -o '[0-9]* steps in .*' "$out/d12_$prec.err")"
+                else
+                    record "generate d12 $prec speed" FAIL "rc=$rc, $n tokens: $(tail -n 1 "$out/d12_$prec.err")"
+                fi
+            done
+            rm -f "$out/d12.bin"
+        else
+            record "generate d12 speed" SKIP "no PyTorch to write a d12 checkpoint"
+        fi
     fi
     say "trainer tests: $(( $(date +%s) - tpart )) s"
 fi

@@ -24,6 +24,8 @@ if [ "${1:-}" = "--test" ]; then
     need python3-matplotlib /usr/bin/python3 -c "import matplotlib"
     need openmpi-bin command -v mpirun      # multi-process tests (test_multirank.sh)
     need libopenmpi-dev command -v mpicxx
+    need clang command -v clang++           # fuzz targets (test_fuzz.sh), and libFuzzer, which clang
+    need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a'  # only recommends
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"

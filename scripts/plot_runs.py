@@ -5,13 +5,18 @@ Usage (Debian's python with python3-matplotlib: apt-get install python3-matplotl
   /usr/bin/python3 scripts/plot_runs.py OUTDIR [OUTDIR ...] [--out DIR]
 
 Each OUTDIR is a trainer's -o directory; its metrics.jsonl holds one JSON object a line:
-  {"step", "kind": "train", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens"[, "mfu"]}
+  {"step", "kind": "train", "loss", "lr", "grad_norm", "ms", "tokens_per_s", "tokens"[, "mfu",
+   "energy_j", "watts"]}
   {"step", "kind": "val", "loss"}
+  {"step", "kind": "hellaswag", "accuracy", ...}
+  other kinds (event, summary) are not plotted
 Writes PNGs to --out (default: OUTDIR/plots for one run, ./plots for several):
   loss_vs_step.png    train loss (faint: every step; solid: smoothed) and val loss (dots)
   loss_vs_tokens.png  the same against tokens trained on before the step
   lr.png, grad_norm.png, tokens_per_s.png, and mfu.png when a run logs "mfu"
-                      (a fraction, shown in percent; values above 1 are taken as percent)
+                      (a fraction, shown in percent; values above 1 are taken as percent),
+                      power.png when a run logs "watts" (the GPU trainer, through NVML),
+                      hellaswag.png when a run logs HellaSwag accuracy (-h 1)
   overview.png        all of them on one page
 Every run is labelled with its directory. A missing, empty or malformed metrics.jsonl is
 one "error:" line and exit 1.
@@ -48,9 +53,10 @@ class Run:
         self.label = label
         self.train = {}  # step -> record (a resumed run's repeated step: the last one wins)
         self.val = {}
+        self.hellaswag = {}
 
     def series(self, key, kind="train"):
-        recs = self.train if kind == "train" else self.val
+        recs = {"train": self.train, "val": self.val, "hellaswag": self.hellaswag}[kind]
         pts = [(s, r[key]) for s, r in sorted(recs.items()) if isinstance(r.get(key), (int, float))]
         return [p[0] for p in pts], [p[1] for p in pts]
 
@@ -77,8 +83,13 @@ def read_run(d):
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
                 fail(f"{path}:{i}: not a JSON object ({e.msg})")
-            if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or rec.get("kind") not in ("train", "val"):
-                fail(f"{path}:{i}: expected an object with an integer \"step\" and \"kind\" train or val")
+            if not isinstance(rec, dict) or not isinstance(rec.get("step"), int) or not isinstance(rec.get("kind"), str):
+                fail(f"{path}:{i}: expected an object with an integer \"step\" and a \"kind\"")
+            if rec["kind"] == "hellaswag":
+                run.hellaswag[rec["step"]] = rec
+                continue
+            if rec["kind"] not in ("train", "val"):
+                continue  # events, the summary
             if not isinstance(rec.get("loss"), (int, float)):
                 fail(f"{path}:{i}: no numeric \"loss\"")
             (run.train if rec["kind"] == "train" else run.val)[rec["step"]] = rec
@@ -120,9 +131,9 @@ def plot_loss(ax, runs, colors, by_tokens):
     ax.set_title("loss vs " + ("tokens" if by_tokens else "step"))
 
 
-def plot_metric(ax, runs, colors, key, title, log=False, eng=False, percent=False):
+def plot_metric(ax, runs, colors, key, title, log=False, eng=False, percent=False, kind="train"):
     for run, c in zip(runs, colors):
-        xs, ys = run.series(key)
+        xs, ys = run.series(key, kind)
         if percent and ys and max(ys) <= 1.0:  # a fraction: show it in percent
             ys = [100.0 * y for y in ys]
         if xs:
@@ -130,7 +141,7 @@ def plot_metric(ax, runs, colors, key, title, log=False, eng=False, percent=Fals
     ax.set_xlabel("step")
     ax.set_ylabel(key + (" (%)" if percent else ""))
     ax.set_title(title)
-    ys = [y for r in runs for y in r.series(key)[1]]
+    ys = [y for r in runs for y in r.series(key, kind)[1]]
     if log and ys and min(ys) > 0 and max(ys) > 20 * min(ys):  # log only when it spans decades
         ax.set_yscale("log")
     if eng:
@@ -159,6 +170,11 @@ def main():
               ("tokens_per_s", lambda ax: plot_metric(ax, runs, colors, "tokens_per_s", "throughput (tokens/s)", eng=True))]
     if any(r.series("mfu")[0] for r in runs):
         panels.append(("mfu", lambda ax: plot_metric(ax, runs, colors, "mfu", "model flops utilization", percent=True)))
+    if any(r.series("watts")[0] for r in runs):
+        panels.append(("power", lambda ax: plot_metric(ax, runs, colors, "watts", "GPU power (W, NVML)")))
+    if any(r.hellaswag for r in runs):
+        panels.append(("hellaswag", lambda ax: plot_metric(ax, runs, colors, "accuracy", "HellaSwag accuracy",
+                                                           percent=True, kind="hellaswag")))
 
     written = []
     for name, draw in panels:

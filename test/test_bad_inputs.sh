@@ -113,4 +113,8 @@ if [ $rc -eq 1 ] && grep -q "already holds checkpoints" "$out/existing.stderr" &
 else
     echo "FAIL existing checkpoints: exit $rc: $(cat "$out/existing.stderr")"; failures=$((failures + 1))
 fi
+# found by test_fuzz.sh: a tokenizer file's vocab size is checked against the file's size
+# before V tokens are allocated (V = 2^24 in 1 KB used to ask for 512 MB first)
+"$PY" -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<256I', 20240328, 2, 1 << 24, *[0] * 253) + b'\x01a')" "$out/hugetok.bin"
+expect huge_vocab_tokenizer "$out/hugetok.bin: truncated file: 1026 bytes cannot hold 16777216 tokens" $good -s 1 -tf "$out/hugetok.bin"
 [ $failures -eq 0 ] || { echo "$failures bad-input case(s) failed"; exit 1; }

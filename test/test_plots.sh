@@ -19,13 +19,14 @@ out=test/out/plots
 rm -rf "$out"; mkdir -p "$out"
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/model.bin" --V 300 --maxT 32 --L 2 --NH 2 --C 64 --seed 3 > /dev/null
 "$PY" test/make_test_data.py --out "$out" --vocab 300 --train-tokens 20000 --val-tokens 3000 --seed 4 > /dev/null
+"$PY" test/hellaswag_reference.py make --model "$out/model.bin" --out "$out/hs" --examples 8 --maxT 32 > /dev/null
 for lr in 3e-3 1e-3; do  # one thread: the 2-core machine may be shared, and spinning OpenMP threads crawl then
     OMP_NUM_THREADS=1 ./train_gpt_cpu -e "$out/model.bin" -i "$out/markov_train_*.bin" -j "$out/markov_val_*.bin" -o "$out/run_lr$lr" \
-        -b 4 -t 32 -x 30 -l $lr -u 5 -q 0.1 -v 10 -m 4 -s 0 > "$out/run_lr$lr.txt" 2>&1 \
+        -b 4 -t 32 -x 30 -l $lr -u 5 -q 0.1 -v 10 -m 4 -s 0 -h 1 -hf "$out/hs/random.bin" > "$out/run_lr$lr.txt" 2>&1 \
         || { echo "FAIL train_gpt_cpu (lr $lr):"; tail -5 "$out/run_lr$lr.txt"; exit 1; }
 done
-# an "mfu" field (the GPU trainer's) gets its own chart
-sed 's/}$/,"mfu":0.4}/; /"val"/s/,"mfu":0.4//' "$out/run_lr1e-3/metrics.jsonl" > "$out/mfu.jsonl"
+# "mfu" and "watts" fields (the GPU trainer's) get their own charts
+sed '/"train"/s/}$/,"mfu":0.4,"watts":310.5}/' "$out/run_lr1e-3/metrics.jsonl" > "$out/mfu.jsonl"
 mkdir -p "$out/run_mfu"; mv "$out/mfu.jsonl" "$out/run_mfu/metrics.jsonl"
 
 "$PY" scripts/plot_runs.py "$out/run_lr3e-3" "$out/run_lr1e-3" --out "$out/charts"
@@ -52,14 +53,17 @@ def check_png(path, want_wh=None, colours=()):
 
 blue, orange = (0.122, 0.467, 0.706), (1.0, 0.498, 0.055)  # matplotlib's tab10 0 and 1
 both = [("run_lr3e-3", blue), ("run_lr1e-3", orange)]
-for name in ["loss_vs_step", "loss_vs_tokens", "lr", "grad_norm", "tokens_per_s"]:
+for name in ["loss_vs_step", "loss_vs_tokens", "lr", "grad_norm", "tokens_per_s", "hellaswag"]:
     w, h, n = check_png(f"{out}/charts/{name}.png", (800, 500), both)
     print(f"ok charts/{name}.png: PNG {w}x{h}, {n} bytes, both runs drawn")
 assert not os.path.exists(f"{out}/charts/mfu.png"), "mfu.png written though no run logs mfu"
+assert not os.path.exists(f"{out}/charts/power.png"), "power.png written though no run logs watts"
 w, h, n = check_png(f"{out}/charts/overview.png", None, both)
 print(f"ok charts/overview.png: PNG {w}x{h}, {n} bytes, both runs drawn; no mfu.png without mfu")
 w, h, n = check_png(f"{out}/run_mfu/plots/mfu.png", (800, 500), [("run_mfu", blue)])
 print(f"ok run_mfu/plots/mfu.png: PNG {w}x{h}, {n} bytes (mfu chart when the field is there)")
+w, h, n = check_png(f"{out}/run_mfu/plots/power.png", (800, 500), [("run_mfu", blue)])
+print(f"ok run_mfu/plots/power.png: PNG {w}x{h}, {n} bytes (power chart when \"watts\" is there)")
 PYEOF
 
 expect_error() {  # expect_error NAME PATTERN ARGS...

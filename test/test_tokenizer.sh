@@ -9,6 +9,8 @@
 #  5. `./tokenize shards`: header, sizes, EOT before each doc, val split, shard rollover,
 #     directories, .jsonl, --doc-sep, same bytes for any thread count
 #  6. the tokenizer file, read back by llmc/tokenizer.h; damaged inputs give clear errors
+#  7. `./tokenize hellaswag`: HellaSwag records -> llm.c's eval file, read back by
+#     test/hellaswag_reference.py, equal to js-tiktoken's ids of each context and " " + ending
 set -u
 cd "$(dirname "$0")/.."
 OUT=test/out/tokenizer
@@ -145,4 +147,26 @@ expect_error "missing vocab" "nowhere/encoder.json: missing" ./tokenize encode -
 expect_error "bad id" "not a token id" sh -c "echo 1 2 99999 | ./tokenize decode"
 expect_error "unknown flag" "unknown option" ./tokenize shards --out "$OUT/x" --bogus 1 "$D/s0"
 echo "  tokenizer file and error messages: ok"
+# --- 7. ./tokenize hellaswag ------------------------------------------------------------
+# HellaSwag-shaped records (made up here), with quotes, escapes and non-ASCII text
+cat >"$OUT/hs.jsonl" <<'EOF'
+{"ind": 4, "activity_label": "Cooking", "ctx_a": "A man", "ctx": "A man is standing in a kitchen. He", "endings": ["picks up a knife and cuts the \"onion\".", "jumps into the pool.", "reads a book\nslowly.", "sings."], "split": "val", "label": 0}
+
+{"ctx": "Zwei Katzen sitzen auf dem Dach; sie", "label": 3, "endings": ["schlafen.", "fliegen weg.", "\u00e9coutent \ud83d\ude00", "miauen laut."]}
+{"label": 1, "endings": ["a", "  two spaces", "tab\there"], "ctx": "Short"}
+EOF
+./tokenize hellaswag "$OUT/hs.jsonl" "$OUT/hs.bin" >/dev/null || die "tokenize hellaswag failed"
+$REF hellaswag "$OUT/hs.jsonl" "$OUT/hs_js.json" || die "js-tiktoken failed on the HellaSwag records"
+$PY test/hellaswag_reference.py dump "$OUT/hs.bin" >"$OUT/hs_c.json" || die "the eval file does not read back"
+$PY -c "
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+sys.exit(0 if a == b and len(a) == 3 else 1)" "$OUT/hs_js.json" "$OUT/hs_c.json" \
+    || die "tokenize hellaswag: the eval file differs from js-tiktoken's ids: $(head -c 300 "$OUT/hs_c.json")"
+printf '{"ctx": "x", "endings": ["a", "b"], "label": 2}\n' >"$OUT/hs_bad.jsonl"
+expect_error "hellaswag label out of range" "hs_bad.jsonl:1: label 2 but 2 endings" ./tokenize hellaswag "$OUT/hs_bad.jsonl" "$OUT/hs_bad.bin"
+printf '{"ctx": "x", "label": 0}\n' >"$OUT/hs_bad.jsonl"
+expect_error "hellaswag without endings" 'needs "ctx", "endings" and "label"' ./tokenize hellaswag "$OUT/hs_bad.jsonl" "$OUT/hs_bad.bin"
+[ -e "$OUT/hs_bad.bin" ] && die "a failed ./tokenize hellaswag left its output behind"
+echo "  ./tokenize hellaswag: 3 records equal to js-tiktoken's ids; bad records rejected"
 echo "PASS: $bytes bytes of text, $(wc -w <"$OUT/corpus_js.ids") tokens identical to js-tiktoken"

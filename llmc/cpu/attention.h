@@ -1,5 +1,5 @@
 // attention.h: causal multi-head self-attention on the CPU (fp32, OpenMP), forward and backward.
-// defines: attention_forward, attention_backward
+// defines: attention_gather_transposed, attention_query_row, attention_forward, attention_backward
 //
 // qkv (B,T,3C) holds per position [q (C) | k (C) | v (C)]; head h uses channels
 // h*hs..(h+1)*hs-1 of each, hs = C/NH. Every (b, h) pair is independent, so threads split
@@ -23,6 +23,38 @@ inline void attention_gather_transposed(float* dst, const float* x, size_t ld, i
     }
 }
 
+// One query (position t of one head): row[0..t] = softmax(scale * q . k_s) over the keys
+// s = 0..t, held transposed in kT (hs, ld), and o (hs) = sum_s row[s] v_s, value s at
+// v + s*ldv. The forward and the KV-cache generation (attention_kv.h) both call it, so a
+// position's output is the same bits either way.
+inline void attention_query_row(float* row, float* o, const float* q, const float* kT, size_t ld, const float* v,
+                                size_t ldv, int t, int hs, float scale) {
+    // scores: row[s] = q . k_s for s <= t, accumulated one channel at a time
+    for (int s = 0; s <= t; s++) row[s] = 0.0f;
+    for (int i = 0; i < hs; i++) {
+        const float qi = q[i] * scale;
+        const float* k_i = kT + (size_t)i * ld;
+        for (int s = 0; s <= t; s++) row[s] += qi * k_i[s];
+    }
+    // softmax over 0..t, shifted by the max for stability
+    float maxval = row[0];
+    for (int s = 1; s <= t; s++) maxval = fmaxf(maxval, row[s]);
+    float sum = 0.0f;
+    for (int s = 0; s <= t; s++) {
+        row[s] = expf(row[s] - maxval);
+        sum += row[s];
+    }
+    const float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) row[s] *= inv;
+    // o = sum_s row[s] v_s
+    for (int i = 0; i < hs; i++) o[i] = 0.0f;
+    for (int s = 0; s <= t; s++) {
+        const float a = row[s];
+        const float* vs = v + s * ldv;
+        for (int i = 0; i < hs; i++) o[i] += a * vs[i];
+    }
+}
+
 // out (B,T,C): per head, causal softmax(q k^T / sqrt(hs)) v, heads concatenated.
 // att (B,NH,T,T): the softmax probabilities (saved for the backward); row t holds entries
 // 0..t and zeros after. size_t offsets: B*NH*T*T overflows int at T=1024, B=64.
@@ -42,34 +74,10 @@ inline void attention_forward(float* out, float* att, const float* qkv, int B, i
                 const float* qkv_b = qkv + (size_t)b * T * C3;
                 attention_gather_transposed(kT, qkv_b + C + h * hs, C3, T, hs);
                 for (int t = 0; t < T; t++) {
-                    const float* q = qkv_b + t * C3 + h * hs;
                     float* row = att + (((size_t)b * NH + h) * T + t) * T;
-                    // scores: row[s] = q . k_s for s <= t, accumulated one channel at a time
-                    for (int s = 0; s <= t; s++) row[s] = 0.0f;
-                    for (int i = 0; i < hs; i++) {
-                        const float qi = q[i] * scale;
-                        const float* k_i = kT + (size_t)i * T;
-                        for (int s = 0; s <= t; s++) row[s] += qi * k_i[s];
-                    }
-                    // softmax over 0..t, shifted by the max for stability
-                    float maxval = row[0];
-                    for (int s = 1; s <= t; s++) maxval = fmaxf(maxval, row[s]);
-                    float sum = 0.0f;
-                    for (int s = 0; s <= t; s++) {
-                        row[s] = expf(row[s] - maxval);
-                        sum += row[s];
-                    }
-                    const float inv = 1.0f / sum;
-                    for (int s = 0; s <= t; s++) row[s] *= inv;
+                    attention_query_row(row, out + ((size_t)b * T + t) * C + h * hs, qkv_b + t * C3 + h * hs, kT, T,
+                                        qkv_b + 2 * C + h * hs, C3, t, hs, scale);
                     for (int s = t + 1; s < T; s++) row[s] = 0.0f;  // the masked future
-                    // out_t = sum_s row[s] v_s
-                    float* o = out + ((size_t)b * T + t) * C + h * hs;
-                    for (int i = 0; i < hs; i++) o[i] = 0.0f;
-                    for (int s = 0; s <= t; s++) {
-                        const float a = row[s];
-                        const float* v = qkv_b + s * C3 + 2 * C + h * hs;
-                        for (int i = 0; i < hs; i++) o[i] += a * v[i];
-                    }
                 }
             }
         }

@@ -6,6 +6,8 @@
 //   node reference.mjs classes OUT          "FIRST LAST CLASS" runs over all code points,
 //                                           CLASS in L N S O as JavaScript's \p{L} \p{N} \s see them
 //   node reference.mjs vocab-text OUT       a text made of every token that is valid UTF-8
+//   node reference.mjs hellaswag IN OUT     HellaSwag JSONL -> JSON [{label, ctx, endings}] of ids,
+//                                           each ending encoded with a leading space
 import fs from "node:fs";
 import { getEncoding } from "js-tiktoken";
 
@@ -55,7 +57,15 @@ if (mode === "encode") {
     parts.push(s + ["\n", " | ", "", "\t"][id % 4]);
   }
   fs.writeFileSync(out, parts.join(""));
+} else if (mode === "hellaswag") {
+  const examples = [];
+  for (const line of fs.readFileSync(out, "utf8").split("\n")) {
+    if (!line.trim()) continue;
+    const r = JSON.parse(line);
+    examples.push({ label: r.label, ctx: encode(r.ctx), endings: r.endings.map((e) => encode(" " + e)) });
+  }
+  fs.writeFileSync(rest[0], JSON.stringify(examples));
 } else {
-  console.error("usage: node reference.mjs encode|docs|classes|vocab-text ...");
+  console.error("usage: node reference.mjs encode|docs|classes|vocab-text|hellaswag ...");
   process.exit(2);
 }

@@ -1,0 +1,46 @@
+// attention_kv.h: causal self-attention for generation on the CPU: new queries against a
+// cache of every earlier position's keys and values (the KV cache), forward only.
+// defines: attention_kv_forward
+//
+// The cache is the qkv activation itself, kept for all positions so far: qkv (T,3C), row t
+// = [q | k | v] of position t, head h at channels h*hs..(h+1)*hs-1 of each, hs = C/NH.
+// The n new positions t0..t0+n-1 have their rows written already (by the qkv matmul);
+// position t attends to rows 0..t.
+//
+// Each query row is attention_forward's own function (attention_query_row, llmc/cpu/attention.h):
+// the same operations in the same order, so a row computed here equals the full forward's
+// bit for bit, and generation with the cache picks the same tokens as recomputing the sequence.
+#pragma once
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include "../utils.h"
+#include "attention.h"  // defines: attention_gather_transposed, attention_query_row
+
+// out (n,C): rows for positions t0..t0+n-1 of causal softmax(q k^T / sqrt(hs)) v, heads
+// concatenated. qkv (t0+n, 3C) is the cache (rows 0..t0+n-1 valid).
+inline void attention_kv_forward(float* out, const float* qkv, int t0, int n, int C, int NH) {
+    CHECK(NH > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    CHECK(t0 >= 0 && n >= 0, "t0=%d n=%d", t0, n);
+    const int hs = C / NH;
+    const size_t C3 = 3 * (size_t)C;
+    const float scale = 1.0f / sqrtf((float)hs);
+    const int T = t0 + n;  // positions in the cache after this call
+#pragma omp parallel
+    {
+        float* row = (float*)xmalloc((size_t)T * sizeof(float));            // one query's scores (T)
+        float* kT = (float*)xmalloc((size_t)hs * T * sizeof(float));        // this head's keys (hs,t+1)
+#pragma omp for collapse(2) schedule(static)
+        for (int i = 0; i < n; i++) {
+            for (int h = 0; h < NH; h++) {
+                const int t = t0 + i;
+                // the keys gathered transposed (stride t+1), then the forward's own row
+                attention_gather_transposed(kT, qkv + C + h * hs, C3, t + 1, hs);
+                attention_query_row(row, out + (size_t)i * C + h * hs, qkv + t * C3 + h * hs, kT, t + 1,
+                                    qkv + 2 * C + h * hs, C3, t, hs, scale);
+            }
+        }
+        free(row);
+        free(kT);
+    }
+}

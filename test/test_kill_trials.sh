@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# kill -9 at random moments, many times over, on the CPU trainer: one run is killed (SIGKILL)
+# again and again, resumed with -y 1 each time, until it finishes; it must end with the
+# main.log, final model and final state file of a run never stopped, byte for byte.
+#  - the kill moments come from a seeded schedule (KILL_TRIALS_SEED reproduces it; the
+#    seed is printed): some while the process starts and resumes, some mid-training, some
+#    aimed at checkpoint writes, which the trainer's slow_write test hook
+#    (GPTRAIN_FAULT_INJECT, llmc/faults.h) stretches so that kills land inside them;
+#  - after every kill each complete checkpoint (one with its DONE marker) left in the
+#    directory equals the uninterrupted run's checkpoint of that step, byte for byte, and
+#    the next start resumes from the newest one without calling any checkpoint unusable;
+#  - -nk 2 prunes old checkpoints along the way, so kills also land among deletions.
+# Prints how many kills landed where, mid-checkpoint-write included.
+set -eu
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}
+make -s train_gpt_cpu
+out=test/out/kill_trials
+rm -rf "$out"; mkdir -p "$out"
+"$PY" test/pytorch_reference.py --random-checkpoint "$out/model.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
+"$PY" test/make_test_data.py --out "$out" --vocab 300 --train-tokens 6000 --val-tokens 3000 --shards 2 --seed 9 > /dev/null
+fail() { echo "FAIL: $*"; exit 1; }
+set -f  # the flags below hold globs for the trainer, not for the shell
+unset GPTRAIN_FAULT_INJECT
+# one thread: on a busy machine OpenMP's spinning threads slow the runs many times over
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+
+steps=80                           # checkpoints every 4 steps: 20 of them, each 3 files
+kills=${KILL_TRIALS_KILLS:-36}
+pause_ms=8                         # slow_write: each checkpoint file waits this long before its rename
+seed=${KILL_TRIALS_SEED:-$(( $(date +%s%N) % 1000000 ))}
+RANDOM=$seed
+echo "kill schedule seed $seed (KILL_TRIALS_SEED=$seed reproduces the schedule)"
+flags="-e $out/model.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -b 4 -t 32 -d 256
+       -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 10 -m 2 -s 0 -x $steps -n 4"
+final=$(printf %08d $steps)
+
+# the uninterrupted runs: ref prunes like the killed run; all keeps every checkpoint, to
+# compare each checkpoint the killed run leaves behind
+./train_gpt_cpu $flags -nk 2 -o "$out/ref" > "$out/ref.stdout"
+./train_gpt_cpu $flags -o "$out/all" > "$out/all.stdout"
+cmp -s "$out/ref/main.log" "$out/all/main.log" || fail "-nk 2 changed main.log"
+[ -f "$out/all/DONE_$final" ] || fail "the reference run did not finish"
+
+done_steps() {  # the steps with a DONE marker in $1, oldest first
+    find "$1" -maxdepth 1 -name 'DONE_????????' -printf '%f\n' | sed 's/^DONE_0*\([0-9]\)/\1/' | sort -n
+}
+last_step() {  # the last "step N/" line of trainer stdout $1 (N steps done), or 0
+    local s
+    s=$(sed -n 's/^step *\([0-9]*\)\/.*/\1/p' "$1" | tail -n 1)
+    echo "${s:-0}"
+}
+wait_for_step() {  # until stdout $1 shows step >= $2 or process $3 is gone (up to 60 s)
+    for _ in $(seq 1 6000); do
+        kill -0 "$3" 2>/dev/null || return 0
+        [ "$(last_step "$1")" -ge "$2" ] && return 0
+        sleep 0.01
+    done
+    fail "trial $trial: step $2 not reached in 60 s"
+}
+wait_for_write() {  # until process $3 writes a file of the checkpoint at step $2 (newer than $1), or is gone
+    local c p
+    c=$(printf %08d "$2")
+    for _ in $(seq 1 6000); do
+        kill -0 "$3" 2>/dev/null || return 0
+        for p in "$d/model_$c.bin.tmp" "$d/state_${c}_00000.bin.tmp" "$d/DONE_$c.tmp" "$d/DONE_$c"; do
+            [ "$p" -nt "$1" ] && return 0
+        done
+        sleep 0.002
+    done
+    fail "trial $trial: no write of checkpoint $2 seen in 6000 polls"
+}
+rand_sleep() { sleep "$(printf '0.%03d' $((RANDOM % $1)))"; }  # 0 .. $1-1 ms
+
+d=$out/killed
+mkdir -p "$d"
+trial=0 killed=0 at_start=0 at_train=0 mid_write=0 mid_tmp=0 mid_nodone=0 in_prune=0 seen_strays=
+newest=-1   # the newest complete checkpoint after the last kill (-1: none)
+while :; do
+    trial=$((trial + 1))
+    so=$out/trial_$trial.stdout se=$out/trial_$trial.stderr
+    GPTRAIN_FAULT_INJECT=slow_write@$pause_ms ./train_gpt_cpu $flags -nk 2 -o "$d" -y 1 > "$so" 2> "$se" &
+    pid=$!
+    how=none
+    if [ $killed -lt $kills ]; then
+        # spread the kills over the run; which kind of moment is drawn from the schedule
+        target=$(( (killed + 1) * (steps - 4) / (kills + 1) + RANDOM % 3 ))
+        r=$((RANDOM % 10))
+        if [ $r -lt 2 ]; then
+            how=start; rand_sleep 150                 # starting up, resuming, cutting the logs back
+        elif [ $r -lt 5 ]; then
+            how=train; wait_for_step "$so" $target $pid; rand_sleep 30
+        else
+            how=write; wait_for_step "$so" $target $pid
+            s=$(last_step "$so")
+            wait_for_write "$so" $(( (s + 3) / 4 * 4 )) $pid; rand_sleep $((2 * pause_ms))
+        fi
+        kill -9 $pid 2>/dev/null || true
+    fi
+    rc=0; wait $pid 2> /dev/null || rc=$?  # (no "Killed" notice from the shell)
+    grep -q "unusable" "$se" && fail "trial $trial: a complete checkpoint was unusable: $(grep unusable "$se")"
+    if [ $newest -ge 0 ]; then
+        want="resumed from $d/model_$(printf %08d $newest).bin at step $newest"
+    else
+        want="no complete checkpoint in $d: starting from scratch"
+    fi
+    # a start killed before its first step may not have said where it resumed
+    if [ "$(last_step "$so")" -gt 0 ] || [ $rc -ne 137 ]; then
+        grep -qF "$want" "$so" || fail "trial $trial: expected '$want', got: $(head -3 "$so")"
+    fi
+    [ $rc -eq 0 ] && break
+    [ $rc -eq 137 ] || fail "trial $trial: exit $rc (not killed, not finished): $(tail -3 "$se")"
+    killed=$((killed + 1))
+
+    # where the kill landed: files of this attempt's checkpoint write that never got renamed,
+    # or renamed files of a checkpoint without its DONE marker, mean it was inside a write
+    tmp=$(find "$d" -maxdepth 1 -name '*.tmp' ! -name 'main.log.tmp' ! -name 'metrics.jsonl.tmp' -newer "$so" | wc -l)
+    steps_done=$(done_steps "$d")
+    newest=$(echo "$steps_done" | tail -n 1); newest=${newest:--1}
+    nodone=0
+    for f in $(find "$d" -maxdepth 1 \( -name 'model_*.bin' -o -name 'state_*.bin' \) -newer "$so" -printf '%f\n'); do
+        s=$(echo "$f" | sed 's/^[a-z]*_0*\([0-9][0-9]*\).*/\1/')
+        [ "$s" -gt "$newest" ] && nodone=1
+    done
+    # -nk 2: complete checkpoints beyond the newest two, or files of an older step without
+    # DONE, are left by a kill between a new DONE marker and the deletion of the old
+    # checkpoint; the next start or checkpoint deletes them (counted once each)
+    strays=$(echo "$steps_done" | head -n -2 | sed 's/^/DONE:/' | tr '\n' ' ')
+    for f in $(find "$d" -maxdepth 1 \( -name 'model_*.bin' -o -name 'state_*.bin' \) -printf '%f\n'); do
+        s=$(echo "$f" | sed 's/^[a-z]*_0*\([0-9][0-9]*\).*/\1/')
+        [ "$s" -lt "$newest" ] && [ ! -e "$d/DONE_$(printf %08d "$s")" ] && strays="$strays$f "
+    done
+    for f in $strays; do
+        case " $seen_strays " in *" $f "*) ;; *) seen_strays="$seen_strays $f"; in_prune=$((in_prune + 1)) ;; esac
+    done
+    if [ $tmp -gt 0 ] || [ $nodone -eq 1 ]; then
+        mid_write=$((mid_write + 1)); where=mid-write
+        [ $tmp -gt 0 ] && mid_tmp=$((mid_tmp + 1))
+        [ $nodone -eq 1 ] && mid_nodone=$((mid_nodone + 1))
+    elif [ "$(last_step "$so")" -eq 0 ]; then
+        at_start=$((at_start + 1)); where=start
+    else
+        at_train=$((at_train + 1)); where=train
+    fi
+    echo "trial $trial: aimed $how, killed after step $(last_step "$so") ($where), newest complete checkpoint $newest" >> "$out/trials.log"
+
+    # every complete checkpoint left behind is the uninterrupted run's, byte for byte
+    for s in $steps_done; do
+        c=$(printf %08d "$s")
+        for f in "model_$c.bin" "state_${c}_00000.bin"; do
+            cmp -s "$d/$f" "$out/all/$f" || fail "trial $trial: complete checkpoint file $f differs from the uninterrupted run's"
+        done
+    done
+done
+
+[ $killed -ge $((kills * 3 / 4)) ] || fail "only $killed of $kills kills happened before the run finished"
+[ $mid_write -gt 0 ] || fail "no kill landed inside a checkpoint write"
+cmp "$out/ref/main.log" "$d/main.log" || fail "main.log differs from the uninterrupted run's after $killed kills"
+cmp "$out/ref/model_$final.bin" "$d/model_$final.bin" || fail "final model differs after $killed kills"
+cmp "$out/ref/state_${final}_00000.bin" "$d/state_${final}_00000.bin" || fail "final state file differs after $killed kills"
+"$PY" - "$out/ref/metrics.jsonl" "$d/metrics.jsonl" <<'EOF' || fail "metrics.jsonl: records differ from the uninterrupted run's"
+import json, sys
+def records(path):  # every line parses; (step, kind) in order, the timings aside
+    return [(r["step"], r["kind"]) for r in map(json.loads, open(path))]
+sys.exit(0 if records(sys.argv[1]) == records(sys.argv[2]) else 1)
+EOF
+left=$(find "$d" -maxdepth 1 -name '*.tmp' -printf '%f ')
+[ -z "$left" ] || fail "temporary files left behind: $left"
+extra=$(cd "$d" && set +f && for f in *; do [ -e "$OLDPWD/$out/ref/$f" ] || printf '%s ' "$f"; done)
+[ -z "$extra" ] || fail "files the uninterrupted run does not have (-nk 2 not honoured after kills?): $extra"
+echo "ok kill -9 x $killed over $trial starts (seed $seed): $at_start while starting, $at_train while training," \
+     "$mid_write inside checkpoint writes ($mid_tmp with a .tmp file left, $mid_nodone with files but no DONE)," \
+     "$in_prune files stranded by kills inside -nk deletions (all cleaned up later); every complete checkpoint equal to the uninterrupted run's;" \
+     "main.log, final model and state file identical"
