@@ -127,7 +127,10 @@ inline void generate_prepare(const GenerateConfig& cfg, const GPT2Config& mc, Ge
     if (!cfg.print_ids) {
         std::string path = cfg.tokenizer;
         if (path.empty()) path = access("gpt2_tokenizer.bin", F_OK) == 0 ? "gpt2_tokenizer.bin" : "data/gpt2_tokenizer.bin";
-        tokenizer_init(&out->tok, path.c_str());
+        if (access(path.c_str(), F_OK) != 0)  // said later, like the mismatch
+            mismatch = "warning: " + path + ": no tokenizer file; tokens print as ids\n";
+        else
+            tokenizer_init(&out->tok, path.c_str());
         if (out->tok.ok && (int)out->tok.vocab_size != V) {
             mismatch = "warning: " + path + " has " + std::to_string(out->tok.vocab_size) + " tokens, the model " +
                        std::to_string(V) + ": tokens print as ids\n";

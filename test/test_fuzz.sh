@@ -61,22 +61,31 @@ fi
 build/fuzz/make_seeds "$out/seeds" || die "make_seeds failed"
 
 fuzz() {  # fuzz NAME SECONDS [FLAGS]: fuzz_NAME from its seeds; the log and any reproducer go to $out/NAME/
-    local name=$1 seconds=$2 dir=$out/$1
+    local name=$1 left=$2 dir=$out/$1 chunk
     shift 2
     mkdir -p "$dir/corpus"
     [ -d "$out/seeds/$name" ] && cp "$out/seeds/$name"/* "$dir/corpus/"
-    "build/fuzz/fuzz_$name" "$dir/corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 -malloc_limit_mb=256 \
-        -max_len=8192 -artifact_prefix="$dir/" "$@" > "$dir/log" 2>&1
+    # at most a minute per process, each going on from the corpus the last one grew: the memory
+    # a rejection leaks (leak detection is off) never piles up to -rss_limit_mb in long runs
+    while [ "$left" -gt 0 ]; do
+        chunk=$(( left < 60 ? left : 60 ))
+        left=$(( left - chunk ))
+        "build/fuzz/fuzz_$name" "$dir/corpus" -max_total_time="$chunk" -timeout=10 -rss_limit_mb=1024 \
+            -malloc_limit_mb=256 -max_len=8192 -artifact_prefix="$dir/" "$@" >> "$dir/log" 2>&1 ||
+            { touch "$dir/failed"; return 1; }
+    done
 }
 found() {  # found NAME: prints what fuzz_NAME found, if anything: the reproducer, the report
     local dir=$out/$1 repro
     repro=$(ls "$dir"/crash-* "$dir"/leak-* "$dir"/timeout-* "$dir"/oom-* "$dir"/slow-unit-* 2> /dev/null | head -n 1)
-    [ -z "$repro" ] && grep -a -q "^#[0-9]*[[:space:]]*DONE" "$dir/log" && return 1
+    [ -z "$repro" ] && [ ! -e "$dir/failed" ] && return 1
     echo "  reproducer: ${repro:-none written} (rerun: ASAN_OPTIONS=detect_leaks=0 build/fuzz/fuzz_$1 $repro)"
     echo "  report ($dir/log):"
-    # the log less libFuzzer's progress lines and what the programs print when all is well
-    grep -a -v -E '^(INFO:|#[0-9]|MS:|Running|Loaded|warning: |[[:space:]]*NEW_FUNC|[[:space:]]*$)' "$dir/log" |
-        head -n 12 | sed 's/^/    /'
+    # what went wrong (the log less libFuzzer's progress and the stack), then where: the frames
+    # in the project's code
+    grep -a -v -E '^(INFO:|#[0-9]|MS:|Running|Loaded|warning: |[[:space:]]*(NEW_FUNC|#[0-9])|[[:space:]]*$)' \
+        "$dir/log" | head -n 5 | sed 's/^/    /'
+    grep -a -E '^[[:space:]]*#[0-9]+ .*/(llmc|data|test/fuzz)/' "$dir/log" | head -n 6 | sed 's/^ */      /'
     return 0
 }
 
@@ -100,10 +109,11 @@ for t in $TARGETS; do
         cat "$out/$t.found"
         failures=$((failures + 1))
     else
-        # libFuzzer's last line, "#123 DONE cov: 456 ft: 789 corp: 12/3456b ...": inputs run, edges, corpus
-        [[ $(grep -a -m 1 "DONE" "$out/$t/log") =~ ^#([0-9]+).*cov:\ ([0-9]+).*corp:\ ([0-9]+) ]]
-        printf "ok   %-11s %8s inputs in %s s, %5s edges covered, corpus %s\n" "$t" "${BASH_REMATCH[1]:-?}" \
-            "$SECONDS_EACH" "${BASH_REMATCH[2]:-?}" "${BASH_REMATCH[3]:-?}"
+        # each process's last line, "#123 DONE cov: 456 ft: 789 corp: 12/3456b ...": inputs run
+        # (summed), edges covered and corpus size (the last)
+        read -r runs cov corp < <(grep -a "DONE" "$out/$t/log" |
+            sed -E 's/^#([0-9]+).*cov: ([0-9]+).*corp: ([0-9]+).*/\1 \2 \3/' | awk '{n += $1} END {print n, $2, $3}')
+        printf "ok   %-11s %8s inputs in %s s, %5s edges covered, corpus %s\n" "$t" "$runs" "$SECONDS_EACH" "$cov" "$corp"
     fi
 done
 echo "fuzzed $(echo $TARGETS | wc -w) targets for ${SECONDS_EACH} s each, $JOBS at a time, in $(( $(date +%s) - start )) s"
