@@ -10,7 +10,8 @@
 // Each (example, completion) pair is one row of context + completion; rows go through the
 // model B at a time, only as long as the longest row of the batch (causal attention: the
 // padding after a row's end changes nothing before it).
-// defines: EvalExample, EvalSet, evalset_load, EvalRows, evalset_rows_fill, evalset_rows_score
+// defines: EvalExample, EvalSet, evalset_load, EvalRows, EvalCursor, evalset_rows_fill, evalset_rows_score,
+//          evalset_choice
 #pragma once
 #include <algorithm>
 #include <string>
@@ -103,17 +104,19 @@ struct EvalRows {
     std::vector<int> example, completion;  // per row
 };
 
-// Fills up to max_B rows, starting at pair `*next` of the examples [begin, end) (pairs counted
-// from begin's first completion), and advances *next. Padding positions hold token 0 (the
-// model never attends from a row's positions to later ones). Returns the rows filled.
-inline int evalset_rows_fill(const EvalSet& set, int begin, int end, size_t* next, int max_B, EvalRows* r) {
+// The next (example, completion) pair to put in a row.
+struct EvalCursor {
+    int example = 0, completion = 0;
+};
+
+// Fills up to max_B rows from the pair at *at on, stopping before example `end`, and moves
+// *at past them. Padding positions hold token 0 (the model never attends from a row's
+// positions to later ones). Returns the rows filled.
+inline int evalset_rows_fill(const EvalSet& set, int end, EvalCursor* at, int max_B, EvalRows* r) {
     r->example.clear();
     r->completion.clear();
-    // walk to pair *next
-    size_t skip = *next;
-    int e = begin, c = 0;
-    while (e < end && skip >= set.examples[e].completions.size()) skip -= set.examples[e++].completions.size();
-    c = (int)skip;
+    int& e = at->example;
+    int& c = at->completion;
     int maxT = 1;
     while (e < end && (int)r->example.size() < max_B) {
         const EvalExample& ex = set.examples[e];
@@ -137,7 +140,6 @@ inline int evalset_rows_fill(const EvalSet& set, int begin, int end, size_t* nex
         // position ctx-1+i predicts completion token i
         for (size_t i = 0; i < comp.size(); i++) tg[ctx - 1 + i] = comp[i];
     }
-    *next += r->B;
     return r->B;
 }
 

@@ -24,7 +24,7 @@
 #include "dataloader.h"  // defines: DataLoader, dataloader_init, dataloader_get_state, ...
 #include "sampler.h"     // defines: sample_logits, rng_next_f32
 #include "tokenizer.h"   // defines: Tokenizer, tokenizer_decode
-#include "logger.h"      // defines: Logger, logger_log_train
+#include "logger.h"      // defines: Logger, logger_log_train, logger_flush
 #include "faults.h"      // defines: StepGuard, StepVerdict, preempt_signal, weights_find_nonfinite, ...
 #include "comm.h"        // defines: Comm, comm_broadcast, comm_sum
 #include "zero.h"        // defines: ZeroLayout, zero_layout
@@ -300,8 +300,7 @@ inline void train_log_step(Logger* lg, int step, float loss, float lr, float nor
             "\"tokens_per_s\":%.1f,\"tokens\":%lld,\"skipped\":\"%s\",\"zloss\":%s,\"zgrad\":%s%s}\n",
             step, json_number(loss).c_str(), lr, json_number(norm).c_str(), ms, tokens_per_s, tokens,
             step_verdict_name(verdict), json_number(guard.zloss).c_str(), json_number(guard.zgrad).c_str(), extra.c_str());
-    fflush(lg->main_log);
-    fflush(lg->metrics);
+    logger_flush(lg);
 }
 
 // An event (preemption) in metrics.jsonl only: main.log keeps llm.c's line types. On resume
@@ -310,7 +309,7 @@ inline void train_log_event(Logger* lg, int step, const char* event, const char*
     if (lg->metrics == nullptr) return;
     fprintf(lg->metrics, "{\"step\":%d,\"kind\":\"event\",\"event\":\"%s\",\"detail\":\"%s\"}\n", step, event,
             detail);
-    fflush(lg->metrics);
+    logger_flush(lg);
 }
 
 // The end of a finished run in metrics.jsonl: tokens, wall time, average tokens/s (-1: none
@@ -324,7 +323,7 @@ inline void train_log_summary(Logger* lg, int step, long long tokens, double wal
             "\"best_val_loss\":%s,\"final_val_loss\":%s,\"energy_j\":%s,\"kwh\":%s}\n",
             step, tokens, wall, opt(tok_s).c_str(), opt(best_val).c_str(), opt(final_val).c_str(), opt(joules).c_str(),
             opt(joules < 0 ? -1.0 : joules / 3.6e6).c_str());
-    fflush(lg->metrics);
+    logger_flush(lg);
 }
 
 // What follows the step line on stdout when the update was skipped ("" when it was not).

@@ -69,8 +69,8 @@ float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* c
     std::vector<std::vector<double>> scores(num);
     for (int e = begin; e < end; e++) scores[e].assign(set.examples[e].completions.size(), 0.0);
     EvalRows rows;
-    size_t next = 0;
-    while (evalset_rows_fill(set, begin, end, &next, B, &rows) > 0)
+    EvalCursor at = {begin, 0};
+    while (evalset_rows_fill(set, end, &at, B, &rows) > 0)
         evalset_rows_score(set, rows, be.token_losses(rows.inputs.data(), rows.targets.data(), rows.B, rows.T), &scores);
     double right = 0.0;
     for (int e = begin; e < end; e++) right += evalset_choice(scores[e]) == set.examples[e].label;

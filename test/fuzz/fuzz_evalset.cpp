@@ -12,8 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     try {
         evalset_load(&set, path.c_str(), 1000, T);
         EvalRows rows;
-        size_t next = 0;
-        while (evalset_rows_fill(set, 0, (int)set.examples.size(), &next, 3, &rows) > 0) {
+        EvalCursor at;
+        while (evalset_rows_fill(set, (int)set.examples.size(), &at, 3, &rows) > 0) {
             if (rows.T > T) {
                 fprintf(stderr, "a row of %d tokens passed the check against T=%d\n", rows.T, T);
                 abort();
