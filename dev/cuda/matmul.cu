@@ -16,10 +16,13 @@
 
 static DevTol matmul_tol() { return tol_for({1e-4, 1e-5}, {1e-2, 2e-3}); }
 
+// shift: every device buffer starts that many elements past its allocation (16 bytes: the
+// alignment of a layer's slice of the parameter buffer, less than cuBLASLt's default 256)
 static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, bool gelu, bool bench,
-                     const char* bench_name) {
+                     const char* bench_name, int shift = 0) {
     char what[96];
-    snprintf(what, sizeof(what), "BT=%d C=%d OC=%d%s%s", BT, C, OC, has_bias ? " bias" : "", gelu ? " gelu" : "");
+    snprintf(what, sizeof(what), "BT=%d C=%d OC=%d%s%s%s", BT, C, OC, has_bias ? " bias" : "", gelu ? " gelu" : "",
+             shift ? " +16B" : "");
     printf("-- matmul %s\n", what);
     std::string w(what);
     DevRng rng(31 + BT + C + OC);
@@ -29,11 +32,16 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
     std::vector<float> db0 = rand_vec(rng, OC, 0.1f);
     for (auto* v : {&inp, &weight, &bias, &dout, &dinp0, &dw0, &db0}) round_to_floatX(*v);
     const size_t nout = (size_t)BT * OC;
-    floatX *d_inp = dev_upload(inp), *d_w = dev_upload(weight), *d_bias = has_bias ? dev_upload(bias) : nullptr;
-    floatX *d_dout = dev_upload(dout), *d_dinp = dev_upload(dinp0), *d_dw = dev_upload(dw0), *d_db = dev_upload(db0);
-    floatX *d_out, *d_pre;
-    CHECK_CUDA(cudaMalloc(&d_out, nout * sizeof(floatX)));
-    CHECK_CUDA(cudaMalloc(&d_pre, nout * sizeof(floatX)));
+    std::vector<floatX*> allocs;  // what cudaMalloc returned, for cudaFree
+    auto upload = [&](const std::vector<float>& h) {
+        std::vector<float> padded(shift, 0.0f);
+        padded.insert(padded.end(), h.begin(), h.end());
+        allocs.push_back(dev_upload(padded));
+        return allocs.back() + shift;
+    };
+    floatX *d_inp = upload(inp), *d_w = upload(weight), *d_bias = has_bias ? upload(bias) : nullptr;
+    floatX *d_dout = upload(dout), *d_dinp = upload(dinp0), *d_dw = upload(dw0), *d_db = upload(db0);
+    floatX *d_out = upload(std::vector<float>(nout)), *d_pre = upload(std::vector<float>(nout));
     DevTol tol = matmul_tol();
 
     // forward reference
@@ -100,7 +108,7 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
         });
         dev_report_tflops("matmul_backward", bench_name, 2.0 * flops, ms);
     }
-    for (floatX* p : {d_inp, d_w, d_bias, d_dout, d_dinp, d_dw, d_db, d_out, d_pre}) CHECK_CUDA(cudaFree(p));
+    for (floatX* p : allocs) CHECK_CUDA(cudaFree(p));
 }
 
 // the classifier's shape (no bias, Vp columns): forward checked on the first rows only,
@@ -132,6 +140,9 @@ int main(int argc, char** argv) {
     run_case(ctx, 3 * 37, 48, 4 * 48, true, true, false, "");
     run_case(ctx, 3 * 37, 768, 1024, false, false, false, "");   // classifier-like: no bias, Vp columns
     run_case(ctx, 3 * 37, 4 * 48, 48, true, false, false, "");   // fcproj-like: K > N
+    // pointers 16 bytes past 256-byte boundaries (as layer slices of the parameter buffer)
+    run_case(ctx, 3 * 37, 48, 4 * 48, true, true, false, "", 16 / (int)sizeof(floatX));
+    run_case(ctx, 3 * 37, 768, 3 * 768, true, false, false, "", 16 / (int)sizeof(floatX));
     if (!g_dev_quick) run_case(ctx, 8 * 1024, 768, 3 * 768, true, false, true, "gpt2_qkv");
     if (!g_dev_quick) run_case(ctx, 8 * 1024, 768, 4 * 768, true, true, true, "gpt2_fc_gelu");
     if (!g_dev_quick) run_classifier_bench(ctx, 8 * 1024, 768, 50304);

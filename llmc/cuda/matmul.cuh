@@ -67,6 +67,13 @@ constexpr cudaDataType_t MATMUL_DATA_TYPE = CUDA_R_16BF;
 constexpr cudaDataType_t MATMUL_DATA_TYPE = CUDA_R_32F;
 #endif
 
+// the largest power of two (at most 256, cuBLASLt's default assumption) dividing p's address
+inline uint32_t matmul_alignment(const void* p) {
+    uint32_t align = 256;
+    while (align > 1 && ((uintptr_t)p % align) != 0) align /= 2;
+    return align;
+}
+
 // Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [-> gelu, pre-gelu to aux].
 // A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b else (k,n); all
 // tightly packed (ld = stored rows). Returns false (and runs nothing) when cuBLASLt has no
@@ -110,6 +117,19 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t ws = ctx.workspace_bytes;
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    // The heuristic never sees the A/B/C/D pointers and assumes 256-byte alignment unless
+    // told otherwise; ours are only 16-byte aligned in general (a layer's slice of the
+    // parameter buffer, a row of the KV cache), and an algorithm picked for 256 may then
+    // fault or misread. (The bias and aux pointers are in desc: the heuristic checks those.)
+    const uint32_t align_a = matmul_alignment(a), align_b = matmul_alignment(b), align_d = matmul_alignment(d);
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                      sizeof(align_a)));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                      sizeof(align_b)));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                      sizeof(align_d)));
+    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                      sizeof(align_d)));
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
