@@ -20,6 +20,7 @@
 #include "llmc/faults.h"      // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"        // defines: Comm, comm_init, comm_all_reduce_f32, comm_reduce_scatter_f32, ...
 #include "llmc/zero.h"        // defines: ZeroLayout, zero_layout, zero_segments, zero_comm_bytes_per_step
+#include "llmc/grad_sync.h"   // defines: GradSync, grad_sync_init, grad_sync_wait, grad_sync_report
 #include "llmc/cpu/adamw.h"   // defines: adamw_update
 #include "llmc/train_loop.h"  // defines: train_loop
 
@@ -33,28 +34,22 @@ struct CpuBackend {
     std::vector<ZeroSegment> segments;  // the tensors' pieces of [opt_begin, opt_end): what AdamW updates
     float* grad_shard = nullptr;        // ZeRO 2: the owned slice's gradient, summed over ranks and micro-steps
     double flops_per_token;             // for the step line's GFLOP/s
+    GradSync* gsync = nullptr;          // several ranks: reduces each layer's gradients as the backward finishes it
+    size_t grads_len = 0;               // the length of model->grads
 
     // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced
     const float* opt_grads() const { return z.stage == 2 ? grad_shard : model->grads + z.opt_begin; }
 
-    float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
+    // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
+    // every micro-step; else the last), which runs alongside the layers below
+    float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
         gpt2_forward(model, inputs, targets, B, T);
-        gpt2_backward(model, inputs, targets, dloss);
+        if (gsync != nullptr) gsync->communicate = z.stage == 2 || last_micro;
+        gpt2_backward(model, inputs, targets, dloss, gsync);
         return model->mean_loss;
     }
     void reduce_grads(bool last_micro) {
-        if (z.world == 1) return;
-        if (z.stage == 2) {
-            // every micro-step: the owned slice's sum moves to the accumulator, and the full
-            // buffer is scratch again for the next micro-step's backward
-            comm_reduce_scatter_f32(comm, model->grads, z.shard);
-            const float* own = model->grads + (size_t)z.rank * z.shard;
-            for (size_t i = 0; i < z.shard; i++) grad_shard[i] += own[i];
-            memset(model->grads, 0, z.padded * sizeof(float));
-        } else if (last_micro) {
-            if (z.stage == 0) comm_all_reduce_f32(comm, model->grads, z.shard);
-            else comm_reduce_scatter_f32(comm, model->grads, z.shard);
-        }
+        if (gsync != nullptr) grad_sync_wait(gsync);
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
         gpt2_forward(model, inputs, targets, B, T);
@@ -84,7 +79,7 @@ struct CpuBackend {
         if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
     }
     void zero_grad() {
-        memset(model->grads, 0, z.padded * sizeof(float));
+        memset(model->grads, 0, grads_len * sizeof(float));
         if (grad_shard != nullptr) memset(grad_shard, 0, z.shard * sizeof(float));
     }
     void sync() {}
@@ -196,17 +191,26 @@ int main(int argc, char** argv) {
     if (world > 1)
         printf("processes: %d (%s), %s, %zu parameters per rank's slice\n", world,
                comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets", zero_stage_name(z.stage), z.shard);
+    // several ranks: each layer's gradients are reduced while the backward runs the layers below
+    GradSync sync;
+    if (world > 1) grad_sync_init(&sync, &model, &comm, z, grad_shard);
+    size_t grads_len = world > 1 ? grad_sync_grads_len(&sync) : z.padded;
+    size_t grad_floats = world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
     printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
-           z.padded * 4 / MiB, (z.padded + (grad_shard ? z.shard : 0)) * 4 / MiB,
-           grad_shard ? " (full one is one micro-step's scratch)" : "", z.opt_count() * 8 / MiB,
-           model.acts_floats * 4 / MiB, threads);
+           z.padded * 4 / MiB, (grad_floats + (grad_shard ? z.shard : 0)) * 4 / MiB,
+           grad_shard ? " (the owned slice, wte/wpe/lnf, and two layer buckets in flight)" : "",
+           z.opt_count() * 8 / MiB, model.acts_floats * 4 / MiB, threads);
     if (world > 1)
         printf("communication per step and process: %.1f MiB sent\n",
                zero_comm_bytes_per_step(z, data.grad_accum, 4, 4) / MiB);
 
     CpuBackend be = {&model, &comm, z, zero_segments(model.tensors, z.opt_begin, z.opt_end), grad_shard,
-                     flops_per_token};
+                     flops_per_token, world > 1 ? &sync : nullptr, grads_len};
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
+    if (world > 1) {
+        grad_sync_report(&sync);
+        grad_sync_free(&sync);
+    }
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpt2_free(&model);

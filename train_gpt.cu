@@ -22,7 +22,8 @@
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
-#include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_reduce_scatter, gpu_all_gather, ...
+#include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_all_gather, ...
+#include "llmc/cuda/grad_sync_gpu.cuh" // defines: GpuGradSync, gpu_grad_sync_init, gpu_grad_sync_wait, gpu_grad_sync_free
 #include "llmc/energy.h"        // defines: EnergyMeter, energy_meter_init, energy_meter_read, energy_meter_free
 #include "llmc/train_loop.h"    // defines: train_loop
 
@@ -107,6 +108,7 @@ struct GpuBackend {
     GPT2Cuda* model;
     Comm* comm;
     GpuComm* gc;
+    GpuGradSync* gsync;              // several ranks: reduces each layer's gradients as the backward finishes it
     double flops_per_token;          // for MFU
     double peak_tflops;              // -1: an unknown device, no MFU
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
@@ -115,14 +117,17 @@ struct GpuBackend {
     double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
 
-    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, double flops, double peak, EnergyMeter* e)
-        : model(m), comm(c), gc(g), flops_per_token(flops), peak_tflops(peak),
+    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
+        : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
           peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size), energy(e),
           start_j(energy_meter_read(e)), last_j(start_j), last_t(now_seconds()) {}
 
-    float micro_step(const int* inputs, const int* targets, int B, int T, float dloss) {
+    // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
+    // every micro-step; else the last), which runs on its own stream alongside the layers below
+    float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
         gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
-        gpt2_cuda_backward(model);
+        if (gsync != nullptr) gsync->communicate = model->z.stage == 2 || last_micro;
+        gpt2_cuda_backward(model, gsync);
         return gpt2_cuda_loss(model);  // waits for this forward's losses, not for the backward
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
@@ -139,22 +144,7 @@ struct GpuBackend {
         return logits_row.data();
     }
     void reduce_grads(bool last_micro) {
-        const ZeroLayout& z = model->z;
-        const CudaContext& ctx = *model->ctx;
-        if (z.world == 1 && !gc->nccl) return;
-        if (z.stage == 2) {
-            // every micro-step: the owned slice's sum goes to the accumulator, and the full
-            // buffer is scratch again for the next micro-step's backward
-            gpu_reduce_scatter(gc, ctx, model->grads, z.shard);
-            shard_accumulate(ctx, model->grad_shard, model->grads + (size_t)z.rank * z.shard, z.shard);
-            CHECK_CUDA(cudaMemsetAsync(model->grads, 0, z.padded * sizeof(floatX), ctx.stream));
-        } else if (last_micro) {
-            if (z.stage == 0) gpu_all_reduce(gc, ctx, model->grads, z.shard);
-            else gpu_reduce_scatter(gc, ctx, model->grads, z.shard);
-        } else {
-            return;
-        }
-        gpu_comm_wait(gc, ctx, "the gradient reduction");
+        if (gsync != nullptr) gpu_grad_sync_wait(gsync);
     }
     float grad_norm() {
         double sum = gpt2_cuda_grad_sum_squares(model);
@@ -264,7 +254,12 @@ int main(int argc, char** argv) {
     {
         GPT2 host;
         train_load_host_model(&host, cfg, resume_step);
-        z = train_zero_layout(cfg, host.num_parameters, rank, world);
+        // TEST HOOK (GPTRAIN_NCCL_SINGLE=1, llmc/cuda/comm_gpu.cuh): one process keeps its -z, so
+        // a single GPU runs the bucketed NCCL path of every ZeRO stage
+        const char* single = getenv("GPTRAIN_NCCL_SINGLE");
+        bool nccl_single = world == 1 && single != nullptr && strcmp(single, "1") == 0;
+        z = nccl_single ? zero_layout(host.num_parameters, cfg.zero_stage, 0, 1)
+                        : train_zero_layout(cfg, host.num_parameters, rank, world);
         gpt2_cuda_init(&model, &ctx, &host, use_master, z);
         gpt2_free(&host);
     }
@@ -281,6 +276,9 @@ int main(int argc, char** argv) {
     train_tokenizer_init(cfg, &tokenizer);
 
     gpt2_cuda_alloc_state(&model, B, T, cfg.recompute);
+    GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
+    bool bucketed = world > 1 || gc.nccl;
+    if (bucketed) gpu_grad_sync_init(&gsync, &model, &gc);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan
@@ -293,7 +291,9 @@ int main(int argc, char** argv) {
            sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"), ctx.gelu_fusion ? "on" : "off",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
     train_print_plan(mc, n, cfg, data, resume_step, world);
-    if (world == 1 && gc.nccl) printf("GPTRAIN_NCCL_SINGLE=1: gradients all-reduced through NCCL over one rank (test hook)\n");
+    if (world == 1 && gc.nccl)
+        printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
+               zero_stage_name(z.stage));
     if (world > 1)
         printf("processes: %d (%s), gradients through %s, %s; %zu parameters per rank's slice; "
                "%.1f MiB sent per step and process\n",
@@ -311,10 +311,11 @@ int main(int argc, char** argv) {
     energy_meter_init(&energy, bus_id);
     if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
     else printf("energy: not measured (%s)\n", energy.why.c_str());
-    GpuBackend be(&model, &comm, &gc, flops_per_token, peak_tflops, &energy);
+    GpuBackend be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops_per_token, peak_tflops, &energy);
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
+    gpu_grad_sync_free(&gsync);
     gpt2_cuda_free(&model);
     energy_meter_free(&energy);
     gpu_comm_free(&gc);

@@ -9,7 +9,7 @@
 // trainer uses them to bootstrap NCCL, or stages its buffers through the host when several
 // ranks share one GPU (the sharding logic above them is the same code, llmc/zero.h).
 // defines: Comm, comm_init, comm_free, comm_reduce_scatter_f32, comm_all_gather,
-//          comm_all_reduce_f32, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
+//          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_reduce_f32, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
@@ -46,6 +46,7 @@ struct Comm {
     CommTransport transport = COMM_TRANSPORT_NONE;
     SocketComm* sock = nullptr;
     double timeout_s = 600.0;                    // -pt
+    bool threads_ok = true;                      // collectives may run on another thread than main's
     // the MPI watchdog: when the collective in progress started (0: none), and its name
     std::atomic<double> busy_since{0.0};
     std::atomic<const char*> busy_what{""};
@@ -113,8 +114,11 @@ inline void comm_init(Comm* c, const TrainConfig& cfg, int* argc, char*** argv) 
             return;  // one process, nothing to set up
         }
 #ifdef USE_MPI
+        // serialized: the gradient reductions run on a worker thread while the backward goes
+        // on (llmc/grad_sync.h), never two threads in MPI at once
         int provided = 0;
-        MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+        c->threads_ok = provided >= MPI_THREAD_SERIALIZED;
         MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
         MPI_Comm_size(MPI_COMM_WORLD, &c->world);
         c->transport = COMM_TRANSPORT_MPI;
@@ -159,32 +163,65 @@ inline void comm_free(Comm* c) {
     c->transport = COMM_TRANSPORT_NONE;
 }
 
+// In place: buf holds the parts of counts[0..world) floats back to back (part r is rank r's;
+// parts may differ in size or be empty); afterwards this rank's part holds the sum over ranks
+// of that part (the other parts are left as scratch).
+inline void comm_reduce_scatter_v_f32(Comm* c, float* buf, const size_t* counts) {
+    if (c->world == 1) return;
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_reduce_scatter_v_f32(c->sock, buf, counts);
+#ifdef USE_MPI
+    std::vector<int> n(c->world);
+    size_t own = 0;
+    for (int r = 0; r < c->world; r++) {
+        CHECK(counts[r] <= (size_t)INT32_MAX, "counts[%d]=%zu: MPI counts are int", r, counts[r]);
+        n[r] = (int)counts[r];
+        if (r < c->rank) own += counts[r];
+    }
+    CommBusy busy(c, "reduce-scatter");
+    MPI_Reduce_scatter(MPI_IN_PLACE, buf, n.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    // MPI leaves the result at the front; the owned part is where the value lives
+    if (own != 0) memmove(buf + own, buf, counts[c->rank] * sizeof(float));
+#endif
+}
+
 // In place: buf holds world*shard floats; afterwards buf[rank*shard, +shard) holds the sum
 // over ranks of that slice (the other slices are left as scratch).
 inline void comm_reduce_scatter_f32(Comm* c, float* buf, size_t shard) {
+    std::vector<size_t> counts(c->world, shard);
+    comm_reduce_scatter_v_f32(c, buf, counts.data());
+}
+
+// In place: buf holds the parts of counts[0..world) values of elem_bytes (2 or 4) each, back
+// to back; this rank's part is its input; afterwards every rank holds every part.
+inline void comm_all_gather_v(Comm* c, void* buf, const size_t* counts, size_t elem_bytes) {
     if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_reduce_scatter_f32(c->sock, buf, shard);
+    CHECK(elem_bytes == 2 || elem_bytes == 4, "elem_bytes=%zu", elem_bytes);
+    if (c->transport == COMM_TRANSPORT_SOCKET) {
+        std::vector<size_t> bytes(c->world);
+        for (int r = 0; r < c->world; r++) bytes[r] = counts[r] * elem_bytes;
+        return socket_all_gather_v(c->sock, buf, bytes.data());
+    }
 #ifdef USE_MPI
-    CHECK(shard <= (size_t)INT32_MAX, "shard=%zu: MPI counts are int", shard);
-    CommBusy busy(c, "reduce-scatter");
-    MPI_Reduce_scatter_block(MPI_IN_PLACE, buf, (int)shard, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    // MPI leaves the result at the front; the owned slice is where the value lives
-    if (c->rank != 0) memmove(buf + (size_t)c->rank * shard, buf, shard * sizeof(float));
+    std::vector<int> n(c->world), displs(c->world);
+    size_t at = 0;
+    for (int r = 0; r < c->world; r++) {
+        CHECK(counts[r] <= (size_t)INT32_MAX && at <= (size_t)INT32_MAX, "counts[%d]=%zu at %zu: MPI counts are int",
+              r, counts[r], at);
+        n[r] = (int)counts[r];
+        displs[r] = (int)at;
+        at += counts[r];
+    }
+    CommBusy busy(c, "all-gather");
+    MPI_Datatype type = elem_bytes == 4 ? MPI_FLOAT : MPI_UINT16_T;
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), displs.data(), type, MPI_COMM_WORLD);
 #endif
 }
 
 // In place: buf holds world*shard values of elem_bytes (2 or 4) each; rank r's slice is its
 // input; afterwards every rank holds every slice.
 inline void comm_all_gather(Comm* c, void* buf, size_t shard, size_t elem_bytes) {
-    if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_all_gather(c->sock, buf, shard * elem_bytes);
-#ifdef USE_MPI
-    CHECK(elem_bytes == 2 || elem_bytes == 4, "elem_bytes=%zu", elem_bytes);
-    CHECK(shard <= (size_t)INT32_MAX, "shard=%zu: MPI counts are int", shard);
-    CommBusy busy(c, "all-gather");
-    MPI_Datatype type = elem_bytes == 4 ? MPI_FLOAT : MPI_UINT16_T;
-    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, type, MPI_COMM_WORLD);
-#endif
+    std::vector<size_t> counts(c->world, shard);
+    comm_all_gather_v(c, buf, counts.data(), elem_bytes);
 }
 
 // buf (world*shard floats) := the sum over ranks, identical on every rank.

@@ -6,6 +6,7 @@
 // or sends nothing for timeout_s, stops this process with one "error:" line and exit 1, which
 // closes its own sockets, so the whole world stops instead of hanging.
 // defines: SocketComm, socket_comm_create, socket_comm_destroy, socket_reduce_scatter_f32,
+//          socket_reduce_scatter_v_f32, socket_all_gather_v,
 //          socket_all_gather, socket_broadcast, socket_sum_f64, socket_barrier
 #pragma once
 #include <arpa/inet.h>
@@ -608,39 +609,60 @@ inline size_t socket_ring_slice(int rank, int back, int world) {
     return (size_t)(((rank - back) % world + world) % world);
 }
 
-// Ring reduce-scatter of float sums, in place. buf holds world*shard floats on every rank;
-// afterwards buf[rank*shard, (rank+1)*shard) holds the sum over ranks of that slice, the other
-// slices hold partial sums. At step k = 0..world-2 rank r sends slice r-k-1 to rank r+1 and adds
-// slice r-k-2 arriving from rank r-1 into its own (indices mod world). So slice s starts at rank
-// s+1 and travels s+1 -> s+2 -> ... -> s, each rank adding its values as it passes: every element
-// of slice s is (((x[s+1] + x[s+2]) + x[s+3]) + ...) + x[s], in that order whatever the timing,
-// hence the same bits on every run.
-inline void socket_reduce_scatter_f32(SocketComm* c, float* buf, size_t shard) {
-    if (c->world == 1 || shard == 0) return;
+// Where each rank's part of a buffer cut into consecutive parts of counts[0..world) starts.
+inline std::vector<size_t> socket_offsets(const size_t* counts, int world) {
+    std::vector<size_t> off(world + 1, 0);
+    for (int r = 0; r < world; r++) off[r + 1] = off[r] + counts[r];
+    return off;
+}
+
+// Ring reduce-scatter of float sums, in place. buf holds the parts of counts[0..world) floats
+// back to back (part s belongs to rank s; parts may differ in size, or be empty); afterwards
+// this rank's part holds the sum over ranks of that part, the other parts hold partial sums.
+// At step k = 0..world-2 rank r sends part r-k-1 to rank r+1 and adds part r-k-2 arriving from
+// rank r-1 into its own (indices mod world). So part s starts at rank s+1 and travels
+// s+1 -> s+2 -> ... -> s, each rank adding its values as it passes: every element of part s is
+// (((x[s+1] + x[s+2]) + x[s+3]) + ...) + x[s], in that order whatever the timing, hence the
+// same bits on every run.
+inline void socket_reduce_scatter_v_f32(SocketComm* c, float* buf, const size_t* counts) {
     int W = c->world, r = c->rank, next = (r + 1) % W, prev = (r - 1 + W) % W;
-    size_t bytes = shard * sizeof(float);
+    if (W == 1) return;
+    std::vector<size_t> off = socket_offsets(counts, W);
     for (int k = 0; k < W - 1; k++) {
-        SocketTransfer t[2] = {
-            socket_send_of(c->next_fd, next, buf + socket_ring_slice(r, k + 1, W) * shard, bytes),
-            socket_recv_of(c->prev_fd, prev, buf + socket_ring_slice(r, k + 2, W) * shard, bytes)};
+        size_t out = socket_ring_slice(r, k + 1, W), in = socket_ring_slice(r, k + 2, W);
+        SocketTransfer t[2] = {socket_send_of(c->next_fd, next, buf + off[out], counts[out] * sizeof(float)),
+                               socket_recv_of(c->prev_fd, prev, buf + off[in], counts[in] * sizeof(float))};
         t[1].add_f32 = true;
         socket_run(c, t, 2);
     }
 }
 
-// Ring all-gather in place, any element type: rank r's slice [r*shard_bytes, (r+1)*shard_bytes)
-// is its input; afterwards every rank holds every slice. At step k rank r passes on slice r-k
-// and receives slice r-k-1.
-inline void socket_all_gather(SocketComm* c, void* buf, size_t shard_bytes) {
-    if (c->world == 1 || shard_bytes == 0) return;
+// The same with equal parts: buf holds world*shard floats, rank r's part at r*shard.
+inline void socket_reduce_scatter_f32(SocketComm* c, float* buf, size_t shard) {
+    std::vector<size_t> counts(c->world, shard);
+    socket_reduce_scatter_v_f32(c, buf, counts.data());
+}
+
+// Ring all-gather in place, any element type: buf holds parts of counts_bytes[0..world) bytes
+// back to back; this rank's part is its input, and afterwards every rank holds every part.
+// At step k rank r passes on part r-k and receives part r-k-1.
+inline void socket_all_gather_v(SocketComm* c, void* buf, const size_t* counts_bytes) {
     int W = c->world, r = c->rank, next = (r + 1) % W, prev = (r - 1 + W) % W;
+    if (W == 1) return;
+    std::vector<size_t> off = socket_offsets(counts_bytes, W);
     char* b = (char*)buf;
     for (int k = 0; k < W - 1; k++) {
-        SocketTransfer t[2] = {
-            socket_send_of(c->next_fd, next, b + socket_ring_slice(r, k, W) * shard_bytes, shard_bytes),
-            socket_recv_of(c->prev_fd, prev, b + socket_ring_slice(r, k + 1, W) * shard_bytes, shard_bytes)};
+        size_t out = socket_ring_slice(r, k, W), in = socket_ring_slice(r, k + 1, W);
+        SocketTransfer t[2] = {socket_send_of(c->next_fd, next, b + off[out], counts_bytes[out]),
+                               socket_recv_of(c->prev_fd, prev, b + off[in], counts_bytes[in])};
         socket_run(c, t, 2);
     }
+}
+
+// The same with equal parts of shard_bytes, rank r's at r*shard_bytes.
+inline void socket_all_gather(SocketComm* c, void* buf, size_t shard_bytes) {
+    std::vector<size_t> counts(c->world, shard_bytes);
+    socket_all_gather_v(c, buf, counts.data());
 }
 
 // buf (bytes) from root to every rank, along the ring: each rank forwards bytes as they arrive,

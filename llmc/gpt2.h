@@ -2,6 +2,7 @@
 // forward, backward, AdamW. One training step reads top to bottom in gpt2_forward,
 // gpt2_backward and gpt2_update.
 // defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, gpt2_param_table, GPT2,
+//          LayerPtrs, layer_ptrs, layer_ptrs_packed, GradSink, param_is_per_layer,
 //          gpt2_init, gpt2_alloc_state, gpt2_init_random, gpt2_forward, gpt2_backward,
 //          gpt2_zero_grad, grad_sum_squares, gpt2_grad_norm, gpt2_update, gpt2_free
 //
@@ -161,6 +162,68 @@ inline ParamPtrs param_ptrs(float* base, const ParamTensor table[NUM_PARAM_TENSO
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
     return v;
 }
+
+// The per-layer tensors are the table's rows FIRST_LAYER_TENSOR .. +NUM_LAYER_TENSORS (ln1w ..
+// fcprojb), each stacked over layers as (L, ...); the others are wte, wpe, lnfw, lnfb.
+enum { FIRST_LAYER_TENSOR = 2, NUM_LAYER_TENSORS = 12 };
+
+inline bool param_is_per_layer(int tensor) {
+    return tensor >= FIRST_LAYER_TENSOR && tensor < FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS;
+}
+
+// One layer's slice of each per-layer tensor (of the parameters, or of their gradients); F is
+// the element type (float here, floatX in the GPU trainer).
+template <typename F>
+struct LayerPtrsOf {
+    F *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+};
+using LayerPtrs = LayerPtrsOf<float>;
+
+// slice[i]: where per-layer tensor FIRST_LAYER_TENSOR + i of the layer starts.
+template <typename F>
+inline LayerPtrsOf<F> layer_ptrs_of(F* const slice[NUM_LAYER_TENSORS]) {
+    LayerPtrsOf<F> v;
+    F** fields[NUM_LAYER_TENSORS] = {&v.ln1w, &v.ln1b, &v.qkvw, &v.qkvb, &v.attprojw, &v.attprojb,
+                                     &v.ln2w, &v.ln2b, &v.fcw, &v.fcb, &v.fcprojw, &v.fcprojb};
+    for (int i = 0; i < NUM_LAYER_TENSORS; i++) *fields[i] = slice[i];
+    return v;
+}
+
+// Layer l's slices of a buffer laid out by the table.
+template <typename F>
+inline LayerPtrsOf<F> layer_ptrs(F* base, const ParamTensor table[NUM_PARAM_TENSORS], int l, int L) {
+    F* slice[NUM_LAYER_TENSORS];
+    for (int i = 0; i < NUM_LAYER_TENSORS; i++) {
+        const ParamTensor& t = table[FIRST_LAYER_TENSOR + i];
+        slice[i] = base + t.offset + (size_t)l * (t.numel / L);
+    }
+    return layer_ptrs_of(slice);
+}
+
+// The same slices one after the other in a buffer of one layer's values (a gradient bucket).
+template <typename F>
+inline LayerPtrsOf<F> layer_ptrs_packed(F* bucket, const ParamTensor table[NUM_PARAM_TENSORS], int L) {
+    F* slice[NUM_LAYER_TENSORS];
+    size_t at = 0;
+    for (int i = 0; i < NUM_LAYER_TENSORS; i++) {
+        slice[i] = bucket + at;
+        at += table[FIRST_LAYER_TENSOR + i].numel / L;
+    }
+    return layer_ptrs_of(slice);
+}
+
+// Where the backward puts each layer's gradients, and whom it tells when a layer is done.
+// Without one they accumulate into the model's gradient buffer; a data-parallel trainer
+// passes its own (llmc/grad_sync.h, llmc/cuda/grad_sync_gpu.cuh) to start reducing a
+// finished layer while the backward goes on down.
+template <typename F>
+struct GradSinkOf {
+    virtual LayerPtrsOf<F> layer_grads(int l) = 0;  // where layer l's gradients accumulate (+=)
+    virtual void layer_done(int l) = 0;             // layer l's gradients of this micro-batch are complete
+    virtual void backward_done() = 0;               // and wte, wpe, lnfw, lnfb: the backward is over
+    virtual ~GradSinkOf() = default;
+};
+using GradSink = GradSinkOf<float>;
 
 // ---------------------------------------------------------------------------------------
 // Activations kept from forward for backward, and the gradient buffers backward reuses
@@ -347,9 +410,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 }
 
 // Backward of the last forward (same inputs/targets, full allocated B and T), accumulating
-// (+=) into model->grads. dloss is the weight of each position's loss in the step's mean:
-// 1 / (B * T * grad_accum_steps).
-inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, float dloss) {
+// (+=) into model->grads, or where sink says for the layers. dloss is the weight of each
+// position's loss in the step's mean: 1 / (B * T * grad_accum_steps).
+inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, float dloss,
+                          GradSink* sink = nullptr) {
     const GPT2Config& cfg = model->config;
     int B = model->B, T = model->T;
     int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
@@ -369,31 +433,31 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
-        size_t lC = (size_t)l * C;
+        LayerPtrs lp = layer_ptrs(model->params, model->tensors, l, L);
+        LayerPtrs lg = sink != nullptr ? sink->layer_grads(l) : layer_ptrs(model->grads, model->tensors, l, L);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
-        matmul_backward(a.dfch_gelu, g.fcprojw + lC * 4 * C, g.fcprojb + lC, a.dres,
-                        a.fch_gelu + l * 4 * BTC, p.fcprojw + lC * 4 * C, B, T, 4 * C, C);
+        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, a.fch_gelu + l * 4 * BTC, lp.fcprojw, B, T,
+                        4 * C, C);
         memset(a.dfch, 0, 4 * BTC * sizeof(float));
         gelu_backward(a.dfch, a.fch + l * 4 * BTC, a.dfch_gelu, 4 * BTC);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.fcw + lC * 4 * C, g.fcb + lC * 4, a.dfch, a.ln2 + l * BTC,
-                        p.fcw + lC * 4 * C, B, T, C, 4 * C);
-        layernorm_backward(a.dres, g.ln2w + lC, g.ln2b + lC, a.dtmp, a.residual2 + l * BTC,
-                           p.ln2w + lC, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, N, C);
+        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, a.ln2 + l * BTC, lp.fcw, B, T, C, 4 * C);
+        layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, a.residual2 + l * BTC, lp.ln2w, a.ln2_mean + l * BT,
+                           a.ln2_rstd + l * BT, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.attprojw + lC * C, g.attprojb + lC, a.dres, a.atty + l * BTC,
-                        p.attprojw + lC * C, B, T, C, C);
+        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, a.atty + l * BTC, lp.attprojw, B, T, C, C);
         memset(a.dqkv, 0, 3 * BTC * sizeof(float));
         attention_backward(a.dqkv, a.dtmp, a.qkv + l * 3 * BTC, a.att + l * att_stride, B, T, C, NH);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.qkvw + lC * 3 * C, g.qkvb + lC * 3, a.dqkv, a.ln1 + l * BTC,
-                        p.qkvw + lC * 3 * C, B, T, C, 3 * C);
-        layernorm_backward(a.dres, g.ln1w + lC, g.ln1b + lC, a.dtmp, residual, p.ln1w + lC,
-                           a.ln1_mean + l * BT, a.ln1_rstd + l * BT, N, C);
+        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, a.ln1 + l * BTC, lp.qkvw, B, T, C, 3 * C);
+        layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, a.ln1_mean + l * BT,
+                           a.ln1_rstd + l * BT, N, C);
+        if (sink != nullptr) sink->layer_done(l);  // its reduction may start now
     }
     encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
+    if (sink != nullptr) sink->backward_done();
 }
 
 inline void gpt2_zero_grad(GPT2* model) {

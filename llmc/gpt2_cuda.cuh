@@ -122,6 +122,9 @@ struct GPT2Cuda {
     ZeroLayout z;                      // this rank's part (llmc/zero.h): params and grads are
                                        // z.padded long; m, v and master cover [opt_begin, opt_end)
     floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
+    size_t grads_len = 0;              // values in grads: z.padded, or at ZeRO 2
+                                       // only wte, wpe, lnfw, lnfb (llmc/cuda/grad_sync_gpu.cuh)
+    size_t grad_slots_len = 0;         // ZeRO 2: values in the layer bucket slots that sync holds
     ParamPtrsX p, g;
     GPUActivations acts;
     void* acts_memory = nullptr;
@@ -194,12 +197,13 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     const CudaContext& ctx = *model->ctx;
     const ZeroLayout& z = model->z;
     model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
+    model->grads_len = z.padded;
     model->m = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW m");
     model->v = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW v");
     CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
     CHECK_CUDA(cudaMemset(model->m, 0, z.opt_count() * sizeof(float)));
     CHECK_CUDA(cudaMemset(model->v, 0, z.opt_count() * sizeof(float)));
-    if (z.stage == 2 && z.world > 1) {
+    if (z.stage == 2) {  // several ranks (or one through the NCCL test hook)
         model->grad_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "gradient shard");
         CHECK_CUDA(cudaMemset(model->grad_shard, 0, z.shard * sizeof(floatX)));
     }
@@ -263,7 +267,8 @@ inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
     const double MiB = 1048576.0;
     const ZeroLayout& z = model->z;
     double params = z.padded * sizeof(floatX) / MiB;
-    double grads = (z.padded + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
+    double grads =
+        (model->grads_len + model->grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
     double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
     double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
     double work = model->ctx->workspace_bytes / MiB;
@@ -391,9 +396,11 @@ inline void gpt2_cuda_logits_row(GPT2Cuda* model, int row, float* out) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Backward of the last forward (which had dloss > 0), accumulating (+=) into the grads.
-// Reverse order of the forward; dres carries the residual stream's gradient down.
-inline void gpt2_cuda_backward(GPT2Cuda* model) {
+// Backward of the last forward (which had dloss > 0), accumulating (+=) into the grads, or
+// where sink says for the layers (llmc/gpt2.h: GradSinkOf; several ranks reduce each layer
+// as it is finished). Reverse order of the forward; dres carries the residual stream's
+// gradient down.
+inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullptr) {
     CHECK(model->backward_ready, "gpt2_cuda_backward needs a forward with targets and dloss > 0 just before");
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
@@ -411,7 +418,8 @@ inline void gpt2_cuda_backward(GPT2Cuda* model) {
                        a.lnf_rstd, N, C);
     for (int l = L - 1; l >= 0; l--) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
-        const size_t lC = (size_t)l * C;
+        LayerPtrsOf<floatX> lp = layer_ptrs(model->params, model->tensors, l, L);
+        LayerPtrsOf<floatX> lg = sink != nullptr ? sink->layer_grads(l) : layer_ptrs(model->grads, model->tensors, l, L);
         floatX* ln1 = a.ln1 + l * model->ln_stride;
         float* ln1_mean = a.ln1_mean + l * N;
         float* ln1_rstd = a.ln1_rstd + l * N;
@@ -426,33 +434,29 @@ inline void gpt2_cuda_backward(GPT2Cuda* model) {
         floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
         // what the forward did not keep
         if (model->recompute >= 2) {
-            layernorm_forward(ctx, ln1, nullptr, nullptr, residual, p.ln1w + lC, p.ln1b + lC, N, C);
-            layernorm_forward(ctx, ln2, nullptr, nullptr, residual2, p.ln2w + lC, p.ln2b + lC, N, C);
+            layernorm_forward(ctx, ln1, nullptr, nullptr, residual, lp.ln1w, lp.ln1b, N, C);
+            layernorm_forward(ctx, ln2, nullptr, nullptr, residual2, lp.ln2w, lp.ln2b, N, C);
         }
         if (model->recompute >= 1) gelu_forward(ctx, fch_gelu, fch, (size_t)N * 4 * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
-        matmul_backward(ctx, a.dfch, g.fcprojw + lC * 4 * C, g.fcprojb + lC, a.dres, fch_gelu,
-                        p.fcprojw + lC * 4 * C, N, 4 * C, C, false);
+        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, fch_gelu, lp.fcprojw, N, 4 * C, C, false);
         gelu_backward(ctx, a.dfch, fch, a.dfch, (size_t)N * 4 * C);
-        matmul_backward(ctx, a.dtmp, g.fcw + lC * 4 * C, g.fcb + lC * 4, a.dfch, ln2, p.fcw + lC * 4 * C, N, C,
-                        4 * C, false);
-        layernorm_backward(ctx, a.dres, g.ln2w + lC, g.ln2b + lC, a.dtmp, residual2, p.ln2w + lC, ln2_mean,
-                           ln2_rstd, N, C);
+        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ln2, lp.fcw, N, C, 4 * C, false);
+        layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, residual2, lp.ln2w, ln2_mean, ln2_rstd, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
-        matmul_backward(ctx, a.dtmp, g.attprojw + lC * C, g.attprojb + lC, a.dres, atty, p.attprojw + lC * C, N,
-                        C, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, atty, lp.attprojw, N, C, C, false);
         attention_backward(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
-        matmul_backward(ctx, a.dtmp, g.qkvw + lC * 3 * C, g.qkvb + lC * 3, a.dqkv, ln1, p.qkvw + lC * 3 * C, N, C,
-                        3 * C, false);
-        layernorm_backward(ctx, a.dres, g.ln1w + lC, g.ln1b + lC, a.dtmp, residual, p.ln1w + lC, ln1_mean,
-                           ln1_rstd, N, C);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ln1, lp.qkvw, N, C, 3 * C, false);
+        layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, ln1_mean, ln1_rstd, N, C);
+        if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
     encoder_backward(ctx, g.wte, g.wpe, a.dres, model->buckets, B, T, C);
+    if (sink != nullptr) sink->backward_done();
     model->backward_ready = false;
 }
 
 inline void gpt2_cuda_zero_grad(GPT2Cuda* model) {
-    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->z.padded * sizeof(floatX), model->ctx->stream));
+    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->grads_len * sizeof(floatX), model->ctx->stream));
     if (model->grad_shard != nullptr)
         CHECK_CUDA(cudaMemsetAsync(model->grad_shard, 0, model->z.shard * sizeof(floatX), model->ctx->stream));
 }

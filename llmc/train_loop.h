@@ -3,10 +3,13 @@
 // optimizer step over the micro-batches, the step guard's verdict, the step line, the logs,
 // the -fk reload of the last good checkpoint, preemption and the final summary. What differs
 // between the trainers is a Backend, a small struct in each main with these members:
-//   float micro_step(inputs, targets, B, T, dloss)  forward + backward of one micro-batch,
-//                                                  gradients accumulate; returns its mean loss
-//   void reduce_grads(bool last_micro)              the gradients' communication after a
-//                                                  micro-step (ZeRO 2: every one; else the last)
+//   float micro_step(inputs, targets, B, T, dloss, last_micro)
+//                                                  forward + backward of one micro-batch,
+//                                                  gradients accumulate; returns its mean loss.
+//                                                  With several ranks the backward starts each
+//                                                  layer's reduction as it finishes the layer
+//                                                  (ZeRO 2: every micro-step; else the last)
+//   void reduce_grads(bool last_micro)              waits for that communication to end
 //   float eval_loss(inputs, targets, B, T)          forward only; the batch's mean loss
 //   const float* token_losses(inputs, targets, B, T) forward only; the loss at each position (B*T)
 //   const float* last_logits(tokens, ctx)           forward of one row of ctx tokens; the
@@ -188,8 +191,9 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         float dloss = 1.0f / ((float)B * T * grad_accum * world);
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
-            loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, dloss);
-            be.reduce_grads(micro == grad_accum - 1);
+            bool last_micro = micro == grad_accum - 1;
+            loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, dloss, last_micro);
+            be.reduce_grads(last_micro);
         }
         float loss = (float)(comm_sum(comm, loss_sum) / ((double)grad_accum * world));
         if (fault_inject_fire(inject, FAULT_NAN_LOSS, step)) loss = NAN;

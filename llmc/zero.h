@@ -1,6 +1,7 @@
 // zero.h: how the flat parameter vector is split over ranks, one layout for the CPU and GPU
 // trainers and for the checkpoint files (ZeRO, Rajbhandari et al. 2020).
 // defines: ZeroLayout, zero_layout, ZeroSegment, zero_segments, zero_state_slice,
+//          ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts, zero_run_len,
 //          zero_comm_bytes_per_step, zero_stage_name
 //
 // The parameters, their gradients, and the AdamW state all follow the table of
@@ -23,7 +24,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gpt2.h"        // defines: ParamTensor, NUM_PARAM_TENSORS
+#include "gpt2.h"        // defines: ParamTensor, NUM_PARAM_TENSORS, param_is_per_layer
 #include "checkpoint.h"  // defines: TrainState
 
 constexpr size_t ZERO_ALIGN = 64;  // values: 256 bytes of fp32, 128 of bf16
@@ -71,6 +72,58 @@ inline std::vector<ZeroSegment> zero_segments(const ParamTensor tensors[NUM_PARA
         if (b < e) segs.push_back({b, e, i});
     }
     return segs;
+}
+
+// Gradient buckets (llmc/grad_sync.h, llmc/cuda/grad_sync_gpu.cuh): what the backward finishes
+// together. Bucket l < L is layer l's slice of each per-layer tensor, bucket L the rest (wte,
+// wpe, lnfw, lnfb). Its pieces are ranges [begin, end) of the flat vector, in order; packed
+// is where a piece sits in a buffer that holds them back to back (a run).
+struct ZeroPiece {
+    size_t begin, end, packed;
+};
+
+inline std::vector<ZeroPiece> zero_bucket_pieces(const ParamTensor tensors[NUM_PARAM_TENSORS], int L, int b) {
+    std::vector<ZeroPiece> pieces;
+    size_t packed = 0;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+        const ParamTensor& t = tensors[i];
+        if (param_is_per_layer(i) != (b < L)) continue;
+        size_t len = param_is_per_layer(i) ? t.numel / L : t.numel;
+        size_t begin = t.offset + (b < L ? (size_t)b * len : 0);
+        pieces.push_back({begin, begin + len, packed});
+        packed += len;
+    }
+    return pieces;
+}
+
+// Pieces left where the flat vector holds them, as runs of adjacent ones (the rest bucket:
+// wte+wpe at the front, lnfw+lnfb at the end), packed renumbered from each run's start.
+inline std::vector<std::vector<ZeroPiece>> zero_flat_runs(const std::vector<ZeroPiece>& pieces) {
+    std::vector<std::vector<ZeroPiece>> runs;
+    for (const ZeroPiece& p : pieces) {
+        if (runs.empty() || runs.back().back().end != p.begin) runs.emplace_back();
+        size_t start = runs.back().empty() ? p.begin : runs.back().front().begin;
+        runs.back().push_back({p.begin, p.end, p.begin - start});
+    }
+    return runs;
+}
+
+// The values of a run in each rank's slice: counts[r], consecutive in rank order, since the
+// pieces are in flat order and the slices cut the flat vector in rank order. A reduce-scatter
+// with these part sizes hands each owner the sum of its part.
+inline std::vector<size_t> zero_run_counts(const ZeroLayout& z, const std::vector<ZeroPiece>& run) {
+    std::vector<size_t> counts(z.world, 0);
+    for (const ZeroPiece& p : run)
+        for (int r = 0; r < z.world; r++) {
+            size_t b = std::max(p.begin, (size_t)r * z.shard), e = std::min(p.end, (size_t)(r + 1) * z.shard);
+            if (b < e) counts[r] += e - b;
+        }
+    return counts;
+}
+
+// The values of a run: where its last piece ends.
+inline size_t zero_run_len(const std::vector<ZeroPiece>& run) {
+    return run.empty() ? 0 : run.back().packed + (run.back().end - run.back().begin);
 }
 
 // What a rank's state file holds: the AdamW state of its owned slice.

@@ -1,7 +1,7 @@
 // test_comm_socket.cpp: one rank of the socket-collective test; test/test_comm_socket.sh starts
 // WORLD of these processes. Every collective is checked against plain arithmetic done here:
 // integer-valued sums exactly, real-valued sums bit for bit against the ring order the header
-// documents, on awkward sizes and on big buffers that would deadlock a blocking implementation.
+// documents, on awkward and uneven sizes and on big buffers that would deadlock a blocking implementation.
 // usage: build/test_comm_socket RANK WORLD METHOD ARG TIMEOUT [MODE]
 //   METHOD fs: ARG is the shared directory; METHOD tcp: ARG is HOST:PORT.
 //   MODE die: rank 1 exits with status 3 right after connecting; hang: rank 1 sleeps forever.
@@ -134,6 +134,34 @@ static void check_all_gather(SocketComm* c, size_t shard_bytes) {
                          std::to_string(bad) + " bytes wrong");
 }
 
+// Uneven parts (some empty), as the trainer's gradient buckets cut them: reduce-scatter-v then
+// all-gather-v must leave every rank with every part's sum, in the ring order, bit for bit.
+static void check_uneven(SocketComm* c, const std::vector<size_t>& pattern) {
+    int W = c->world;
+    std::vector<size_t> counts(W), off(W + 1, 0);
+    for (int q = 0; q < W; q++) {
+        counts[q] = pattern[q % pattern.size()];
+        off[q + 1] = off[q] + counts[q];
+    }
+    std::vector<float> buf(off[W]);
+    for (size_t i = 0; i < buf.size(); i++) buf[i] = real_value(c->rank, i);
+    socket_reduce_scatter_v_f32(c, buf.data(), counts.data());
+    std::vector<size_t> bytes(W);
+    for (int q = 0; q < W; q++) bytes[q] = counts[q] * sizeof(float);
+    socket_all_gather_v(c, buf.data(), bytes.data());
+    size_t bad = 0;
+    for (int s = 0; s < W; s++)
+        for (size_t i = off[s]; i < off[s + 1]; i++) {
+            float acc = real_value((s + 1) % W, i);  // part s: ranks s+1, s+2, ..., s
+            for (int m = 2; m <= W; m++) acc = acc + real_value((s + m) % W, i);
+            if (memcmp(&acc, &buf[i], sizeof acc) != 0) bad++;
+        }
+    std::string what;
+    for (size_t n : counts) what += std::to_string(n) + " ";
+    expect(bad == 0, "uneven parts " + what + "reduce-scatter-v + all-gather-v: " + std::to_string(bad) +
+                         " of " + std::to_string(off[W]) + " values differ from the ring order");
+}
+
 static void check_broadcast(SocketComm* c, size_t bytes, int root) {
     std::vector<unsigned char> buf(bytes, 0);
     if (c->rank == root)
@@ -191,6 +219,10 @@ int main(int argc, char** argv) {
     for (size_t shard : int_shards) check_reduce_scatter_int(c, shard);
     check_reduce_scatter_real(c, 1);
     check_reduce_scatter_real(c, 100003);
+    check_uneven(c, {5, 0, 1000003});
+    check_uneven(c, {0, 3});
+    check_uneven(c, {0});
+    check_uneven(c, {2000000, 1, 0, 77});
     size_t gather_bytes[] = {0, 1, 3, 4000, 12000000};
     for (size_t b : gather_bytes) check_all_gather(c, b);
     int roots[] = {c->world - 1, 0, c->world / 2};

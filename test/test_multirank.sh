@@ -8,6 +8,9 @@
 #  - checkpoint + resume on the same number of ranks is bit-exact (main.log, final model)
 #  - resume on another number of ranks (2 -> 4, 4 -> 2) re-shards the AdamW state and
 #    continues like the uninterrupted run (1e-5)
+#  - the gradients go out in buckets, one per layer plus one for wte/wpe/lnf, each reduced as
+#    the backward finishes it (ZeRO 2: every micro-step), some while the backward still runs;
+#    ZeRO 2 holds no full gradient (its memory line, checked against the arithmetic at d12)
 #  - a rank that exits or hangs stops the others with an error within a bounded time
 #  - bad multi-process flags are one-line errors
 # That ranks read disjoint slices covering each global sample is test_dataloader's check.
@@ -76,15 +79,43 @@ run_sockets() {  # run_sockets NP METHOD ARG DIR FLAGS...: NP processes, no MPI
 
 ./train_gpt_cpu $flags -b 8 -o "$out/ref" > "$out/ref.stdout" 2>&1 || fail "single process: $(tail -3 "$out/ref.stdout")"
 
+# check_buckets STDOUT Z: the run reduced (L + 1) buckets per communicating micro-step: 16
+# steps x 3 buckets (L=2), twice that at ZeRO 2 (2 micro-steps); adds the ones that started
+# during the backward to $overlapped
+overlapped=0
+check_buckets() {
+    local line want
+    line=$(grep "^gradient buckets:" "$1") || fail "$1: no gradient buckets line"
+    want=$((16 * 3 * ($2 == 2 ? 2 : 1)))
+    set -- $line
+    [ "$3" = "$want" ] || fail "$line: expected $want buckets"
+    overlapped=$((overlapped + $5))
+}
+
 if [ $have_mpi = 1 ]; then
     for z in 0 1 2; do
         for np in 2 4; do
             d=$out/mpi-z$z-np$np
             run_mpi $np "$d" $flags -b $((8 / np)) -z $z -d 512
             msg=$(compare_logs "$out/ref/main.log" "$d/main.log") || fail "mpirun -np $np -z $z vs 1 process: $msg"
+            check_buckets "$d.stdout" $z
             echo "ok mpirun -np $np -z $z -b $((8 / np)) x 2 micro-steps trains like 1 x B=8: $msg"
         done
     done
+    # ZeRO 2 at d12 on 2 ranks: gradients are wte+wpe, lnfw+lnfb, two layer buckets and the
+    # owned slice; ZeRO 1 keeps the whole padded vector, and the two buckets it packs into
+    for z in 1 2; do
+        d=$out/mpi-d12-z$z
+        timeout 300 mpirun -np 2 ./train_gpt_cpu -e d12 -i "$out/markov_train_*.bin" -j "$out/markov_val_*.bin" \
+            -b 1 -t 64 -d 128 -x 0 -v 0 -s 0 -z $z > "$d.stdout" 2>&1 || fail "d12 -z $z: $(tail -3 "$d.stdout")"
+    done
+    mib() { awk '{ printf "%.1f", $1 * 4 / 1048576 }' <<< "$1"; }
+    C=768; n=124475904; shard=$(( (n / 2 + 63) / 64 * 64 )); layer=$(( 12 * C * C + 13 * C ))
+    want1=$(mib $(( 2 * shard + 2 * layer )))
+    want2=$(mib $(( (50304 + 1024) * C + 2 * C + 2 * layer + shard )))
+    grep -q "grads $want1 MiB," "$out/mpi-d12-z1.stdout" || fail "d12 -z 1: expected grads $want1 MiB: $(grep memory "$out/mpi-d12-z1.stdout")"
+    grep -q "grads $want2 MiB (" "$out/mpi-d12-z2.stdout" || fail "d12 -z 2: expected grads $want2 MiB: $(grep memory "$out/mpi-d12-z2.stdout")"
+    echo "ok d12 on 2 ranks: gradient memory $want1 MiB at ZeRO 1, $want2 MiB at ZeRO 2 (no full gradient)"
     # resume on the same number of ranks: bit-exact
     for z in 1 2; do
         d=$out/mpi-resume-z$z
@@ -140,13 +171,17 @@ for z in 0 2; do
     mkdir -p "$d.rdv"
     run_sockets 4 fs "$d.rdv" "$d" $flags -b 2 -z $z
     msg=$(compare_logs "$out/ref/main.log" "$d/main.log") || fail "-pi fs 4 ranks -z $z vs 1 process: $msg"
+    check_buckets "$d.stdout.0" $z
     echo "ok -pi fs, 4 processes, -z $z, trains like 1 x B=8: $msg"
 done
 port=$((20000 + RANDOM % 20000))
 d=$out/tcp-z1
 run_sockets 2 tcp "127.0.0.1:$port" "$d" $flags -b 4 -z 1
 msg=$(compare_logs "$out/ref/main.log" "$d/main.log") || fail "-pi tcp 2 ranks -z 1 vs 1 process: $msg"
+check_buckets "$d.stdout.0" 1
 echo "ok -pi tcp, 2 processes, -z 1, trains like 1 x B=8: $msg"
+[ $overlapped -gt 0 ] || fail "no gradient bucket started its reduction before the backward ended"
+echo "ok gradient buckets: 3 per micro-step that communicates (ZeRO 2: each), $overlapped reductions over these runs started while the backward still ran"
 # resume the tcp run on 4 socket ranks
 for s in 12 16; do rm -f "$d/DONE_000000$s"; done
 mkdir -p "$d.rdv"

@@ -1,12 +1,13 @@
 // comm_gpu.cuh: the ZeRO collectives on device buffers (llmc/zero.h's layout), two ways:
-//   NCCL         each rank drives its own GPU (production): in-place ncclReduceScatter,
-//                ncclAllGather, ncclAllReduce on the trainer's stream
+//   NCCL         each rank drives its own GPU (production): the parameters' in-place
+//                ncclAllGather on the trainer's stream; the gradients go bucket by bucket
+//                on a stream of their own (llmc/cuda/grad_sync_gpu.cuh)
 //   host-staged  the buffers go through host memory and llmc/comm.h's collectives (MPI or
 //                sockets): for several ranks sharing one GPU (NCCL refuses two ranks on one
 //                device), and for builds without NCCL. Slow, and exact in the same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
-// defines: GpuComm, gpu_comm_init, gpu_comm_free, gpu_reduce_scatter, gpu_all_gather,
-//          gpu_all_reduce, gpu_comm_wait, shard_accumulate
+// defines: GpuComm, gpu_comm_init, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
+//          shard_accumulate, nccl_type_floatx, CHECK_NCCL
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
@@ -18,7 +19,7 @@
 #endif
 
 #include "common.cuh"     // defines: CudaContext, floatX, CHECK_CUDA, to_float, from_float
-#include "../comm.h"      // defines: Comm, comm_reduce_scatter_f32, comm_all_gather, comm_clock_
+#include "../comm.h"      // defines: Comm, comm_all_gather, comm_clock_
 
 #ifdef USE_NCCL
 #define CHECK_NCCL(call)                                                                          \
@@ -38,7 +39,6 @@ struct GpuComm {
 #ifdef USE_NCCL
     ncclComm_t nccl_comm = nullptr;
 #endif
-    std::vector<float> staging;       // host-staged: the buffer widened to fp32
     std::vector<floatX> staging_x;    // host-staged: the buffer as the device holds it
 };
 
@@ -101,31 +101,6 @@ inline void gpu_comm_wait(GpuComm* gc, const CudaContext& ctx, const char* what)
 #endif
 }
 
-// In place: buf (world*shard values) summed over ranks; this rank's slice holds the result.
-inline void gpu_reduce_scatter(GpuComm* gc, const CudaContext& ctx, floatX* buf, size_t shard) {
-    Comm* c = gc->host;
-    if (c->world == 1 && !gc->nccl) return;
-    if (gc->nccl) {
-#ifdef USE_NCCL
-        CHECK_NCCL(ncclReduceScatter(buf, buf + (size_t)c->rank * shard, shard, nccl_type_floatx(), ncclSum,
-                                     gc->nccl_comm, ctx.stream));
-#endif
-        return;
-    }
-    size_t total = shard * c->world;
-    gc->staging_x.resize(total);
-    gc->staging.resize(total);
-    CHECK_CUDA(cudaMemcpyAsync(gc->staging_x.data(), buf, total * sizeof(floatX), cudaMemcpyDeviceToHost, ctx.stream));
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    for (size_t i = 0; i < total; i++) gc->staging[i] = to_float(gc->staging_x[i]);
-    comm_reduce_scatter_f32(c, gc->staging.data(), shard);
-    size_t o = (size_t)c->rank * shard;
-    for (size_t i = o; i < o + shard; i++) gc->staging_x[i] = from_float<floatX>(gc->staging[i]);
-    CHECK_CUDA(cudaMemcpyAsync(buf + o, gc->staging_x.data() + o, shard * sizeof(floatX), cudaMemcpyHostToDevice,
-                               ctx.stream));
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-}
-
 // In place: every rank's slice of buf (world*shard values) to every rank.
 inline void gpu_all_gather(GpuComm* gc, const CudaContext& ctx, floatX* buf, size_t shard) {
     Comm* c = gc->host;
@@ -147,30 +122,16 @@ inline void gpu_all_gather(GpuComm* gc, const CudaContext& ctx, floatX* buf, siz
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
-// In place: buf (world*shard values) := the sum over ranks, on every rank.
-inline void gpu_all_reduce(GpuComm* gc, const CudaContext& ctx, floatX* buf, size_t shard) {
-    Comm* c = gc->host;
-    if (c->world == 1 && !gc->nccl) return;
-    if (gc->nccl) {
-#ifdef USE_NCCL
-        // NCCL's ring and tree all-reduce both hand every rank the same final values
-        CHECK_NCCL(ncclAllReduce(buf, buf, shard * c->world, nccl_type_floatx(), ncclSum, gc->nccl_comm, ctx.stream));
-#endif
-        return;
-    }
-    gpu_reduce_scatter(gc, ctx, buf, shard);
-    gpu_all_gather(gc, ctx, buf, shard);
-}
-
 // ZeRO 2: acc[i] += src[i] (the owned slice of one micro-step's reduced gradient), in fp32.
 __global__ void shard_accumulate_kernel(floatX* acc, const floatX* src, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) acc[i] = from_float<floatX>(to_float(acc[i]) + to_float(src[i]));
 }
 
-inline void shard_accumulate(const CudaContext& ctx, floatX* acc, const floatX* src, size_t n) {
+// On the given stream: the gradient reduction's (llmc/cuda/grad_sync_gpu.cuh), not always ctx's.
+inline void shard_accumulate(cudaStream_t stream, floatX* acc, const floatX* src, size_t n) {
     if (n == 0) return;
     const int block = 256;
-    shard_accumulate_kernel<<<(unsigned)ceil_div(n, block), block, 0, ctx.stream>>>(acc, src, n);
+    shard_accumulate_kernel<<<(unsigned)ceil_div(n, block), block, 0, stream>>>(acc, src, n);
     CHECK_LAUNCH();
 }

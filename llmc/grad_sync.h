@@ -1,0 +1,229 @@
+// grad_sync.h: the CPU trainer's gradient reduction across ranks, bucket by bucket while the
+// backward goes on (data parallelism with overlap, as PyTorch's DDP and llm.c do it).
+// defines: GradSync, grad_sync_init, grad_sync_wait, grad_sync_report, grad_sync_free,
+//          grad_sync_grads_len, grad_sync_grad_floats
+//
+// The backward finishes the layers from the last to the first (llmc/gpt2.h: gpt2_backward
+// tells its GradSink), then wte, wpe, lnfw and lnfb together. So the buckets are: bucket l is
+// layer l's 12 tensor slices, bucket L is the rest. As soon as a bucket is complete it goes to
+// a worker thread, which reduces it (llmc/comm.h, MPI or sockets) while the main thread runs
+// the backward of the layers below; the loop waits for the last bucket before the norm.
+//
+// A bucket's tensor slices are pieces of the flat vector, stored back to back in a slot (a
+// run). ZeRO (llmc/zero.h) cuts the flat vector into consecutive rank slices and the pieces
+// are in flat order, so the run is consecutive parts owned by rank 0, 1, ... (a layer's
+// pieces mostly lie in one or two slices): one reduce-scatter with those part sizes hands
+// each owner the sum of its part, as the one big reduce-scatter over the vector would, in one
+// collective per bucket.
+//   ZeRO 0  the parts are all-gathered back, and the run copied back into model->grads
+//   ZeRO 1  the owner copies its sums back into model->grads; the rest of it is scratch
+//   ZeRO 2  every micro-step, the owner adds its sums into the slice accumulator; the layer
+//           gradients never exist in full: the backward writes layer l straight into one of
+//           the two slots (the other is being reduced), and model->grads holds only the rest
+// Every collective runs in the same order on every rank (buckets L-1, ..., 0, then L), so the
+// ranks pair up, and the sums come out in the same bits on every run.
+#pragma once
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gpt2.h"  // defines: GPT2, GradSink, LayerPtrs, layer_ptrs, layer_ptrs_packed, param_is_per_layer
+#include "zero.h"  // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
+#include "comm.h"  // defines: Comm, comm_reduce_scatter_v_f32, comm_all_gather_v, comm_clock_
+
+struct GradSync final : GradSink {
+    GPT2* model = nullptr;
+    Comm* comm = nullptr;
+    ZeroLayout z;
+    float* grad_shard = nullptr;  // ZeRO 2: the owned slice's gradient, summed over ranks and micro-steps
+    bool communicate = false;     // this micro-step's gradients go out (ZeRO 2: every one; else the last)
+    // two slots of one layer's layer_n values; ZeRO 2's backward writes layer slot_layer[s]
+    // into slot s (-1: free), and model->grads holds only wte, wpe (the front of the vector)
+    // then lnfw, lnfb
+    size_t layer_n = 0, front_n = 0;
+    float* slots[2] = {nullptr, nullptr};
+    int slot_layer[2] = {-1, -1};
+    // the worker: buckets waiting, and how many were handed over and are not done
+    bool threaded = false;
+    std::thread worker;
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<int> queue;
+    int pending = 0;
+    bool stop = false;
+    bool in_backward = false;      // between the first layer_done and backward_done of a micro-step
+    long long buckets_reduced = 0, started_in_backward = 0;  // for grad_sync_report
+
+    // Bucket b across ranks (on the worker, or inline without one): a layer bucket packed in
+    // its slot (ZeRO 0 and 1 copy it there from model->grads; ZeRO 2's backward wrote it
+    // there), the rest in model->grads (packed at ZeRO 2; else wte+wpe and lnfw+lnfb where
+    // the vector has them). One collective per run of pieces stored back to back.
+    void reduce_bucket(int b) {
+        const int L = model->config.num_layers;
+        std::vector<ZeroPiece> pieces = zero_bucket_pieces(model->tensors, L, b);
+        if (b < L) {
+            float* slot = slots[b % 2];
+            bool copied = z.stage != 2;
+            if (copied)
+                for (const ZeroPiece& p : pieces)
+                    memcpy(slot + p.packed, model->grads + p.begin, (p.end - p.begin) * sizeof(float));
+            reduce_run(slot, pieces, copied);
+        } else if (z.stage == 2) {
+            reduce_run(model->grads, pieces, false);
+        } else {
+            for (const std::vector<ZeroPiece>& run : zero_flat_runs(pieces))
+                reduce_run(model->grads + run.front().begin, run, false);
+        }
+    }
+
+    // One run: buf holds its pieces at their packed places; copied: a copy of model->grads,
+    // where the sums go back. Afterwards ZeRO 0 has every sum, ZeRO 1 the owned ones in
+    // model->grads, ZeRO 2 the owned ones added into the slice accumulator and buf zeroed.
+    void reduce_run(float* buf, const std::vector<ZeroPiece>& run, bool copied) {
+        std::vector<size_t> counts = zero_run_counts(z, run);
+        comm_reduce_scatter_v_f32(comm, buf, counts.data());
+        if (z.stage == 0) comm_all_gather_v(comm, buf, counts.data(), sizeof(float));
+        size_t own_begin = (size_t)z.rank * z.shard, own_end = own_begin + z.shard;
+        for (const ZeroPiece& p : run) {
+            if (z.stage == 0) {
+                if (copied) memcpy(model->grads + p.begin, buf + p.packed, (p.end - p.begin) * sizeof(float));
+                continue;
+            }
+            size_t b0 = std::max(p.begin, own_begin), e0 = std::min(p.end, own_end);
+            if (b0 >= e0) continue;
+            const float* own = buf + p.packed + (b0 - p.begin);
+            if (z.stage == 1 && copied) memcpy(model->grads + b0, own, (e0 - b0) * sizeof(float));
+            if (z.stage == 2)
+                for (size_t x = b0; x < e0; x++) grad_shard[x - own_begin] += own[x - b0];
+        }
+        if (z.stage == 2) memset(buf, 0, zero_run_len(run) * sizeof(float));  // scratch for the next micro-step
+    }
+
+    void worker_run() {
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+            cv.wait(lock, [&] { return stop || !queue.empty(); });
+            if (stop) return;
+            int b = queue.front();
+            queue.pop_front();
+            if (in_backward) started_in_backward++;
+            lock.unlock();
+            reduce_bucket(b);
+            lock.lock();
+            buckets_reduced++;
+            for (int s = 0; s < 2; s++)
+                if (slot_layer[s] == b && z.stage == 2) slot_layer[s] = -1;
+            pending--;
+            cv.notify_all();
+        }
+    }
+
+    void launch(int b) {
+        if (!threaded) {
+            reduce_bucket(b);
+            buckets_reduced++;
+            if (z.stage == 2 && b < model->config.num_layers) slot_layer[b % 2] = -1;
+            return;
+        }
+        std::lock_guard<std::mutex> lock(mu);
+        queue.push_back(b);
+        pending++;
+        cv.notify_all();
+    }
+
+    LayerPtrs layer_grads(int l) override {
+        if (z.stage != 2) return layer_ptrs(model->grads, model->tensors, l, model->config.num_layers);
+        // the slot's previous layer (l + 2) must be reduced and the slot zeroed before it is reused
+        int s = l % 2;
+        {
+            std::unique_lock<std::mutex> lock(mu);
+            cv.wait(lock, [&] { return slot_layer[s] < 0; });
+            slot_layer[s] = l;
+        }
+        return layer_ptrs_packed(slots[s], model->tensors, model->config.num_layers);
+    }
+    void layer_done(int l) override {
+        if (!communicate) return;
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            in_backward = true;
+        }
+        launch(l);
+    }
+    void backward_done() override {
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            in_backward = false;
+        }
+        if (communicate) launch(model->config.num_layers);
+    }
+};
+
+// Sets up the reduction for z (world > 1) over the model's gradient buffer (z.padded floats).
+// ZeRO 2 replaces that buffer by the front and tail tensors only, plus the two layer slots.
+inline void grad_sync_init(GradSync* gs, GPT2* model, Comm* comm, const ZeroLayout& z, float* grad_shard) {
+    gs->model = model;
+    gs->comm = comm;
+    gs->z = z;
+    gs->grad_shard = grad_shard;
+    const int L = model->config.num_layers;
+    const size_t C = model->config.channels;
+    for (int i = FIRST_LAYER_TENSOR; i < FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS; i++)
+        gs->layer_n += model->tensors[i].numel / L;
+    gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;  // wte and wpe
+    // the layer buckets' two slots (ZeRO 0 and 1 pack a finished layer there to send it)
+    for (float*& s : gs->slots) {
+        s = (float*)xmalloc(gs->layer_n * sizeof(float));
+        memset(s, 0, gs->layer_n * sizeof(float));
+    }
+    if (z.stage == 2) {
+        free(model->grads);
+        model->grads = (float*)xmalloc((gs->front_n + 2 * C) * sizeof(float));
+        memset(model->grads, 0, (gs->front_n + 2 * C) * sizeof(float));
+        model->g = ParamPtrs{};
+        model->g.wte = model->grads;
+        model->g.wpe = model->grads + model->tensors[1].offset;
+        model->g.lnfw = model->grads + gs->front_n;
+        model->g.lnfb = model->grads + gs->front_n + C;
+    }
+    gs->threaded = comm->threads_ok;
+    if (gs->threaded) gs->worker = std::thread(&GradSync::worker_run, gs);
+}
+
+// The length of model->grads: the whole padded vector, or at ZeRO 2 wte, wpe, lnfw, lnfb.
+inline size_t grad_sync_grads_len(const GradSync* gs) {
+    return gs->z.stage == 2 ? gs->front_n + 2 * (size_t)gs->model->config.channels : gs->z.padded;
+}
+
+// Values held for gradients besides ZeRO 2's slice accumulator: model->grads and the slots.
+inline size_t grad_sync_grad_floats(const GradSync* gs) { return grad_sync_grads_len(gs) + 2 * gs->layer_n; }
+
+// Waits until every bucket handed over so far is reduced.
+inline void grad_sync_wait(GradSync* gs) {
+    std::unique_lock<std::mutex> lock(gs->mu);
+    gs->cv.wait(lock, [&] { return gs->pending == 0; });
+}
+
+// One line on the overlap: how many bucket reductions started while the backward still ran.
+inline void grad_sync_report(GradSync* gs) {
+    if (gs->buckets_reduced == 0) return;
+    printf("gradient buckets: %lld reduced, %lld of them started while the backward was still running%s\n",
+           gs->buckets_reduced, gs->started_in_backward, gs->threaded ? "" : " (no worker thread: MPI is not threaded)");
+}
+
+inline void grad_sync_free(GradSync* gs) {
+    if (gs->worker.joinable()) {
+        {
+            std::lock_guard<std::mutex> lock(gs->mu);
+            gs->stop = true;
+        }
+        gs->cv.notify_all();
+        gs->worker.join();
+    }
+    for (float*& s : gs->slots) {
+        free(s);
+        s = nullptr;
+    }
+}
