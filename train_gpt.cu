@@ -244,6 +244,7 @@ int main(int argc, char** argv) {
     cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
     ctx.gelu_fusion = cfg.gelu_fusion != 0;  // -1 (default): on
+    ctx.attention_mma = cfg.attention_kernel == 1;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
@@ -266,6 +267,10 @@ int main(int argc, char** argv) {
     GpuComm gc;
     gpu_comm_init(&gc, &comm, !sharing);
     const GPT2Config& mc = model.config;
+    if (ctx.attention_mma) {
+        const char* problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
+        if (problem != nullptr) fail("flag -ak 1: %s (head size %d here); use -ak 0", problem, mc.channels / mc.num_heads);
+    }
 
     // --- batch arithmetic and data
     TrainData data;
@@ -285,10 +290,11 @@ int main(int argc, char** argv) {
     size_t n = model.num_parameters;
     double flops_per_token = train_flops_per_token(mc, n, T);
     double peak_tflops = device_peak_tflops(ctx.props, ctx.tf32);
-    printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, peak %s TFLOP/s\n",
+    printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, attention on %s, peak %s TFLOP/s\n",
            ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
            ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
            sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"), ctx.gelu_fusion ? "on" : "off",
+           ctx.attention_mma ? "tensor cores" : "CUDA cores",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
     train_print_plan(mc, n, cfg, data, resume_step, world);
     if (world == 1 && gc.nccl)

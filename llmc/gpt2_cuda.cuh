@@ -45,6 +45,7 @@
 #include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
 #include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward
 #include "cuda/attention.cuh"    // defines: attention_forward, attention_backward
+#include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
 #include "cuda/gelu.cuh"         // defines: gelu_forward, gelu_backward
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
@@ -330,7 +331,7 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
         floatX* residual3 = a.residual3 + l * NC;
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         matmul_forward(ctx, qkv, nullptr, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
-        attention_forward(ctx, atty, lse, qkv, B, T, C, NH);
+        attention_forward_chosen(ctx, atty, lse, qkv, B, T, C, NH);
         matmul_forward(ctx, a.proj, nullptr, atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
         fused_residual_layernorm_forward(ctx, residual2, ln2, a.ln2_mean + l * Nmax, a.ln2_rstd + l * Nmax,
                                          residual, a.proj, p.ln2w + lC, p.ln2b + lC, N, C);
@@ -445,7 +446,7 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
         layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, residual2, lp.ln2w, ln2_mean, ln2_rstd, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, atty, lp.attprojw, N, C, C, false);
-        attention_backward(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+        attention_backward_chosen(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
         matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ln1, lp.qkvw, N, C, 3 * C, false);
         layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, ln1_mean, ln1_rstd, N, C);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream

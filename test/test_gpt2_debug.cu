@@ -1,7 +1,7 @@
 // test_gpt2_debug.cu: the GPU model against PyTorch, as test_gpt2_debug.cpp does for the
 // CPU. Reads a model file and a debug state written by test/pytorch_reference.py, then
 // checks logits, loss, every gradient tensor and the losses of 10 AdamW steps with clipping.
-// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2]
+// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1]
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
 //   fp32: logits max error relative to the largest logit <= 1e-4; loss 1e-5 relative;
@@ -27,9 +27,11 @@ static void expect(bool ok, const char* what, double err, double tol, const char
 static void info(const char* what, double value) { printf("info %-34s %.3e\n", what, value); }
 
 int main(int argc, char** argv) {
-    CHECK(argc == 3 || argc == 4, "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2]", argv[0]);
-    int recompute = argc == 4 ? atoi(argv[3]) : 1;
+    CHECK(argc >= 3 && argc <= 5, "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1]", argv[0]);
+    int recompute = argc >= 4 ? atoi(argv[3]) : 1;
+    int attention_kernel = argc == 5 ? atoi(argv[4]) : 0;
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
+    CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
     const bool bf16 = sizeof(floatX) == 2;
 
     GPT2 host;
@@ -51,9 +53,14 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
-    printf("%s on %s: config L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, B=%d T=%d; lr %g wd %g clip %g; -r %d\n",
+    ctx.attention_mma = attention_kernel == 1;
+    if (ctx.attention_mma) {
+        const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
+        CHECK(problem == nullptr, "attention kernel 1: %s", problem);
+    }
+    printf("%s on %s: config L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, B=%d T=%d; lr %g wd %g clip %g; -r %d, -ak %d\n",
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, V, c.padded_vocab_size,
-           c.max_seq_len, B, T, lr, wd, clip, recompute);
+           c.max_seq_len, B, T, lr, wd, clip, recompute, attention_kernel);
     GPT2Cuda model;
     gpt2_cuda_init(&model, &ctx, &host, true, zero_layout(host.num_parameters, 0, 0, 1));
     gpt2_free(&host);

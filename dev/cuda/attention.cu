@@ -1,5 +1,7 @@
 // attention.cu: llmc/cuda/attention.cuh (flash-style, fp32 arithmetic) against
-// llmc/cpu/attention.h, at every compiled head size and awkward T, then a benchmark.
+// llmc/cpu/attention.h, at every compiled head size and awkward T, then a benchmark. The bf16
+// build also checks the tensor-core forward and backward (llmc/cuda/attention_mma.cuh)
+// against the same references and tolerances, and times them.
 // The GPU's dqkv is prefilled with NaN bytes, so an element the backward never writes fails.
 // Tolerances (|err| <= atol_frac*max|ref| + rtol*|ref|):
 //   fp32: the online softmax and the tiled sums reorder fp32 arithmetic over T keys:
@@ -12,6 +14,7 @@
 #include "dev_common.cuh"
 #include "../../llmc/cpu/attention.h"
 #include "../../llmc/cuda/attention.cuh"
+#include "../../llmc/cuda/attention_mma.cuh"
 
 // lse of every (b, h, t) row in double, from the definition
 static std::vector<float> ref_lse(const std::vector<float>& qkv, int B, int T, int C, int NH) {
@@ -69,6 +72,30 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     dev_check("attention_forward", (w + " lse").c_str(), dev_download_f32(d_lse, (size_t)B * NH * T),
               ref_lse(qkv, B, T, C, NH), {1e-5, 1e-6, 1e-5});
 
+#ifdef ENABLE_BF16
+    // the tensor-core forward against the same reference
+    if (attention_mma_supported(HS)) {
+        floatX* d_out_mma;
+        float* d_lse_mma;
+        CHECK_CUDA(cudaMalloc(&d_out_mma, n_out * sizeof(floatX)));
+        CHECK_CUDA(cudaMalloc(&d_lse_mma, (size_t)B * NH * T * sizeof(float)));
+        CHECK_CUDA(cudaMemset(d_out_mma, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
+        attention_forward_mma(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_check("attention_forward_mma", (w + " out").c_str(), dev_download(d_out_mma, n_out), ref_out,
+                  tol_for({1e-4, 1e-5}, {1e-2, 2e-3}));
+        dev_check("attention_forward_mma", (w + " lse").c_str(), dev_download_f32(d_lse_mma, (size_t)B * NH * T),
+                  ref_lse(qkv, B, T, C, NH), {1e-5, 1e-6, 1e-5});
+        if (bench) {
+            const double pairs = (double)B * NH * T * (T + 1) / 2.0;
+            float ms = bench_ms(ctx, 10, [&] { attention_forward_mma(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH); });
+            dev_report_tflops("attention_forward_mma", "gpt2", 4.0 * pairs * HS, ms);
+        }
+        CHECK_CUDA(cudaFree(d_out_mma));
+        CHECK_CUDA(cudaFree(d_lse_mma));
+    }
+#endif
+
     // backward: the GPU from its own out and lse, the CPU from its att
     std::vector<float> ref_dqkv(n_qkv, 0.0f);
     attention_backward(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
@@ -97,6 +124,34 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     std::vector<float> again = dev_download(d_dqkv, n_qkv);
     dev_expect("attention_backward", (w + " bitwise deterministic").c_str(),
                memcmp(again.data(), got.data(), n_qkv * sizeof(float)) == 0);
+#ifdef ENABLE_BF16
+    // the tensor-core backward, from the same out and lse, into a NaN-filled dqkv
+    if (attention_mma_supported(HS)) {
+        CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
+        attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> got_mma = dev_download(d_dqkv, n_qkv);
+        for (int part = 0; part < 3; part++) {
+            std::vector<float> g, r;
+            for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+                for (int c = 0; c < C; c++) {
+                    g.push_back(got_mma[bt * 3 * C + part * C + c]);
+                    r.push_back(ref_dqkv[bt * 3 * C + part * C + c]);
+                }
+            }
+            dev_check("attention_backward_mma", (w + names[part]).c_str(), g, r, tb);
+        }
+        attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_expect("attention_backward_mma", (w + " bitwise deterministic").c_str(),
+                   memcmp(dev_download(d_dqkv, n_qkv).data(), got_mma.data(), n_qkv * sizeof(float)) == 0);
+        if (bench) {
+            const double pairs = (double)B * NH * T * (T + 1) / 2.0;
+            float ms = bench_ms(ctx, 10, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
+            dev_report_tflops("attention_backward_mma", "gpt2", 2.5 * 4.0 * pairs * HS, ms);
+        }
+    }
+#endif
 
     if (bench) {
         // causal: each query attends to t+1 keys; 2 products (QK^T, PV) of 2*HS flops per pair

@@ -66,6 +66,7 @@ struct CudaContext {
     cudaDeviceProp props;      // of the device the context was made on
     bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
     bool gelu_fusion;          // matmul_forward applies GELU in the cuBLASLt epilogue
+    bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
 };
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
@@ -82,6 +83,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     CHECK_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
     ctx->tf32 = false;
     ctx->gelu_fusion = true;
+    ctx->attention_mma = false;
 }
 
 inline void cuda_context_free(CudaContext* ctx) {
