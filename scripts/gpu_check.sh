@@ -2,7 +2,9 @@
 # gpu_check.sh: everything a GPU session checks, in one call, on a bare GPU machine
 # (CUDA toolkit present, no internet). Builds every dev/cuda program for the GPU found,
 # runs each (fp32 and bf16) against its CPU reference, runs compute-sanitizer on the small
-# cases, and ends with a table: op, precision, result, GB/s or TFLOP/s.
+# cases, and ends with a table: op, precision, result, GB/s or TFLOP/s, then the figures next
+# to the newest committed run on the same GPU model in dev/results/ (scripts/bench_compare.py,
+# drops over 3% flagged). Copy summary.txt to dev/results/DATE_DEVICE.txt and commit it.
 #
 #   bash scripts/gpu_check.sh            # logs under $OUT when set, else ./gpu_check_out
 #
@@ -588,6 +590,13 @@ if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
     for line in "${BENCH_ROWS[@]}"; do say "$line"; done
 fi
 say ""
+# the figures next to the newest committed run on this GPU model (dev/results/), drops of
+# more than 3% flagged; compared, not asserted
+if command -v python3 > /dev/null; then
+    python3 scripts/bench_compare.py "$SUMMARY" dev/results > "$LOGDIR/compare.txt" 2>&1
+    tee -a "$SUMMARY" < "$LOGDIR/compare.txt"
+    say ""
+fi
 if [ "$FAILED" -eq 0 ]; then
     say "gpu_check: ALL PASSED (logs in $LOGDIR)"
 else
