@@ -116,6 +116,8 @@ struct GpuBackend {
     EnergyMeter* energy;             // the board's energy counter (NVML), if there is one
     double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
+    bool step_open = false;          // a step's first micro-step ran and its step_done has not
+    double step_start = 0.0;         // when that micro-step began (-pb 1's wall time)
 
     GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
         : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
@@ -125,6 +127,11 @@ struct GpuBackend {
     // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
     // every micro-step; else the last), which runs on its own stream alongside the layers below
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
+        if (!step_open) {  // the step's first micro-step: -pb 1 times from here
+            phase_step_begin(*model->ctx);
+            step_start = now_seconds();
+            step_open = true;
+        }
         gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
         if (gsync != nullptr) gsync->communicate = model->z.stage == 2 || last_micro;
         gpt2_cuda_backward(model, gsync);
@@ -155,11 +162,15 @@ struct GpuBackend {
         gpt2_cuda_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
         const ZeroLayout& z = model->z;
         if (z.world > 1 && z.stage > 0) {
+            phase_mark(*model->ctx, PHASE_COMM);
             gpu_all_gather(gc, *model->ctx, model->params, z.shard);
             gpu_comm_wait(gc, *model->ctx, "the parameter all-gather");
         }
     }
-    void zero_grad() { gpt2_cuda_zero_grad(model); }
+    void zero_grad() {
+        phase_mark(*model->ctx, PHASE_OTHER);
+        gpt2_cuda_zero_grad(model);
+    }
     void sync() { CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream)); }
     void poison_grad() { poison_first(model, gpt2_cuda_opt_grads(model)); }
     void poison_weight() {
@@ -176,6 +187,8 @@ struct GpuBackend {
     // (evaluations and checkpoints in between count towards the next step)
     void step_done(int step) {
         if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
+        if (step_open) phase_step_end(*model->ctx, 1000.0 * (now_seconds() - step_start), step > 0);
+        step_open = false;
         double j = energy_meter_read(energy), t = now_seconds();
         if (j >= 0 && last_j >= 0 && t > last_t) {
             step_j = j - last_j;
@@ -245,6 +258,8 @@ int main(int argc, char** argv) {
     ctx.tf32 = cfg.tf32 != 0;
     ctx.gelu_fusion = cfg.gelu_fusion != 0;  // -1 (default): on
     ctx.attention_mma = cfg.attention_kernel == 1;
+    PhaseTimer phase_timer;  // -pb 1
+    if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
@@ -319,12 +334,14 @@ int main(int argc, char** argv) {
     else printf("energy: not measured (%s)\n", energy.why.c_str());
     GpuBackend be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops_per_token, peak_tflops, &energy);
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
+    if (cfg.phase_breakdown && rank == 0) phase_report(phase_timer);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpu_grad_sync_free(&gsync);
     gpt2_cuda_free(&model);
     energy_meter_free(&energy);
     gpu_comm_free(&gc);
+    phase_timer_free(&phase_timer);
     cuda_context_free(&ctx);
     comm_free(&comm);
     return status;

@@ -50,6 +50,7 @@
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
+#include "cuda/phases.cuh"       // defines: phase_mark, PHASE_* (-pb 1)
 
 // What the kernels need of a shape beyond gpt2_config_problem: every tensor (and every
 // layer's slice of it) starts on 16 bytes, which C % 8 == 0 gives for fp32 and bf16, and
@@ -315,7 +316,9 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
 
     const ParamPtrsX& p = model->p;
     const size_t NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
+    phase_mark(ctx, PHASE_ENCODER);
     encoder_forward(ctx, a.encoded, a.inputs, p.wte, p.wpe, B, T, C);
+    phase_mark(ctx, PHASE_LAYERNORM);
     layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C);
     for (int l = 0; l < L; l++) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
@@ -330,16 +333,22 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
         floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
         floatX* residual3 = a.residual3 + l * NC;
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_forward(ctx, qkv, nullptr, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
+        phase_mark(ctx, PHASE_ATTENTION_FWD);
         attention_forward_chosen(ctx, atty, lse, qkv, B, T, C, NH);
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_forward(ctx, a.proj, nullptr, atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
+        phase_mark(ctx, PHASE_LAYERNORM);
         fused_residual_layernorm_forward(ctx, residual2, ln2, a.ln2_mean + l * Nmax, a.ln2_rstd + l * Nmax,
                                          residual, a.proj, p.ln2w + lC, p.ln2b + lC, N, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_forward(ctx, fch_gelu, fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, N, C, 4 * C);
         matmul_forward(ctx, a.proj, nullptr, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, N, 4 * C, C);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1, or after the last layer lnf
+        phase_mark(ctx, PHASE_LAYERNORM);
         if (l + 1 < L) {
             fused_residual_layernorm_forward(ctx, residual3, a.ln1 + (l + 1) * model->ln_stride,
                                              a.ln1_mean + (l + 1) * Nmax, a.ln1_rstd + (l + 1) * Nmax, residual2,
@@ -349,14 +358,17 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
                                              p.lnfw, p.lnfb, N, C);
         }
     }
+    phase_mark(ctx, PHASE_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
     if (targets != nullptr) {
+        phase_mark(ctx, PHASE_CLASSIFIER);
         classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
         // the previous losses must have been read (gpt2_cuda_loss) before they are overwritten
         CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
         CHECK_CUDA(cudaMemcpyAsync(model->losses_host, a.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
                                    ctx.stream));
         CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+        phase_mark(ctx, PHASE_OTHER);
     }
     // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
     // copied in stream order before the backward
@@ -413,7 +425,9 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
     const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
 
     // logits hold dlogits (the classifier wrote them in the forward)
+    phase_mark(ctx, PHASE_MATMUL);
     matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, false);
+    phase_mark(ctx, PHASE_LAYERNORM);
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
     layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
                        a.lnf_rstd, N, C);
@@ -435,23 +449,36 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
         floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
         // what the forward did not keep
         if (model->recompute >= 2) {
+            phase_mark(ctx, PHASE_LAYERNORM);
             layernorm_forward(ctx, ln1, nullptr, nullptr, residual, lp.ln1w, lp.ln1b, N, C);
             layernorm_forward(ctx, ln2, nullptr, nullptr, residual2, lp.ln2w, lp.ln2b, N, C);
         }
+        phase_mark(ctx, PHASE_GELU);
         if (model->recompute >= 1) gelu_forward(ctx, fch_gelu, fch, (size_t)N * 4 * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, fch_gelu, lp.fcprojw, N, 4 * C, C, false);
+        phase_mark(ctx, PHASE_GELU);
         gelu_backward(ctx, a.dfch, fch, a.dfch, (size_t)N * 4 * C);
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ln2, lp.fcw, N, C, 4 * C, false);
+        phase_mark(ctx, PHASE_LAYERNORM);
         layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, residual2, lp.ln2w, ln2_mean, ln2_rstd, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, atty, lp.attprojw, N, C, C, false);
+        phase_mark(ctx, PHASE_ATTENTION_BWD);
         attention_backward_chosen(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+        phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ln1, lp.qkvw, N, C, 3 * C, false);
+        phase_mark(ctx, PHASE_LAYERNORM);
         layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, ln1_mean, ln1_rstd, N, C);
+        phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
+    phase_mark(ctx, PHASE_ENCODER);
     encoder_backward(ctx, g.wte, g.wpe, a.dres, model->buckets, B, T, C);
+    phase_mark(ctx, PHASE_OTHER);
     if (sink != nullptr) sink->backward_done();
     model->backward_ready = false;
 }
@@ -473,6 +500,7 @@ inline floatX* gpt2_cuda_opt_grads(GPT2Cuda* model) {
 inline double gpt2_cuda_grad_sum_squares(GPT2Cuda* model) {
     const CudaContext& ctx = *model->ctx;
     if (model->z.opt_count() == 0) return 0.0;
+    phase_mark(ctx, PHASE_OPTIMIZER);
     global_norm_squared(ctx, model->norm_device, gpt2_cuda_opt_grads(model), model->z.opt_count(), false);
     CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
                                ctx.stream));
@@ -488,6 +516,7 @@ inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2
                              float grad_scale, int t) {
     const ZeroLayout& z = model->z;
     floatX* g = gpt2_cuda_opt_grads(model);
+    phase_mark(*model->ctx, PHASE_OPTIMIZER);
     for (const ZeroSegment& seg : zero_segments(model->tensors, z.opt_begin, z.opt_end)) {
         const ParamTensor& pt = model->tensors[seg.tensor];
         size_t o = seg.begin - z.opt_begin;

@@ -553,6 +553,9 @@ if has_part bench; then
     bench d12-ak1 bf16 d12 32 -ak 1
     bench d12-ak1 bf16 d12 64 -ak 1
     bench d48-ak1 bf16 d48 8 -ak 1
+    # where a d12 step's time goes (-pb 1: CUDA events between phases; a little slower)
+    bench d12-pb bf16 d12 32 -pb 1
+    sed -n '/^phase breakdown/,/step (wall)/p' "$LOGDIR/bench_d12-pb_bf16.log" | tee -a "$SUMMARY"
     say "benchmark: $(( $(date +%s) - tpart )) s"
 fi
 

@@ -57,6 +57,8 @@ typedef float floatX;
 // ---------------------------------------------------------------------------------------
 // the context every launcher takes: no globals
 
+struct PhaseTimer;  // phases.cuh: -pb 1's per-phase step timing
+
 struct CudaContext {
     cudaStream_t stream;       // every kernel and cuBLASLt call of the trainer runs here
     cublasLtHandle_t lt;       // cuBLASLt handle
@@ -67,6 +69,7 @@ struct CudaContext {
     bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
     bool gelu_fusion;          // matmul_forward applies GELU in the cuBLASLt epilogue
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
+    PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
 };
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
@@ -84,6 +87,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->tf32 = false;
     ctx->gelu_fusion = true;
     ctx->attention_mma = false;
+    ctx->phases = nullptr;
 }
 
 inline void cuda_context_free(CudaContext* ctx) {

@@ -26,6 +26,7 @@
 #include "comm_gpu.cuh"    // defines: GpuComm, gpu_comm_wait, shard_accumulate, CHECK_NCCL, nccl_type_floatx
 #include "../zero.h"       // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
 #include "../gpt2_cuda.cuh" // defines: GPT2Cuda, GradSinkOf, LayerPtrsOf, layer_ptrs, layer_ptrs_packed
+#include "phases.cuh"      // defines: phase_mark (-pb 1)
 
 struct GpuGradSync final : GradSinkOf<floatX> {
     GPT2Cuda* model = nullptr;
@@ -199,6 +200,7 @@ inline void gpu_grad_sync_init(GpuGradSync* gs, GPT2Cuda* model, GpuComm* gc) {
 inline void gpu_grad_sync_wait(GpuGradSync* gs) {
     if (!gs->launched) return;
     const CudaContext& ctx = *gs->model->ctx;
+    phase_mark(ctx, PHASE_COMM);
     if (gs->gc->nccl) {
         CHECK_CUDA(cudaEventRecord(gs->done, gs->stream));
         CHECK_CUDA(cudaStreamWaitEvent(ctx.stream, gs->done, 0));
