@@ -6,7 +6,7 @@
 SUMMARY is this run's summary.txt (gpu_check.sh writes it under $OUT). RESULTS_DIR (default
 dev/results) holds the committed runs, one file each, every one a copy of its run's
 summary: a "device: NAME, DRIVER, ..." line, the kernel benchmark rows
-("op:what  prec  PASS  value  unit") and the trainer benchmark rows
+("op:what  prec  PASS  value  unit  [share]") and the trainer benchmark rows
 ("model  prec  B  ms/step  tok/s  MFU  peak MiB"). The newest file (by name: they start with
 the date) on the same GPU model is the baseline. For every kernel (GB/s, TFLOP/s) and every
 trainer row (tok/s) in both, prints now, then, and the change; a drop of more than the
@@ -29,8 +29,8 @@ def parse_summary(text):
             device = line[len("device:"):].split(",")[0].strip()
             continue
         f = line.split()
-        # kernel benchmark: op:what prec PASS|FAIL value unit
-        if len(f) == 5 and ":" in f[0] and f[2] in ("PASS", "FAIL") and f[4] in ("GB/s", "TFLOP/s"):
+        # kernel benchmark: op:what prec PASS|FAIL value unit [share of the ceiling]
+        if len(f) in (5, 6) and ":" in f[0] and f[2] in ("PASS", "FAIL") and f[4] in ("GB/s", "TFLOP/s"):
             try:
                 figures[("kernel", f[0], f[1])] = (float(f[3]), f[4])
             except ValueError:

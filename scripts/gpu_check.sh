@@ -2,7 +2,8 @@
 # gpu_check.sh: everything a GPU session checks, in one call, on a bare GPU machine
 # (CUDA toolkit present, no internet). Builds every dev/cuda program for the GPU found,
 # runs each (fp32 and bf16) against its CPU reference, runs compute-sanitizer on the small
-# cases, and ends with a table: op, precision, result, GB/s or TFLOP/s, then the figures next
+# cases, and ends with a table: op, precision, result, GB/s or TFLOP/s and its share of the
+# device's ceiling (dev/cuda/ceilings.cu, measured in the same run), then the figures next
 # to the newest committed run on the same GPU model in dev/results/ (scripts/bench_compare.py,
 # drops over 3% flagged). Copy summary.txt to dev/results/DATE_DEVICE.txt and commit it.
 #
@@ -570,15 +571,23 @@ for name in "${PROGRAMS[@]}"; do
     done
 done
 say ""
-has_part dev && say "$(printf '%-40s %-5s %-6s %12s' benchmark prec result value)"
+has_part dev && say "$(printf '%-40s %-5s %-6s %12s %s' benchmark prec result value 'of ceiling')"
 for name in "${PROGRAMS[@]}"; do
     has_part dev || break
     for prec in fp32 bf16; do
         log="$LOGDIR/${name}_${prec}.log"
         [ -f "$log" ] || continue
+        # each figure as a share of this device's ceiling in the same unit (dev/cuda/ceilings.cu:
+        # the copy kernel for GB/s, the 8192^3 cuBLASLt matmul for TFLOP/s)
+        ceil_gbs=$(awk '$1 == "RESULT" && $2 == "ceiling:copy" { print $5 }' "$LOGDIR/ceilings_${prec}.log" 2> /dev/null)
+        ceil_tflops=$(awk '$1 == "RESULT" && $2 == "ceiling:matmul" { print $5 }' "$LOGDIR/ceilings_${prec}.log" 2> /dev/null)
         # RESULT <op:what> <precision> <PASS|FAIL> <value> <unit>
         grep '^RESULT ' "$log" | while read -r _ op p r v u; do
-            say "$(printf '%-40s %-5s %-6s %8s %s' "$op" "$p" "$r" "$v" "$u")"
+            c=$ceil_gbs
+            [ "$u" = "TFLOP/s" ] && c=$ceil_tflops
+            share=""
+            [ -n "$c" ] && share=$(awk -v v="$v" -v c="$c" 'BEGIN { if (c > 0) printf "%.1f%%", 100 * v / c }')
+            say "$(printf '%-40s %-5s %-6s %8s %-8s %s' "$op" "$p" "$r" "$v" "$u" "$share")"
         done
     done
 done

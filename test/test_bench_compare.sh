@@ -16,7 +16,7 @@ summary() {  # summary FILE DEVICE ATT_TFLOPS COPY_GBS D12_TOKS D48_TOKS
         echo "== gpu_check 2026-11-01 10:00:00 UTC"
         echo "device: $2, 570.86, 9.0, 81559 MiB"
         printf '%-40s %-5s %-6s %8s %s\n' attention_forward:gpt2 bf16 PASS "$3" TFLOP/s
-        printf '%-40s %-5s %-6s %8s %s\n' encoder_forward:gpt2 bf16 PASS "$4" GB/s
+        printf '%-40s %-5s %-6s %8s %-8s %s\n' encoder_forward:gpt2 bf16 PASS "$4" GB/s 71.3%
         printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' model prec B ms/step tok/s MFU 'peak MiB'
         printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' d12 bf16 32 50.0 "$5" 50.1% 30000
         printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' d48 bf16 8 200.0 "$6" 52.0% 70000
