@@ -44,6 +44,25 @@ static std::vector<float> ref_lse(const std::vector<float>& qkv, int B, int T, i
     return out;
 }
 
+// dqkv (B*T rows of [q | k | v], C each) against the reference, q, k and v reported
+// separately: a mistake usually sits in one of them
+static void check_dqkv(const char* op, const std::string& w, const std::vector<float>& got,
+                       const std::vector<float>& ref, size_t BT, int C, DevTol tol) {
+    const char* names[3] = {" dq", " dk", " dv"};
+    for (int part = 0; part < 3; part++) {
+        std::vector<float> g, r;
+        g.reserve(BT * C);
+        r.reserve(BT * C);
+        for (size_t bt = 0; bt < BT; bt++) {
+            for (int c = 0; c < C; c++) {
+                g.push_back(got[bt * 3 * C + part * C + c]);
+                r.push_back(ref[bt * 3 * C + part * C + c]);
+            }
+        }
+        dev_check(op, (w + names[part]).c_str(), g, r, tol);
+    }
+}
+
 static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool bench) {
     const int C = NH * HS;
     char what[80];
@@ -52,6 +71,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     std::string w(what);
     DevRng rng(23 + B * 1000 + T + HS);
     const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
+    // the benchmarks' flops: each query attends to t+1 keys; 2 products (QK^T, PV) of 2*HS
+    // flops per pair; the backward counted as flash-attention does, 2.5x the forward
+    const double fwd_flops = 4.0 * ((double)B * NH * T * (T + 1) / 2.0) * HS;
     std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f), dout = rand_vec(rng, n_out);
     round_to_floatX(qkv);
     round_to_floatX(dout);
@@ -65,12 +87,14 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     // forward
     std::vector<float> ref_out(n_out), att((size_t)B * NH * T * T);
     attention_forward(ref_out.data(), att.data(), qkv.data(), B, T, C, NH);
+    const std::vector<float> ref_lse_v = ref_lse(qkv, B, T, C, NH);
+    auto check_forward = [&](const char* op, const floatX* out, const float* lse) {
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_check(op, (w + " out").c_str(), dev_download(out, n_out), ref_out, tol_for({1e-4, 1e-5}, {1e-2, 2e-3}));
+        dev_check(op, (w + " lse").c_str(), dev_download_f32(lse, (size_t)B * NH * T), ref_lse_v, {1e-5, 1e-6, 1e-5});
+    };
     attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    dev_check("attention_forward", (w + " out").c_str(), dev_download(d_out, n_out), ref_out,
-              tol_for({1e-4, 1e-5}, {1e-2, 2e-3}));
-    dev_check("attention_forward", (w + " lse").c_str(), dev_download_f32(d_lse, (size_t)B * NH * T),
-              ref_lse(qkv, B, T, C, NH), {1e-5, 1e-6, 1e-5});
+    check_forward("attention_forward", d_out, d_lse);
 
 #ifdef ENABLE_BF16
     // the tensor-core forward against the same reference
@@ -81,15 +105,10 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         CHECK_CUDA(cudaMalloc(&d_lse_mma, (size_t)B * NH * T * sizeof(float)));
         CHECK_CUDA(cudaMemset(d_out_mma, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
         attention_forward_mma(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH);
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        dev_check("attention_forward_mma", (w + " out").c_str(), dev_download(d_out_mma, n_out), ref_out,
-                  tol_for({1e-4, 1e-5}, {1e-2, 2e-3}));
-        dev_check("attention_forward_mma", (w + " lse").c_str(), dev_download_f32(d_lse_mma, (size_t)B * NH * T),
-                  ref_lse(qkv, B, T, C, NH), {1e-5, 1e-6, 1e-5});
+        check_forward("attention_forward_mma", d_out_mma, d_lse_mma);
         if (bench) {
-            const double pairs = (double)B * NH * T * (T + 1) / 2.0;
             float ms = bench_ms(ctx, 10, [&] { attention_forward_mma(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH); });
-            dev_report_tflops("attention_forward_mma", "gpt2", 4.0 * pairs * HS, ms);
+            dev_report_tflops("attention_forward_mma", "gpt2", fwd_flops, ms);
         }
         CHECK_CUDA(cudaFree(d_out_mma));
         CHECK_CUDA(cudaFree(d_lse_mma));
@@ -105,20 +124,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     // the floor: at T=1 the exact dq and dk are 0 (dS = P (dP - D) with P = 1 and dP = D),
     // and the GPU's dP and D are the same dot product summed in two different orders
     DevTol tb = tol_for({1e-4, 2e-5, 1e-5}, {2e-2, 5e-3, 1e-3});
-    // report q, k, v separately: a mistake usually sits in one of them
-    const char* names[3] = {" dq", " dk", " dv"};
-    for (int part = 0; part < 3; part++) {
-        std::vector<float> g, r;
-        g.reserve(n_out);
-        r.reserve(n_out);
-        for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-            for (int c = 0; c < C; c++) {
-                g.push_back(got[bt * 3 * C + part * C + c]);
-                r.push_back(ref_dqkv[bt * 3 * C + part * C + c]);
-            }
-        }
-        dev_check("attention_backward", (w + names[part]).c_str(), g, r, tb);
-    }
+    check_dqkv("attention_backward", w, got, ref_dqkv, (size_t)B * T, C, tb);
     attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     std::vector<float> again = dev_download(d_dqkv, n_qkv);
@@ -131,35 +137,21 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         std::vector<float> got_mma = dev_download(d_dqkv, n_qkv);
-        for (int part = 0; part < 3; part++) {
-            std::vector<float> g, r;
-            for (size_t bt = 0; bt < (size_t)B * T; bt++) {
-                for (int c = 0; c < C; c++) {
-                    g.push_back(got_mma[bt * 3 * C + part * C + c]);
-                    r.push_back(ref_dqkv[bt * 3 * C + part * C + c]);
-                }
-            }
-            dev_check("attention_backward_mma", (w + names[part]).c_str(), g, r, tb);
-        }
+        check_dqkv("attention_backward_mma", w, got_mma, ref_dqkv, (size_t)B * T, C, tb);
         attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         dev_expect("attention_backward_mma", (w + " bitwise deterministic").c_str(),
                    memcmp(dev_download(d_dqkv, n_qkv).data(), got_mma.data(), n_qkv * sizeof(float)) == 0);
         if (bench) {
-            const double pairs = (double)B * NH * T * (T + 1) / 2.0;
             float ms = bench_ms(ctx, 10, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
-            dev_report_tflops("attention_backward_mma", "gpt2", 2.5 * 4.0 * pairs * HS, ms);
+            dev_report_tflops("attention_backward_mma", "gpt2", 2.5 * fwd_flops, ms);
         }
     }
 #endif
 
     if (bench) {
-        // causal: each query attends to t+1 keys; 2 products (QK^T, PV) of 2*HS flops per pair
-        const double pairs = (double)B * NH * T * (T + 1) / 2.0;
-        const double fwd_flops = 4.0 * pairs * HS;
         float ms = bench_ms(ctx, 10, [&] { attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
         dev_report_tflops("attention_forward", "gpt2", fwd_flops, ms);
-        // backward counted as flash-attention does: 2.5x the forward (5 products, no recompute)
         ms = bench_ms(ctx, 10, [&] { attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
         dev_report_tflops("attention_backward", "gpt2", 2.5 * fwd_flops, ms);
     }

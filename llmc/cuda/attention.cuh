@@ -1,7 +1,7 @@
 // attention.cuh: causal multi-head self-attention on the GPU, flash-attention style: the
 // T x T score matrix never exists in global memory. Forward and backward, fp32 arithmetic
 // (CUDA cores) for both the fp32 and the bf16 build.
-// defines: attention_forward, attention_backward, ATTENTION_HEAD_SIZES
+// defines: attention_forward, attention_backward, attention_backward_preprocess, ATTENTION_HEAD_SIZES
 // CPU reference: llmc/cpu/attention.h (which does store the T x T probabilities)
 //
 // Layout: qkv (B,T,3C) holds per position [q | k | v], head h at channels h*HS..(h+1)*HS-1
@@ -440,15 +440,10 @@ inline void attention_forward(const CudaContext& ctx, floatX* out, float* lse, c
     CHECK_LAUNCH();
 }
 
-// dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its inputs qkv,
-// its outputs out and lse. Overwrites dqkv (every element has exactly one writer); the
-// CPU reference accumulates into a zeroed buffer, the same thing. Uses ctx.workspace for
-// D (B*NH*T floats).
-inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
-    attention_check(B, T, C, NH, dqkv, dout, qkv);
-    CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
-    const int HS = C / NH;
+// D (B,NH,T) = dout . out per row, in ctx.workspace: the backward's first step (here and in
+// attention_mma.cuh). Returns D.
+inline const float* attention_backward_preprocess(const CudaContext& ctx, const floatX* out, const floatX* dout, int B,
+                                                  int T, int NH, int HS) {
     const size_t rows = (size_t)B * NH * T;
     CHECK(rows * sizeof(float) <= ctx.workspace_bytes, "B*NH*T=%zu floats do not fit the workspace (%zu bytes)", rows,
           ctx.workspace_bytes);
@@ -458,6 +453,19 @@ inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const float
     attention_backward_preprocess_kernel<<<(unsigned)ceil_div(pre_threads, 256), 256, 0, ctx.stream>>>(
         D, out, dout, B, T, NH, HS);
     CHECK_LAUNCH();
+    return D;
+}
+
+// dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its inputs qkv,
+// its outputs out and lse. Overwrites dqkv (every element has exactly one writer); the
+// CPU reference accumulates into a zeroed buffer, the same thing. Uses ctx.workspace for
+// D (B*NH*T floats).
+inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
+    attention_check(B, T, C, NH, dqkv, dout, qkv);
+    CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
+    const int HS = C / NH;
+    const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
     dim3 grid((unsigned)ceil_div(T, ATT_TILE), NH, B);
     const size_t smem_kv = attention_dkdv_smem(HS), smem_q = attention_dq_smem(HS);
     CHECK(smem_kv <= ctx.props.sharedMemPerBlockOptin && smem_q <= ctx.props.sharedMemPerBlockOptin,

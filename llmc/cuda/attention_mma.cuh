@@ -22,6 +22,18 @@
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"   // defines: attention_check
 
+// Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
+inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
+
+// Why the tensor-core attention (-ak 1) cannot run here; nullptr when it can.
+inline const char* attention_mma_problem(const CudaContext& ctx, int head_size) {
+    if (sizeof(floatX) != 2) return "the tensor-core attention is in the bf16 build only";
+    if (!attention_mma_supported(head_size))
+        return "the tensor-core attention needs a head size that is a multiple of 16, up to 128";
+    if (ctx.props.major < 8) return "the tensor-core attention needs sm_80 or newer";
+    return nullptr;
+}
+
 #ifdef ENABLE_BF16
 constexpr int MMA_ATT_ROWS = 64;  // queries per block, 16 per warp
 constexpr int MMA_ATT_KEYS = 64;  // keys per tile
@@ -368,8 +380,18 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     mma_store_rows<HS>(dst + 2 * C, C3, dv, k0 + r0, T, mv, g, c);
 }
 
-// Head sizes the tensor-core kernel handles (the others stay on attention_forward).
-inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
+// dispatches a templated launch on the head sizes the tensor-core kernels take
+#define ATTENTION_MMA_DISPATCH(HSVAL, CALL)                                                   \
+    switch (HSVAL) {                                                                          \
+        case 16: CALL(16); break;                                                             \
+        case 32: CALL(32); break;                                                             \
+        case 48: CALL(48); break;                                                             \
+        case 64: CALL(64); break;                                                             \
+        case 80: CALL(80); break;                                                             \
+        case 96: CALL(96); break;                                                             \
+        case 128: CALL(128); break;                                                           \
+        default: CHECK(false, "head size %d not compiled in", HSVAL);                         \
+    }
 
 // The same contract as attention_forward (attention.cuh): out (B,T,C), lse (B,NH,T).
 inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
@@ -377,21 +399,11 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     attention_check(B, T, C, NH, out, qkv, qkv);
     CHECK(lse != nullptr, "lse must be given");
     const int HS = C / NH;
-    CHECK(attention_mma_supported(HS), "head size %d: the tensor-core attention needs a multiple of 16 up to 128", HS);
-    CHECK(ctx.props.major >= 8, "mma.sync bf16 needs sm_80 or newer (this is sm_%d%d)", ctx.props.major,
-          ctx.props.minor);
+    const char* problem = attention_mma_problem(ctx, HS);
+    CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
 #define ATT_MMA_FWD(H) attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(out, lse, qkv, T, NH)
-    switch (HS) {
-        case 16: ATT_MMA_FWD(16); break;
-        case 32: ATT_MMA_FWD(32); break;
-        case 48: ATT_MMA_FWD(48); break;
-        case 64: ATT_MMA_FWD(64); break;
-        case 80: ATT_MMA_FWD(80); break;
-        case 96: ATT_MMA_FWD(96); break;
-        case 128: ATT_MMA_FWD(128); break;
-        default: CHECK(false, "head size %d not compiled in", HS);
-    }
+    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FWD)
 #undef ATT_MMA_FWD
     CHECK_LAUNCH();
 }
@@ -403,33 +415,15 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     attention_check(B, T, C, NH, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const int HS = C / NH;
-    CHECK(attention_mma_supported(HS), "head size %d: the tensor-core attention needs a multiple of 16 up to 128", HS);
-    CHECK(ctx.props.major >= 8, "mma.sync bf16 needs sm_80 or newer (this is sm_%d%d)", ctx.props.major,
-          ctx.props.minor);
-    const size_t rows = (size_t)B * NH * T;
-    CHECK(rows * sizeof(float) <= ctx.workspace_bytes, "B*NH*T=%zu floats do not fit the workspace (%zu bytes)", rows,
-          ctx.workspace_bytes);
-    float* D = (float*)ctx.workspace;
-    const size_t pre_threads = rows * 32;
-    CHECK(ceil_div(pre_threads, 256) < (1u << 31), "B*NH*T=%zu", rows);
-    attention_backward_preprocess_kernel<<<(unsigned)ceil_div(pre_threads, 256), 256, 0, ctx.stream>>>(
-        D, out, dout, B, T, NH, HS);
-    CHECK_LAUNCH();
+    const char* problem = attention_mma_problem(ctx, HS);
+    CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
+    const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
 #define ATT_MMA_BWD(H)                                                                                          \
     attention_backward_dkv_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(dqkv, dout, qkv, lse, D, T, NH); \
     CHECK_LAUNCH();                                                                                             \
     attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(dqkv, dout, qkv, lse, D, T, NH)
-    switch (HS) {
-        case 16: ATT_MMA_BWD(16); break;
-        case 32: ATT_MMA_BWD(32); break;
-        case 48: ATT_MMA_BWD(48); break;
-        case 64: ATT_MMA_BWD(64); break;
-        case 80: ATT_MMA_BWD(80); break;
-        case 96: ATT_MMA_BWD(96); break;
-        case 128: ATT_MMA_BWD(128); break;
-        default: CHECK(false, "head size %d not compiled in", HS);
-    }
+    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
 #undef ATT_MMA_BWD
     CHECK_LAUNCH();
 }
@@ -453,10 +447,4 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
     attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
 
-// Why -ak 1 cannot run here (nullptr: it can).
-inline const char* attention_mma_problem(const CudaContext& ctx, int head_size) {
-    if (sizeof(floatX) != 2) return "the tensor-core attention is in the bf16 build only";
-    if (head_size % 16 != 0 || head_size < 16 || head_size > 128) return "the tensor-core attention needs a head size that is a multiple of 16, up to 128";
-    if (ctx.props.major < 8) return "the tensor-core attention needs sm_80 or newer";
-    return nullptr;
-}
+
