@@ -18,7 +18,7 @@
 #include "llmc/tokenizer.h"   // defines: Tokenizer, tokenizer_init, tokenizer_decode
 #include "llmc/train_common.h" // defines: train_prepare_output_dir, train_load_host_model, TrainData, ...
 #include "llmc/faults.h"      // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
-#include "llmc/comm.h"        // defines: Comm, comm_init, comm_all_reduce_f32, comm_reduce_scatter_f32, ...
+#include "llmc/comm.h"        // defines: Comm, comm_init, comm_all_gather, comm_free
 #include "llmc/zero.h"        // defines: ZeroLayout, zero_layout, zero_segments, zero_comm_bytes_per_step
 #include "llmc/grad_sync.h"   // defines: GradSync, grad_sync_init, grad_sync_wait, grad_sync_report
 #include "llmc/cpu/adamw.h"   // defines: adamw_update

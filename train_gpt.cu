@@ -22,7 +22,7 @@
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
-#include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_all_gather, ...
+#include "llmc/cuda/comm_gpu.cuh" // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_all_gather, ...
 #include "llmc/cuda/grad_sync_gpu.cuh" // defines: GpuGradSync, gpu_grad_sync_init, gpu_grad_sync_wait, gpu_grad_sync_free
 #include "llmc/energy.h"        // defines: EnergyMeter, energy_meter_init, energy_meter_read, energy_meter_free
 #include "llmc/train_loop.h"    // defines: train_loop
@@ -270,11 +270,9 @@ int main(int argc, char** argv) {
     {
         GPT2 host;
         train_load_host_model(&host, cfg, resume_step);
-        // TEST HOOK (GPTRAIN_NCCL_SINGLE=1, llmc/cuda/comm_gpu.cuh): one process keeps its -z, so
-        // a single GPU runs the bucketed NCCL path of every ZeRO stage
-        const char* single = getenv("GPTRAIN_NCCL_SINGLE");
-        bool nccl_single = world == 1 && single != nullptr && strcmp(single, "1") == 0;
-        z = nccl_single ? zero_layout(host.num_parameters, cfg.zero_stage, 0, 1)
+        // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
+        // bucketed NCCL path of every ZeRO stage
+        z = world == 1 && gpu_comm_single_hook() ? zero_layout(host.num_parameters, cfg.zero_stage, 0, 1)
                         : train_zero_layout(cfg, host.num_parameters, rank, world);
         gpt2_cuda_init(&model, &ctx, &host, use_master, z);
         gpt2_free(&host);

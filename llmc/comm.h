@@ -8,8 +8,8 @@
 // The CPU trainer moves its gradients and parameters through these collectives; the GPU
 // trainer uses them to bootstrap NCCL, or stages its buffers through the host when several
 // ranks share one GPU (the sharding logic above them is the same code, llmc/zero.h).
-// defines: Comm, comm_init, comm_free, comm_reduce_scatter_f32, comm_all_gather,
-//          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_reduce_f32, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
+// defines: Comm, comm_init, comm_free, comm_reduce_scatter_v_f32, comm_all_gather_v,
+//          comm_all_gather, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
@@ -184,13 +184,6 @@ inline void comm_reduce_scatter_v_f32(Comm* c, float* buf, const size_t* counts)
 #endif
 }
 
-// In place: buf holds world*shard floats; afterwards buf[rank*shard, +shard) holds the sum
-// over ranks of that slice (the other slices are left as scratch).
-inline void comm_reduce_scatter_f32(Comm* c, float* buf, size_t shard) {
-    std::vector<size_t> counts(c->world, shard);
-    comm_reduce_scatter_v_f32(c, buf, counts.data());
-}
-
 // In place: buf holds the parts of counts[0..world) values of elem_bytes (2 or 4) each, back
 // to back; this rank's part is its input; afterwards every rank holds every part.
 inline void comm_all_gather_v(Comm* c, void* buf, const size_t* counts, size_t elem_bytes) {
@@ -222,12 +215,6 @@ inline void comm_all_gather_v(Comm* c, void* buf, const size_t* counts, size_t e
 inline void comm_all_gather(Comm* c, void* buf, size_t shard, size_t elem_bytes) {
     std::vector<size_t> counts(c->world, shard);
     comm_all_gather_v(c, buf, counts.data(), elem_bytes);
-}
-
-// buf (world*shard floats) := the sum over ranks, identical on every rank.
-inline void comm_all_reduce_f32(Comm* c, float* buf, size_t shard) {
-    comm_reduce_scatter_f32(c, buf, shard);
-    comm_all_gather(c, buf, shard, sizeof(float));
 }
 
 inline void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {

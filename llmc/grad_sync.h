@@ -112,19 +112,23 @@ struct GradSync final : GradSink {
             lock.unlock();
             reduce_bucket(b);
             lock.lock();
-            buckets_reduced++;
-            for (int s = 0; s < 2; s++)
-                if (slot_layer[s] == b && z.stage == 2) slot_layer[s] = -1;
+            bucket_done(b);
             pending--;
             cv.notify_all();
         }
     }
 
+    // bucket b is reduced: counted, and its ZeRO 2 slot free again (the caller holds mu, or
+    // there is no worker)
+    void bucket_done(int b) {
+        buckets_reduced++;
+        if (z.stage == 2 && b < model->config.num_layers) slot_layer[b % 2] = -1;
+    }
+
     void launch(int b) {
         if (!threaded) {
             reduce_bucket(b);
-            buckets_reduced++;
-            if (z.stage == 2 && b < model->config.num_layers) slot_layer[b % 2] = -1;
+            bucket_done(b);
             return;
         }
         std::lock_guard<std::mutex> lock(mu);
@@ -170,8 +174,7 @@ inline void grad_sync_init(GradSync* gs, GPT2* model, Comm* comm, const ZeroLayo
     gs->grad_shard = grad_shard;
     const int L = model->config.num_layers;
     const size_t C = model->config.channels;
-    for (int i = FIRST_LAYER_TENSOR; i < FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS; i++)
-        gs->layer_n += model->tensors[i].numel / L;
+    gs->layer_n = zero_run_len(zero_bucket_pieces(model->tensors, L, 0));  // one layer's values
     gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;  // wte and wpe
     // the layer buckets' two slots (ZeRO 0 and 1 pack a finished layer there to send it)
     for (float*& s : gs->slots) {

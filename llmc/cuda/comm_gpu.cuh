@@ -6,7 +6,7 @@
 //                sockets): for several ranks sharing one GPU (NCCL refuses two ranks on one
 //                device), and for builds without NCCL. Slow, and exact in the same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
-// defines: GpuComm, gpu_comm_init, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
+// defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
 //          shard_accumulate, nccl_type_floatx, CHECK_NCCL
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
@@ -42,15 +42,20 @@ struct GpuComm {
     std::vector<floatX> staging_x;    // host-staged: the buffer as the device holds it
 };
 
+// TEST HOOK: GPTRAIN_NCCL_SINGLE=1 asks one process to go through NCCL anyway (and to keep
+// its -z, train_gpt.cu), so a single GPU can run the NCCL path: over one rank it must change
+// nothing.
+inline bool gpu_comm_single_hook() {
+    const char* single = getenv("GPTRAIN_NCCL_SINGLE");
+    return single != nullptr && strcmp(single, "1") == 0;
+}
+
 // want_nccl: the ranks each have their own GPU (the caller decides; all ranks must agree).
-// One process needs no communicator; TEST HOOK: GPTRAIN_NCCL_SINGLE=1 makes one anyway, so a
-// single GPU can run the NCCL path (an all-reduce over one rank must change nothing).
+// One process needs no communicator, unless gpu_comm_single_hook() asks for one.
 inline void gpu_comm_init(GpuComm* gc, Comm* host, bool want_nccl) {
     gc->host = host;
     gc->nccl = false;
-    const char* single = getenv("GPTRAIN_NCCL_SINGLE");
-    bool force_single = single != nullptr && strcmp(single, "1") == 0;
-    if ((host->world == 1 && !force_single) || !want_nccl) return;
+    if ((host->world == 1 && !gpu_comm_single_hook()) || !want_nccl) return;
 #ifdef USE_NCCL
     ncclUniqueId id;
     if (host->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));

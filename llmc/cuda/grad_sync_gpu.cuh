@@ -40,8 +40,8 @@ struct GpuGradSync final : GradSinkOf<floatX> {
     cudaEvent_t slot_free[2] = {nullptr, nullptr};  // ZeRO 2: the slot is reduced and zeroed
     floatX* slots[2] = {nullptr, nullptr};          // one layer's gradients each, packed
     size_t layer_n = 0, front_n = 0;   // values of one layer; of wte + wpe
-    std::vector<float> staging;        // host-staged: a piece widened to fp32
-    std::vector<floatX> staging_x;     // host-staged: the piece as the device holds it
+    std::vector<float> staging;        // host-staged: a run widened to fp32 (as a floatX
+                                       // run it goes through gc->staging_x)
 
     int num_layers() const { return model->config.num_layers; }
 
@@ -52,20 +52,21 @@ struct GpuGradSync final : GradSinkOf<floatX> {
         const CudaContext& ctx = *model->ctx;
         size_t own = 0;
         for (int r = 0; r < z.rank; r++) own += counts[r];
-        staging_x.resize(n);
+        gc->staging_x.resize(n);
         staging.resize(n);
-        CHECK_CUDA(cudaMemcpyAsync(staging_x.data(), buf, n * sizeof(floatX), cudaMemcpyDeviceToHost, ctx.stream));
+        CHECK_CUDA(
+            cudaMemcpyAsync(gc->staging_x.data(), buf, n * sizeof(floatX), cudaMemcpyDeviceToHost, ctx.stream));
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        for (size_t i = 0; i < n; i++) staging[i] = to_float(staging_x[i]);
+        for (size_t i = 0; i < n; i++) staging[i] = to_float(gc->staging_x[i]);
         comm_reduce_scatter_v_f32(gc->host, staging.data(), counts.data());
-        for (size_t i = own; i < own + counts[z.rank]; i++) staging_x[i] = from_float<floatX>(staging[i]);
+        for (size_t i = own; i < own + counts[z.rank]; i++) gc->staging_x[i] = from_float<floatX>(staging[i]);
         size_t from = own, count = counts[z.rank];
         if (z.stage == 0) {
-            comm_all_gather_v(gc->host, staging_x.data(), counts.data(), sizeof(floatX));
+            comm_all_gather_v(gc->host, gc->staging_x.data(), counts.data(), sizeof(floatX));
             from = 0;
             count = n;
         }
-        CHECK_CUDA(cudaMemcpyAsync(buf + from, staging_x.data() + from, count * sizeof(floatX),
+        CHECK_CUDA(cudaMemcpyAsync(buf + from, gc->staging_x.data() + from, count * sizeof(floatX),
                                    cudaMemcpyHostToDevice, ctx.stream));
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     }
@@ -170,8 +171,7 @@ inline void gpu_grad_sync_init(GpuGradSync* gs, GPT2Cuda* model, GpuComm* gc) {
     gs->z = model->z;
     const int L = model->config.num_layers;
     const size_t C = model->config.channels;
-    for (int i = FIRST_LAYER_TENSOR; i < FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS; i++)
-        gs->layer_n += model->tensors[i].numel / L;
+    gs->layer_n = zero_run_len(zero_bucket_pieces(model->tensors, L, 0));  // one layer's values
     gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;
     CHECK_CUDA(cudaStreamCreateWithFlags(&gs->stream, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&gs->ready, &gs->done, &gs->slot_free[0], &gs->slot_free[1]})
