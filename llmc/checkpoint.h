@@ -15,7 +15,7 @@
 
 #include "utils.h"  // defines: fail, xmalloc, file_size_or_fail
 #include "gpt2.h"   // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
-#include "faults.h" // defines: fault_inject_write_pause_ms
+#include "faults.h" // defines: fault_inject_pause_ms
 
 enum { MODEL_MAGIC = 20240326, MODEL_VERSION_FP32 = 3, MODEL_VERSION_BF16 = 5 };
 enum { STATE_MAGIC = 20241122, STATE_VERSION = 1 };
@@ -51,7 +51,7 @@ struct AtomicFile {
         FILE* closing = f;
         f = nullptr;  // fclose releases the stream even when it fails
         if (fclose(closing) != 0) abandon("close failed");
-        int pause_ms = fault_inject_write_pause_ms();  // TEST HOOK (slow_write), 0 in real runs
+        int pause_ms = fault_inject_pause_ms(FAULT_SLOW_WRITE);  // TEST HOOK, 0 in real runs
         if (pause_ms > 0) usleep((useconds_t)pause_ms * 1000);
         if (rename(tmp.c_str(), path.c_str()) != 0) abandon("rename failed");
     }

@@ -214,13 +214,16 @@ inline const char* weights_find_nonfinite(const float* params, size_t n, const P
 // again after a reload of the last good checkpoint runs clean. Unset in real runs.
 // rank_exit / rank_hang act on the last rank of a multi-process run only: it exits (status 3)
 // or stops answering at the start of the step, and the other ranks must notice.
-// slow_write@MS is no step fault: every file written through AtomicFile (llmc/checkpoint.h)
-// pauses MS milliseconds once its data is on disk, before the rename, so that a test's
-// kill -9 lands inside checkpoint writes (fault_inject_write_pause_ms).
+// slow_write@MS and slow_step@MS are no step faults but pauses (fault_inject_pause_ms):
+// every file written through AtomicFile (llmc/checkpoint.h) pauses MS milliseconds once its
+// data is on disk, before the rename, so that a test's kill -9 lands inside checkpoint
+// writes; every training step pauses MS milliseconds after it is logged, so that a GPU,
+// whose small test runs take a millisecond a step, leaves a test's signals and kills time
+// to land mid-run.
 enum FaultKind { FAULT_NAN_LOSS, FAULT_NAN_GRAD, FAULT_NAN_WEIGHT, FAULT_SPIKE_LOSS, FAULT_SPIKE_GRAD,
-                 FAULT_RANK_EXIT, FAULT_RANK_HANG, FAULT_SLOW_WRITE, FAULT_KINDS };
-inline constexpr const char* FAULT_KIND_NAMES[FAULT_KINDS] = {"nan_loss", "nan_grad", "nan_weight", "spike_loss",
-                                                             "spike_grad", "rank_exit", "rank_hang", "slow_write"};
+                 FAULT_RANK_EXIT, FAULT_RANK_HANG, FAULT_SLOW_WRITE, FAULT_SLOW_STEP, FAULT_KINDS };
+inline constexpr const char* FAULT_KIND_NAMES[FAULT_KINDS] = {
+    "nan_loss", "nan_grad", "nan_weight", "spike_loss", "spike_grad", "rank_exit", "rank_hang", "slow_write", "slow_step"};
 
 struct FaultInject {
     struct Entry { FaultKind kind = FAULT_KINDS; long long first = 0, last = 0; std::vector<bool> fired; };
@@ -250,7 +253,7 @@ inline FaultInject fault_inject_from_env() {
             ok = parse_int(steps.substr(dash + 1).c_str(), e.first, 2000000000, &e.last);
         if (!ok)
             fail("GPTRAIN_FAULT_INJECT: bad item '%s' (kind@STEP or kind@FIRST-LAST; kinds: nan_loss nan_grad "
-                 "nan_weight spike_loss spike_grad rank_exit rank_hang slow_write)", item.c_str());
+                 "nan_weight spike_loss spike_grad rank_exit rank_hang slow_write slow_step)", item.c_str());
         e.fired.assign((size_t)(e.last - e.first + 1), false);
         fi.entries.push_back(e);
         start = end + 1;
@@ -272,11 +275,13 @@ inline bool fault_inject_fire(FaultInject* fi, FaultKind kind, int step) {
     return false;
 }
 
-// slow_write@MS: the pause of each AtomicFile commit in milliseconds, 0 when not asked for.
-// Read where the file is written, which has no FaultInject at hand; fault_inject_from_env
-// has already rejected a malformed item at startup.
-inline int fault_inject_write_pause_ms() {
+// slow_write@MS / slow_step@MS (kind FAULT_SLOW_WRITE or FAULT_SLOW_STEP): the pause in
+// milliseconds, 0 when not asked for. Read from the environment, as where a file is written
+// there is no FaultInject at hand; fault_inject_from_env has already rejected a malformed
+// item at startup.
+inline int fault_inject_pause_ms(FaultKind kind) {
     const char* env = getenv("GPTRAIN_FAULT_INJECT");
-    const char* at = env == nullptr ? nullptr : strstr(env, "slow_write@");
-    return at == nullptr ? 0 : atoi(at + strlen("slow_write@"));
+    std::string key = std::string(FAULT_KIND_NAMES[kind]) + "@";
+    const char* at = env == nullptr ? nullptr : strstr(env, key.c_str());
+    return at == nullptr ? 0 : atoi(at + key.size());
 }

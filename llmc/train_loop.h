@@ -140,6 +140,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     double target_wall = 0.0;
     bool preempted = false;
     int last_reload = -1;
+    const int slow_step_ms = fault_inject_pause_ms(FAULT_SLOW_STEP);  // TEST HOOK, 0 in real runs
     for (; step <= num_steps; step++) {
         if ((preempted = train_preempt_requested(comm))) break;
         bool last = step == num_steps;
@@ -222,6 +223,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         train_log_step(&logger, step, loss, lr, norm, dt * 1000, tok_s, tokens_done, verdict, guard,
                        be.step_metrics(tok_s));
         if (verdict == STEP_VERDICT_UPDATE) last_loss = loss;
+        if (slow_step_ms > 0) usleep((useconds_t)slow_step_ms * 1000);  // TEST HOOK (slow_step)
 
         // -fk non-finite steps in a row: back to the last good checkpoint, as a resume would
         // (logs cut back to it, so they tell the history of the weights in hand)

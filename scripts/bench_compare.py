@@ -36,8 +36,8 @@ def parse_summary(text):
             except ValueError:
                 pass
             continue
-        # trainer benchmark: model prec B ms/step tok/s MFU peak-MiB
-        if len(f) == 7 and f[1] in ("fp32", "bf16") and f[2].isdigit():
+        # trainer benchmark: model prec B ms/step tok/s MFU peak-MiB [J/token]
+        if len(f) in (7, 8) and f[1] in ("fp32", "bf16") and f[2].isdigit():
             try:
                 figures[("trainer", f[0], f[1], f[2])] = (float(f[4]), "tok/s")
             except ValueError:

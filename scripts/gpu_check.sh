@@ -16,15 +16,18 @@
 #   GPU_CHECK_SANITIZER=only build, then only the compute-sanitizer pass (a second call,
 #                            when one call's time limit does not fit both)
 #   GPU_CHECK_ONLY="attention matmul"   run only these dev programs
-#   GPU_CHECK_PARTS="dev sanitizer trainer bench"   the parts to run (default: all four):
+#   GPU_CHECK_PARTS="dev sanitizer trainer faults bench"   the parts to run (default: all five):
 #       dev        the dev/cuda programs against their CPU references
 #       sanitizer  compute-sanitizer over the dev programs' --quick cases
 #       trainer    train_gpt_{fp32,bf16}: PyTorch debug states, resume, determinism,
 #                  recompute, compute-sanitizer memcheck of a short run; generate_{fp32,bf16}
-#                  (KV cache) against the CPU's ./generate
+#                  (KV cache) against the CPU's ./generate; NVML energy; transformers
+#                  loading ./export_hf's output
+#       faults     test/test_faults.sh and test/test_kill_trials.sh on both GPU trainers
+#                  (signals, kill -9, non-finite steps; run after trainer or alone)
 #       bench      train_gpt_bf16 (and fp32) throughput: d12 B=16/32/64, d24, d48
-#     All four may not fit one 10-minute call; split them, e.g. "dev trainer", then
-#     "sanitizer", then "bench". Every part prints its wall time.
+#     All five may not fit one 10-minute call; split them, e.g. "dev trainer", then
+#     "sanitizer faults", then "bench". Every part prints its wall time.
 #   GPU_INPUTS=gpu_inputs    PyTorch debug states, test and bench shards (see
 #                            scripts/make_gpu_inputs.sh); made here if missing and torch imports
 #   GPU_CHECK_BENCH_STEPS=8  optimizer steps per benchmark run (the first is not timed)
@@ -37,7 +40,7 @@ mkdir -p "$LOGDIR"
 JOBS="${GPU_CHECK_JOBS:-$(nproc)}"
 TIMEOUT="${GPU_CHECK_TIMEOUT:-300}"
 SANITIZER="${GPU_CHECK_SANITIZER:-1}"
-PARTS=" ${GPU_CHECK_PARTS:-dev sanitizer trainer bench} "
+PARTS=" ${GPU_CHECK_PARTS:-dev sanitizer trainer faults bench} "
 [ "$SANITIZER" = "0" ] && PARTS=${PARTS/ sanitizer / }
 [ "$SANITIZER" = "only" ] && PARTS=" sanitizer "
 has_part() { [[ "$PARTS" == *" $1 "* ]]; }
@@ -66,7 +69,7 @@ say "parts:$PARTS"
 # ---------------------------------------------------------------------------------------
 TARGETS=""
 if has_part dev || has_part sanitizer; then TARGETS="cuda-dev"; fi
-if has_part trainer || has_part bench; then
+if has_part trainer || has_part faults || has_part bench; then
     TARGETS="$TARGETS train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 generate_fp32 generate_bf16"
 fi
 say "== build (make -f cuda.mk$TARGETS -j$JOBS)"
@@ -492,7 +495,99 @@ if has_part trainer; then
             record "generate d12 speed" SKIP "no PyTorch to write a d12 checkpoint"
         fi
     fi
+
+    # 6. energy (issue 6, part 4): the board's energy counter through NVML. The bf16 resume
+    #    run must say it measures, end with an energy line, and log every step's joules and
+    #    watts: none negative, none above 2 kW, their sum positive (NVML's counter moves in
+    #    coarse ticks, so a millisecond step may read 0 J). A board whose counter NVML cannot read is a SKIP
+    #    with the trainer's reason (the trainer then says so once and runs on).
+    e_out="$LOGDIR/resume_bf16/plain-a"
+    if [ ! -f "$e_out.stdout" ]; then
+        record "energy (NVML) bf16" FAIL "no resume_bf16/plain-a run"
+    elif grep -q "^energy: not measured" "$e_out.stdout"; then
+        record "energy (NVML) bf16" SKIP "$(grep -m 1 '^energy: not measured' "$e_out.stdout")"
+    else
+        res=$(awk -F'[:,}]' '/"kind":"train"/ {
+                  n++; for (i = 1; i < NF; i++) { if ($i == "\"energy_j\"") j = $(i + 1); if ($i == "\"watts\"") w = $(i + 1) }
+                  if (j != "" && w != "") { m++; sum += j; if (!(j >= 0 && w >= 0 && w < 2000)) bad++ }
+                  j = ""; w = "" }
+              END { printf "%d %d %d %.3f", n, m, bad, sum }' "$e_out/metrics.jsonl")
+        read -r n m bad sum_j <<< "$res"
+        summary=$(grep -m 1 '^  energy:' "$e_out.stdout")
+        # the first step has no previous step end to measure from
+        if grep -q "^energy: measured through NVML" "$e_out.stdout" && [ -n "$summary" ] && [ "$m" -ge $((n - 1)) ] &&
+           [ "$m" -gt 0 ] && [ "${bad:-0}" -eq 0 ] && awk -v j="$sum_j" 'BEGIN { exit !(j > 0) }'; then
+            record "energy (NVML) bf16" PASS "$m of $n steps with joules and watts;${summary#  energy:}"
+        else
+            record "energy (NVML) bf16" FAIL "$m of $n steps with energy ($sum_j J in all), ${bad:-0} implausible; summary: '${summary:-none}'"
+        fi
+    fi
+
+    # 7. Hugging Face transformers (issue 6, part 1): the package's own
+    #    GPT2LMHeadModel.from_pretrained on ./export_hf's F32 and BF16 output of the model the
+    #    fp32 resume run trained, against the C++ trainer's logits (test/hf_reference.py
+    #    check-transformers: 1e-5 F32, 1e-2 BF16, on the CPU and on this GPU)
+    out="$LOGDIR/transformers"
+    rm -rf "$out"; mkdir -p "$out"
+    hf_model="$LOGDIR/resume_fp32/plain-a/model_00000030.bin"
+    if [ -z "$TORCH_PY" ]; then
+        record "transformers load" SKIP "no python3 with torch"
+    elif ! make -s export_hf build/test_hf_logits > "$out/build.log" 2>&1; then
+        record "transformers load" FAIL "make export_hf build/test_hf_logits failed, see transformers/build.log"
+    elif [ ! -f "$hf_model" ]; then
+        record "transformers load" FAIL "no $hf_model"
+    else
+        for dt in F32 BF16; do
+            flag=""
+            [ $dt = BF16 ] && flag="--dtype bfloat16"
+            log="$out/check_$dt.log"
+            # shellcheck disable=SC2086
+            ./export_hf "$hf_model" "$out/$dt" $flag > "$out/export_$dt.log" 2>&1 &&
+                timeout 300 "$TORCH_PY" test/hf_reference.py check-transformers "$out/$dt" --checkpoint "$hf_model" \
+                    --dtype $dt --cpp build/test_hf_logits > "$log" 2>&1
+            rc=$?
+            if [ $rc -eq 0 ]; then
+                record "transformers load $dt" PASS "$(grep -c '^ok' "$log") checks; $(grep -m 1 '^ok' "$log" | grep -o 'max error [^ ]*')"
+            elif [ $rc -eq 77 ]; then
+                record "transformers load $dt" SKIP "$(tail -n 1 "$log")"
+            else
+                record "transformers load $dt" FAIL "rc=$rc: $(tail -n 1 "$log")"
+            fi
+        done
+    fi
     say "trainer tests: $(( $(date +%s) - tpart )) s"
+fi
+
+# ---------------------------------------------------------------------------------------
+# Never lose a run (issue 5) on the GPU trainers: test/test_faults.sh (SIGTERM, SIGINT,
+# SIGUSR1 then resume, equal to a run never stopped; non-finite and outlier steps skipped;
+# -fk reloads; non-finite weights never written) and test/test_kill_trials.sh (kill -9 at
+# seeded random moments, checkpoint writes included, resumed each time: the same main.log,
+# final model and state file as a run never killed), each with TRAIN_BIN=./train_gpt_$prec.
+# slow_step (a test hook) pauses 20 ms after each step, so that signals and kills land mid-run
+# on a GPU that takes a millisecond per step of these small models.
+if has_part faults; then
+    say "== never lose a run (test_faults.sh, test_kill_trials.sh on the GPU trainers)"
+    tpart=$(date +%s)
+    if [ -z "$TORCH_PY" ]; then
+        record "faults" FAIL "no python3 with torch and numpy to make the test model and data"
+    fi
+    for prec in fp32 bf16; do
+        [ -n "$TORCH_PY" ] || break
+        if [ ! -x "./train_gpt_$prec" ]; then record "faults $prec" FAIL "./train_gpt_$prec not built"; continue; fi
+        for t in faults kill_trials; do
+            log="$LOGDIR/${t}_$prec.log"
+            TRAIN_BIN=./train_gpt_$prec TEST_OUT="$LOGDIR/${t}_$prec" SLOW_STEP_MS=20 PYTHON="$TORCH_PY" \
+                KILL_TRIALS_KILLS=16 timeout 400 bash "test/test_$t.sh" > "$log" 2>&1
+            rc=$?
+            if [ $rc -eq 0 ]; then
+                record "$t $prec" PASS "$(grep -c '^ok' "$log") checks; $(grep '^ok kill' "$log" | grep -o 'kill -9 x [0-9]* over [0-9]* starts[^,]*, [^,]*, [^,]*, [0-9]* inside checkpoint writes')"
+            else
+                record "$t $prec" FAIL "rc=$rc: $(grep -m 1 '^FAIL' "$log" || tail -n 1 "$log")"
+            fi
+        done
+    done
+    say "fault tests: $(( $(date +%s) - tpart )) s"
 fi
 
 # ---------------------------------------------------------------------------------------
@@ -527,12 +622,13 @@ if has_part bench; then
         done_line=$(grep '^done:' "$log")
         local row
         if [ $rc -eq 0 ] && [ -n "$done_line" ]; then
-            local ms toks mfu mem
+            local ms toks mfu mem jt
             ms=$(echo "$done_line" | grep -o '[0-9.]* ms/step' | cut -d' ' -f1)
             toks=$(echo "$done_line" | grep -o '[0-9]* tok/s' | cut -d' ' -f1)
             mfu=$(echo "$done_line" | grep -o 'MFU [0-9.]*%' | cut -d' ' -f2)
             mem=$(echo "$done_line" | grep -o 'peak device memory [0-9]* MiB' | cut -d' ' -f4)
-            row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s' "$name" "$prec" "$B" "$ms" "$toks" "${mfu:-n/a}" "$mem")
+            jt=$(grep -o '[0-9.]* J/token' "$log" | cut -d' ' -f1)  # the summary's NVML energy line
+            row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' "$name" "$prec" "$B" "$ms" "$toks" "${mfu:-n/a}" "$mem" "${jt:-n/a}")
         elif grep -q "out of GPU memory" "$log"; then
             row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "out of memory (not a failure)")
         else
@@ -598,7 +694,7 @@ if [ ${#TRAINER_RESULTS[@]} -gt 0 ]; then
 fi
 if [ ${#BENCH_ROWS[@]} -gt 0 ]; then
     say ""
-    say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s' model prec B ms/step tok/s MFU 'peak MiB')"
+    say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B ms/step tok/s MFU 'peak MiB' J/token)"
     for line in "${BENCH_ROWS[@]}"; do say "$line"; done
 fi
 say ""

@@ -12,6 +12,10 @@ Usage (Debian's python: torch 1.13 + numpy; no transformers or safetensors packa
   hf_reference.py write-released DIR --checkpoint ORIG.bin      # OpenAI-repo style, F16
   hf_reference.py check-import IMPORTED.bin --safetensors FILE --checkpoint ORIG.bin --tol T
   hf_reference.py make-bad GOOD.safetensors DIR                  # broken files for the error tests
+  hf_reference.py check-transformers DIR --checkpoint ORIG.bin --dtype F32|BF16 --cpp build/test_hf_logits
+      # where the transformers package is (the lent GPU machines): its own GPT2LMHeadModel
+      # .from_pretrained(DIR) against the C++ trainer's logits, on the CPU and on a GPU if any;
+      # exits 77 when transformers does not import
 Each prints one "ok ..." line per check and exits 1 on the first failure.
 """
 import argparse
@@ -224,6 +228,34 @@ def check_export(a):
                 got, cpp_logits(a.cpp, a.checkpoint, idx, model.V), tol)
 
 
+def check_transformers(a):
+    try:
+        import transformers
+    except ImportError:
+        print("SKIP the transformers package does not import here")
+        sys.exit(77)
+    model = ref.read_checkpoint(a.checkpoint)
+    idx = batch(model.V, model.maxT)
+    want = cpp_logits(a.cpp, a.checkpoint, idx, model.V)
+    try:  # newer releases name the argument dtype, older ones torch_dtype
+        hf = transformers.GPT2LMHeadModel.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
+    except TypeError:
+        hf = transformers.GPT2LMHeadModel.from_pretrained(a.dir, torch_dtype=torch.float32)
+    hf = hf.float().eval()
+    if hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr():
+        die("GPT2LMHeadModel did not tie lm_head.weight to transformer.wte.weight")
+    tol = 1e-5 if a.dtype == "F32" else 1e-2  # as check-export: bf16 weights are off by up to 2^-9
+    what = f"transformers {transformers.__version__} GPT2LMHeadModel.from_pretrained({a.dtype} export)"
+    with torch.no_grad():
+        got = hf(idx).logits.numpy()
+    compare(f"{what} on the CPU vs the C++ trainer's forward on the checkpoint", got, want, tol)
+    if torch.cuda.is_available():
+        torch.backends.cuda.matmul.allow_tf32 = False
+        with torch.no_grad():
+            got = hf.cuda()(idx.cuda()).logits.cpu().numpy()
+        compare(f"{what} on {torch.cuda.get_device_name()} vs the C++ trainer's forward", got, want, max(tol, 1e-4))
+
+
 def write_released(a):
     """OpenAI's gpt2 repo style: no "transformer." prefix, h.{i}.attn.bias mask buffers, F16."""
     os.makedirs(a.dir, exist_ok=True)
@@ -328,13 +360,18 @@ def main():
     p.add_argument("--checkpoint")
     p.add_argument("--nh", type=int, required=True)
     p.add_argument("--tol", type=float, default=1e-5)
+    p = sub.add_parser("check-transformers")
+    p.add_argument("dir")
+    p.add_argument("--checkpoint", required=True)
+    p.add_argument("--dtype", choices=["F32", "BF16"], required=True)
+    p.add_argument("--cpp", required=True)
     p = sub.add_parser("make-bad")
     p.add_argument("good")
     p.add_argument("dir")
     a = ap.parse_args()
     torch.manual_seed(0)
     {"check-export": check_export, "write-released": write_released,
-     "check-import": check_import, "make-bad": make_bad}[a.cmd](a)
+     "check-import": check_import, "make-bad": make_bad, "check-transformers": check_transformers}[a.cmd](a)
     return 0
 
 

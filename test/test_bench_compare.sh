@@ -19,7 +19,7 @@ summary() {  # summary FILE DEVICE ATT_TFLOPS COPY_GBS D12_TOKS D48_TOKS
         printf '%-40s %-5s %-6s %8s %-8s %s\n' encoder_forward:gpt2 bf16 PASS "$4" GB/s 71.3%
         printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' model prec B ms/step tok/s MFU 'peak MiB'
         printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' d12 bf16 32 50.0 "$5" 50.1% 30000
-        printf '%-14s %-5s %-4s %10s %12s %8s %10s\n' d48 bf16 8 200.0 "$6" 52.0% 70000
+        printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s\n' d48 bf16 8 200.0 "$6" 52.0% 70000 0.3500  # with J/token
         printf '%-14s %-5s %-4s %s\n' d48 bf16 16 "out of memory (not a failure)"
     } > "$1"
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Never lose a run, on the CPU trainer:
+# Never lose a run, on the CPU trainer (or the GPU ones: TRAIN_BIN below):
 #  - SIGTERM / SIGINT / SIGUSR1 mid-run: exit 0 with a checkpoint at the step reached (also
 #    with -n 0); resuming gives the main.log and final model of a run never stopped. No -o:
 #    nothing to save, exit 128+signal.
@@ -12,8 +12,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
-make -s train_gpt_cpu
-out=test/out/faults
+# TRAIN_BIN: the trainer under test (default the CPU one; scripts/gpu_check.sh passes
+# ./train_gpt_fp32 and ./train_gpt_bf16), TEST_OUT: where its runs go, SLOW_STEP_MS: a pause
+# after every step (the slow_step test hook) so that a fast GPU leaves signals and kills time
+TRAIN=${TRAIN_BIN:-./train_gpt_cpu}
+[ "$TRAIN" = $TRAIN ] && make -s train_gpt_cpu
+slow=${SLOW_STEP_MS:+slow_step@$SLOW_STEP_MS}
+out=${TEST_OUT:-test/out/faults}
 rm -rf "$out"; mkdir -p "$out"
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/model.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
 "$PY" test/make_test_data.py --out "$out" --vocab 300 --train-tokens 6000 --val-tokens 3000 --shards 2 --seed 9 > /dev/null
@@ -36,7 +41,7 @@ wait_for_line() {  # waits until file $1 has a line matching $2 (up to 30 s)
 }
 
 # the uninterrupted reference
-./train_gpt_cpu $flags -o "$out/ref" > "$out/ref.stdout"
+$TRAIN $flags -o "$out/ref" > "$out/ref.stdout"
 ref_log=$out/ref/main.log
 ref_model=$out/ref/model_00000040.bin
 grep -q nan "$ref_log" && fail "reference run has non-finite values"
@@ -44,7 +49,7 @@ grep -q nan "$ref_log" && fail "reference run has non-finite values"
 # ---- preemption: signal once step 6 is logged; the run finishes its step, checkpoints, exits 0
 preempt() {  # name, signals to send (comma-separated), extra flags
     local name=$1 sigs=$2 extra=$3 d=$out/$1 rc=0
-    ./train_gpt_cpu $flags $extra -o "$d" > "$d.stdout" 2> "$d.stderr" &
+    GPTRAIN_FAULT_INJECT=$slow $TRAIN $flags $extra -o "$d" > "$d.stdout" 2> "$d.stderr" &
     local pid=$!
     wait_for_line "$d/main.log" "^s:6 trl" || { kill -9 $pid; fail "$name: step 6 never logged"; }
     for s in ${sigs//,/ }; do kill -s "$s" $pid; done
@@ -56,7 +61,7 @@ preempt() {  # name, signals to send (comma-separated), extra flags
     [ "$at" -ge 7 ] && [ "$at" -lt 40 ] || fail "$name: preempted at step $at, expected 7..39"
     [ -f "$d/DONE_$(printf %08d "$at")" ] || fail "$name: no complete checkpoint at step $at"
     grep -q "^s:$at trl" "$d/main.log" && fail "$name: main.log already has step $at, which the checkpoint has not done"
-    ./train_gpt_cpu $flags $extra -o "$d" -y 1 > "$d.resume.stdout"
+    $TRAIN $flags $extra -o "$d" -y 1 > "$d.resume.stdout"
     grep -q "resumed from .* at step $at" "$d.resume.stdout" || fail "$name: did not resume at step $at"
     cmp "$ref_log" "$d/main.log" || fail "$name: main.log differs from the uninterrupted run's after resume"
     echo "ok preempt $name: $sigs -> exit 0, checkpoint at step $at; resume gives the same main.log ($(wc -l < "$ref_log") lines)"
@@ -72,7 +77,7 @@ preempt n0 TERM "-n 0"               # no checkpoint schedule: preemption still 
 [ "$(cd "$out/n0" && set +f && ls DONE_* | wc -l)" -eq 1 ] || fail "n0: expected exactly the preemption checkpoint"
 
 # no -o: nothing can be saved, so the exit status says so (128 + SIGTERM = 143)
-./train_gpt_cpu $data -x 100000 > "$out/noout.stdout" 2>&1 &
+GPTRAIN_FAULT_INJECT=$slow $TRAIN $data -x 100000 > "$out/noout.stdout" 2>&1 &
 pid=$!
 wait_for_line "$out/noout.stdout" "^step     3/" || { kill -9 $pid; fail "no -o: step 3 never printed"; }
 rc=0; kill -TERM $pid; wait $pid || rc=$?
@@ -82,7 +87,7 @@ echo "ok preempt without -o: exit 143, 'nothing saved'"
 
 # ---- non-finite steps are skipped: -n 1 writes every step, so a skipped step's weights are its predecessor's
 d=$out/nangrad
-GPTRAIN_FAULT_INJECT=nan_grad@7,nan_loss@9 ./train_gpt_cpu $data -x 12 -n 1 -o "$d" > "$d.stdout" 2> "$d.stderr" \
+GPTRAIN_FAULT_INJECT=nan_grad@7,nan_loss@9 $TRAIN $data -x 12 -n 1 -o "$d" > "$d.stdout" 2> "$d.stderr" \
     || fail "nan_grad run failed: $(tail -2 "$d.stderr")"
 grep -q "step     8/12 .*SKIPPED: non-finite" "$d.stdout" || fail "nan_grad@7: no SKIPPED on stdout"
 grep -q "step    10/12 .*SKIPPED: non-finite" "$d.stdout" || fail "nan_loss@9: no SKIPPED on stdout"
@@ -101,19 +106,19 @@ echo "ok non-finite loss/grad: steps 7 and 9 skipped (weights unchanged), logged
 # ---- non-finite weights are never written: the checkpoint is refused, the previous one stays
 d=$out/nanweight
 rc=0
-GPTRAIN_FAULT_INJECT=nan_weight@12 ./train_gpt_cpu $flags -o "$d" > "$d.stdout" 2> "$d.stderr" || rc=$?
+GPTRAIN_FAULT_INJECT=nan_weight@12 $TRAIN $flags -o "$d" > "$d.stdout" 2> "$d.stderr" || rc=$?
 [ $rc -eq 1 ] || fail "nan_weight: exit $rc (want 1)"
 grep -q "refusing to write the checkpoint at step 15: weight .* is not finite; the previous checkpoint (step 10) is intact" \
     "$d.stderr" || fail "nan_weight: no refusal message: $(cat "$d.stderr")"
 [ -e "$d/DONE_00000015" ] || [ -e "$d/model_00000015.bin" ] || [ -e "$d/model_00000015.bin.tmp" ] && fail "nan_weight: files of step 15 written"
-./train_gpt_cpu $flags -o "$d" -y 1 > "$d.resume.stdout" || fail "nan_weight: resume failed"
+$TRAIN $flags -o "$d" -y 1 > "$d.resume.stdout" || fail "nan_weight: resume failed"
 grep -q "at step 10" "$d.resume.stdout" || fail "nan_weight: did not resume from step 10"
 cmp "$ref_log" "$d/main.log" && cmp "$ref_model" "$d/model_00000040.bin" || fail "nan_weight: resumed run differs from the reference"
 echo "ok non-finite weights: checkpoint at step 15 refused (exit 1), step 10 intact, resume matches the reference"
 
 # ---- -fk consecutive non-finite steps: reload the last good checkpoint and go on
 d=$out/streak
-GPTRAIN_FAULT_INJECT=nan_loss@16-19 ./train_gpt_cpu $flags -fk 4 -o "$d" > "$d.stdout" 2> "$d.stderr" \
+GPTRAIN_FAULT_INJECT=nan_loss@16-19 $TRAIN $flags -fk 4 -o "$d" > "$d.stdout" 2> "$d.stderr" \
     || fail "streak run failed: $(tail -2 "$d.stderr")"
 grep -q "4 steps in a row (16..19) had a non-finite loss" "$d.stdout" || fail "streak: not reported"
 grep -q "reloading the last good checkpoint (step 15)" "$d.stdout" || fail "streak: did not reload step 15"
@@ -124,14 +129,14 @@ echo "ok -fk 4: steps 16..19 non-finite -> reload of step 15; main.log and final
 # the same fault again after the reload: stop, do not loop
 d=$out/streak-again
 rc=0
-GPTRAIN_FAULT_INJECT=nan_loss@16-19,nan_loss@16-19 ./train_gpt_cpu $flags -fk 4 -o "$d" > "$d.stdout" 2> "$d.stderr" || rc=$?
+GPTRAIN_FAULT_INJECT=nan_loss@16-19,nan_loss@16-19 $TRAIN $flags -fk 4 -o "$d" > "$d.stdout" 2> "$d.stderr" || rc=$?
 [ $rc -eq 1 ] || fail "streak-again: exit $rc (want 1)"
 grep -q "again after reloading the checkpoint at step 15: stopping" "$d.stderr" || fail "streak-again: no stop message"
 echo "ok -fk: a fault that comes back after the reload stops the run (exit 1)"
 
 # no checkpoint to reload: stop with a message
 rc=0
-GPTRAIN_FAULT_INJECT=nan_grad@2-6 ./train_gpt_cpu $data -x 20 > "$out/nockpt.stdout" 2> "$out/nockpt.stderr" || rc=$?
+GPTRAIN_FAULT_INJECT=nan_grad@2-6 $TRAIN $data -x 20 > "$out/nockpt.stdout" 2> "$out/nockpt.stderr" || rc=$?
 [ $rc -eq 1 ] || fail "no checkpoint: exit $rc (want 1)"
 grep -q "5 consecutive non-finite steps (2..6) and no checkpoint to reload (no -o): stopping" "$out/nockpt.stderr" \
     || fail "no checkpoint: no stop message: $(cat "$out/nockpt.stderr")"
@@ -141,7 +146,7 @@ echo "ok -fk 5 (default) without a checkpoint: 5 skipped steps, then a clean sto
 # ---- outliers: the detectors need 128 steps; a x100 loss spike at 140, a grad-norm spike at 145
 oflags="$data -x 160 -n 10 -sl 5 -sg 5"
 d=$out/outlier
-GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 ./train_gpt_cpu $oflags -o "$d" > "$d.stdout" 2> "$d.stderr" \
+GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 $TRAIN $oflags -o "$d" > "$d.stdout" 2> "$d.stderr" \
     || fail "outlier run failed: $(tail -2 "$d.stderr")"
 grep -q "step   141/160 .*SKIPPED: loss z-score [0-9.]* > -sl 5" "$d.stdout" || fail "spike_loss@140: not skipped"
 grep -q "step   146/160 .*SKIPPED: grad norm z-score [0-9.]* > -sg 5" "$d.stdout" || fail "spike_grad@145: not skipped"
@@ -150,7 +155,7 @@ grep -q '"step":140,.*"skipped":"loss_outlier"' "$d/metrics.jsonl" || fail "spik
 grep -q '"step":145,.*"skipped":"grad_outlier"' "$d/metrics.jsonl" || fail "spike_grad: metrics.jsonl lacks skipped:grad_outlier"
 json_ok "$d/metrics.jsonl" || fail "outlier: metrics.jsonl is not valid JSON lines"
 # the same spikes without -sl/-sg are trained on: the runs part after step 140
-GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 ./train_gpt_cpu $data -x 160 -n 10 -o "$out/outlier-off" > /dev/null 2>&1
+GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 $TRAIN $data -x 160 -n 10 -o "$out/outlier-off" > /dev/null 2>&1
 grep -q skipped "$out/outlier-off/metrics.jsonl" && fail "outlier-off: skipped without -sl/-sg"
 [ "$(sed -n '/^s:141 trl/p' "$d/main.log")" != "$(sed -n '/^s:141 trl/p' "$out/outlier-off/main.log")" ] \
     || fail "outlier: skipping step 140 did not change step 141"
@@ -162,7 +167,7 @@ echo "ok -sl 5 / -sg 5: loss spike at 140 and grad-norm spike at 145 skipped and
 r=$out/outlier-resume
 cp -r "$d" "$r"
 for s in 140 150 160; do rm "$r/DONE_00000$s"; done
-GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 ./train_gpt_cpu $oflags -o "$r" -y 1 > "$r.stdout" 2> "$r.stderr"
+GPTRAIN_FAULT_INJECT=spike_loss@140,spike_grad@145 $TRAIN $oflags -o "$r" -y 1 > "$r.stdout" 2> "$r.stderr"
 grep -q "resumed from .* at step 130" "$r.stdout" || fail "outlier-resume: did not resume at step 130"
 cmp "$d/main.log" "$r/main.log" || fail "outlier-resume: main.log differs (outlier window not restored?)"
 cmp "$d/model_00000160.bin" "$r/model_00000160.bin" || fail "outlier-resume: final model differs"
@@ -189,7 +194,7 @@ def checksum64(b):  # llmc/checkpoint.h: FNV-1a over 8-byte words
 h[63] = checksum64(struct.pack("<63Q", *h[:63]))
 open(path, "wb").write(struct.pack("<64Q", *h) + data[512:len(data) - guard])
 EOF
-GPTRAIN_FAULT_INJECT=spike_loss@140 ./train_gpt_cpu $oflags -o "$o" -y 1 > "$o.stdout" 2> "$o.stderr" \
+GPTRAIN_FAULT_INJECT=spike_loss@140 $TRAIN $oflags -o "$o" -y 1 > "$o.stdout" 2> "$o.stderr" \
     || fail "old state file: resume failed: $(tail -2 "$o.stderr")"
 grep -q "has no outlier windows (an older file)" "$o.stdout" || fail "old state file: no note about the empty window"
 grep -q SKIPPED "$o.stdout" && fail "old state file: an empty window skipped a step"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# kill -9 at random moments, many times over, on the CPU trainer: one run is killed (SIGKILL)
-# again and again, resumed with -y 1 each time, until it finishes; it must end with the
-# main.log, final model and final state file of a run never stopped, byte for byte.
+# kill -9 at random moments, many times over, on the CPU trainer (or a GPU one: TRAIN_BIN
+# below): one run is killed (SIGKILL) again and again, resumed with -y 1 each time, until
+# it finishes; it must end with the main.log, final model and final state file of a run
+# never stopped, byte for byte.
 #  - the kill moments come from a seeded schedule (KILL_TRIALS_SEED reproduces it; the
 #    seed is printed): some while the process starts and resumes, some mid-training, some
 #    aimed at checkpoint writes, which the trainer's slow_write test hook
@@ -14,8 +15,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
-make -s train_gpt_cpu
-out=test/out/kill_trials
+# TRAIN_BIN: the trainer under test (default the CPU one; scripts/gpu_check.sh passes
+# ./train_gpt_fp32 and ./train_gpt_bf16), TEST_OUT: where its runs go, SLOW_STEP_MS: a pause
+# after every step (the slow_step test hook) so that a fast GPU leaves signals and kills time
+TRAIN=${TRAIN_BIN:-./train_gpt_cpu}
+[ "$TRAIN" = $TRAIN ] && make -s train_gpt_cpu
+slow=${SLOW_STEP_MS:+slow_step@$SLOW_STEP_MS}
+out=${TEST_OUT:-test/out/kill_trials}
 rm -rf "$out"; mkdir -p "$out"
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/model.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
 "$PY" test/make_test_data.py --out "$out" --vocab 300 --train-tokens 6000 --val-tokens 3000 --shards 2 --seed 9 > /dev/null
@@ -37,8 +43,8 @@ final=$(printf %08d $steps)
 
 # the uninterrupted runs: ref prunes like the killed run; all keeps every checkpoint, to
 # compare each checkpoint the killed run leaves behind
-./train_gpt_cpu $flags -nk 2 -o "$out/ref" > "$out/ref.stdout"
-./train_gpt_cpu $flags -o "$out/all" > "$out/all.stdout"
+$TRAIN $flags -nk 2 -o "$out/ref" > "$out/ref.stdout"
+$TRAIN $flags -o "$out/all" > "$out/all.stdout"
 cmp -s "$out/ref/main.log" "$out/all/main.log" || fail "-nk 2 changed main.log"
 [ -f "$out/all/DONE_$final" ] || fail "the reference run did not finish"
 
@@ -79,7 +85,7 @@ newest=-1   # the newest complete checkpoint after the last kill (-1: none)
 while :; do
     trial=$((trial + 1))
     so=$out/trial_$trial.stdout se=$out/trial_$trial.stderr
-    GPTRAIN_FAULT_INJECT=slow_write@$pause_ms ./train_gpt_cpu $flags -nk 2 -o "$d" -y 1 > "$so" 2> "$se" &
+    GPTRAIN_FAULT_INJECT=slow_write@$pause_ms${slow:+,$slow} $TRAIN $flags -nk 2 -o "$d" -y 1 > "$so" 2> "$se" &
     pid=$!
     how=none
     if [ $killed -lt $kills ]; then
@@ -166,7 +172,8 @@ sys.exit(0 if records(sys.argv[1]) == records(sys.argv[2]) else 1)
 EOF
 left=$(find "$d" -maxdepth 1 -name '*.tmp' -printf '%f ')
 [ -z "$left" ] || fail "temporary files left behind: $left"
-extra=$(cd "$d" && set +f && for f in *; do [ -e "$OLDPWD/$out/ref/$f" ] || printf '%s ' "$f"; done)
+ref_dir=$(cd "$out/ref" && pwd)
+extra=$(cd "$d" && set +f && for f in *; do [ -e "$ref_dir/$f" ] || printf '%s ' "$f"; done)
 [ -z "$extra" ] || fail "files the uninterrupted run does not have (-nk 2 not honoured after kills?): $extra"
 echo "ok kill -9 x $killed over $trial starts (seed $seed): $at_start while starting, $at_train while training," \
      "$mid_write inside checkpoint writes ($mid_tmp with a .tmp file left, $mid_nodone with files but no DONE)," \
