@@ -297,6 +297,12 @@ int main(int argc, char** argv) {
     GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
     bool bucketed = world > 1 || gc.nccl;
     if (bucketed) gpu_grad_sync_init(&gsync, &model, &gc);
+    // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand layers
+    // to another stream mid-backward, so either keeps the launches one by one
+    model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed;
+    if (cfg.cuda_graphs == 1 && !model.graphs.enabled)
+        printf("-cg 1: CUDA graphs off (%s)\n", cfg.phase_breakdown ? "-pb 1 times every launch"
+                                                                     : "gradients are reduced during the backward");
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan

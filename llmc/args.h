@@ -43,6 +43,7 @@ struct TrainConfig {
     int gelu_fusion = -1;            // -ge GELU fused into the matmul (GPU; -1: device default)
     int attention_kernel = 0;        // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128)
     int phase_breakdown = 0;         // -pb 1: GPU time per phase of the step (CUDA events), printed at the end
+    int cuda_graphs = 0;             // -cg 1: a micro-step's forward and backward replayed as CUDA graphs (GPU)
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
     int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
@@ -106,6 +107,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU fusion (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, 0, 1, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16; not yet verified)"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: GPU time per phase of the step, printed at the end (GPU)"),
+    ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; not yet verified)"),
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
     ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),

@@ -111,6 +111,24 @@ struct GPUActivations {
     int* targets;       // (N)
 };
 
+// -cg 1: the device work of a training micro-step (a forward with dloss > 0, then its
+// backward) replayed as two CUDA graphs: one launch each instead of ~12 per layer. The
+// forward's graph ends with the classifier, the backward's with the last layer's LayerNorm;
+// what the host does in between (the losses copied back, the encoder backward's buckets
+// sorted and uploaded) and the encoder backward (its grid depends on the batch) stay
+// outside. Every pointer a graph bakes in is fixed once the state is allocated, and so are
+// B, T and the recompute level; dloss is a kernel argument, so a new dloss recaptures the
+// forward. The first micro-step runs eagerly (modules load, attributes are set, cuBLASLt
+// picks its algorithms), later ones are captured once and then replayed. Off with -pb 1
+// (its events time the launches) and when a sink reduces the layers during the backward.
+struct StepGraphs {
+    bool enabled = false;
+    bool warmed = false;                 // one micro-step ran eagerly
+    float dloss = 0.0f;                  // the forward graph's
+    cudaGraphExec_t forward = nullptr, backward = nullptr;
+    size_t forward_nodes = 0, backward_nodes = 0;
+};
+
 struct GPT2Cuda {
     GPT2Config config;
     ParamTensor tensors[NUM_PARAM_TENSORS];
@@ -144,6 +162,7 @@ struct GPT2Cuda {
     int last_N = 0;                    // positions of the last forward
     bool last_had_targets = false;
     bool backward_ready = false;       // the last forward wrote dlogits for a full batch
+    StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
 };
 
 inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
@@ -281,6 +300,27 @@ inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
 }
 
 // ---------------------------------------------------------------------------------------
+// -cg 1 (StepGraphs): runs `launches` as the graph *exec, capturing it first if there is
+// none yet. The capture is relaxed: the launchers may set kernel attributes on the way.
+template <typename Launches>
+inline void step_graph_launch(const CudaContext& ctx, cudaGraphExec_t* exec, size_t* nodes, const char* what,
+                              Launches&& launches) {
+    if (*exec == nullptr) {
+        cudaGraph_t graph;
+        CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
+        launches();
+        CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
+        CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, nodes));
+        CHECK_CUDA(cudaGraphInstantiate(exec, graph, 0));
+        CHECK_CUDA(cudaGraphDestroy(graph));
+        printf("CUDA graph (-cg 1): the %s of a micro-step captured, %zu nodes\n", what, *nodes);
+    }
+    CHECK_CUDA(cudaGraphLaunch(*exec, ctx.stream));
+}
+
+inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets);
+inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sink);
+
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
 // smaller than allocated. dloss > 0 means a backward follows: the classifier then also
 // writes dlogits (scaled by dloss, 1/(B*T*grad_accum)) over the logits, and the batch must
@@ -292,8 +332,7 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
           model->B, model->T);
     CHECK(dloss == 0.0f || (targets != nullptr && B == model->B && T == model->T),
           "a forward for backward (dloss %g) needs targets and the full batch", dloss);
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size;
-    const int Vp = cfg.padded_vocab_size, N = B * T;
+    const int V = cfg.vocab_size, N = B * T;
     for (int i = 0; i < N; i++)
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     if (targets != nullptr)
@@ -314,6 +353,45 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     }
     CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
 
+    // the layers and the classifier: launched one by one, or replayed as a graph (-cg 1)
+    StepGraphs& sg = model->graphs;
+    bool as_graph = sg.enabled && sg.warmed && dloss > 0.0f && ctx.phases == nullptr;
+    if (as_graph && sg.forward != nullptr && sg.dloss != dloss) {
+        CHECK_CUDA(cudaGraphExecDestroy(sg.forward));
+        sg.forward = nullptr;
+    }
+    if (as_graph) {
+        sg.dloss = dloss;
+        step_graph_launch(ctx, &sg.forward, &sg.forward_nodes, "forward",
+                          [&] { gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr); });
+    } else {
+        gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr);
+    }
+    if (targets != nullptr) {
+        // the previous losses must have been read (gpt2_cuda_loss) before they are overwritten
+        CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+        CHECK_CUDA(cudaMemcpyAsync(model->losses_host, a.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
+                                   ctx.stream));
+        CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+    }
+    // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
+    // copied in stream order before the backward
+    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
+    model->last_N = N;
+    model->last_had_targets = targets != nullptr;
+    model->backward_ready = dloss > 0.0f;
+}
+
+// The forward's launches, from the embedding to the classifier (which, with targets, writes
+// the losses and, with dloss > 0, dlogits over the logits); the inputs and targets are on
+// the device already. Nothing here touches the host: -cg 1 captures it as it stands.
+inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets) {
+    const GPT2Config& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size;
+    const int Vp = cfg.padded_vocab_size, N = B * T;
+    const size_t Nmax = (size_t)model->B * model->T;
+    GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
     const size_t NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
     phase_mark(ctx, PHASE_ENCODER);
@@ -360,22 +438,11 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     }
     phase_mark(ctx, PHASE_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
-    if (targets != nullptr) {
+    if (has_targets) {
         phase_mark(ctx, PHASE_CLASSIFIER);
         classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
-        // the previous losses must have been read (gpt2_cuda_loss) before they are overwritten
-        CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
-        CHECK_CUDA(cudaMemcpyAsync(model->losses_host, a.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
-                                   ctx.stream));
-        CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
         phase_mark(ctx, PHASE_OTHER);
     }
-    // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
-    // copied in stream order before the backward
-    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
-    model->last_N = N;
-    model->last_had_targets = targets != nullptr;
-    model->backward_ready = dloss > 0.0f;
 }
 
 // Mean loss of the last forward with targets, summed in double as the CPU trainer does.
@@ -415,6 +482,28 @@ inline void gpt2_cuda_logits_row(GPT2Cuda* model, int row, float* out) {
 // gradient down.
 inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullptr) {
     CHECK(model->backward_ready, "gpt2_cuda_backward needs a forward with targets and dloss > 0 just before");
+    const CudaContext& ctx = *model->ctx;
+    StepGraphs& sg = model->graphs;
+    if (sg.enabled && sg.warmed && sink == nullptr && ctx.phases == nullptr) {
+        step_graph_launch(ctx, &sg.backward, &sg.backward_nodes, "backward",
+                          [&] { gpt2_cuda_backward_launches(model, nullptr); });
+    } else {
+        gpt2_cuda_backward_launches(model, sink);
+        sg.warmed = true;
+    }
+    const GPUActivations& a = model->acts;
+    phase_mark(ctx, PHASE_ENCODER);
+    encoder_backward(ctx, model->g.wte, model->g.wpe, a.dres, model->buckets, model->B, model->T,
+                     model->config.channels);
+    phase_mark(ctx, PHASE_OTHER);
+    if (sink != nullptr) sink->backward_done();
+    model->backward_ready = false;
+}
+
+// The backward's launches from the classifier's matmul down to the first layer, leaving the
+// residual stream's gradient in acts.dres for the encoder backward. No host work: -cg 1
+// captures it as it stands (without a sink).
+inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sink) {
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
     const int B = model->B, T = model->T, N = B * T;
@@ -476,11 +565,6 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
         phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
-    phase_mark(ctx, PHASE_ENCODER);
-    encoder_backward(ctx, g.wte, g.wpe, a.dres, model->buckets, B, T, C);
-    phase_mark(ctx, PHASE_OTHER);
-    if (sink != nullptr) sink->backward_done();
-    model->backward_ready = false;
 }
 
 inline void gpt2_cuda_zero_grad(GPT2Cuda* model) {
@@ -620,6 +704,8 @@ inline void gpt2_cuda_free(GPT2Cuda* model) {
         CHECK_CUDA(cudaEventDestroy(model->io_copied));
         CHECK_CUDA(cudaEventDestroy(model->losses_ready));
     }
+    for (cudaGraphExec_t exec : {model->graphs.forward, model->graphs.backward})
+        if (exec != nullptr) CHECK_CUDA(cudaGraphExecDestroy(exec));
     void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
                     model->norm_device, model->grad_shard};
     for (void* b : bufs)

@@ -16,7 +16,7 @@
 #   GPU_CHECK_SANITIZER=only build, then only the compute-sanitizer pass (a second call,
 #                            when one call's time limit does not fit both)
 #   GPU_CHECK_ONLY="attention matmul"   run only these dev programs
-#   GPU_CHECK_PARTS="dev sanitizer trainer faults bench"   the parts to run (default: all five):
+#   GPU_CHECK_PARTS="dev sanitizer trainer faults bench profile"   the parts to run (default: all):
 #       dev        the dev/cuda programs against their CPU references
 #       sanitizer  compute-sanitizer over the dev programs' --quick cases
 #       trainer    train_gpt_{fp32,bf16}: PyTorch debug states, resume, determinism,
@@ -26,8 +26,10 @@
 #       faults     test/test_faults.sh and test/test_kill_trials.sh on both GPU trainers
 #                  (signals, kill -9, non-finite steps; run after trainer or alone)
 #       bench      train_gpt_bf16 (and fp32) throughput: d12 B=16/32/64, d24, d48
-#     All five may not fit one 10-minute call; split them, e.g. "dev trainer", then
-#     "sanitizer faults", then "bench". Every part prints its wall time.
+#       profile    Nsight Compute: the d12 step's kernels by GPU time, the top three in
+#                  detail (scripts/ncu_profile.sh), CUDA-core and tensor-core attention
+#     All of them do not fit one 10-minute call; split them, e.g. "dev trainer", then
+#     "sanitizer faults", then "bench profile". Every part prints its wall time.
 #   GPU_INPUTS=gpu_inputs    PyTorch debug states, test and bench shards (see
 #                            scripts/make_gpu_inputs.sh); made here if missing and torch imports
 #   GPU_CHECK_BENCH_STEPS=8  optimizer steps per benchmark run (the first is not timed)
@@ -40,7 +42,7 @@ mkdir -p "$LOGDIR"
 JOBS="${GPU_CHECK_JOBS:-$(nproc)}"
 TIMEOUT="${GPU_CHECK_TIMEOUT:-300}"
 SANITIZER="${GPU_CHECK_SANITIZER:-1}"
-PARTS=" ${GPU_CHECK_PARTS:-dev sanitizer trainer faults bench} "
+PARTS=" ${GPU_CHECK_PARTS:-dev sanitizer trainer faults bench profile} "
 [ "$SANITIZER" = "0" ] && PARTS=${PARTS/ sanitizer / }
 [ "$SANITIZER" = "only" ] && PARTS=" sanitizer "
 has_part() { [[ "$PARTS" == *" $1 "* ]]; }
@@ -69,7 +71,7 @@ say "parts:$PARTS"
 # ---------------------------------------------------------------------------------------
 TARGETS=""
 if has_part dev || has_part sanitizer; then TARGETS="cuda-dev"; fi
-if has_part trainer || has_part faults || has_part bench; then
+if has_part trainer || has_part faults || has_part bench || has_part profile; then
     TARGETS="$TARGETS train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 generate_fp32 generate_bf16"
 fi
 say "== build (make -f cuda.mk$TARGETS -j$JOBS)"
@@ -272,6 +274,30 @@ if has_part trainer; then
         else
             record "recompute -r 2 vs -r 1 $prec" FAIL "differs: $(diff "$a/main.log" "$c/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$c.stdout")"
         fi
+        # -cg 1 replays the same launches as two CUDA graphs per micro-step (captured once,
+        # at the second micro-step; 2 per step here): bit-identical to launching them one by
+        # one, at -r 1 and -r 0, and (bf16) with the tensor-core attention
+        cg_names=(plain) cg_flags=("")
+        [ $prec = bf16 ] && cg_names+=(ak1) cg_flags+=("-ak 1")
+        for i in "${!cg_names[@]}"; do
+            name=${cg_names[$i]} extra=${cg_flags[$i]}
+            ref="$a"
+            if [ "$name" != plain ]; then
+                ref="$out/$name"
+                # shellcheck disable=SC2086
+                timeout 120 "$bin" "${base[@]}" $extra -o "$ref" > "$ref.stdout" 2>&1
+            fi
+            c="$out/$name-cg"
+            # shellcheck disable=SC2086
+            timeout 120 "$bin" "${base[@]}" $extra -cg 1 -o "$c" > "$c.stdout" 2>&1
+            captures=$(grep -c '^CUDA graph (-cg 1): the .* captured' "$c.stdout")
+            if [ "$captures" -eq 2 ] && cmp -s "$ref/main.log" "$c/main.log" &&
+               cmp -s "$ref/model_00000030.bin" "$c/model_00000030.bin"; then
+                record "CUDA graphs -cg 1 $name $prec" PASS "same main.log and final model; $(grep -o '[0-9]* nodes' "$c.stdout" | tr '\n' ' ')"
+            else
+                record "CUDA graphs -cg 1 $name $prec" FAIL "$captures captures; $(diff "$ref/main.log" "$c/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$c.stdout")"
+            fi
+        done
         # -r 0 keeps the forward's GELU output (cuBLASLt's epilogue), so it may differ in the
         # last bits from -r 1: only the final losses are compared, to 1%
         c="$out/plain-r0"
@@ -282,6 +308,12 @@ if has_part trainer; then
             record "recompute -r 0 vs -r 1 $prec" PASS "final train loss $l0 vs $l1"
         else
             record "recompute -r 0 vs -r 1 $prec" FAIL "final train loss '$l0' vs '$l1' $(tail -n 1 "$c.stdout")"
+        fi
+        timeout 120 "$bin" "${base[@]}" -r 0 -cg 1 -o "$c-cg" > "$c-cg.stdout" 2>&1
+        if cmp -s "$c/main.log" "$c-cg/main.log" && cmp -s "$c/model_00000030.bin" "$c-cg/model_00000030.bin"; then
+            record "CUDA graphs -cg 1 -r 0 $prec" PASS "same main.log and final model as -r 0"
+        else
+            record "CUDA graphs -cg 1 -r 0 $prec" FAIL "differs from -r 0: $(diff "$c/main.log" "$c-cg/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$c-cg.stdout")"
         fi
     done
 
@@ -594,22 +626,26 @@ fi
 # Throughput: random-init GPT-2 models at T=1024 on the bible shards (or synthetic ones),
 # a few steps each; tokens/s, MFU (6N + 6LCT flops/token against the device's dense peak)
 # and peak device memory from the trainer's "done:" line. Out of memory is reported, not failed.
-if has_part bench; then
-    BENCH_STEPS="${GPU_CHECK_BENCH_STEPS:-8}"
-    say "== trainer benchmark ($BENCH_STEPS steps per run, the first not timed)"
-    tpart=$(date +%s)
+# GPT-2-vocabulary shards for the benchmark and the profiles: train_glob, val_glob
+find_bench_data() {
     train_glob="" val_glob=""
     for d in "$GPU_INPUTS/bench" data/bible; do
         t=$(ls "$d"/*_train_*.bin 2> /dev/null | head -n 1)
         v=$(ls "$d"/*_val_*.bin 2> /dev/null | head -n 1)
-        if [ -n "$t" ] && [ -n "$v" ]; then train_glob="$t" val_glob="$v"; break; fi
+        if [ -n "$t" ] && [ -n "$v" ]; then train_glob="$t" val_glob="$v"; return; fi
     done
-    if [ -z "$train_glob" ] && python3 -c 'import numpy' 2> /dev/null; then
+    if python3 -c 'import numpy' 2> /dev/null; then
         mkdir -p "$LOGDIR/bench_data"
         python3 test/make_test_data.py --out "$LOGDIR/bench_data" --vocab 50257 --train-tokens 2000000 \
             --val-tokens 100000 --seed 11 --prefix synthetic > /dev/null 2>&1
         train_glob="$LOGDIR/bench_data/synthetic_train_000000.bin" val_glob="$LOGDIR/bench_data/synthetic_val_000000.bin"
     fi
+}
+if has_part bench; then
+    BENCH_STEPS="${GPU_CHECK_BENCH_STEPS:-8}"
+    say "== trainer benchmark ($BENCH_STEPS steps per run, the first not timed)"
+    tpart=$(date +%s)
+    find_bench_data
     bench() {  # name precision model B [more flags]
         local name=$1 prec=$2 model=$3 B=$4
         shift 4
@@ -650,10 +686,45 @@ if has_part bench; then
     bench d12-ak1 bf16 d12 32 -ak 1
     bench d12-ak1 bf16 d12 64 -ak 1
     bench d48-ak1 bf16 d48 8 -ak 1
+    # CUDA graphs (-cg 1): not yet the default either; the launch gaps matter most at small B
+    bench d12 bf16 d12 4
+    bench d12-cg bf16 d12 4 -cg 1
+    bench d12-cg bf16 d12 16 -cg 1
+    bench d12-cg bf16 d12 32 -cg 1
+    bench d12-ak1-cg bf16 d12 32 -ak 1 -cg 1
     # where a d12 step's time goes (-pb 1: CUDA events between phases; a little slower)
     bench d12-pb bf16 d12 32 -pb 1
     sed -n '/^phase breakdown/,/step (wall)/p' "$LOGDIR/bench_d12-pb_bf16.log" | tee -a "$SUMMARY"
     say "benchmark: $(( $(date +%s) - tpart )) s"
+fi
+
+# ---------------------------------------------------------------------------------------
+# Nsight Compute (issue 7, part 2): which kernels a d12 bf16 step (B=16, T=1024) spends its
+# GPU time in, and a detailed profile of the top three, with each attention kernel
+# (scripts/ncu_profile.sh: pass 1 times every launch of two steps, pass 2 profiles one
+# launch of each of the three). Where ncu cannot read the counters (gVisor) it says so.
+if has_part profile; then
+    say "== Nsight Compute profiles (d12 bf16 B=16, two steps)"
+    tpart=$(date +%s)
+    find_bench_data
+    for ak in 0 1; do
+        if [ -z "$train_glob" ] || [ ! -x ./train_gpt_bf16 ]; then say "ncu: no bench data or no ./train_gpt_bf16"; FAILED=1; break; fi
+        log="$LOGDIR/ncu_ak$ak.log"
+        bash scripts/ncu_profile.sh "$LOGDIR/ncu_ak$ak" -- ./train_gpt_bf16 -e d12 -i "$train_glob" -j "$val_glob" \
+            -b 16 -t 1024 -x 2 -v 0 -s 0 -n 0 -ak $ak > "$log" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ]; then
+            say "ncu -ak $ak:"
+            tee -a "$SUMMARY" < "$LOGDIR/ncu_ak$ak/ncu_summary.txt"
+        elif [ $rc -eq 77 ]; then
+            say "ncu -ak $ak: skipped: $(tail -n 1 "$log")"
+            break
+        else
+            say "ncu -ak $ak: FAILED rc=$rc: $(tail -n 1 "$log")"
+            FAILED=1
+        fi
+    done
+    say "profiles: $(( $(date +%s) - tpart )) s"
 fi
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""ncu_top.py: where a run's GPU time goes, from Nsight Compute's raw CSV.
+
+    python3 scripts/ncu_top.py PASS1.csv [--out-dir DIR] [--top 15]
+    python3 scripts/ncu_top.py --details NCU_DETAILS.txt
+
+The first form reads what `ncu --metrics gpu__time_duration.sum --csv --page raw` wrote
+(scripts/ncu_profile.sh's pass 1): a header row naming "Kernel Name" and the metric, a
+units row, one row per kernel launch; the tool's own lines (==PROF==, ==WARNING==) and rows
+without a number are skipped. It sums the durations per kernel name and prints, longest
+first: rank, name (cut to 60 characters), launches, total ms, share of all kernel time,
+mean us. With --out-dir it writes DIR/top.tsv (rank, launches, total ms, share %, mean us,
+name: every kernel, tab-separated) and DIR/top3.txt (the three longest, one per line, as
+regular expressions matching exactly that name, for `ncu -k regex:...`).
+
+The second form reads one kernel's `ncu --page details` text and prints one tab-separated
+line: duration (value and unit), Compute (SM) Throughput %, Memory Throughput %, DRAM
+Throughput %, Achieved Occupancy %, Registers Per Thread; "n/a" for any line not found.
+Standard library only.
+"""
+import argparse
+import csv
+import os
+import re
+import sys
+
+METRIC = "gpu__time_duration.sum"
+NAME_COLUMN = "Kernel Name"
+NAME_WIDTH = 60
+
+# nanoseconds per unit, as ncu spells the units row (base units, or the short forms)
+UNIT_NS = {"nsecond": 1.0, "ns": 1.0, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6,
+           "second": 1e9, "s": 1e9, "": 1.0}
+
+# the characters that mean something in a regular expression (POSIX extended, ECMAScript
+# and PCRE alike); everything else stands for itself
+REGEX_SPECIAL = set("\\.^$|?*+()[]{}")
+
+
+def regex_escape(name):
+    """A regular expression that matches exactly `name` (anchored)."""
+    return "^" + "".join("\\" + ch if ch in REGEX_SPECIAL else ch for ch in name) + "$"
+
+
+def parse_number(text):
+    """The float in a CSV cell ("12.5", "1,234.5"), or None."""
+    try:
+        return float(text.replace(",", "").strip())
+    except ValueError:
+        return None
+
+
+def read_durations(lines):
+    """{kernel name: [launches, total ns]} from the raw CSV's lines, in first-seen order.
+    Raises ValueError when no header row names both the kernel and the metric."""
+    rows = csv.reader(line for line in lines if not line.startswith("=="))
+    name_col = metric_col = None
+    scale = None
+    kernels = {}
+    for row in rows:
+        if name_col is None:
+            if NAME_COLUMN in row and METRIC in row:
+                name_col, metric_col = row.index(NAME_COLUMN), row.index(METRIC)
+            continue
+        if len(row) <= max(name_col, metric_col):
+            continue
+        cell = row[metric_col].strip()
+        if scale is None and row[name_col] == "" and parse_number(cell) is None:
+            # the units row right under the header
+            unit = cell.lower()
+            if unit not in UNIT_NS:
+                raise ValueError(f"unknown unit {cell!r} for {METRIC}")
+            scale = UNIT_NS[unit]
+            continue
+        value = parse_number(cell)
+        if value is None or row[name_col] == "":
+            continue  # "n/a", a repeated header, a blank line
+        entry = kernels.setdefault(row[name_col], [0, 0.0])
+        entry[0] += 1
+        entry[1] += value * (scale if scale is not None else 1.0)
+    if name_col is None:
+        raise ValueError(f"no header row with \"{NAME_COLUMN}\" and \"{METRIC}\"")
+    return kernels
+
+
+def ranked(kernels):
+    """[(rank, name, launches, total ms, share %, mean us)], longest total first (ties by name)."""
+    grand = sum(total for _, total in kernels.values())
+    order = sorted(kernels.items(), key=lambda kv: (-kv[1][1], kv[0]))
+    out = []
+    for i, (name, (launches, total_ns)) in enumerate(order, 1):
+        share = 100.0 * total_ns / grand if grand > 0 else 0.0
+        out.append((i, name, launches, total_ns / 1e6, share, total_ns / 1e3 / launches))
+    return out
+
+
+def short(name, width=NAME_WIDTH):
+    return name if len(name) <= width else name[:width - 3] + "..."
+
+
+def print_table(table, top):
+    total_ms = sum(r[3] for r in table)
+    launches = sum(r[2] for r in table)
+    print(f"{len(table)} kernels, {launches} launches, {total_ms:.3f} ms of kernel time")
+    print(f"{'rank':>4}  {'kernel':<{NAME_WIDTH}} {'launches':>8} {'total ms':>10} {'share':>7} {'mean us':>10}")
+    for rank, name, n, ms, share, mean_us in table[:top]:
+        print(f"{rank:>4}  {short(name):<{NAME_WIDTH}} {n:>8} {ms:>10.3f} {share:>6.2f}% {mean_us:>10.2f}")
+    rest = table[top:]
+    if rest:
+        print(f"      ({len(rest)} more kernels: {sum(r[3] for r in rest):.3f} ms, "
+              f"{sum(r[4] for r in rest):.2f}%)")
+
+
+def write_outputs(table, out_dir):
+    with open(os.path.join(out_dir, "top.tsv"), "w", encoding="utf-8") as fh:
+        for rank, name, n, ms, share, mean_us in table:
+            fh.write(f"{rank}\t{n}\t{ms:.6f}\t{share:.4f}\t{mean_us:.4f}\t{name}\n")
+    with open(os.path.join(out_dir, "top3.txt"), "w", encoding="utf-8") as fh:
+        for row in table[:3]:
+            fh.write(regex_escape(row[1]) + "\n")
+
+
+# ---------------------------------------------------------------------------------------
+# one kernel's details page
+
+# (label on the page, how it is printed); the first matching line of each wins
+DETAIL_LINES = [("Duration", "duration"), ("Compute (SM) Throughput", "sm"), ("Memory Throughput", "mem"),
+                ("DRAM Throughput", "dram"), ("Achieved Occupancy", "occupancy"),
+                ("Registers Per Thread", "regs")]
+
+
+def read_details(lines):
+    """{key: text} from a details page: "<label>  <unit>  <value>" lines; n/a when missing."""
+    found = {}
+    for line in lines:
+        text = line.strip()
+        for label, key in DETAIL_LINES:
+            if key in found or not text.startswith(label):
+                continue
+            rest = text[len(label):]
+            m = re.match(r"^\s{2,}(\S+)\s+([0-9][0-9,]*(?:\.[0-9]+)?)$", rest)
+            if m is None:
+                continue
+            unit, value = m.group(1), m.group(2).replace(",", "")
+            if key == "duration":
+                found[key] = f"{value} {unit}"
+            elif key == "regs":
+                found[key] = value
+            else:
+                found[key] = f"{value}%" if unit == "%" else f"{value} {unit}"
+    return [found.get(key, "n/a") for _, key in DETAIL_LINES]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv", nargs="?", help="ncu --csv --page raw output with " + METRIC)
+    ap.add_argument("--out-dir", help="write top.tsv and top3.txt here")
+    ap.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
+    ap.add_argument("--details", metavar="TXT", help="summarize one kernel's --page details text instead")
+    a = ap.parse_args()
+    path = a.details or a.csv
+    if path is None:
+        ap.error("give a CSV file or --details TXT")
+    try:
+        with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+            lines = fh.read().splitlines()
+    except OSError as e:
+        print(f"error: {path}: {e.strerror}", file=sys.stderr)
+        return 1
+    if a.details:
+        print("\t".join(read_details(lines)))
+        return 0
+    try:
+        kernels = read_durations(lines)
+    except ValueError as e:
+        print(f"error: {path}: {e}", file=sys.stderr)
+        return 1
+    if not kernels:
+        print(f"error: {path}: no kernel launches with a {METRIC} value", file=sys.stderr)
+        return 1
+    table = ranked(kernels)
+    print_table(table, a.top)
+    if a.out_dir:
+        write_outputs(table, a.out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
