@@ -118,12 +118,12 @@ struct GPUActivations {
 // sorted and uploaded) and the encoder backward (its grid depends on the batch) stay
 // outside. Every pointer a graph bakes in is fixed once the state is allocated, and so are
 // B, T and the recompute level; dloss is a kernel argument, so a new dloss recaptures the
-// forward. The first micro-step runs eagerly (modules load, attributes are set, cuBLASLt
-// picks its algorithms), later ones are captured once and then replayed. Off with -pb 1
+// forward. The first training micro-step runs eagerly (modules load, attributes are set,
+// cuBLASLt picks its algorithms) and is then captured, unexecuted, right behind itself, so
+// step 0, which no timing counts, pays for both; later micro-steps replay. Off with -pb 1
 // (its events time the launches) and when a sink reduces the layers during the backward.
 struct StepGraphs {
     bool enabled = false;
-    bool warmed = false;                 // one micro-step ran eagerly
     float dloss = 0.0f;                  // the forward graph's
     cudaGraphExec_t forward = nullptr, backward = nullptr;
     size_t forward_nodes = 0, backward_nodes = 0;
@@ -300,22 +300,26 @@ inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
 }
 
 // ---------------------------------------------------------------------------------------
-// -cg 1 (StepGraphs): runs `launches` as the graph *exec, capturing it first if there is
-// none yet. The capture is relaxed: the launchers may set kernel attributes on the way.
+// -cg 1 (StepGraphs): replays the graph *exec if there is one; else runs `launches` one by
+// one and then captures them into *exec for the next time (the capture records, it does
+// not run; relaxed, as the launchers may set kernel attributes) and uploads the graph.
 template <typename Launches>
-inline void step_graph_launch(const CudaContext& ctx, cudaGraphExec_t* exec, size_t* nodes, const char* what,
-                              Launches&& launches) {
-    if (*exec == nullptr) {
-        cudaGraph_t graph;
-        CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
-        launches();
-        CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
-        CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, nodes));
-        CHECK_CUDA(cudaGraphInstantiate(exec, graph, 0));
-        CHECK_CUDA(cudaGraphDestroy(graph));
-        printf("CUDA graph (-cg 1): the %s of a micro-step captured, %zu nodes\n", what, *nodes);
+inline void step_graph_run(const CudaContext& ctx, cudaGraphExec_t* exec, size_t* nodes, const char* what,
+                           Launches&& launches) {
+    if (*exec != nullptr) {
+        CHECK_CUDA(cudaGraphLaunch(*exec, ctx.stream));
+        return;
     }
-    CHECK_CUDA(cudaGraphLaunch(*exec, ctx.stream));
+    launches();
+    cudaGraph_t graph;
+    CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
+    launches();
+    CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
+    CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, nodes));
+    CHECK_CUDA(cudaGraphInstantiate(exec, graph, 0));
+    CHECK_CUDA(cudaGraphDestroy(graph));
+    CHECK_CUDA(cudaGraphUpload(*exec, ctx.stream));
+    printf("CUDA graph (-cg 1): the %s of a micro-step captured, %zu nodes\n", what, *nodes);
 }
 
 inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets);
@@ -355,15 +359,15 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
 
     // the layers and the classifier: launched one by one, or replayed as a graph (-cg 1)
     StepGraphs& sg = model->graphs;
-    bool as_graph = sg.enabled && sg.warmed && dloss > 0.0f && ctx.phases == nullptr;
+    bool as_graph = sg.enabled && dloss > 0.0f && ctx.phases == nullptr;
     if (as_graph && sg.forward != nullptr && sg.dloss != dloss) {
-        CHECK_CUDA(cudaGraphExecDestroy(sg.forward));
+        CHECK_CUDA(cudaGraphExecDestroy(sg.forward));  // freed once a replay in flight is done
         sg.forward = nullptr;
     }
     if (as_graph) {
         sg.dloss = dloss;
-        step_graph_launch(ctx, &sg.forward, &sg.forward_nodes, "forward",
-                          [&] { gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr); });
+        step_graph_run(ctx, &sg.forward, &sg.forward_nodes, "forward",
+                       [&] { gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr); });
     } else {
         gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr);
     }
@@ -484,12 +488,11 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
     CHECK(model->backward_ready, "gpt2_cuda_backward needs a forward with targets and dloss > 0 just before");
     const CudaContext& ctx = *model->ctx;
     StepGraphs& sg = model->graphs;
-    if (sg.enabled && sg.warmed && sink == nullptr && ctx.phases == nullptr) {
-        step_graph_launch(ctx, &sg.backward, &sg.backward_nodes, "backward",
-                          [&] { gpt2_cuda_backward_launches(model, nullptr); });
+    if (sg.enabled && sink == nullptr && ctx.phases == nullptr) {
+        step_graph_run(ctx, &sg.backward, &sg.backward_nodes, "backward",
+                       [&] { gpt2_cuda_backward_launches(model, nullptr); });
     } else {
         gpt2_cuda_backward_launches(model, sink);
-        sg.warmed = true;
     }
     const GPUActivations& a = model->acts;
     phase_mark(ctx, PHASE_ENCODER);

@@ -237,10 +237,10 @@ def check_transformers(a):
     model = ref.read_checkpoint(a.checkpoint)
     idx = batch(model.V, model.maxT)
     want = cpp_logits(a.cpp, a.checkpoint, idx, model.V)
-    try:  # newer releases name the argument dtype, older ones torch_dtype
-        hf = transformers.GPT2LMHeadModel.from_pretrained(a.dir, dtype=torch.float32, attn_implementation="eager")
-    except TypeError:
-        hf = transformers.GPT2LMHeadModel.from_pretrained(a.dir, torch_dtype=torch.float32)
+    # releases since 4.56 name the argument dtype (5.x warns on torch_dtype), older ones torch_dtype
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    dtype_arg = "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
+    hf = transformers.GPT2LMHeadModel.from_pretrained(a.dir, attn_implementation="eager", **{dtype_arg: torch.float32})
     hf = hf.float().eval()
     if hf.lm_head.weight.data_ptr() != hf.transformer.wte.weight.data_ptr():
         die("GPT2LMHeadModel did not tie lm_head.weight to transformer.wte.weight")

@@ -16,7 +16,7 @@ PY=${PYTHON:-/usr/bin/python3}
 # ./train_gpt_fp32 and ./train_gpt_bf16), TEST_OUT: where its runs go, SLOW_STEP_MS: a pause
 # after every step (the slow_step test hook) so that a fast GPU leaves signals and kills time
 TRAIN=${TRAIN_BIN:-./train_gpt_cpu}
-[ "$TRAIN" = $TRAIN ] && make -s train_gpt_cpu
+[ "$TRAIN" = ./train_gpt_cpu ] && make -s train_gpt_cpu
 slow=${SLOW_STEP_MS:+slow_step@$SLOW_STEP_MS}
 out=${TEST_OUT:-test/out/faults}
 rm -rf "$out"; mkdir -p "$out"

@@ -140,6 +140,7 @@ int main(int argc, char** argv) {
     run_case(ctx, 3 * 37, 48, 4 * 48, true, true, false, "");
     run_case(ctx, 3 * 37, 768, 1024, false, false, false, "");   // classifier-like: no bias, Vp columns
     run_case(ctx, 3 * 37, 4 * 48, 48, true, false, false, "");   // fcproj-like: K > N
+    run_case(ctx, 1000, 48, 3 * 48, true, false, false, "");      // 63 chunks in the bias gradient's finish
     // pointers 16 bytes past 256-byte boundaries (as layer slices of the parameter buffer)
     run_case(ctx, 3 * 37, 48, 4 * 48, true, true, false, "", 16 / (int)sizeof(floatX));
     run_case(ctx, 3 * 37, 768, 3 * 768, true, false, false, "", 16 / (int)sizeof(floatX));

@@ -2,7 +2,8 @@
 // defines: floatX, PRECISION_NAME, CHECK_CUDA, CHECK_CUBLAS, CHECK_LAUNCH, CudaContext,
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
-//          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16
+//          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
+//          column_sums_finish
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <cublasLt.h>
@@ -59,6 +61,14 @@ typedef float floatX;
 
 struct PhaseTimer;  // phases.cuh: -pb 1's per-phase step timing
 
+// One answer of cuBLASLt's heuristic, kept for the next product of the same shape, layout,
+// epilogue and alignments (llmc/cuda/matmul.cuh): asking again costs host time every call.
+struct MatmulAlgo {
+    uint64_t key[3];
+    cublasLtMatmulAlgo_t algo;
+    bool found;
+};
+
 struct CudaContext {
     cudaStream_t stream;       // every kernel and cuBLASLt call of the trainer runs here
     cublasLtHandle_t lt;       // cuBLASLt handle
@@ -70,6 +80,7 @@ struct CudaContext {
     bool gelu_fusion;          // matmul_forward applies GELU in the cuBLASLt epilogue
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
     PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
+    std::vector<MatmulAlgo>* matmul_algos;  // the heuristic's answers so far (a few dozen shapes)
 };
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
@@ -88,6 +99,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->gelu_fusion = true;
     ctx->attention_mma = false;
     ctx->phases = nullptr;
+    ctx->matmul_algos = new std::vector<MatmulAlgo>();
 }
 
 inline void cuda_context_free(CudaContext* ctx) {
@@ -95,6 +107,8 @@ inline void cuda_context_free(CudaContext* ctx) {
     CHECK_CUDA(cudaFree(ctx->workspace));
     CHECK_CUBLAS(cublasLtDestroy(ctx->lt));
     CHECK_CUDA(cudaStreamDestroy(ctx->stream));
+    delete ctx->matmul_algos;
+    ctx->matmul_algos = nullptr;
     ctx->workspace = nullptr;
 }
 
@@ -210,4 +224,46 @@ __device__ inline float block_reduce_sum(float v, float* shared) {
     __syncthreads();
     v = lane < num_warps ? shared[lane] : 0.0f;
     return warp_reduce_sum(v);
+}
+
+// ---------------------------------------------------------------------------------------
+// The second stage of the deterministic column sums (the bias and LayerNorm weight
+// gradients: a first kernel writes per-chunk partial sums of the rows into scratch).
+// out0[c] += the sum over chunks k of scratch[k*stride + c]; with out1, also out1[c] += the
+// sum of scratch[k*stride + C + c]. A block takes 32 channels; each of its FINISH_SPLIT rows
+// of threads adds every FINISH_SPLIT-th chunk in order, then one row adds those partial sums
+// in order. The order is fixed, so the sums do not depend on timing; and no thread walks all
+// the chunks alone (512 of them at N >= 8192), which left the GPU waiting on memory latency.
+constexpr int FINISH_SPLIT = 16;
+
+__global__ void column_sums_finish_kernel(floatX* out0, floatX* out1, const float* scratch, int chunks, int C,
+                                          size_t stride) {
+    __shared__ float part[2][FINISH_SPLIT][32];
+    const int c = blockIdx.x * 32 + threadIdx.x, j = threadIdx.y;
+    float s0 = 0.0f, s1 = 0.0f;
+    if (c < C) {
+        for (int k = j; k < chunks; k += FINISH_SPLIT) {
+            s0 += scratch[(size_t)k * stride + c];
+            if (out1 != nullptr) s1 += scratch[(size_t)k * stride + C + c];
+        }
+    }
+    part[0][j][threadIdx.x] = s0;
+    part[1][j][threadIdx.x] = s1;
+    __syncthreads();
+    if (j != 0 || c >= C) return;
+    float t0 = 0.0f, t1 = 0.0f;
+    for (int i = 0; i < FINISH_SPLIT; i++) {
+        t0 += part[0][i][threadIdx.x];
+        t1 += part[1][i][threadIdx.x];
+    }
+    out0[c] = from_float<floatX>(to_float(out0[c]) + t0);
+    if (out1 != nullptr) out1[c] = from_float<floatX>(to_float(out1[c]) + t1);
+}
+
+inline void column_sums_finish(const CudaContext& ctx, floatX* out0, floatX* out1, const float* scratch, int chunks,
+                               int C, size_t stride) {
+    dim3 block(32, FINISH_SPLIT);
+    column_sums_finish_kernel<<<(unsigned)ceil_div(C, 32), block, 0, ctx.stream>>>(out0, out1, scratch, chunks, C,
+                                                                                   stride);
+    CHECK_LAUNCH();
 }

@@ -7,7 +7,8 @@
 // Backward, three kernels, no atomics:
 //   1. one warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout*w
 //   2. column partial sums of dout*xhat and dout over fixed chunks of rows -> scratch
-//   3. one thread per channel adds its chunks' partials in order into dweight, dbias
+//   3. the chunks' partials added in a fixed order into dweight, dbias (column_sums_finish,
+//      common.cuh, shared with the bias gradient)
 // The chunk count depends only on N, so the sums come out the same on every GPU.
 #pragma once
 #include <algorithm>
@@ -136,20 +137,6 @@ __global__ void layernorm_backward_partials_kernel(float* scratch, const floatX*
     }
 }
 
-// 3. dweight[c] += sum_chunks partial, dbias[c] likewise, chunks in order
-__global__ void layernorm_backward_finish_kernel(floatX* dweight, floatX* dbias, const float* scratch,
-                                                 int chunks, int C) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    float dw = 0.0f, db = 0.0f;
-    for (int k = 0; k < chunks; k++) {
-        dw += scratch[(size_t)k * 2 * C + c];
-        db += scratch[(size_t)k * 2 * C + C + c];
-    }
-    dweight[c] = from_float<floatX>(to_float(dweight[c]) + dw);
-    dbias[c] = from_float<floatX>(to_float(dbias[c]) + db);
-}
-
 // ---------------------------------------------------------------------------------------
 // launchers
 
@@ -217,7 +204,5 @@ inline void layernorm_backward(const CudaContext& ctx, floatX* dinp, floatX* dwe
     layernorm_backward_partials_kernel<<<pgrid, pblock, 0, ctx.stream>>>(scratch, dout, inp, mean, rstd,
                                                                          N, C, rows_per_chunk);
     CHECK_LAUNCH();
-    layernorm_backward_finish_kernel<<<(unsigned)ceil_div(C, 256), 256, 0, ctx.stream>>>(
-        dweight, dbias, scratch, chunks, C);
-    CHECK_LAUNCH();
+    column_sums_finish(ctx, dweight, dbias, scratch, chunks, C, 2 * (size_t)C);  // 3. (common.cuh)
 }

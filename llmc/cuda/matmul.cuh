@@ -32,14 +32,6 @@ __global__ void matmul_bias_partials_kernel(float* scratch, const floatX* dout, 
     for (int k = 0; k < x128::size; k++) scratch[(size_t)blockIdx.y * OC + c + k] = acc[k];
 }
 
-__global__ void matmul_bias_finish_kernel(floatX* dbias, const float* scratch, int chunks, int OC) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= OC) return;
-    float s = 0.0f;
-    for (int k = 0; k < chunks; k++) s += scratch[(size_t)k * OC + c];
-    dbias[c] = from_float<floatX>(to_float(dbias[c]) + s);
-}
-
 // dbias (OC) += sum over the BT rows of dout (BT, OC). Uses ctx.workspace as scratch.
 inline void matmul_bias_backward(const CudaContext& ctx, floatX* dbias, const floatX* dout, int BT, int OC) {
     CHECK(OC % x128::size == 0, "OC=%d must be a multiple of %d for the bias gradient", OC, x128::size);
@@ -54,8 +46,7 @@ inline void matmul_bias_backward(const CudaContext& ctx, floatX* dbias, const fl
     float* scratch = (float*)ctx.workspace;
     matmul_bias_partials_kernel<<<grid, block, 0, ctx.stream>>>(scratch, dout, BT, OC, rows_per_chunk);
     CHECK_LAUNCH();
-    matmul_bias_finish_kernel<<<(unsigned)ceil_div(OC, 256), 256, 0, ctx.stream>>>(dbias, scratch, chunks, OC);
-    CHECK_LAUNCH();
+    column_sums_finish(ctx, dbias, nullptr, scratch, chunks, OC, OC);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -130,16 +121,28 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
                                                       sizeof(align_d)));
     CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
                                                       sizeof(align_d)));
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
-    bool ok = st == CUBLAS_STATUS_SUCCESS && found > 0;
+    // the heuristic's answer depends only on what the key holds: asked once per key
+    const uint64_t key[3] = {(uint64_t)m << 32 | (uint32_t)n,
+                             (uint64_t)k << 32 | (uint32_t)compute << 16 | (uint32_t)epilogue << 2 | trans_a << 1 | trans_b,
+                             (uint64_t)align_a << 36 | (uint64_t)align_b << 27 | (uint64_t)align_d << 18 |
+                                 matmul_alignment(bias) << 9 | matmul_alignment(aux)};
+    const MatmulAlgo* known = nullptr;
+    for (const MatmulAlgo& e : *ctx.matmul_algos)
+        if (e.key[0] == key[0] && e.key[1] == key[1] && e.key[2] == key[2]) known = &e;
+    if (known == nullptr) {
+        cublasLtMatmulHeuristicResult_t heuristic;
+        int found = 0;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+        if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(st);
+        MatmulAlgo e = {{key[0], key[1], key[2]}, heuristic.algo, st == CUBLAS_STATUS_SUCCESS && found > 0};
+        ctx.matmul_algos->push_back(e);
+        known = &ctx.matmul_algos->back();
+    }
+    bool ok = known->found;
     if (ok) {
         const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-        CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &heuristic.algo,
+        CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &known->algo,
                                     ctx.workspace, ctx.workspace_bytes, ctx.stream));
-    } else if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) {
-        CHECK_CUBLAS(st);
     }
     CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(la));
