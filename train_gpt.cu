@@ -239,8 +239,6 @@ int main(int argc, char** argv) {
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
-    if (cfg.gelu_fusion == 2)
-        fail("-ge 2: GELU fused into the backward matmul is not implemented; use -ge 0 (off) or 1 (forward)");
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
@@ -256,7 +254,7 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
-    ctx.gelu_fusion = cfg.gelu_fusion != 0;  // -1 (default): on
+    ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 1 : cfg.gelu_fusion;  // -1 (default): the forward's only
     ctx.attention_mma = cfg.attention_kernel == 1;
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
@@ -312,7 +310,8 @@ int main(int argc, char** argv) {
     printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, attention on %s, peak %s TFLOP/s\n",
            ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
            ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
-           sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"), ctx.gelu_fusion ? "on" : "off",
+           sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
+           ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
            ctx.attention_mma ? "tensor cores" : "CUDA cores",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
     train_print_plan(mc, n, cfg, data, resume_step, world);

@@ -549,10 +549,8 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         if (model->recompute >= 1) gelu_forward(ctx, fch_gelu, fch, (size_t)N * 4 * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, fch_gelu, lp.fcprojw, N, 4 * C, C, false);
-        phase_mark(ctx, PHASE_GELU);
-        gelu_backward(ctx, a.dfch, fch, a.dfch, (size_t)N * 4 * C);
-        phase_mark(ctx, PHASE_MATMUL);
+        // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
+        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, fch_gelu, lp.fcprojw, N, 4 * C, C, false, fch);
         matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ln2, lp.fcw, N, C, 4 * C, false);
         phase_mark(ctx, PHASE_LAYERNORM);
         layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, residual2, lp.ln2w, ln2_mean, ln2_rstd, N, C);

@@ -194,7 +194,8 @@ if has_part trainer; then
     #    test/test_gpt2_debug.cu); every config at the default -r 1, small also at -r 0 and 2
     for prec in fp32 bf16; do
         bin=build/test_gpt2_debug_$prec
-        cfgs="small awkward tiny"
+        # GELU's backward in the matmul epilogue too (-ge 2)
+        cfgs="small awkward tiny small-ge2 awkward-ge2"
         # the tensor-core attention (-ak 1, bf16; tiny's head size 8 is not one it takes)
         [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1"
         for cfg in $cfgs; do
@@ -202,15 +203,15 @@ if has_part trainer; then
             [ "$cfg" = small ] && levels="0 1 2"
             for r in $levels; do
                 name="pytorch $cfg -r $r $prec"
-                base_cfg=${cfg%-ak1}
-                ak=0
-                [ "$base_cfg" != "$cfg" ] && ak=1
+                base_cfg=${cfg%%-*}
+                ak=0 ge=1
+                case "$cfg" in *-ak1) ak=1 ;; *-ge2) ge=2 ;; esac
                 model="$GPU_INPUTS/pytorch/${base_cfg}_model.bin"
                 debug="$GPU_INPUTS/pytorch/${base_cfg}_debug.bin"
                 if [ ! -x "$bin" ]; then record "$name" FAIL "$bin not built"; continue; fi
                 if [ ! -f "$debug" ]; then record "$name" FAIL "no $debug"; continue; fi
                 log="$LOGDIR/pytorch_${cfg}_r${r}_${prec}.log"
-                timeout 120 "$bin" "$model" "$debug" "$r" "$ak" > "$log" 2>&1
+                timeout 120 "$bin" "$model" "$debug" "$r" "$ak" "$ge" > "$log" 2>&1
                 rc=$?
                 nok=$(grep -c '^ok' "$log")
                 nfail=$(grep -c '^FAIL' "$log")
@@ -229,6 +230,16 @@ if has_part trainer; then
     #    main.log and final model as one that never stopped; so must a second identical run;
     #    -r 2 recomputes LayerNorm bit-exactly, so it must match -r 1 (the default) exactly.
     R="$GPU_INPUTS/resume"
+    final_loss_close() {  # NAME REF_RUN RUN: the last step's train loss within 1% (stdout: RUN.stdout)
+        local l1 l2
+        l1=$(grep '^s:29 trl' "$2/main.log" | sed 's/.*trl:\([0-9.]*\).*/\1/')
+        l2=$(grep '^s:29 trl' "$3/main.log" 2> /dev/null | sed 's/.*trl:\([0-9.]*\).*/\1/')
+        if [ -n "$l2" ] && [ -n "$l1" ] && awk -v a="$l2" -v b="$l1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * b) }'; then
+            record "$1" PASS "final train loss $l2 vs $l1"
+        else
+            record "$1" FAIL "final train loss '$l2' vs '$l1' $(tail -n 1 "$3.stdout")"
+        fi
+    }
     for prec in fp32 bf16; do
         bin=./train_gpt_$prec
         out="$LOGDIR/resume_$prec"
@@ -274,6 +285,11 @@ if has_part trainer; then
         else
             record "recompute -r 2 vs -r 1 $prec" FAIL "differs: $(diff "$a/main.log" "$c/main.log" 2>&1 | head -n 2 | tr '\n' ' ') $(tail -n 1 "$c.stdout")"
         fi
+        # -ge 2 takes GELU's backward in the fcproj matmul's epilogue: one rounding fewer in
+        # bf16 and cuBLASLt's own tanh, so only the final losses are compared, to 1%
+        c="$out/plain-ge2"
+        timeout 120 "$bin" "${base[@]}" -ge 2 -o "$c" > "$c.stdout" 2>&1
+        final_loss_close "GELU fusion -ge 2 vs -ge 1 $prec" "$a" "$c"
         # -cg 1 replays the same launches as two CUDA graphs per micro-step (captured once,
         # behind the first micro-step; 2 micro-steps per step here): bit-identical to
         # launching them one by one, at -r 1 and -r 0, with samples drawn between steps
@@ -314,13 +330,7 @@ if has_part trainer; then
         # last bits from -r 1: only the final losses are compared, to 1%
         c="$out/plain-r0"
         timeout 120 "$bin" "${base[@]}" -r 0 -o "$c" > "$c.stdout" 2>&1
-        l1=$(grep '^s:29 trl' "$a/main.log" | sed 's/.*trl:\([0-9.]*\).*/\1/')
-        l0=$(grep '^s:29 trl' "$c/main.log" 2> /dev/null | sed 's/.*trl:\([0-9.]*\).*/\1/')
-        if [ -n "$l0" ] && [ -n "$l1" ] && awk -v a="$l0" -v b="$l1" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 * b) }'; then
-            record "recompute -r 0 vs -r 1 $prec" PASS "final train loss $l0 vs $l1"
-        else
-            record "recompute -r 0 vs -r 1 $prec" FAIL "final train loss '$l0' vs '$l1' $(tail -n 1 "$c.stdout")"
-        fi
+        final_loss_close "recompute -r 0 vs -r 1 $prec" "$a" "$c"
         timeout 120 "$bin" "${base[@]}" -r 0 -cg 1 -o "$c-cg" > "$c-cg.stdout" 2>&1
         captures=$(grep -c '^CUDA graph (-cg 1): the .* captured' "$c-cg.stdout")
         if [ "$captures" -eq 2 ] && cmp -s "$c/main.log" "$c-cg/main.log" &&
@@ -704,6 +714,8 @@ if has_part bench; then
     bench d12-ak1 bf16 d12 32 -ak 1
     bench d12-ak1 bf16 d12 64 -ak 1
     bench d48-ak1 bf16 d48 8 -ak 1
+    # GELU's backward in the matmul epilogue (-ge 2): not yet the default either
+    bench d12-ge2 bf16 d12 32 -ge 2
     # CUDA graphs (-cg 1): not yet the default either; the launch gaps matter most at small B
     bench d12 bf16 d12 4
     bench d12-cg bf16 d12 4 -cg 1

@@ -2,6 +2,7 @@
 // CPU. Reads a model file and a debug state written by test/pytorch_reference.py, then
 // checks logits, loss, every gradient tensor and the losses of 10 AdamW steps with clipping.
 // usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1]
+//                                         [GELU fusion 0|1|2]
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
 //   fp32: logits max error relative to the largest logit <= 1e-4; loss 1e-5 relative;
@@ -27,9 +28,12 @@ static void expect(bool ok, const char* what, double err, double tol, const char
 static void info(const char* what, double value) { printf("info %-34s %.3e\n", what, value); }
 
 int main(int argc, char** argv) {
-    CHECK(argc >= 3 && argc <= 5, "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1]", argv[0]);
+    CHECK(argc >= 3 && argc <= 6, "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1] [GELU fusion 0|1|2]",
+          argv[0]);
     int recompute = argc >= 4 ? atoi(argv[3]) : 1;
-    int attention_kernel = argc == 5 ? atoi(argv[4]) : 0;
+    int attention_kernel = argc >= 5 ? atoi(argv[4]) : 0;
+    int gelu_fusion = argc == 6 ? atoi(argv[5]) : 1;
+    CHECK(gelu_fusion >= 0 && gelu_fusion <= 2, "GELU fusion %d", gelu_fusion);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
     const bool bf16 = sizeof(floatX) == 2;
@@ -54,6 +58,7 @@ int main(int argc, char** argv) {
     cuda_context_init(&ctx, 0);
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
     ctx.attention_mma = attention_kernel == 1;
+    ctx.gelu_fusion = gelu_fusion;
     if (ctx.attention_mma) {
         const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
         CHECK(problem == nullptr, "attention kernel 1: %s", problem);

@@ -8,7 +8,7 @@
 //        rounded to bf16 (2^-9 relative): rtol 1e-2 + 2e-3*max.
 // The fused GELU epilogue is held to the same tolerance as the separate kernel: if it
 // fails while the unfused path passes, cuBLASLt's GELU is not GPT-2's tanh GELU and the
-// trainer must set ctx.gelu_fusion = false.
+// trainer must set ctx.gelu_fusion = 0 (and likewise for the DGELU epilogue of -ge 2).
 #include "dev_common.cuh"
 #include "../../llmc/cpu/gelu.h"
 #include "../../llmc/cpu/matmul.h"
@@ -66,7 +66,8 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
     } else {
         // the epilogue on its own: is it offered, and is it GPT-2's GELU?
         bool offered = OC % 8 == 0 &&
-                       matmul_cublaslt(ctx, d_out, d_w, d_inp, d_bias, d_pre, OC, BT, C, true, false, false, true);
+                       matmul_cublaslt(ctx, d_out, d_w, d_inp, d_bias, d_pre, OC, BT, C, true, false, false,
+                                       MATMUL_GELU_FORWARD);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         printf("   cuBLASLt GELU epilogue %s\n", offered ? "offered" : "NOT offered (matmul_forward falls back to gelu_forward)");
         if (offered) {
@@ -74,10 +75,10 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
             if (!dev_check("matmul_forward", (w + " epilogue gelu").c_str(), dev_download(d_out, nout), ref_gelu, tol))
                 printf("   ^ the GELU epilogue is not tanh-GELU within tolerance: set ctx.gelu_fusion = false\n");
         }
-        ctx.gelu_fusion = false;
+        ctx.gelu_fusion = 0;
         matmul_forward(ctx, d_out, d_pre, d_inp, d_w, d_bias, BT, C, OC);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        ctx.gelu_fusion = true;
+        ctx.gelu_fusion = 1;
         dev_check("matmul_forward", (w + " unfused pre_gelu").c_str(), dev_download(d_pre, nout), ref, tol);
         dev_check("matmul_forward", (w + " unfused gelu").c_str(), dev_download(d_out, nout), ref_gelu, tol);
     }
@@ -98,6 +99,29 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
     matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     dev_check("matmul_backward", (w + " dinp =").c_str(), dev_download(d_dinp, (size_t)BT * C), r_dinp0, tol);
+
+    // the GELU before the layer taken back with dinp: dinp = (dout @ weight) * gelu'(pre_gelu),
+    // in cuBLASLt's DGELU epilogue (-ge 2) when offered, and by gelu_backward (-ge 0 and 1)
+    std::vector<float> pre = rand_vec(rng, (size_t)BT * C, 2.0f);
+    round_to_floatX(pre);
+    floatX* d_pre_in = upload(pre);
+    std::vector<float> r_dgelu((size_t)BT * C, 0.0f);
+    gelu_backward(r_dgelu.data(), pre.data(), r_dinp0.data(), r_dgelu.size());
+    bool offered = C % 8 == 0 && matmul_cublaslt(ctx, d_dinp, d_w, d_dout, nullptr, d_pre_in, C, BT, OC, false, false,
+                                                 false, MATMUL_GELU_BACKWARD);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    printf("   cuBLASLt DGELU epilogue %s\n", offered ? "offered" : "NOT offered (-ge 2 falls back to gelu_backward)");
+    if (offered && !dev_check("matmul_backward", (w + " dinp = gelu' (DGELU epilogue)").c_str(),
+                              dev_download(d_dinp, (size_t)BT * C), r_dgelu, tol))
+        printf("   ^ the DGELU epilogue is not tanh-GELU's derivative within tolerance: -ge 2 must not be used\n");
+    for (int level : {2, 0}) {
+        ctx.gelu_fusion = level;
+        matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false, d_pre_in);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_check("matmul_backward", (w + (level == 2 ? " dinp = gelu' (-ge 2)" : " dinp = gelu' (-ge 0)")).c_str(),
+                  dev_download(d_dinp, (size_t)BT * C), r_dgelu, tol);
+    }
+    ctx.gelu_fusion = 1;
 
     if (bench) {
         const double flops = 2.0 * BT * C * OC;

@@ -77,7 +77,8 @@ struct CudaContext {
     size_t workspace_bytes;
     cudaDeviceProp props;      // of the device the context was made on
     bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
-    bool gelu_fusion;          // matmul_forward applies GELU in the cuBLASLt epilogue
+    int gelu_fusion;           // GELU in the cuBLASLt epilogues: 0 never, 1 the forward's,
+                               // 2 also the backward's (-ge)
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
     PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
     std::vector<MatmulAlgo>* matmul_algos;  // the heuristic's answers so far (a few dozen shapes)
@@ -96,7 +97,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->workspace_bytes = CUDA_WORKSPACE_BYTES;
     CHECK_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
     ctx->tf32 = false;
-    ctx->gelu_fusion = true;
+    ctx->gelu_fusion = 1;
     ctx->attention_mma = false;
     ctx->phases = nullptr;
     ctx->matmul_algos = new std::vector<MatmulAlgo>();

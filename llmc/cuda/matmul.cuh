@@ -65,18 +65,23 @@ inline uint32_t matmul_alignment(const void* p) {
     return align;
 }
 
-// Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [-> gelu, pre-gelu to aux].
-// A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b else (k,n); all
-// tightly packed (ld = stored rows). Returns false (and runs nothing) when cuBLASLt has no
-// algorithm for the combination; every other failure exits.
+// What the epilogue does with GELU: nothing; the forward (D := gelu(x), x written to aux);
+// or the backward (D := x * gelu'(aux), aux holding the forward's GELU input).
+enum MatmulGelu { MATMUL_GELU_NONE, MATMUL_GELU_FORWARD, MATMUL_GELU_BACKWARD };
+
+// Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [GELU as `gelu` says,
+// aux (m,n) beside D]. A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b
+// else (k,n); all tightly packed (ld = stored rows). Returns false (and runs nothing) when
+// cuBLASLt has no algorithm for the combination; every other failure exits.
 inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, const floatX* b,
                             const floatX* bias, floatX* aux, int m, int n, int k, bool trans_a,
-                            bool trans_b, bool accumulate, bool gelu) {
+                            bool trans_b, bool accumulate, MatmulGelu gelu = MATMUL_GELU_NONE) {
     CHECK(m > 0 && n > 0 && k > 0, "m=%d n=%d k=%d", m, n, k);
     CHECK(is_aligned16(d) && is_aligned16(a) && is_aligned16(b) && is_aligned16(bias) && is_aligned16(aux),
           "d=%p a=%p b=%p bias=%p aux=%p not 16-byte aligned", (void*)d, (const void*)a, (const void*)b,
           (const void*)bias, (void*)aux);
-    CHECK(!gelu || aux != nullptr, "the GELU epilogue stores its input: aux must be given");
+    CHECK((gelu == MATMUL_GELU_NONE) == (aux == nullptr), "a GELU epilogue needs aux, and only it");
+    CHECK(gelu != MATMUL_GELU_BACKWARD || bias == nullptr, "the GELU backward epilogue takes no bias");
 #ifdef ENABLE_BF16
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 #else
@@ -89,13 +94,14 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     cublasLtEpilogue_t epilogue;
-    if (gelu) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    if (gelu == MATMUL_GELU_FORWARD) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    else if (gelu == MATMUL_GELU_BACKWARD) epilogue = CUBLASLT_EPILOGUE_DGELU;
     else epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     if (bias != nullptr) {
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
     }
-    if (gelu) {
+    if (aux != nullptr) {
         int64_t aux_ld = m;  // aux has D's shape
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
@@ -157,41 +163,50 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
 
 // out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC); bias may be nullptr.
 // With pre_gelu != nullptr: pre_gelu = that result and out = gelu(pre_gelu), in the
-// cuBLASLt epilogue when ctx.gelu_fusion and cuBLASLt offers it, else by gelu_forward.
+// cuBLASLt epilogue when ctx.gelu_fusion >= 1 and cuBLASLt offers it, else by gelu_forward.
 inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu, const floatX* inp,
                            const floatX* weight, const floatX* bias, int BT, int C, int OC) {
     CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
     if (pre_gelu == nullptr) {
-        bool ok = matmul_cublaslt(ctx, out, weight, inp, bias, nullptr, OC, BT, C, true, false, false, false);
+        bool ok = matmul_cublaslt(ctx, out, weight, inp, bias, nullptr, OC, BT, C, true, false, false);
         CHECK(ok, "cuBLASLt has no algorithm for the forward matmul BT=%d C=%d OC=%d", BT, C, OC);
         return;
     }
     CHECK(pre_gelu != out, "pre_gelu and out must differ");
     // the epilogue's aux leading dimension must be a multiple of 8
-    if (ctx.gelu_fusion && OC % 8 == 0 &&
-        matmul_cublaslt(ctx, out, weight, inp, bias, pre_gelu, OC, BT, C, true, false, false, true)) {
+    if (ctx.gelu_fusion >= 1 && OC % 8 == 0 &&
+        matmul_cublaslt(ctx, out, weight, inp, bias, pre_gelu, OC, BT, C, true, false, false, MATMUL_GELU_FORWARD)) {
         return;
     }
-    bool ok = matmul_cublaslt(ctx, pre_gelu, weight, inp, bias, nullptr, OC, BT, C, true, false, false, false);
+    bool ok = matmul_cublaslt(ctx, pre_gelu, weight, inp, bias, nullptr, OC, BT, C, true, false, false);
     CHECK(ok, "cuBLASLt has no algorithm for the forward matmul BT=%d C=%d OC=%d", BT, C, OC);
     gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
 }
 
-// Gradients of matmul_forward (without GELU: run gelu_backward first), given dout (BT,OC):
+// Gradients of matmul_forward, given dout (BT,OC):
 //   dinp (BT,C) = dout @ weight     (+= when accumulate_dinp; skipped when dinp is nullptr)
 //   dweight (OC,C) += dout^T @ inp
 //   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr)
 // The CPU reference accumulates all three; the trainer overwrites dinp, which saves a memset.
+// With pre_gelu (BT,C) != nullptr, the GELU before this layer is taken back too: dinp =
+// (dout @ weight) * gelu'(pre_gelu), where inp was gelu(pre_gelu); in the cuBLASLt epilogue
+// when ctx.gelu_fusion == 2 (-ge 2) and cuBLASLt offers it, else by gelu_backward.
 inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C,
-                            int OC, bool accumulate_dinp) {
+                            int OC, bool accumulate_dinp, const floatX* pre_gelu = nullptr) {
     CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
+    CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
     if (dinp != nullptr) {
-        bool ok = matmul_cublaslt(ctx, dinp, weight, dout, nullptr, nullptr, C, BT, OC, false, false,
-                                  accumulate_dinp, false);
-        CHECK(ok, "cuBLASLt has no algorithm for dinp BT=%d C=%d OC=%d", BT, C, OC);
+        bool fused = pre_gelu != nullptr && ctx.gelu_fusion == 2 && C % 8 == 0 &&
+                     matmul_cublaslt(ctx, dinp, weight, dout, nullptr, const_cast<floatX*>(pre_gelu), C, BT, OC, false,
+                                     false, false, MATMUL_GELU_BACKWARD);
+        if (!fused) {
+            bool ok = matmul_cublaslt(ctx, dinp, weight, dout, nullptr, nullptr, C, BT, OC, false, false, accumulate_dinp);
+            CHECK(ok, "cuBLASLt has no algorithm for dinp BT=%d C=%d OC=%d", BT, C, OC);
+            if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, (size_t)BT * C);
+        }
     }
-    bool ok = matmul_cublaslt(ctx, dweight, inp, dout, nullptr, nullptr, C, OC, BT, false, true, true, false);
+    bool ok = matmul_cublaslt(ctx, dweight, inp, dout, nullptr, nullptr, C, OC, BT, false, true, true);
     CHECK(ok, "cuBLASLt has no algorithm for dweight BT=%d C=%d OC=%d", BT, C, OC);
     if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
 }

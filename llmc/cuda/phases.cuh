@@ -19,7 +19,7 @@ enum Phase {
     PHASE_MATMUL,         // cuBLASLt matmuls, with fused bias / GELU, and bias gradients
     PHASE_ATTENTION_FWD,
     PHASE_ATTENTION_BWD,
-    PHASE_GELU,           // GELU backward and recompute
+    PHASE_GELU,           // GELU recompute (its backward runs in matmul_backward: PHASE_MATMUL)
     PHASE_CLASSIFIER,     // softmax + cross-entropy + dlogits
     PHASE_OPTIMIZER,      // gradient norm and AdamW
     PHASE_COMM,           // waiting for the gradient reduction; the parameter all-gather
