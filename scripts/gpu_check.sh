@@ -28,8 +28,11 @@
 #       bench      train_gpt_bf16 (and fp32) throughput: d12 B=16/32/64, d24, d48
 #       profile    Nsight Compute: the d12 step's kernels by GPU time, the top three in
 #                  detail (scripts/ncu_profile.sh), CUDA-core and tensor-core attention
-#     All of them do not fit one 10-minute call; split them, e.g. "dev trainer", then
-#     "sanitizer faults", then "bench profile". Every part prints its wall time.
+#     All of them do not fit one 10-minute call. With 30 minutes of device time, make
+#     gpu_inputs here first (scripts/make_gpu_inputs.sh, with Debian's PyTorch), carry it,
+#     and run the parts most important first: "dev trainer" (kernels against the CPU, the
+#     trainers against PyTorch), then "faults bench", then "sanitizer profile". A warm
+#     machine keeps the build between calls. Every part prints its wall time.
 #   GPU_INPUTS=gpu_inputs    PyTorch debug states, test and bench shards (see
 #                            scripts/make_gpu_inputs.sh); made here if missing and torch imports
 #   GPU_CHECK_BENCH_STEPS=8  optimizer steps per benchmark run (the first is not timed)
