@@ -204,6 +204,7 @@ if has_part trainer; then
         for cfg in $cfgs; do
             levels="1"
             [ "$cfg" = small ] && levels="0 1 2"
+            [ "$cfg" = small-ge2 ] && levels="0 1"
             for r in $levels; do
                 name="pytorch $cfg -r $r $prec"
                 base_cfg=${cfg%%-*}
@@ -293,6 +294,12 @@ if has_part trainer; then
         c="$out/plain-ge2"
         timeout 120 "$bin" "${base[@]}" -ge 2 -o "$c" > "$c.stdout" 2>&1
         final_loss_close "GELU fusion -ge 2 vs -ge 1 $prec" "$a" "$c"
+        # the checks above pass on the fallback too: say whether the epilogue ran
+        if grep -q "no DGELU epilogue" "$c.stdout"; then
+            record "DGELU epilogue offered $prec" SKIP "$(grep -m 1 'no DGELU epilogue' "$c.stdout"): -ge 2 is -ge 1 here"
+        elif [ -f "$c/main.log" ]; then
+            record "DGELU epilogue offered $prec" PASS "-ge 2 ran GELU's backward in the fcproj matmul"
+        fi
         # -cg 1 replays the same launches as two CUDA graphs per micro-step (captured once,
         # behind the first micro-step; 2 micro-steps per step here): bit-identical to
         # launching them one by one, at -r 1 and -r 0, with samples drawn between steps

@@ -107,6 +107,9 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
     floatX* d_pre_in = upload(pre);
     std::vector<float> r_dgelu((size_t)BT * C, 0.0f);
     gelu_backward(r_dgelu.data(), pre.data(), r_dinp0.data(), r_dgelu.size());
+    // dinp is set to NaN before each path, so a path that writes nothing cannot pass
+    auto poison_dinp = [&] { CHECK_CUDA(cudaMemsetAsync(d_dinp, 0xFF, (size_t)BT * C * sizeof(floatX), ctx.stream)); };
+    poison_dinp();
     bool offered = C % 8 == 0 && matmul_cublaslt(ctx, d_dinp, d_w, d_dout, nullptr, d_pre_in, C, BT, OC, false, false,
                                                  false, MATMUL_GELU_BACKWARD);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -116,6 +119,7 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
         printf("   ^ the DGELU epilogue is not tanh-GELU's derivative within tolerance: -ge 2 must not be used\n");
     for (int level : {2, 0}) {
         ctx.gelu_fusion = level;
+        poison_dinp();
         matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false, d_pre_in);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         dev_check("matmul_backward", (w + (level == 2 ? " dinp = gelu' (-ge 2)" : " dinp = gelu' (-ge 0)")).c_str(),

@@ -136,11 +136,15 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     for (const MatmulAlgo& e : *ctx.matmul_algos)
         if (e.key[0] == key[0] && e.key[1] == key[1] && e.key[2] == key[2]) known = &e;
     if (known == nullptr) {
-        cublasLtMatmulHeuristicResult_t heuristic;
+        cublasLtMatmulHeuristicResult_t heuristic = {};
         int found = 0;
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
         if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(st);
         MatmulAlgo e = {{key[0], key[1], key[2]}, heuristic.algo, st == CUBLAS_STATUS_SUCCESS && found > 0};
+        // said once per problem, as the key is asked once: the caller runs the separate kernel
+        if (!e.found && gelu != MATMUL_GELU_NONE)
+            printf("cuBLASLt offers no %s epilogue for m=%d n=%d k=%d: the separate GELU kernel runs instead\n",
+                   gelu == MATMUL_GELU_FORWARD ? "GELU" : "DGELU", m, n, k);
         ctx.matmul_algos->push_back(e);
         known = &ctx.matmul_algos->back();
     }
