@@ -126,7 +126,6 @@ struct StepGraphs {
     bool enabled = false;
     float dloss = 0.0f;                  // the forward graph's
     cudaGraphExec_t forward = nullptr, backward = nullptr;
-    size_t forward_nodes = 0, backward_nodes = 0;
 };
 
 struct GPT2Cuda {
@@ -304,8 +303,7 @@ inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
 // one and then captures them into *exec for the next time (the capture records, it does
 // not run; relaxed, as the launchers may set kernel attributes) and uploads the graph.
 template <typename Launches>
-inline void step_graph_run(const CudaContext& ctx, cudaGraphExec_t* exec, size_t* nodes, const char* what,
-                           Launches&& launches) {
+inline void step_graph_run(const CudaContext& ctx, cudaGraphExec_t* exec, const char* what, Launches&& launches) {
     if (*exec != nullptr) {
         CHECK_CUDA(cudaGraphLaunch(*exec, ctx.stream));
         return;
@@ -315,11 +313,12 @@ inline void step_graph_run(const CudaContext& ctx, cudaGraphExec_t* exec, size_t
     CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeRelaxed));
     launches();
     CHECK_CUDA(cudaStreamEndCapture(ctx.stream, &graph));
-    CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, nodes));
+    size_t nodes = 0;
+    CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
     CHECK_CUDA(cudaGraphInstantiate(exec, graph, 0));
     CHECK_CUDA(cudaGraphDestroy(graph));
     CHECK_CUDA(cudaGraphUpload(*exec, ctx.stream));
-    printf("CUDA graph (-cg 1): the %s of a micro-step captured, %zu nodes\n", what, *nodes);
+    printf("CUDA graph (-cg 1): the %s of a micro-step captured, %zu nodes\n", what, nodes);
 }
 
 inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets);
@@ -366,7 +365,7 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     }
     if (as_graph) {
         sg.dloss = dloss;
-        step_graph_run(ctx, &sg.forward, &sg.forward_nodes, "forward",
+        step_graph_run(ctx, &sg.forward, "forward",
                        [&] { gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr); });
     } else {
         gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr);
@@ -489,8 +488,7 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
     const CudaContext& ctx = *model->ctx;
     StepGraphs& sg = model->graphs;
     if (sg.enabled && sink == nullptr && ctx.phases == nullptr) {
-        step_graph_run(ctx, &sg.backward, &sg.backward_nodes, "backward",
-                       [&] { gpt2_cuda_backward_launches(model, nullptr); });
+        step_graph_run(ctx, &sg.backward, "backward", [&] { gpt2_cuda_backward_launches(model, nullptr); });
     } else {
         gpt2_cuda_backward_launches(model, sink);
     }

@@ -405,17 +405,21 @@ inline void attention_check(int B, int T, int C, int NH, const void* a, const vo
     CHECK(is_aligned16(a) && is_aligned16(b) && is_aligned16(c), "pointers %p %p %p not 16-byte aligned", a, b, c);
 }
 
+// the head sizes from 16 up, as switch cases (attention_mma.cuh's dispatch takes these too)
+#define ATTENTION_CASES_16_TO_128(CALL)                                                       \
+    case 16: CALL(16); break;                                                                 \
+    case 32: CALL(32); break;                                                                 \
+    case 48: CALL(48); break;                                                                 \
+    case 64: CALL(64); break;                                                                 \
+    case 80: CALL(80); break;                                                                 \
+    case 96: CALL(96); break;                                                                 \
+    case 128: CALL(128); break;
+
 // dispatches a templated launch on the head size
 #define ATTENTION_DISPATCH(HSVAL, CALL)                                                       \
     switch (HSVAL) {                                                                          \
         case 8: CALL(8); break;  /* the PyTorch debug state's "tiny" config */                \
-        case 16: CALL(16); break;                                                             \
-        case 32: CALL(32); break;                                                             \
-        case 48: CALL(48); break;                                                             \
-        case 64: CALL(64); break;                                                             \
-        case 80: CALL(80); break;                                                             \
-        case 96: CALL(96); break;                                                             \
-        case 128: CALL(128); break;                                                           \
+        ATTENTION_CASES_16_TO_128(CALL)                                                       \
         default: CHECK(false, "head size %d not compiled in (have " ATTENTION_HEAD_SIZES ")", HSVAL); \
     }
 

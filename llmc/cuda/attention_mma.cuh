@@ -383,13 +383,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
 // dispatches a templated launch on the head sizes the tensor-core kernels take
 #define ATTENTION_MMA_DISPATCH(HSVAL, CALL)                                                   \
     switch (HSVAL) {                                                                          \
-        case 16: CALL(16); break;                                                             \
-        case 32: CALL(32); break;                                                             \
-        case 48: CALL(48); break;                                                             \
-        case 64: CALL(64); break;                                                             \
-        case 80: CALL(80); break;                                                             \
-        case 96: CALL(96); break;                                                             \
-        case 128: CALL(128); break;                                                           \
+        ATTENTION_CASES_16_TO_128(CALL)                                                       \
         default: CHECK(false, "head size %d not compiled in", HSVAL);                         \
     }
 

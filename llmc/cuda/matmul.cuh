@@ -110,23 +110,11 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, MATMUL_DATA_TYPE, trans_a ? k : m, trans_a ? m : k, trans_a ? k : m));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, MATMUL_DATA_TYPE, trans_b ? n : k, trans_b ? k : n, trans_b ? n : k));
     CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ld, MATMUL_DATA_TYPE, m, n, m));
-    cublasLtMatmulPreference_t pref;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
-    uint64_t ws = ctx.workspace_bytes;
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
     // The heuristic never sees the A/B/C/D pointers and assumes 256-byte alignment unless
     // told otherwise; ours are only 16-byte aligned in general (a layer's slice of the
     // parameter buffer, a row of the KV cache), and an algorithm picked for 256 may then
     // fault or misread. (The bias and aux pointers are in desc: the heuristic checks those.)
     const uint32_t align_a = matmul_alignment(a), align_b = matmul_alignment(b), align_d = matmul_alignment(d);
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
-                                                      sizeof(align_a)));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
-                                                      sizeof(align_b)));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
-                                                      sizeof(align_d)));
-    CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
-                                                      sizeof(align_d)));
     // the heuristic's answer depends only on what the key holds: asked once per key
     const uint64_t key[3] = {(uint64_t)m << 32 | (uint32_t)n,
                              (uint64_t)k << 32 | (uint32_t)compute << 16 | (uint32_t)epilogue << 2 | trans_a << 1 | trans_b,
@@ -136,10 +124,23 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     for (const MatmulAlgo& e : *ctx.matmul_algos)
         if (e.key[0] == key[0] && e.key[1] == key[1] && e.key[2] == key[2]) known = &e;
     if (known == nullptr) {
+        cublasLtMatmulPreference_t pref;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+        uint64_t ws = ctx.workspace_bytes;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                          sizeof(align_a)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                          sizeof(align_b)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                          sizeof(align_d)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                          sizeof(align_d)));
         cublasLtMatmulHeuristicResult_t heuristic = {};
         int found = 0;
         cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
         if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(st);
+        CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
         MatmulAlgo e = {{key[0], key[1], key[2]}, heuristic.algo, st == CUBLAS_STATUS_SUCCESS && found > 0};
         // said once per problem, as the key is asked once: the caller runs the separate kernel
         if (!e.found && gelu != MATMUL_GELU_NONE)
@@ -154,7 +155,6 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
         CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &known->algo,
                                     ctx.workspace, ctx.workspace_bytes, ctx.stream));
     }
-    CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(la));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(lb));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(ld));
