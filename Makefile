@@ -53,7 +53,11 @@ bench-cpu: build/bench_cpu
 	./build/bench_cpu
 
 clean:
-	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate generate_fp32 generate_bf16
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate generate_fp32 generate_bf16 \
+	       train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu
 
 # CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)
 -include cuda.mk
+
+# The emulated GPU: the same CUDA sources built for the CPU (see emu.mk)
+-include emu.mk

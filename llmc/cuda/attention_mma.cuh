@@ -21,6 +21,7 @@
 #include <cstdint>
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"   // defines: attention_check
+#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
 inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
@@ -39,19 +40,12 @@ constexpr int MMA_ATT_ROWS = 64;  // queries per block, 16 per warp
 constexpr int MMA_ATT_KEYS = 64;  // keys per tile
 constexpr int MMA_ATT_THREADS = 128;
 
-// D += A B for one 16x8x16 tile (PTX mma.sync.aligned.m16n8k16.row.col, bf16 in, fp32
-// accumulate). Fragments, with g = lane / 4 and c = lane % 4, two bf16 per 32-bit register,
+// Every product is ptx_mma_m16n8k16_bf16_f32 (ptx.cuh): D += A B for one 16x8x16 tile, bf16 in,
+// fp32 accumulate. Fragments, with g = lane / 4 and c = lane % 4, two bf16 per 32-bit register,
 // the lower column (or k) in the low half:
 //   A (16 x 16, rows x k): a0 (g, 2c), a1 (g+8, 2c), a2 (g, 2c+8), a3 (g+8, 2c+8)
 //   B (16 x 8, k x n):     b0 (k 2c, n g), b1 (k 2c+8, n g)
 //   D (16 x 8, fp32):      d0, d1 (g, 2c and 2c+1), d2, d3 (g+8, 2c and 2c+1)
-__device__ inline void mma_bf16_16816(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // two adjacent bf16 in shared memory (the first at an even index) as one register
 __device__ inline uint32_t mma_load_pair(const floatX* p) { return *reinterpret_cast<const uint32_t*>(p); }
@@ -103,7 +97,7 @@ __device__ inline void mma_rows_dot_tile(float s[MMA_ATT_KEYS / 8][4], const uin
         const floatX* m = M + (nb * 8 + g) * LD + 2 * c;
 #pragma unroll
         for (int kc = 0; kc < HS / 16; kc++)
-            mma_bf16_16816(s[nb], af[kc], mma_load_pair(m + kc * 16), mma_load_pair(m + kc * 16 + 8));
+            ptx_mma_m16n8k16_bf16_f32(s[nb], af[kc], mma_load_pair(m + kc * 16), mma_load_pair(m + kc * 16 + 8));
     }
 }
 
@@ -124,7 +118,7 @@ __device__ inline void mma_rows_times_tile(float acc[HS / 8][4], const float p[M
 #pragma unroll
         for (int nd = 0; nd < HS / 8; nd++) {
             const floatX* mn = m + nd * 8;
-            mma_bf16_16816(acc[nd], pa, mma_pack(mn[0], mn[LD]), mma_pack(mn[8 * LD], mn[9 * LD]));
+            ptx_mma_m16n8k16_bf16_f32(acc[nd], pa, mma_pack(mn[0], mn[LD]), mma_pack(mn[8 * LD], mn[9 * LD]));
         }
     }
 }

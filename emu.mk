@@ -1,0 +1,91 @@
+# emu.mk: the GPU programs built for the emulated GPU (llmc/emu/emu.h), included by the
+# Makefile. The same train_gpt.cu, kernels and launchers as cuda.mk's, compiled by the host
+# compiler after scripts/cu2cpp.py has rewritten CUDA's launch and __shared__ syntax:
+#   train_gpt_fp32_emu, train_gpt_bf16_emu          the trainers (the real ones' flags)
+#   generate_fp32_emu, generate_bf16_emu            sampling with a KV cache
+#   build/emu/test_gpt2_debug_{fp32,bf16}           the PyTorch debug-state check
+#   build/emu/cuda/<op>_{fp32,bf16}                 every dev/cuda program
+# and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
+# out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests use
+# those (the trainers excepted: they run long enough that speed matters), as do
+#   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl
+#                                                   the emulator's own tests.
+# `make emu-all` builds what test/test_emu.sh runs.
+
+EMU_CXX ?= $(CXX)
+EMU_SRC := build/emu/src
+EMU_WARN := -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-parameter -Wno-unused-variable
+EMU_FLAGS ?= -std=c++17 -O2 -g -march=native -fopenmp $(EMU_WARN) -I llmc/emu/include -include llmc/emu/emu.h
+EMU_SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+EMU_LDLIBS := -pthread -lrt -lm
+# the emulated NCCL is always there; MPI as for the real trainers (cuda.mk's MPICXX)
+EMU_MP_FLAGS := -DUSE_NCCL $(if $(MPICXX),-DUSE_MPI $(MPI_CFLAGS))
+EMU_MP_LIBS := $(if $(MPICXX),$(MPI_LDLIBS))
+
+EMU_LIB_SRCS := $(wildcard llmc/emu/*.cpp)
+EMU_LIB_HDRS := $(wildcard llmc/emu/*.h llmc/emu/include/*.h)
+EMU_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/obj/%.o,$(EMU_LIB_SRCS))
+EMU_ASAN_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/asan/obj/%.o,$(EMU_LIB_SRCS))
+
+# every source a GPU program may include, rewritten into build/emu/src (only changed files
+# are written, so the stamp's prerequisites decide what rebuilds)
+EMU_CU_SOURCES := train_gpt.cu $(wildcard llmc/*.h llmc/cpu/*.h llmc/cuda/*.cuh llmc/*.cuh dev/cuda/*.cu \
+                  dev/cuda/*.cuh data/*.h data/*.cu test/*.cu test/*.h)
+build/emu/src/.stamp: scripts/cu2cpp.py $(EMU_CU_SOURCES)
+	@mkdir -p $(EMU_SRC)
+	$(PYTHON) scripts/cu2cpp.py $(EMU_SRC)
+	@touch $@
+EMU_DEPS := build/emu/src/.stamp $(EMU_LIB_HDRS)
+
+build/emu/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_FLAGS) -c -o $@ $<
+build/emu/asan/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
+	@mkdir -p $(dir $@)
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_SAN_FLAGS) -c -o $@ $<
+
+# EMU_BUILD(output, rewritten source, extra flags, objects)
+EMU_BUILD = @mkdir -p $(dir $(1)) && echo "emu: $(1)" && \
+	$(EMU_CXX) $(EMU_FLAGS) $(3) -x c++ $(2) -x none $(4) -o $(1) $(EMU_LDLIBS)
+
+train_gpt_fp32_emu: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
+train_gpt_bf16_emu: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 $(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
+generate_fp32_emu: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,,$(EMU_OBJS))
+generate_bf16_emu: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,-DENABLE_BF16,$(EMU_OBJS))
+
+build/emu/test_gpt2_debug_fp32: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,,$(EMU_OBJS))
+build/emu/test_gpt2_debug_bf16: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,-DENABLE_BF16,$(EMU_OBJS))
+build/emu/asan/test_gpt2_debug_fp32: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+build/emu/asan/test_gpt2_debug_bf16: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+
+build/emu/cuda/%_fp32: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,,$(EMU_OBJS))
+build/emu/cuda/%_bf16: $(EMU_DEPS) $(EMU_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16,$(EMU_OBJS))
+build/emu/asan/cuda/%_fp32: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+build/emu/asan/cuda/%_bf16: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+
+# the emulator's own tests: test_emu_*.cu go through the rewriter, test_emu_*.cpp do not
+build/emu/test_emu_%: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+	$(call EMU_BUILD,$@,$(firstword $(wildcard $(EMU_SRC)/test/test_emu_$*.cu test/test_emu_$*.cpp)),-I. $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+
+EMU_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/emu/cuda/$(n)_fp32 build/emu/cuda/$(n)_bf16)
+EMU_DEV_ASAN_BINS := $(subst build/emu/,build/emu/asan/,$(EMU_DEV_BINS))
+EMU_TESTS := $(patsubst test/test_emu_%,build/emu/test_emu_%,$(basename $(wildcard test/test_emu_*.cu test/test_emu_*.cpp)))
+
+.PHONY: emu-all emu-trainers emu-dev emu-tests
+emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu \
+              build/emu/asan/test_gpt2_debug_fp32 build/emu/asan/test_gpt2_debug_bf16
+emu-dev: $(EMU_DEV_ASAN_BINS)
+emu-tests: $(EMU_TESTS)
+emu-all: emu-trainers emu-dev emu-tests

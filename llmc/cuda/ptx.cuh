@@ -1,0 +1,163 @@
+// ptx.cuh: the inline PTX of gptrain's kernels, one named device function per instruction.
+// Kernels never write asm themselves. Under nvcc each function is the instruction; in the
+// emulated build (llmc/emu/emu.h defines GPTRAIN_EMU) it is llmc/emu/ptx.h's implementation of
+// the same instruction, written from the PTX ISA's tables, so a kernel that puts a fragment in
+// the wrong place computes the wrong thing there too. The #ifdef switches these bodies only.
+// defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x1, ptx_ldmatrix_x2, ptx_ldmatrix_x4,
+//          ptx_ldmatrix_x1_trans, ptx_ldmatrix_x2_trans, ptx_ldmatrix_x4_trans,
+//          ptx_cp_async_16, ptx_cp_async_16_zfill, ptx_cp_async_commit, ptx_cp_async_wait,
+//          ptx_cp_async_wait_all
+//
+// Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
+// "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
+// column (or k) in the low half:
+//   mma A (16 x 16, rows x k): a[0] (g, 2t), a[1] (g+8, 2t), a[2] (g, 2t+8), a[3] (g+8, 2t+8)
+//   mma B (16 x 8, k x n):     b0 (k 2t, n g), b1 (k 2t+8, n g)
+//   mma C, D (16 x 8, fp32):   d[0], d[1] (g, 2t and 2t+1), d[2], d[3] (g+8, 2t and 2t+1)
+//   ldmatrix: lanes 8j..8j+7 give the shared-memory addresses (16-byte aligned) of rows 0..7 of
+//   8x8 matrix j; r[j] of every lane = row g, columns 2t and 2t+1 of matrix j (.trans: column
+//   g, rows 2t and 2t+1). So ldmatrix_x4 of a 16x16 row-major tile, lane l giving row l % 16
+//   at column 8 * (l / 16), is mma's A fragment; ldmatrix_x2_trans of a 16 x 8 k-major tile
+//   (lane l giving row l % 16) is its B fragment.
+// mma and ldmatrix are warp-wide: all 32 lanes call them together. cp.async needs sm_80.
+#pragma once
+#include <cstdint>
+#ifdef GPTRAIN_EMU
+#include <emu_ptx.h>  // (llmc/emu/ptx.h, through the emulated build's -I llmc/emu/include) defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async, ...
+#endif
+
+// d (16 x 8, fp32) += A (16 x 16, bf16) B (16 x 8, bf16)
+__device__ inline void ptx_mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+#ifndef GPTRAIN_EMU
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+    ::emu::mma_m16n8k16_bf16_f32(d, a, b0, b1);
+#endif
+}
+
+// ldmatrix.sync.aligned.m8n8.xN{.trans}.shared.b16: row is this lane's row address (shared
+// memory); lanes past 8N give none that is read
+__device__ inline void ptx_ldmatrix_x1(uint32_t r[1], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(p) : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(1, false, r, row);
+#endif
+}
+
+__device__ inline void ptx_ldmatrix_x2(uint32_t r[2], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(p)
+                 : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(2, false, r, row);
+#endif
+}
+
+__device__ inline void ptx_ldmatrix_x4(uint32_t r[4], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(p)
+                 : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(4, false, r, row);
+#endif
+}
+
+__device__ inline void ptx_ldmatrix_x1_trans(uint32_t r[1], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16 {%0}, [%1];\n" : "=r"(r[0]) : "r"(p) : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(1, true, r, row);
+#endif
+}
+
+__device__ inline void ptx_ldmatrix_x2_trans(uint32_t r[2], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(p)
+                 : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(2, true, r, row);
+#endif
+}
+
+__device__ inline void ptx_ldmatrix_x4_trans(uint32_t r[4], const void* row) {
+#ifndef GPTRAIN_EMU
+    const uint32_t p = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(p)
+                 : "memory");
+#else
+    ::emu::ldmatrix_m8n8_b16(4, true, r, row);
+#endif
+}
+
+// cp.async.cg.shared.global: 16 bytes from global memory to shared memory (both 16-byte
+// aligned), asynchronously: the destination holds them only after a cp.async.wait_group (or
+// wait_all) that covers the copy's group.
+__device__ inline void ptx_cp_async_16(void* smem_dst, const void* gmem_src) {
+#ifndef GPTRAIN_EMU
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(gmem_src) : "memory");
+#else
+    ::emu::cp_async(smem_dst, gmem_src, 16, 16);
+#endif
+}
+
+// the same, reading only the first src_bytes (0..16) of gmem_src and writing zeros after them:
+// a tile's rows past the end of a matrix, without a branch (src_bytes 0 reads nothing, but
+// gmem_src must still be an aligned address)
+__device__ inline void ptx_cp_async_16_zfill(void* smem_dst, const void* gmem_src, int src_bytes) {
+#ifndef GPTRAIN_EMU
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(gmem_src), "r"(src_bytes)
+                 : "memory");
+#else
+    ::emu::cp_async(smem_dst, gmem_src, 16, src_bytes);
+#endif
+}
+
+// cp.async.commit_group: this thread's copies issued since the last commit become one group
+// (an empty group if there were none)
+__device__ inline void ptx_cp_async_commit() {
+#ifndef GPTRAIN_EMU
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+#else
+    ::emu::cp_async_commit_group();
+#endif
+}
+
+// cp.async.wait_group N: waits until at most the newest N of this thread's committed groups
+// are pending. Other threads see the data after a __syncthreads that follows the wait.
+template <int N>
+__device__ inline void ptx_cp_async_wait() {
+#ifndef GPTRAIN_EMU
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#else
+    ::emu::cp_async_wait_group(N);
+#endif
+}
+
+// cp.async.wait_all: every copy this thread issued, committed or not
+__device__ inline void ptx_cp_async_wait_all() {
+#ifndef GPTRAIN_EMU
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+#else
+    ::emu::cp_async_wait_all();
+#endif
+}

@@ -1,0 +1,756 @@
+// emu.cpp: the emulated GPU's runtime (llmc/emu/emu.h): device memory, streams that run
+// their work in order on a host thread each, the legacy default stream's implicit
+// synchronisation, events, CUDA graphs, launch checks, and the race check.
+//
+// Streams: a stream made by cudaStreamCreate* has a worker thread that runs its queue in
+// order. The legacy default stream (nullptr) has none: its work waits until every blocking
+// stream has drained and then runs on the calling thread, which is what the legacy stream's
+// implicit synchronisation amounts to. Copies to or from pageable host memory behave as the
+// driver's do: host-to-device takes a copy of the source at the call and returns;
+// device-to-host returns when the data is there. Pinned memory (cudaMallocHost) is copied
+// when the stream gets there, so reading it before a synchronisation reads old data.
+#include "emu_internal.h"
+
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdarg>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace emu {
+
+[[noreturn]] void fatal(const char* fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "emulated GPU: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    fflush(nullptr);
+    _exit(1);  // as a fault on the GPU ends the process: no destructors race the stream threads
+}
+
+struct Stream {
+    unsigned flags = 0;
+    std::deque<std::pair<const char*, Op>> queue;
+    bool busy = false, stop = false;
+    std::thread worker;
+    Graph* capture = nullptr;
+    cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+    bool capture_invalid = false;
+};
+
+struct Node {
+    const char* what;
+    Op op;
+};
+struct Graph {
+    std::vector<Node> nodes;
+};
+struct GraphExec {
+    std::shared_ptr<std::vector<Node>> nodes;
+};
+
+struct Event {
+    unsigned flags = 0;
+    uint64_t recorded = 0, completed = 0;  // how many records were queued, and have run
+    double t_ms = 0.0;
+};
+
+// every piece of the runtime's state; made once, never destroyed (stream threads may still
+// run while the process exits)
+struct Runtime {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::map<uintptr_t, size_t> device;  // base -> bytes
+    std::map<uintptr_t, size_t> pinned;
+    size_t device_bytes = 0;
+    std::set<Stream*> streams;
+    std::set<Event*> events;
+    std::map<const void*, size_t> kernel_smem;
+    Order order{ORDER_FORWARD, 0};
+    bool racecheck = false, sync = false;
+    int devices = 1;
+    std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+};
+
+static Runtime* rt() {
+    static Runtime* r = [] {
+        Runtime* r = new Runtime();
+        if (const char* o = getenv("EMU_ORDER")) {
+            std::string s = o;
+            if (s == "forward") r->order = Order{ORDER_FORWARD, 0};
+            else if (s == "reverse") r->order = Order{ORDER_REVERSE, 0};
+            else if (s.rfind("shuffle", 0) == 0)
+                r->order = Order{ORDER_SHUFFLE, s.size() > 8 ? strtoull(s.c_str() + 8, nullptr, 10) : 1};
+            else fatal("EMU_ORDER=%s: expected forward, reverse or shuffle[:SEED]", o);
+        }
+        const char* rc = getenv("EMU_RACECHECK");
+        r->racecheck = rc != nullptr && strcmp(rc, "1") == 0;
+        const char* sy = getenv("EMU_SYNC");
+        r->sync = r->racecheck || (sy != nullptr && strcmp(sy, "1") == 0);
+        if (const char* d = getenv("EMU_DEVICES")) r->devices = std::max(1, atoi(d));
+        return r;
+    }();
+    return r;
+}
+
+static thread_local cudaError_t tls_last_error = cudaSuccess;
+static thread_local int tls_device = 0;
+
+static cudaError_t note(cudaError_t e) {
+    if (e != cudaSuccess) tls_last_error = e;
+    return e;
+}
+
+// ---------------------------------------------------------------------------------------
+// errors
+
+const struct {
+    cudaError_t e;
+    const char *name, *text;
+} ERRORS[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevicePointer, "cudaErrorInvalidDevicePointer", "invalid device pointer"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorLaunchOutOfResources, "cudaErrorLaunchOutOfResources", "too many resources requested for launch"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+     "capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined",
+     "capturing stream has unjoined work"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+     "dependency created on uncaptured work in another stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+};
+
+}  // namespace emu
+
+using namespace emu;
+
+const char* cudaGetErrorName(cudaError_t e) {
+    for (const auto& x : ERRORS)
+        if (x.e == e) return x.name;
+    return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t e) {
+    for (const auto& x : ERRORS)
+        if (x.e == e) return x.text;
+    return "unknown error";
+}
+cudaError_t cudaGetLastError() {
+    cudaError_t e = tls_last_error;
+    tls_last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError() { return tls_last_error; }
+
+// ---------------------------------------------------------------------------------------
+// the device: an H100 SXM, as many as EMU_DEVICES says (1 unless set)
+
+cudaError_t cudaGetDeviceCount(int* n) {
+    *n = rt()->devices;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+    if (d < 0 || d >= rt()->devices) return note(cudaErrorInvalidDevice);
+    tls_device = d;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* d) {
+    *d = tls_device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+    if (d < 0 || d >= rt()->devices) return note(cudaErrorInvalidDevice);
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "NVIDIA H100 80GB HBM3 (emulated on the CPU)");
+    p->totalGlobalMem = 85520809984ULL;
+    p->sharedMemPerBlock = SMEM_DEFAULT_LIMIT;
+    p->sharedMemPerBlockOptin = SMEM_OPTIN_LIMIT;
+    p->sharedMemPerMultiprocessor = 228 << 10;
+    p->regsPerBlock = 65536;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    p->maxThreadsDim[0] = 1024, p->maxThreadsDim[1] = 1024, p->maxThreadsDim[2] = 64;
+    p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
+    p->maxThreadsPerMultiProcessor = 2048;
+    p->multiProcessorCount = 132;
+    p->major = 9, p->minor = 0;
+    p->clockRate = 1980000;
+    p->memoryClockRate = 2619000;
+    p->memoryBusWidth = 5120;
+    p->l2CacheSize = 50 << 20;
+    p->pciBusID = 0x18 + d;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetPCIBusId(char* bus, int len, int d) {
+    if (d < 0 || d >= rt()->devices) return note(cudaErrorInvalidDevice);
+    snprintf(bus, (size_t)len, "0000:%02X:00.0", 0x18 + d);
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(size_t* free_b, size_t* total_b) {
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    *total_b = 85520809984ULL;
+    *free_b = *total_b - std::min(*total_b, r->device_bytes);
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------------------
+// streams
+
+namespace emu {
+
+static bool stream_idle(Stream* s) { return s->queue.empty() && !s->busy; }
+
+static void stream_worker(Stream* s) {
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    for (;;) {
+        r->cv.wait(lk, [&] { return s->stop || !s->queue.empty(); });
+        if (s->queue.empty()) return;  // stopping, and drained
+        auto item = std::move(s->queue.front());
+        s->queue.pop_front();
+        s->busy = true;
+        lk.unlock();
+        item.second();
+        lk.lock();
+        s->busy = false;
+        r->cv.notify_all();
+    }
+}
+
+// waits (r->mu held) until s, or every blocking stream (s == nullptr), has drained
+static void drain_locked(std::unique_lock<std::mutex>& lk, Stream* s, bool all = false) {
+    Runtime* r = rt();
+    r->cv.wait(lk, [&] {
+        if (s != nullptr) return stream_idle(s);
+        for (Stream* o : r->streams)
+            if ((all || !(o->flags & cudaStreamNonBlocking)) && !stream_idle(o)) return false;
+        return true;
+    });
+}
+
+static bool any_capture_locked(bool blocking_only) {
+    for (Stream* o : rt()->streams)
+        if (o->capture != nullptr && (!blocking_only || !(o->flags & cudaStreamNonBlocking))) return true;
+    return false;
+}
+
+static void invalidate_captures_locked(bool blocking_only) {
+    for (Stream* o : rt()->streams)
+        if (o->capture != nullptr && (!blocking_only || !(o->flags & cudaStreamNonBlocking))) o->capture_invalid = true;
+}
+
+cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    if (s == nullptr) {
+        // the legacy stream: waits for every blocking stream, which a capture forbids
+        if (any_capture_locked(true)) {
+            invalidate_captures_locked(true);
+            return note(cudaErrorStreamCaptureImplicit);
+        }
+        drain_locked(lk, nullptr);
+        lk.unlock();
+        op();
+        return cudaSuccess;
+    }
+    if (r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+    if (s->capture != nullptr) {
+        s->capture->nodes.push_back(Node{what, std::move(op)});
+        return cudaSuccess;
+    }
+    if (r->sync) {
+        drain_locked(lk, s);
+        lk.unlock();
+        op();
+        return cudaSuccess;
+    }
+    s->queue.emplace_back(what, std::move(op));
+    r->cv.notify_all();
+    return cudaSuccess;
+}
+
+bool device_range(const void* p, size_t bytes) {
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = r->device.upper_bound(a);
+    if (it == r->device.begin()) return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+static bool pinned_range(const void* p, size_t bytes) {
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    uintptr_t a = (uintptr_t)p;
+    auto it = r->pinned.upper_bound(a);
+    if (it == r->pinned.begin()) return false;
+    --it;
+    return a >= it->first && a + bytes <= it->first + it->second;
+}
+
+static Stream* capturing(cudaStream_t s) {
+    if (s == nullptr) return nullptr;
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    return s->capture != nullptr ? s : nullptr;
+}
+
+// a synchronising call on s while it is captured: not allowed, and the capture is void
+static cudaError_t refuse_in_capture(cudaStream_t s) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (s != nullptr && s->capture != nullptr) {
+        s->capture_invalid = true;
+        return note(cudaErrorStreamCaptureUnsupported);
+    }
+    if (s == nullptr && any_capture_locked(true)) {
+        invalidate_captures_locked(true);
+        return note(cudaErrorStreamCaptureImplicit);
+    }
+    return cudaSuccess;
+}
+
+// "potentially unsafe" calls (allocation) are refused while a capture in global mode runs
+static cudaError_t refuse_unsafe_in_capture() {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    for (Stream* o : rt()->streams)
+        if (o->capture != nullptr && o->capture_mode != cudaStreamCaptureModeRelaxed) {
+            o->capture_invalid = true;
+            return note(cudaErrorStreamCaptureUnsupported);
+        }
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------------------
+// launches
+
+size_t kernel_max_dynamic_smem(const void* kernel) {
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    auto it = r->kernel_smem.find(kernel);
+    return it == r->kernel_smem.end() ? SMEM_DEFAULT_LIMIT : it->second;
+}
+
+// Every kernel runs twice from the same device memory, in forward and in reverse (or the
+// EMU_ORDER shuffle) order; a byte that differs is a result that depends on the order of
+// threads or blocks: a missing barrier, a race between blocks.
+static void run_racecheck(const LaunchSpec& spec, const std::function<void()>& body) {
+    Runtime* r = rt();
+    std::vector<std::pair<uintptr_t, size_t>> allocs;
+    {
+        std::lock_guard<std::mutex> lk(r->mu);
+        for (auto& a : r->device) allocs.push_back(a);
+    }
+    std::vector<std::vector<unsigned char>> before(allocs.size()), first(allocs.size());
+    for (size_t i = 0; i < allocs.size(); i++)
+        before[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
+    run_grid(spec, body, Order{ORDER_FORWARD, 0});
+    for (size_t i = 0; i < allocs.size(); i++) {
+        first[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
+        memcpy((void*)allocs[i].first, before[i].data(), allocs[i].second);
+    }
+    Order second = r->order.kind == ORDER_SHUFFLE ? r->order : Order{ORDER_REVERSE, 0};
+    run_grid(spec, body, second);
+    for (size_t i = 0; i < allocs.size(); i++) {
+        const unsigned char* now = (const unsigned char*)allocs[i].first;
+        size_t diff = 0, at = 0;
+        for (size_t b = 0; b < allocs[i].second; b++)
+            if (now[b] != first[i][b] && diff++ == 0) at = b;
+        if (diff > 0)
+            fatal("race: kernel %s (grid %u,%u,%u block %u,%u,%u) writes %zu bytes differently in forward and %s "
+                  "order; the first at byte %zu of the %zu-byte allocation %p",
+                  spec.name, spec.grid.x, spec.grid.y, spec.grid.z, spec.block.x, spec.block.y, spec.block.z, diff,
+                  second.kind == ORDER_SHUFFLE ? "shuffled" : "reverse", at, allocs[i].second,
+                  (void*)allocs[i].first);
+    }
+}
+
+void launch_grid(const LaunchSpec& spec, std::function<void()> body) {
+    const dim3 b = spec.block, g = spec.grid;
+    const uint64_t threads = (uint64_t)b.x * b.y * b.z;
+    if (b.x == 0 || b.y == 0 || b.z == 0 || b.x > 1024 || b.y > 1024 || b.z > 64 || threads > 1024 || g.x == 0 ||
+        g.y == 0 || g.z == 0 || g.x > 2147483647u || g.y > 65535 || g.z > 65535) {
+        note(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (spec.smem > kernel_max_dynamic_smem(spec.kernel)) {
+        note(cudaErrorInvalidValue);
+        return;
+    }
+    LaunchSpec copy = spec;
+    Runtime* r = rt();
+    stream_enqueue(spec.stream, spec.name, [copy, body = std::move(body), r]() {
+        if (r->racecheck) run_racecheck(copy, body);
+        else run_grid(copy, body, r->order);
+    });
+}
+
+}  // namespace emu
+
+cudaError_t emu_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value) {
+    if (attr == cudaFuncAttributePreferredSharedMemoryCarveout) return cudaSuccess;
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || (size_t)value > SMEM_OPTIN_LIMIT)
+        return note(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    rt()->kernel_smem[kernel] = (size_t)value;
+    return cudaSuccess;
+}
+
+// ---------------------------------------------------------------------------------------
+// memory
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+    if (p == nullptr) return note(cudaErrorInvalidValue);
+    if (cudaError_t e = refuse_unsafe_in_capture()) return e;
+    Runtime* r = rt();
+    const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
+    void* m = aligned_alloc(256, rounded);
+    if (m == nullptr) return note(cudaErrorMemoryAllocation);
+    memset(m, 0xff, rounded);  // never-written device memory reads as NaN
+    std::lock_guard<std::mutex> lk(r->mu);
+    r->device[(uintptr_t)m] = bytes;
+    r->device_bytes += rounded;
+    *p = m;
+    return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* p) {
+    if (p == nullptr) return cudaSuccess;
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    auto it = r->device.find((uintptr_t)p);
+    if (it == r->device.end()) return note(cudaErrorInvalidValue);
+    drain_locked(lk, nullptr, true);  // cudaFree waits for the device's work
+    r->device_bytes -= std::max<size_t>(256, (it->second + 255) / 256 * 256);
+    r->device.erase(it);
+    lk.unlock();
+    free(p);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** p, size_t bytes) {
+    if (p == nullptr) return note(cudaErrorInvalidValue);
+    if (cudaError_t e = refuse_unsafe_in_capture()) return e;
+    void* m = aligned_alloc(64, std::max<size_t>(64, (bytes + 63) / 64 * 64));
+    if (m == nullptr) return note(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    rt()->pinned[(uintptr_t)m] = bytes;
+    *p = m;
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) { return cudaMallocHost(p, bytes); }
+
+cudaError_t cudaFreeHost(void* p) {
+    if (p == nullptr) return cudaSuccess;
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    auto it = r->pinned.find((uintptr_t)p);
+    if (it == r->pinned.end()) return note(cudaErrorInvalidValue);
+    drain_locked(lk, nullptr, true);
+    r->pinned.erase(it);
+    lk.unlock();
+    free(p);
+    return cudaSuccess;
+}
+
+// the direction's device side must be device memory (the host side may be anything)
+static cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return note(cudaErrorInvalidMemcpyDirection);
+    const bool dst_dev = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+    const bool src_dev = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+    if (dst_dev && !device_range(dst, bytes)) return note(cudaErrorInvalidValue);
+    if (src_dev && !device_range(src, bytes)) return note(cudaErrorInvalidValue);
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    if (bytes == 0) return cudaSuccess;
+    if (cudaError_t e = check_copy(dst, src, bytes, kind)) return e;
+    return stream_enqueue(nullptr, "cudaMemcpy", [=]() { memmove(dst, src, bytes); });
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+    if (bytes == 0) return cudaSuccess;
+    if (cudaError_t e = check_copy(dst, src, bytes, kind)) return e;
+    const bool host_src = !device_range(src, bytes), host_dst = !device_range(dst, bytes);
+    if (host_src && !pinned_range(src, bytes) && capturing(s) == nullptr) {
+        // pageable source: the driver stages it at the call
+        auto staged = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src,
+                                                                   (const unsigned char*)src + bytes);
+        return stream_enqueue(s, "cudaMemcpyAsync", [=]() { memcpy(dst, staged->data(), bytes); });
+    }
+    cudaError_t e = stream_enqueue(s, "cudaMemcpyAsync", [=]() { memmove(dst, src, bytes); });
+    if (e == cudaSuccess && host_dst && !pinned_range(dst, bytes) && capturing(s) == nullptr && s != nullptr) {
+        // pageable destination: the call returns when the data is there
+        std::unique_lock<std::mutex> lk(rt()->mu);
+        drain_locked(lk, s);
+    }
+    return e;
+}
+
+static cudaError_t check_set(void* p, size_t bytes) {
+    return device_range(p, bytes) ? cudaSuccess : note(cudaErrorInvalidValue);
+}
+cudaError_t cudaMemset(void* p, int value, size_t bytes) {
+    if (bytes == 0) return cudaSuccess;
+    if (cudaError_t e = check_set(p, bytes)) return e;
+    return stream_enqueue(nullptr, "cudaMemset", [=]() { memset(p, value, bytes); });
+}
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+    if (bytes == 0) return cudaSuccess;
+    if (cudaError_t e = check_set(p, bytes)) return e;
+    return stream_enqueue(s, "cudaMemsetAsync", [=]() { memset(p, value, bytes); });
+}
+
+// ---------------------------------------------------------------------------------------
+// streams: the API
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
+    Stream* s = new Stream();
+    s->flags = flags;
+    {
+        std::lock_guard<std::mutex> lk(rt()->mu);
+        rt()->streams.insert(s);
+    }
+    s->worker = std::thread(stream_worker, s);
+    *out = s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t* out) { return cudaStreamCreateWithFlags(out, cudaStreamDefault); }
+
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    Runtime* r = rt();
+    {
+        std::unique_lock<std::mutex> lk(r->mu);
+        if (s == nullptr || r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+        drain_locked(lk, s);  // the GPU finishes the stream's work before letting it go
+        s->stop = true;
+        r->cv.notify_all();
+    }
+    s->worker.join();
+    std::lock_guard<std::mutex> lk(r->mu);
+    r->streams.erase(s);
+    delete s->capture;
+    delete s;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    if (cudaError_t e = refuse_in_capture(s)) return e;
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    if (s != nullptr && r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+    drain_locked(lk, s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    if (cudaError_t e = refuse_in_capture(s)) return e;
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    if (s == nullptr) {
+        for (Stream* o : r->streams)
+            if (!(o->flags & cudaStreamNonBlocking) && !stream_idle(o)) return cudaErrorNotReady;
+        return cudaSuccess;
+    }
+    if (r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+    return stream_idle(s) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaDeviceSynchronize() {
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    if (any_capture_locked(false)) {
+        invalidate_captures_locked(false);
+        return note(cudaErrorStreamCaptureUnsupported);
+    }
+    drain_locked(lk, nullptr, true);
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceReset() { return cudaDeviceSynchronize(); }
+
+// ---------------------------------------------------------------------------------------
+// events
+
+static double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rt()->t0).count();
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+    Event* ev = new Event();
+    ev->flags = flags;
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    rt()->events.insert(ev);
+    *e = ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (rt()->events.erase(e) == 0) return note(cudaErrorInvalidResourceHandle);
+    // queued work may still complete it (the real runtime defers the release too): leak it
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    Runtime* r = rt();
+    uint64_t gen;
+    {
+        std::lock_guard<std::mutex> lk(r->mu);
+        if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+        gen = s != nullptr && s->capture != nullptr ? 0 : ++e->recorded;
+    }
+    return stream_enqueue(s, "cudaEventRecord", [e, gen, r]() {
+        std::lock_guard<std::mutex> lk(r->mu);
+        const uint64_t g = gen != 0 ? gen : ++e->recorded;  // recorded inside a graph: at each replay
+        e->completed = std::max(e->completed, g);
+        e->t_ms = now_ms();
+        r->cv.notify_all();
+    });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    Runtime* r = rt();
+    std::unique_lock<std::mutex> lk(r->mu);
+    if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+    const uint64_t target = e->recorded;
+    r->cv.wait(lk, [&] { return e->completed >= target; });
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (rt()->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+    return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (rt()->events.count(a) == 0 || rt()->events.count(b) == 0) return note(cudaErrorInvalidResourceHandle);
+    if ((a->flags | b->flags) & cudaEventDisableTiming) return note(cudaErrorInvalidResourceHandle);
+    if (a->recorded == 0 || b->recorded == 0) return note(cudaErrorInvalidResourceHandle);
+    if (a->completed < a->recorded || b->completed < b->recorded) return note(cudaErrorNotReady);
+    *ms = (float)(b->t_ms - a->t_ms);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+    Runtime* r = rt();
+    uint64_t target;
+    {
+        std::lock_guard<std::mutex> lk(r->mu);
+        if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+        target = e->recorded;
+    }
+    if (target == 0) return cudaSuccess;  // never recorded: nothing to wait for
+    return stream_enqueue(s, "cudaStreamWaitEvent", [e, target, r]() {
+        std::unique_lock<std::mutex> lk(r->mu);
+        r->cv.wait(lk, [&] { return e->completed >= target; });
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// graphs
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (s == nullptr) return note(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot be captured
+    if (rt()->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+    if (s->capture != nullptr) return note(cudaErrorIllegalState);
+    s->capture = new Graph();
+    s->capture_mode = mode;
+    s->capture_invalid = false;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (s == nullptr || rt()->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+    if (s->capture == nullptr) return note(cudaErrorIllegalState);
+    Graph* graph = s->capture;
+    s->capture = nullptr;
+    if (s->capture_invalid) {
+        delete graph;
+        *g = nullptr;
+        return note(cudaErrorStreamCaptureInvalidated);
+    }
+    *g = graph;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    if (s == nullptr) {
+        *status = cudaStreamCaptureStatusNone;
+        return any_capture_locked(true) ? note(cudaErrorStreamCaptureImplicit) : cudaSuccess;
+    }
+    *status = s->capture == nullptr ? cudaStreamCaptureStatusNone
+              : s->capture_invalid  ? cudaStreamCaptureStatusInvalidated
+                                    : cudaStreamCaptureStatusActive;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, size_t* count) {
+    if (g == nullptr || count == nullptr) return note(cudaErrorInvalidValue);
+    if (nodes != nullptr)
+        for (size_t i = 0; i < std::min(*count, g->nodes.size()); i++) nodes[i] = &g->nodes[i];
+    *count = g->nodes.size();
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t g, unsigned long long) {
+    if (g == nullptr || exec == nullptr) return note(cudaErrorInvalidValue);
+    GraphExec* x = new GraphExec();
+    x->nodes = std::make_shared<std::vector<Node>>(g->nodes);
+    *exec = x;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
+    if (exec == nullptr) return note(cudaErrorInvalidResourceHandle);
+    auto nodes = exec->nodes;
+    return stream_enqueue(s, "cudaGraphLaunch", [nodes]() {
+        for (const Node& n : *nodes) n.op();
+    });
+}
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t) {
+    return exec == nullptr ? note(cudaErrorInvalidResourceHandle) : cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t g) {
+    if (g == nullptr) return note(cudaErrorInvalidValue);
+    delete g;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    if (exec == nullptr) return note(cudaErrorInvalidValue);
+    delete exec;
+    return cudaSuccess;
+}

@@ -1,0 +1,407 @@
+// emu_exec.cpp: how the emulated GPU runs a kernel (llmc/emu/emu.h): a grid of blocks, each
+// block's threads fibers of one host thread, switched at every barrier and warp operation.
+//
+// A block runs in rounds. A round runs, in the order EMU_ORDER asks, every thread that was
+// ready when it began, each until it blocks (at __syncthreads or a warp operation) or ends.
+// The last thread to reach a barrier releases the others for the next round. A round with
+// nobody ready while threads still wait is a deadlock, reported with who waits where.
+#include "emu_internal.h"
+#include "ptx.h"  // ptx_thread_exit: cp.async copies a thread never waited for
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMU_ASAN 1
+#endif
+#endif
+#ifdef EMU_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+thread_local emu::ThreadState* emu::tls_thread = nullptr;
+
+namespace emu {
+
+// ---------------------------------------------------------------------------------------
+// fibers: a stack and a saved stack pointer; emu_ctx_switch saves the callee-saved registers
+// and the floating-point control words on the current stack, stores the stack pointer in
+// *from and continues on to's stack.
+
+#if !defined(__x86_64__)
+#error "the emulated GPU's fibers are written for x86-64"
+#endif
+
+extern "C" void emu_ctx_switch(void** from, void* to);
+asm(R"(
+    .text
+    .globl emu_ctx_switch
+    .type emu_ctx_switch, @function
+emu_ctx_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emu_ctx_switch, .-emu_ctx_switch
+)");
+
+#ifdef EMU_ASAN
+constexpr size_t FIBER_STACK = 512 << 10;  // ASan's redzones make frames several times larger
+#else
+constexpr size_t FIBER_STACK = 128 << 10;
+#endif
+
+enum FiberState { FIBER_NEW, FIBER_READY, FIBER_READY_NEXT, FIBER_BLOCKED, FIBER_DONE };
+
+struct Fiber {
+    ThreadState ts;
+    void* sp = nullptr;
+    char* stack = nullptr;  // lowest address of its stack (guard page below)
+    FiberState state = FIBER_NEW;
+    const char* waits_at = nullptr;  // what it is blocked in
+    unsigned warp_gen = 0;           // the warp operation it joined
+};
+
+struct Warp {
+    unsigned arrived = 0;  // lanes at the current operation
+    unsigned mask = 0;
+    const char* what = nullptr;
+    unsigned gen = 0;
+    size_t bytes = 0;
+    unsigned char buf[2][32][64];  // by generation parity: a lane cannot be two operations ahead
+};
+
+struct SharedVar {
+    const void* site;
+    void* ptr;
+    size_t bytes;
+};
+
+// the block running on this host thread
+struct BlockRun {
+    const LaunchSpec* spec;
+    const std::function<void()>* body;
+    BlockState bs;
+    std::vector<Fiber> fibers;
+    std::vector<Warp> warps;
+    int live = 0;             // threads not yet ended
+    int barrier_arrived = 0;  // at __syncthreads
+    std::vector<SharedVar> shared;
+    size_t shared_static_bytes = 0;
+    void* dynamic_smem = nullptr;
+    void* sched_sp = nullptr;  // the scheduler's saved stack pointer
+    Fiber* current = nullptr;
+    void* asan_fake = nullptr;
+    const void* sched_stack_bottom = nullptr;
+    size_t sched_stack_size = 0;
+};
+static thread_local BlockRun* tls_block = nullptr;
+static thread_local std::vector<char*> tls_free_stacks;
+
+static char* stack_get() {
+    if (!tls_free_stacks.empty()) {
+        char* s = tls_free_stacks.back();
+        tls_free_stacks.pop_back();
+        return s;
+    }
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    void* m = mmap(nullptr, FIBER_STACK + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (m == MAP_FAILED) fatal("emulated GPU: no memory for a thread's stack");
+    mprotect(m, page, PROT_NONE);  // a guard page: a stack overflow faults instead of corrupting
+    return (char*)m + page;
+}
+
+// switching between the scheduler and a fiber, with ASan told about the stacks
+static void switch_to_fiber(BlockRun* r, Fiber* f) {
+#ifdef EMU_ASAN
+    __sanitizer_start_switch_fiber(&r->asan_fake, f->stack, FIBER_STACK);
+#endif
+    r->current = f;
+    tls_thread = &f->ts;
+    emu_ctx_switch(&r->sched_sp, f->sp);
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(r->asan_fake, nullptr, nullptr);
+#endif
+    r->current = nullptr;
+    tls_thread = nullptr;
+}
+
+static void switch_to_scheduler(BlockRun* r, Fiber* f, bool ending) {
+#ifdef EMU_ASAN
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(ending ? nullptr : &fake, r->sched_stack_bottom, r->sched_stack_size);
+    emu_ctx_switch(&f->sp, r->sched_sp);
+    __sanitizer_finish_switch_fiber(fake, &r->sched_stack_bottom, &r->sched_stack_size);
+#else
+    (void)ending;
+    emu_ctx_switch(&f->sp, r->sched_sp);
+#endif
+}
+
+static void fiber_entry() {
+    BlockRun* r = tls_block;
+#ifdef EMU_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &r->sched_stack_bottom, &r->sched_stack_size);
+#endif
+    Fiber* f = r->current;
+    (*r->body)();
+    ptx_thread_exit();
+    // the thread ended: an exited thread counts as arrived at __syncthreads; a warp
+    // operation that still waits for it can never complete
+    f->state = FIBER_DONE;
+    r->live--;
+    const int w = f->ts.linear / 32;
+    Warp& wp = r->warps[w];
+    if (wp.arrived != 0 && (wp.mask >> (f->ts.linear & 31) & 1u))
+        fatal("kernel %s, block (%u,%u,%u): thread %d exited while lanes of its warp wait for it in %s (mask 0x%08x)",
+              r->spec->name, r->bs.idx.x, r->bs.idx.y, r->bs.idx.z, f->ts.linear, wp.what, wp.mask);
+    if (r->barrier_arrived > 0 && r->barrier_arrived == r->live) {
+        r->barrier_arrived = 0;
+        for (Fiber& o : r->fibers)
+            if (o.state == FIBER_BLOCKED && o.waits_at != nullptr && strcmp(o.waits_at, "__syncthreads") == 0)
+                o.state = FIBER_READY_NEXT;
+    }
+    switch_to_scheduler(r, f, true);
+    __builtin_unreachable();
+}
+
+static void fiber_start(Fiber* f) {
+    f->stack = stack_get();
+    // the initial frame emu_ctx_switch pops: control words, six registers, then fiber_entry as
+    // the return address at a 16-byte aligned slot (so fiber_entry starts as a called function)
+    uintptr_t top = ((uintptr_t)(f->stack + FIBER_STACK)) & ~(uintptr_t)15;
+    uint64_t* entry = (uint64_t*)(top - 16);
+    entry[0] = (uint64_t)(uintptr_t)&fiber_entry;
+    entry[1] = 0;
+    uint64_t* sp = entry - 7;
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    asm volatile("stmxcsr %0" : "=m"(mxcsr));
+    asm volatile("fnstcw %0" : "=m"(fpucw));
+    memset(sp, 0, 7 * sizeof(uint64_t));
+    memcpy((char*)sp, &mxcsr, 4);
+    memcpy((char*)sp + 4, &fpucw, 2);
+    f->sp = sp;
+    f->state = FIBER_READY;
+}
+
+// the running fiber waits; the scheduler resumes it when it is released
+static void block_here(BlockRun* r, const char* what) {
+    Fiber* f = r->current;
+    f->state = FIBER_BLOCKED;
+    f->waits_at = what;
+    switch_to_scheduler(r, f, false);
+    f->waits_at = nullptr;
+}
+
+void block_barrier() {
+    BlockRun* r = tls_block;
+    if (r == nullptr || r->current == nullptr) fatal("__syncthreads called outside a kernel");
+    r->barrier_arrived++;
+    if (r->barrier_arrived == r->live) {
+        r->barrier_arrived = 0;
+        for (Fiber& o : r->fibers)
+            if (o.state == FIBER_BLOCKED && o.waits_at != nullptr && strcmp(o.waits_at, "__syncthreads") == 0)
+                o.state = FIBER_READY_NEXT;
+        // the last one yields too, so the next phase starts in the order asked for
+        r->current->state = FIBER_READY_NEXT;
+        switch_to_scheduler(r, r->current, false);
+        return;
+    }
+    block_here(r, "__syncthreads");
+}
+
+void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, const char* what) {
+    BlockRun* r = tls_block;
+    if (r == nullptr || r->current == nullptr) fatal("%s called outside a kernel", what);
+    if (bytes > 64) fatal("warp_exchange: %zu bytes (at most 64)", bytes);
+    Fiber* f = r->current;
+    const int lane = f->ts.linear & 31, w = f->ts.linear / 32;
+    const char* where = r->spec->name;
+    if (!(mask >> lane & 1u))
+        fatal("kernel %s: thread %d calls %s with mask 0x%08x, which leaves its own lane %d out", where,
+              f->ts.linear, what, mask, lane);
+    const int nthreads = (int)r->fibers.size();
+    for (int l = 0; l < 32; l++)
+        if ((mask >> l & 1u) && w * 32 + l >= nthreads)
+            fatal("kernel %s: %s with mask 0x%08x names lane %d, which the block (%d threads) does not have", where,
+                  what, mask, l, nthreads);
+    for (int l = 0; l < 32; l++)
+        if ((mask >> l & 1u) && r->fibers[w * 32 + l].state == FIBER_DONE)
+            fatal("kernel %s: thread %d calls %s with mask 0x%08x, but lane %d of its warp has exited", where,
+                  f->ts.linear, what, mask, l);
+    Warp& wp = r->warps[w];
+    if (wp.arrived == 0) {
+        wp.mask = mask;
+        wp.what = what;
+        wp.bytes = bytes;
+    } else if (wp.mask != mask || strcmp(wp.what, what) != 0 || wp.bytes != bytes) {
+        fatal("kernel %s, block (%u,%u,%u): warp %d: thread %d meets %s (mask 0x%08x) while lanes 0x%08x wait in %s "
+              "(mask 0x%08x)",
+              where, r->bs.idx.x, r->bs.idx.y, r->bs.idx.z, w, f->ts.linear, what, mask, wp.arrived, wp.what, wp.mask);
+    }
+    const unsigned gen = wp.gen;
+    memcpy(wp.buf[gen & 1][lane], mine, bytes);
+    wp.arrived |= 1u << lane;
+    f->warp_gen = gen;
+    if (wp.arrived == mask) {
+        for (int l = 0; l < 32; l++) {
+            if (!(mask >> l & 1u)) continue;
+            Fiber& o = r->fibers[w * 32 + l];
+            if (o.state == FIBER_DONE)
+                fatal("kernel %s: %s (mask 0x%08x) waits for lane %d of warp %d, which has exited", where, what, mask,
+                      l, w);
+            if (o.state == FIBER_BLOCKED) o.state = FIBER_READY_NEXT;
+        }
+        wp.arrived = 0;
+        wp.gen++;
+        f->state = FIBER_READY_NEXT;
+        switch_to_scheduler(r, f, false);
+    } else {
+        block_here(r, what);
+    }
+    // every lane of the mask has written its bytes for generation gen
+    unsigned char* out = (unsigned char*)all;
+    for (int l = 0; l < 32; l++) {
+        if (mask >> l & 1u) memcpy(out + l * bytes, wp.buf[gen & 1][l], bytes);
+        else memset(out + l * bytes, 0, bytes);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// shared memory
+
+void* shared_alloc(const void* site, size_t bytes, size_t align) {
+    BlockRun* r = tls_block;
+    if (r == nullptr) fatal("__shared__ memory used outside a kernel");
+    for (const SharedVar& v : r->shared)
+        if (v.site == site) return v.ptr;
+    r->shared_static_bytes += bytes;
+    const size_t limit = std::max<size_t>(SMEM_DEFAULT_LIMIT, kernel_max_dynamic_smem(r->spec->kernel));
+    if (r->shared_static_bytes + r->spec->smem > limit)
+        fatal("kernel %s: %zu bytes of static and %zu of dynamic shared memory: too many resources requested for "
+              "launch (at most %zu)",
+              r->spec->name, r->shared_static_bytes, r->spec->smem, limit);
+    void* p = aligned_alloc(std::max<size_t>(align, 16), (bytes + 15) / 16 * 16);
+    memset(p, 0xff, bytes);  // uninitialised shared memory reads as NaN
+    r->shared.push_back(SharedVar{site, p, bytes});
+    return p;
+}
+
+void* shared_dynamic_ptr() {
+    BlockRun* r = tls_block;
+    if (r == nullptr) fatal("extern __shared__ memory used outside a kernel");
+    return r->dynamic_smem;
+}
+
+// ---------------------------------------------------------------------------------------
+// a block, a grid
+
+static std::vector<int> order_of(int n, Order order, uint64_t seed) {
+    std::vector<int> idx(n);
+    for (int i = 0; i < n; i++) idx[i] = order.kind == ORDER_REVERSE ? n - 1 - i : i;
+    if (order.kind == ORDER_SHUFFLE) {
+        std::mt19937_64 rng(order.seed * 0x9e3779b97f4a7c15ULL ^ seed);
+        std::shuffle(idx.begin(), idx.end(), rng);
+    }
+    return idx;
+}
+
+static void run_block(const LaunchSpec& spec, const std::function<void()>& body, dim3 bidx, Order order,
+                      uint64_t block_linear) {
+    BlockRun r;
+    r.spec = &spec;
+    r.body = &body;
+    r.bs.idx = bidx;
+    r.bs.dim = spec.block;
+    r.bs.grid = spec.grid;
+    const int n = (int)(spec.block.x * spec.block.y * spec.block.z);
+    r.fibers.resize(n);
+    r.warps.resize((n + 31) / 32);
+    r.live = n;
+    for (int i = 0; i < n; i++) {
+        Fiber& f = r.fibers[i];
+        f.ts.linear = i;
+        f.ts.idx = dim3(i % spec.block.x, (i / spec.block.x) % spec.block.y, i / (spec.block.x * spec.block.y));
+        f.ts.block = &r.bs;
+    }
+    if (spec.smem > 0) {
+        r.dynamic_smem = aligned_alloc(128, (spec.smem + 127) / 128 * 128);
+        memset(r.dynamic_smem, 0xff, spec.smem);
+    }
+    BlockRun* saved = tls_block;
+    ThreadState* saved_thread = tls_thread;
+    tls_block = &r;
+    for (uint64_t round = 0;; round++) {
+        for (Fiber& f : r.fibers)
+            if (f.state == FIBER_READY_NEXT) f.state = FIBER_READY;
+        std::vector<int> ids = order_of(n, order, block_linear * 1000003ULL + round);
+        bool ran = false;
+        for (int i : ids) {
+            Fiber& f = r.fibers[i];
+            if (f.state == FIBER_NEW) fiber_start(&f);
+            if (f.state != FIBER_READY) continue;
+            ran = true;
+            switch_to_fiber(&r, &f);
+            if (f.state == FIBER_DONE && f.stack != nullptr) {
+                tls_free_stacks.push_back(f.stack);
+                f.stack = nullptr;
+            }
+        }
+        if (r.live == 0) break;
+        if (!ran) {
+            std::string who;
+            for (const Fiber& f : r.fibers)
+                if (f.state == FIBER_BLOCKED && who.size() < 400)
+                    who += " thread " + std::to_string(f.ts.linear) + " in " + f.waits_at + ";";
+            fatal("kernel %s, block (%u,%u,%u): deadlock: %d threads wait and none can go on:%s", spec.name, bidx.x,
+                  bidx.y, bidx.z, r.live, who.c_str());
+        }
+    }
+    tls_block = saved;
+    tls_thread = saved_thread;
+    for (SharedVar& v : r.shared) free(v.ptr);
+    free(r.dynamic_smem);
+}
+
+void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order order) {
+    const uint64_t nblocks = (uint64_t)spec.grid.x * spec.grid.y * spec.grid.z;
+    std::vector<uint64_t> ids(nblocks);
+    for (uint64_t i = 0; i < nblocks; i++) ids[i] = order.kind == ORDER_REVERSE ? nblocks - 1 - i : i;
+    if (order.kind == ORDER_SHUFFLE) {
+        std::mt19937_64 rng(order.seed * 0x2545f4914f6cdd1dULL + 7);
+        std::shuffle(ids.begin(), ids.end(), rng);
+    }
+    for (uint64_t b : ids) {
+        dim3 bidx((unsigned)(b % spec.grid.x), (unsigned)((b / spec.grid.x) % spec.grid.y),
+                  (unsigned)(b / ((uint64_t)spec.grid.x * spec.grid.y)));
+        run_block(spec, body, bidx, order, b);
+    }
+}
+
+}  // namespace emu

@@ -1,0 +1,3 @@
+// cuda_runtime_api.h for the emulated GPU: everything is in llmc/emu/emu.h
+#pragma once
+#include "../emu.h"

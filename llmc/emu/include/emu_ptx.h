@@ -1,0 +1,3 @@
+// the emulated PTX instructions (llmc/emu/ptx.h), for llmc/cuda/ptx.cuh
+#pragma once
+#include "../ptx.h"

@@ -1,0 +1,238 @@
+// ptx.h: the emulated GPU's PTX instructions, the bodies of llmc/cuda/ptx.cuh's wrappers in the
+// emulated build. Each is written from the PTX ISA's definition of the instruction (section
+// 9.7 "Warp Level Matrix Multiply-Accumulate Instructions": "Matrix Fragments for mma.m16n8k16
+// with floating point type" and "Warp-level matrix load instruction: ldmatrix"; 9.7.9 "cp.async"),
+// not from what our kernels assume of it, so a kernel that puts a fragment in the wrong
+// register gets the wrong product here as it would on the GPU.
+// defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async,
+//          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
+//          emu::ptx_thread_exit
+//
+// Fragment layouts, with g = laneid >> 2 (groupID), t = laneid % 4 (threadID_in_group); a
+// register of two 16-bit elements holds the lower-numbered element in its low half ("Elements
+// (low to high)" in the ISA's tables):
+//   mma.m16n8k16 A (16 x 16, .bf16, a0..a7 in 4 registers):
+//       row = g for ai with i < 2 or 4 <= i < 6, else g + 8
+//       col = 2t + (i & 1) for i < 4, else 2t + (i & 1) + 8
+//   mma.m16n8k16 B (16 x 8, .bf16, b0..b3 in 2 registers):
+//       row = 2t + (i & 1) for i < 2, else 2t + (i & 1) + 8;   col = g
+//   mma.m16n8k16 C and D (16 x 8, .f32, c0..c3):
+//       row = g for ci with i < 2, else g + 8;   col = 2t + (i & 1)
+//   ldmatrix .m8n8 .b16: lanes 8j..8j+7 give the addresses of rows 0..7 of matrix j (x1: j = 0,
+//       x2: j < 2, x4: j < 4; the other lanes' addresses are not read); register j of lane l
+//       holds row g, columns 2t and 2t+1 of matrix j; with .trans the matrix is read in column
+//       major order, so the register holds elements (2t, g) and (2t+1, g) of the rows given.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+#include "emu.h"
+
+namespace emu {
+
+// "thread (x,y,z) of block (x,y,z)" of the running emulated thread, for messages
+struct PtxWhere {
+    char text[96];
+};
+inline PtxWhere ptx_where() {
+    PtxWhere w;
+    const ThreadState* t = tls_thread;
+    snprintf(w.text, sizeof(w.text), "thread (%u,%u,%u) of block (%u,%u,%u)", t->idx.x, t->idx.y, t->idx.z,
+             t->block->idx.x, t->block->idx.y, t->block->idx.z);
+    return w;
+}
+
+// the float a bf16's bits stand for (bf16 is the upper half of an IEEE float)
+inline float ptx_bf16_bits_to_float(uint16_t bits) {
+    uint32_t u = (uint32_t)bits << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// ---------------------------------------------------------------------------------------
+// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, d: D = A B + C over the warp.
+// Every lane gives its fragments; each rebuilds the whole of A, B and C from the 32 lanes'
+// fragments by the ISA's tables and keeps its own part of D. The products of two bf16 are
+// exact in fp32; they are summed in fp32 onto C in k order (the tensor core's order and
+// intermediate precision are not specified; this is one fp32 order).
+
+inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    struct Fragments {
+        uint32_t a[4];
+        uint32_t b[2];
+        float c[4];
+    };
+    static_assert(sizeof(Fragments) <= 64, "warp_exchange moves at most 64 bytes a lane");
+    Fragments mine = {{a[0], a[1], a[2], a[3]}, {b0, b1}, {d[0], d[1], d[2], d[3]}};
+    Fragments all[32];
+    warp_exchange(0xffffffffu, &mine, all, sizeof(Fragments), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+
+    float A[16][16], B[16][8], C[16][8];
+    for (int lane = 0; lane < 32; lane++) {
+        const int g = lane >> 2, t = lane % 4;
+        const Fragments& f = all[lane];
+        for (int i = 0; i < 8; i++) {  // ai: register i / 2, half i & 1
+            const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+            const int col = i < 4 ? t * 2 + (i & 1) : t * 2 + (i & 1) + 8;
+            A[row][col] = ptx_bf16_bits_to_float((uint16_t)(f.a[i / 2] >> (16 * (i & 1))));
+        }
+        for (int i = 0; i < 4; i++) {  // bi: register i / 2, half i & 1
+            const int row = i < 2 ? t * 2 + (i & 1) : t * 2 + (i & 1) + 8;
+            B[row][g] = ptx_bf16_bits_to_float((uint16_t)(f.b[i / 2] >> (16 * (i & 1))));
+        }
+        for (int i = 0; i < 4; i++) {  // ci: one fp32 register each
+            const int row = i < 2 ? g : g + 8;
+            C[row][t * 2 + (i & 1)] = f.c[i];
+        }
+    }
+    const int g = lane_id() >> 2, t = lane_id() % 4;
+    for (int i = 0; i < 4; i++) {  // this lane's di, laid out as ci
+        const int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1);
+        float acc = C[row][col];
+        for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
+        d[i] = acc;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// ldmatrix.sync.aligned.m8n8.{x1,x2,x4}{,.trans}.shared.b16 r, [row]: num (1, 2 or 4) 8x8
+// matrices of 16-bit elements from shared memory. Each lane that gives a row address (lanes
+// 0..8*num-1) reads its 16-byte row as it arrives, and the warp exchanges the rows themselves:
+// every lane then has all 8*num rows and takes its fragment of each matrix.
+
+inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row) {
+    if (num != 1 && num != 2 && num != 4) fatal("ldmatrix: .x%d: the ISA has .x1, .x2 and .x4", num);
+    const int lane = lane_id();
+    uint16_t mine[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    if (lane < 8 * num) {
+        if (((uintptr_t)row & 15) != 0)
+            fatal("ldmatrix: %s (lane %d) gives row address %p, not 16-byte aligned", ptx_where().text, lane, row);
+        if (device_range(row, 16))
+            fatal("ldmatrix: %s (lane %d) gives row address %p in global memory: ldmatrix reads shared memory",
+                  ptx_where().text, lane, row);
+        memcpy(mine, row, 16);
+    }
+    // the instruction's full name, so lanes that meet with different ones are an error
+    static const char* const names[2][3] = {
+        {"ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+         "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
+        {"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+         "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}};
+    uint16_t rows[32][8];
+    warp_exchange(0xffffffffu, mine, rows, sizeof(mine), names[trans ? 1 : 0][num == 1 ? 0 : (num == 2 ? 1 : 2)]);
+    const int g = lane >> 2, t = lane % 4;
+    for (int j = 0; j < num; j++) {
+        const uint16_t(*m)[8] = rows + 8 * j;  // matrix j: its row i is lane 8j+i's row
+        uint16_t lo, hi;
+        if (!trans) {
+            lo = m[g][2 * t];
+            hi = m[g][2 * t + 1];
+        } else {
+            lo = m[2 * t][g];
+            hi = m[2 * t + 1][g];
+        }
+        r[j] = (uint32_t)lo | ((uint32_t)hi << 16);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// cp.async.cg.shared.global [dst], [src], 16{, src_size}; cp.async.commit_group;
+// cp.async.wait_group N; cp.async.wait_all.
+// A copy is only recorded when issued; commit_group closes the copies issued since the last
+// commit into a group (an empty one if there were none); wait_group N performs, in order, the
+// copies of every committed group but the newest N, and wait_all those of every group and the
+// uncommitted copies too. So a thread that reads the destination before waiting for its group
+// reads what was there before, as on the GPU when the copy has not landed, and a copy whose
+// source changes before the wait copies the new data (the GPU may read it any time before).
+// The pending copies of each running emulated thread live in a table keyed by its ThreadState,
+// under a mutex as streams run kernels on several host threads.
+
+struct CpAsyncCopy {
+    void* dst;
+    const void* src;
+    uint32_t bytes;      // cp-size: 16
+    uint32_t src_bytes;  // copied from src; the rest of the bytes are zeros
+};
+struct CpAsyncThread {
+    std::vector<CpAsyncCopy> open;                // issued, not yet committed
+    std::deque<std::vector<CpAsyncCopy>> groups;  // committed, oldest first
+};
+inline std::mutex cp_async_mutex;
+inline std::unordered_map<const ThreadState*, CpAsyncThread> cp_async_threads;
+
+inline void cp_async_perform(const std::vector<CpAsyncCopy>& copies) {
+    for (const CpAsyncCopy& c : copies) {
+        memcpy(c.dst, c.src, c.src_bytes);
+        memset(static_cast<char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+    }
+}
+
+inline size_t cp_async_pending(const CpAsyncThread& s) {
+    size_t n = s.open.size();
+    for (const std::vector<CpAsyncCopy>& grp : s.groups) n += grp.size();
+    return n;
+}
+
+inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
+    if (bytes != 16) fatal("cp.async.cg: %s copies %d bytes: .cg copies 16", ptx_where().text, bytes);
+    if (src_bytes < 0 || src_bytes > bytes)
+        fatal("cp.async: %s gives src-size %d, outside 0..%d", ptx_where().text, src_bytes, bytes);
+    if (((uintptr_t)dst & 15) != 0 || ((uintptr_t)src & 15) != 0)
+        fatal("cp.async: %s copies %p -> %p: both must be aligned to the 16 bytes copied", ptx_where().text, src,
+              dst);
+    if (device_range(dst, 1))
+        fatal("cp.async: %s copies to %p in global memory: the destination is shared memory", ptx_where().text, dst);
+    if (src_bytes > 0 && !device_range(src, (size_t)src_bytes))
+        fatal("cp.async: %s copies %d bytes from %p, not inside one cudaMalloc allocation", ptx_where().text,
+              src_bytes, src);
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    cp_async_threads[tls_thread].open.push_back(CpAsyncCopy{dst, src, (uint32_t)bytes, (uint32_t)src_bytes});
+}
+
+inline void cp_async_commit_group() {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    CpAsyncThread& s = cp_async_threads[tls_thread];
+    s.groups.push_back(std::move(s.open));
+    s.open.clear();
+}
+
+inline void cp_async_wait_group(int n) {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    auto it = cp_async_threads.find(tls_thread);
+    if (it == cp_async_threads.end()) return;
+    CpAsyncThread& s = it->second;
+    while ((int)s.groups.size() > n) {
+        cp_async_perform(s.groups.front());
+        s.groups.pop_front();
+    }
+    if (s.groups.empty() && s.open.empty()) cp_async_threads.erase(it);
+}
+
+inline void cp_async_wait_all() {
+    cp_async_commit_group();
+    cp_async_wait_group(0);
+}
+
+// To be called on the emulated thread as it exits (its own kernel's end): a copy it issued and
+// never waited for is a bug (its data was never used), and left in the table it would be taken
+// for the pending copy of the next thread whose ThreadState has the same address. Drops the
+// thread's entry; stops the program if a copy was still pending.
+inline void ptx_thread_exit() {
+    size_t pending = 0;
+    {
+        std::lock_guard<std::mutex> lock(cp_async_mutex);
+        auto it = cp_async_threads.find(tls_thread);
+        if (it == cp_async_threads.end()) return;
+        pending = cp_async_pending(it->second);
+        cp_async_threads.erase(it);
+    }
+    if (pending > 0)
+        fatal("cp.async: %s exited with %zu copies never waited for (cp.async.wait_group / wait_all)",
+              ptx_where().text, pending);
+}
+
+}  // namespace emu
