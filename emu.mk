@@ -76,7 +76,7 @@ build/emu/asan/cuda/%_bf16: $(EMU_DEPS) $(EMU_ASAN_OBJS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
 # the emulator's own tests: test_emu_*.cu go through the rewriter, test_emu_*.cpp do not
-build/emu/test_emu_%: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+build/emu/test_emu_%: $(EMU_DEPS) $(EMU_ASAN_OBJS) $(wildcard test/test_emu_*.cpp)
 	$(call EMU_BUILD,$@,$(firstword $(wildcard $(EMU_SRC)/test/test_emu_$*.cu test/test_emu_$*.cpp)),-I. $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
 EMU_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/emu/cuda/$(n)_fp32 build/emu/cuda/$(n)_bf16)

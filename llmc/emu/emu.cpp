@@ -77,10 +77,13 @@ struct Runtime {
     std::set<Event*> events;
     std::map<const void*, size_t> kernel_smem;
     Order order{ORDER_FORWARD, 0};
-    bool racecheck = false, sync = false;
+    bool racecheck = false, sync = false, profile = false;
+    std::map<std::string, std::pair<double, long>> kernel_ms;  // EMU_PROFILE: time and launches by kernel
     int devices = 1;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
 };
+
+void print_profile();
 
 static Runtime* rt() {
     static Runtime* r = [] {
@@ -98,9 +101,16 @@ static Runtime* rt() {
         const char* sy = getenv("EMU_SYNC");
         r->sync = r->racecheck || (sy != nullptr && strcmp(sy, "1") == 0);
         if (const char* d = getenv("EMU_DEVICES")) r->devices = std::max(1, atoi(d));
+        const char* pr = getenv("EMU_PROFILE");
+        r->profile = pr != nullptr && strcmp(pr, "1") == 0;
+        if (r->profile) atexit(print_profile);
         return r;
     }();
     return r;
+}
+
+static double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rt()->t0).count();
 }
 
 static thread_local cudaError_t tls_last_error = cudaSuccess;
@@ -266,8 +276,22 @@ static void invalidate_captures_locked(bool blocking_only) {
         if (o->capture != nullptr && (!blocking_only || !(o->flags & cudaStreamNonBlocking))) o->capture_invalid = true;
 }
 
+// EMU_PROFILE=1: the operation timed, under its name
+static Op profiled(const char* what, Op op) {
+    return [what, op = std::move(op)]() {
+        const double t0 = now_ms();
+        op();
+        Runtime* r = rt();
+        std::lock_guard<std::mutex> lk(r->mu);
+        auto& p = r->kernel_ms[what];
+        p.first += now_ms() - t0;
+        p.second++;
+    };
+}
+
 cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
     Runtime* r = rt();
+    if (r->profile) op = profiled(what, std::move(op));
     std::unique_lock<std::mutex> lk(r->mu);
     if (s == nullptr) {
         // the legacy stream: waits for every blocking stream, which a capture forbids
@@ -370,13 +394,13 @@ static void run_racecheck(const LaunchSpec& spec, const std::function<void()>& b
     std::vector<std::vector<unsigned char>> before(allocs.size()), first(allocs.size());
     for (size_t i = 0; i < allocs.size(); i++)
         before[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
-    run_grid(spec, body, Order{ORDER_FORWARD, 0});
+    run_grid(spec, body, Order{ORDER_FORWARD, 0}, true);
     for (size_t i = 0; i < allocs.size(); i++) {
         first[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
         memcpy((void*)allocs[i].first, before[i].data(), allocs[i].second);
     }
     Order second = r->order.kind == ORDER_SHUFFLE ? r->order : Order{ORDER_REVERSE, 0};
-    run_grid(spec, body, second);
+    run_grid(spec, body, second, true);
     for (size_t i = 0; i < allocs.size(); i++) {
         const unsigned char* now = (const unsigned char*)allocs[i].first;
         size_t diff = 0, at = 0;
@@ -409,6 +433,21 @@ void launch_grid(const LaunchSpec& spec, std::function<void()> body) {
         if (r->racecheck) run_racecheck(copy, body);
         else run_grid(copy, body, r->order);
     });
+}
+
+// EMU_PROFILE=1: where the emulator's time went, kernel by kernel, printed at exit
+void print_profile() {
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0.0;
+    for (auto& k : r->kernel_ms) {
+        rows.emplace_back(k.second.first, k.first + " (" + std::to_string(k.second.second) + " times)");
+        total += k.second.first;
+    }
+    std::sort(rows.rbegin(), rows.rend());
+    fprintf(stderr, "emulated GPU profile: %.0f ms in stream operations\n", total);
+    for (auto& row : rows) fprintf(stderr, "  %10.1f ms %5.1f%%  %s\n", row.first, 100.0 * row.first / total, row.second.c_str());
 }
 
 }  // namespace emu
@@ -597,10 +636,6 @@ cudaError_t cudaDeviceReset() { return cudaDeviceSynchronize(); }
 
 // ---------------------------------------------------------------------------------------
 // events
-
-static double now_ms() {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - rt()->t0).count();
-}
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
     Event* ev = new Event();

@@ -272,6 +272,8 @@ inline int lane_id() { return tls_thread->linear & 31; }
 // all[lane * bytes] (lanes outside mask: zeros). A lane of mask that exited, or a lane that
 // meets another warp operation instead, stops the program with what.
 void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, const char* what);
+// the same, when the lane needs only src_lane's bytes (a shuffle)
+void warp_exchange_one(unsigned mask, const void* mine, void* out, size_t bytes, int src_lane, const char* what);
 
 // __syncthreads: every live thread of the block
 void block_barrier();
@@ -344,9 +346,9 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
 template <typename T>
 inline T emu_shfl(unsigned mask, T v, int src_lane, const char* what) {
     static_assert(sizeof(T) <= 8, "shuffles move 4 or 8 bytes");
-    T all[32];
-    ::emu::warp_exchange(mask, &v, all, sizeof(T), what);
-    return all[src_lane & 31];
+    T out;
+    ::emu::warp_exchange_one(mask, &v, &out, sizeof(T), src_lane & 31, what);
+    return out;
 }
 template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
     const int lane = ::emu::lane_id();

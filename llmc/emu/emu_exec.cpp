@@ -11,7 +11,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <random>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +28,7 @@
 #endif
 #endif
 #ifdef EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -32,8 +38,9 @@ namespace emu {
 
 // ---------------------------------------------------------------------------------------
 // fibers: a stack and a saved stack pointer; emu_ctx_switch saves the callee-saved registers
-// and the floating-point control words on the current stack, stores the stack pointer in
-// *from and continues on to's stack.
+// on the current stack, stores the stack pointer in *from and continues on to's stack. The
+// floating-point control words (rounding mode) are shared: no kernel changes them, and
+// saving them made a switch a quarter slower.
 
 #if !defined(__x86_64__)
 #error "the emulated GPU's fibers are written for x86-64"
@@ -51,14 +58,8 @@ emu_ctx_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -83,7 +84,7 @@ struct Fiber {
     char* stack = nullptr;  // lowest address of its stack (guard page below)
     FiberState state = FIBER_NEW;
     const char* waits_at = nullptr;  // what it is blocked in
-    unsigned warp_gen = 0;           // the warp operation it joined
+    bool at_barrier = false;         // blocked in __syncthreads
 };
 
 struct Warp {
@@ -93,6 +94,7 @@ struct Warp {
     unsigned gen = 0;
     size_t bytes = 0;
     unsigned char buf[2][32][64];  // by generation parity: a lane cannot be two operations ahead
+                                   // (left uninitialised: a block has up to 32 warps)
 };
 
 struct SharedVar {
@@ -107,7 +109,7 @@ struct BlockRun {
     const std::function<void()>* body;
     BlockState bs;
     std::vector<Fiber> fibers;
-    std::vector<Warp> warps;
+    std::unique_ptr<Warp[]> warps;
     int live = 0;             // threads not yet ended
     int barrier_arrived = 0;  // at __syncthreads
     std::vector<SharedVar> shared;
@@ -163,6 +165,13 @@ static void switch_to_scheduler(BlockRun* r, Fiber* f, bool ending) {
 #endif
 }
 
+// every thread waiting at __syncthreads goes on in the next round
+static void release_barrier(BlockRun* r) {
+    r->barrier_arrived = 0;
+    for (Fiber& o : r->fibers)
+        if (o.state == FIBER_BLOCKED && o.at_barrier) o.state = FIBER_READY_NEXT;
+}
+
 static void fiber_entry() {
     BlockRun* r = tls_block;
 #ifdef EMU_ASAN
@@ -180,43 +189,40 @@ static void fiber_entry() {
     if (wp.arrived != 0 && (wp.mask >> (f->ts.linear & 31) & 1u))
         fatal("kernel %s, block (%u,%u,%u): thread %d exited while lanes of its warp wait for it in %s (mask 0x%08x)",
               r->spec->name, r->bs.idx.x, r->bs.idx.y, r->bs.idx.z, f->ts.linear, wp.what, wp.mask);
-    if (r->barrier_arrived > 0 && r->barrier_arrived == r->live) {
-        r->barrier_arrived = 0;
-        for (Fiber& o : r->fibers)
-            if (o.state == FIBER_BLOCKED && o.waits_at != nullptr && strcmp(o.waits_at, "__syncthreads") == 0)
-                o.state = FIBER_READY_NEXT;
-    }
+    if (r->barrier_arrived > 0 && r->barrier_arrived == r->live) release_barrier(r);
     switch_to_scheduler(r, f, true);
     __builtin_unreachable();
 }
 
 static void fiber_start(Fiber* f) {
     f->stack = stack_get();
-    // the initial frame emu_ctx_switch pops: control words, six registers, then fiber_entry as
-    // the return address at a 16-byte aligned slot (so fiber_entry starts as a called function)
+#ifdef EMU_ASAN
+    // A reused stack still carries the redzones of the frames that were live when its thread
+    // ended: fiber_entry's and the switch's, at the top (every deeper frame had returned and
+    // unpoisoned its own)
+    __asan_unpoison_memory_region(f->stack + FIBER_STACK - (16 << 10), 16 << 10);
+#endif
+    // the initial frame emu_ctx_switch pops: six registers, then fiber_entry as the return
+    // address at a 16-byte aligned slot (so fiber_entry starts as a called function would)
     uintptr_t top = ((uintptr_t)(f->stack + FIBER_STACK)) & ~(uintptr_t)15;
     uint64_t* entry = (uint64_t*)(top - 16);
     entry[0] = (uint64_t)(uintptr_t)&fiber_entry;
     entry[1] = 0;
-    uint64_t* sp = entry - 7;
-    uint32_t mxcsr;
-    uint16_t fpucw;
-    asm volatile("stmxcsr %0" : "=m"(mxcsr));
-    asm volatile("fnstcw %0" : "=m"(fpucw));
-    memset(sp, 0, 7 * sizeof(uint64_t));
-    memcpy((char*)sp, &mxcsr, 4);
-    memcpy((char*)sp + 4, &fpucw, 2);
+    uint64_t* sp = entry - 6;
+    memset(sp, 0, 6 * sizeof(uint64_t));
     f->sp = sp;
     f->state = FIBER_READY;
 }
 
 // the running fiber waits; the scheduler resumes it when it is released
-static void block_here(BlockRun* r, const char* what) {
+static void block_here(BlockRun* r, const char* what, bool barrier) {
     Fiber* f = r->current;
     f->state = FIBER_BLOCKED;
     f->waits_at = what;
+    f->at_barrier = barrier;
     switch_to_scheduler(r, f, false);
     f->waits_at = nullptr;
+    f->at_barrier = false;
 }
 
 void block_barrier() {
@@ -224,43 +230,45 @@ void block_barrier() {
     if (r == nullptr || r->current == nullptr) fatal("__syncthreads called outside a kernel");
     r->barrier_arrived++;
     if (r->barrier_arrived == r->live) {
-        r->barrier_arrived = 0;
-        for (Fiber& o : r->fibers)
-            if (o.state == FIBER_BLOCKED && o.waits_at != nullptr && strcmp(o.waits_at, "__syncthreads") == 0)
-                o.state = FIBER_READY_NEXT;
+        release_barrier(r);
         // the last one yields too, so the next phase starts in the order asked for
         r->current->state = FIBER_READY_NEXT;
         switch_to_scheduler(r, r->current, false);
         return;
     }
-    block_here(r, "__syncthreads");
+    block_here(r, "__syncthreads", true);
 }
 
-void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, const char* what) {
+// The meeting of a warp operation: returns the 32 slots of this generation, every lane of mask
+// having written its bytes; valid until the calling lane's next warp operation (the slots of
+// generation g are rewritten at g + 2, which no lane reaches before this one has met g + 1).
+static const unsigned char (*warp_meet(unsigned mask, const void* mine, size_t bytes, const char* what))[64] {
     BlockRun* r = tls_block;
     if (r == nullptr || r->current == nullptr) fatal("%s called outside a kernel", what);
     if (bytes > 64) fatal("warp_exchange: %zu bytes (at most 64)", bytes);
     Fiber* f = r->current;
     const int lane = f->ts.linear & 31, w = f->ts.linear / 32;
     const char* where = r->spec->name;
-    if (!(mask >> lane & 1u))
-        fatal("kernel %s: thread %d calls %s with mask 0x%08x, which leaves its own lane %d out", where,
-              f->ts.linear, what, mask, lane);
-    const int nthreads = (int)r->fibers.size();
-    for (int l = 0; l < 32; l++)
-        if ((mask >> l & 1u) && w * 32 + l >= nthreads)
-            fatal("kernel %s: %s with mask 0x%08x names lane %d, which the block (%d threads) does not have", where,
-                  what, mask, l, nthreads);
-    for (int l = 0; l < 32; l++)
-        if ((mask >> l & 1u) && r->fibers[w * 32 + l].state == FIBER_DONE)
-            fatal("kernel %s: thread %d calls %s with mask 0x%08x, but lane %d of its warp has exited", where,
-                  f->ts.linear, what, mask, l);
     Warp& wp = r->warps[w];
     if (wp.arrived == 0) {
+        // the first lane here checks the mask for all
+        if (!(mask >> lane & 1u))
+            fatal("kernel %s: thread %d calls %s with mask 0x%08x, which leaves its own lane %d out", where,
+                  f->ts.linear, what, mask, lane);
+        const int nthreads = (int)r->fibers.size();
+        for (int l = 0; l < 32; l++) {
+            if (!(mask >> l & 1u)) continue;
+            if (w * 32 + l >= nthreads)
+                fatal("kernel %s: %s with mask 0x%08x names lane %d, which the block (%d threads) does not have",
+                      where, what, mask, l, nthreads);
+            if (r->fibers[w * 32 + l].state == FIBER_DONE)
+                fatal("kernel %s: thread %d calls %s with mask 0x%08x, but lane %d of its warp has exited", where,
+                      f->ts.linear, what, mask, l);
+        }
         wp.mask = mask;
         wp.what = what;
         wp.bytes = bytes;
-    } else if (wp.mask != mask || strcmp(wp.what, what) != 0 || wp.bytes != bytes) {
+    } else if (wp.mask != mask || wp.bytes != bytes || (wp.what != what && strcmp(wp.what, what) != 0)) {
         fatal("kernel %s, block (%u,%u,%u): warp %d: thread %d meets %s (mask 0x%08x) while lanes 0x%08x wait in %s "
               "(mask 0x%08x)",
               where, r->bs.idx.x, r->bs.idx.y, r->bs.idx.z, w, f->ts.linear, what, mask, wp.arrived, wp.what, wp.mask);
@@ -268,14 +276,10 @@ void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, con
     const unsigned gen = wp.gen;
     memcpy(wp.buf[gen & 1][lane], mine, bytes);
     wp.arrived |= 1u << lane;
-    f->warp_gen = gen;
     if (wp.arrived == mask) {
         for (int l = 0; l < 32; l++) {
             if (!(mask >> l & 1u)) continue;
             Fiber& o = r->fibers[w * 32 + l];
-            if (o.state == FIBER_DONE)
-                fatal("kernel %s: %s (mask 0x%08x) waits for lane %d of warp %d, which has exited", where, what, mask,
-                      l, w);
             if (o.state == FIBER_BLOCKED) o.state = FIBER_READY_NEXT;
         }
         wp.arrived = 0;
@@ -283,14 +287,24 @@ void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, con
         f->state = FIBER_READY_NEXT;
         switch_to_scheduler(r, f, false);
     } else {
-        block_here(r, what);
+        block_here(r, what, false);
     }
-    // every lane of the mask has written its bytes for generation gen
+    return wp.buf[gen & 1];
+}
+
+void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, const char* what) {
+    const unsigned char(*slots)[64] = warp_meet(mask, mine, bytes, what);
     unsigned char* out = (unsigned char*)all;
     for (int l = 0; l < 32; l++) {
-        if (mask >> l & 1u) memcpy(out + l * bytes, wp.buf[gen & 1][l], bytes);
+        if (mask >> l & 1u) memcpy(out + l * bytes, slots[l], bytes);
         else memset(out + l * bytes, 0, bytes);
     }
+}
+
+void warp_exchange_one(unsigned mask, const void* mine, void* out, size_t bytes, int src_lane, const char* what) {
+    const unsigned char(*slots)[64] = warp_meet(mask, mine, bytes, what);
+    if (mask >> src_lane & 1u) memcpy(out, slots[src_lane], bytes);
+    else memset(out, 0, bytes);  // undefined on the GPU; zeros here
 }
 
 // ---------------------------------------------------------------------------------------
@@ -342,7 +356,7 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
     r.bs.grid = spec.grid;
     const int n = (int)(spec.block.x * spec.block.y * spec.block.z);
     r.fibers.resize(n);
-    r.warps.resize((n + 31) / 32);
+    r.warps.reset(new Warp[(n + 31) / 32]);
     r.live = n;
     for (int i = 0; i < n; i++) {
         Fiber& f = r.fibers[i];
@@ -357,10 +371,11 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
     BlockRun* saved = tls_block;
     ThreadState* saved_thread = tls_thread;
     tls_block = &r;
+    std::vector<int> ids = order_of(n, order, block_linear * 1000003ULL);
     for (uint64_t round = 0;; round++) {
         for (Fiber& f : r.fibers)
             if (f.state == FIBER_READY_NEXT) f.state = FIBER_READY;
-        std::vector<int> ids = order_of(n, order, block_linear * 1000003ULL + round);
+        if (order.kind == ORDER_SHUFFLE && round > 0) ids = order_of(n, order, block_linear * 1000003ULL + round);
         bool ran = false;
         for (int i : ids) {
             Fiber& f = r.fibers[i];
@@ -389,7 +404,51 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
     free(r.dynamic_smem);
 }
 
-void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order order) {
+// Blocks run on a team of host threads (EMU_THREADS, default the machine's cores, at most 8):
+// the caller and helpers that take the next block of the order from a shared counter. Blocks
+// are independent in CUDA's model; a kernel whose blocks depend on their order shows it under
+// EMU_RACECHECK (run on one host thread, blocks strictly in order).
+struct BlockTeam {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::thread> helpers;
+    uint64_t job = 0;  // incremented per grid handed to the helpers
+    int busy = 0;      // helpers still on the current grid
+    std::function<void()> work;
+};
+
+static int team_size() {
+    static const int n = [] {
+        const char* e = getenv("EMU_THREADS");
+        int v = e != nullptr ? atoi(e) : (int)std::thread::hardware_concurrency();
+        return std::max(1, std::min(v, 8));
+    }();
+    return n;
+}
+
+static BlockTeam* team() {
+    static BlockTeam* t = [] {
+        BlockTeam* t = new BlockTeam();  // never destroyed: helpers may outlive main
+        for (int i = 1; i < team_size(); i++)
+            t->helpers.emplace_back([t] {
+                uint64_t seen = 0;
+                std::unique_lock<std::mutex> lk(t->mu);
+                for (;;) {
+                    t->cv.wait(lk, [&] { return t->job != seen; });
+                    seen = t->job;
+                    std::function<void()> w = t->work;
+                    lk.unlock();
+                    w();
+                    lk.lock();
+                    if (--t->busy == 0) t->cv.notify_all();
+                }
+            });
+        return t;
+    }();
+    return t;
+}
+
+void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order order, bool one_thread) {
     const uint64_t nblocks = (uint64_t)spec.grid.x * spec.grid.y * spec.grid.z;
     std::vector<uint64_t> ids(nblocks);
     for (uint64_t i = 0; i < nblocks; i++) ids[i] = order.kind == ORDER_REVERSE ? nblocks - 1 - i : i;
@@ -397,11 +456,38 @@ void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order o
         std::mt19937_64 rng(order.seed * 0x2545f4914f6cdd1dULL + 7);
         std::shuffle(ids.begin(), ids.end(), rng);
     }
-    for (uint64_t b : ids) {
-        dim3 bidx((unsigned)(b % spec.grid.x), (unsigned)((b / spec.grid.x) % spec.grid.y),
-                  (unsigned)(b / ((uint64_t)spec.grid.x * spec.grid.y)));
-        run_block(spec, body, bidx, order, b);
+    std::atomic<uint64_t> next{0};
+    auto run_blocks = [&]() {
+        for (uint64_t i; (i = next.fetch_add(1)) < nblocks;) {
+            const uint64_t b = ids[i];
+            dim3 bidx((unsigned)(b % spec.grid.x), (unsigned)((b / spec.grid.x) % spec.grid.y),
+                      (unsigned)(b / ((uint64_t)spec.grid.x * spec.grid.y)));
+            run_block(spec, body, bidx, order, b);
+        }
+    };
+    // one grid at a time uses the team (two streams' kernels may run at once: the second
+    // then runs alone on its stream's thread)
+    static std::atomic<bool> team_taken{false};
+    bool expected = false;
+    if (one_thread || nblocks < 2 || team_size() == 1 || !team_taken.compare_exchange_strong(expected, true)) {
+        run_blocks();
+        return;
     }
+    BlockTeam* t = team();
+    {
+        std::lock_guard<std::mutex> lk(t->mu);
+        t->work = run_blocks;
+        t->busy = (int)t->helpers.size();
+        t->job++;
+    }
+    t->cv.notify_all();
+    run_blocks();
+    {
+        std::unique_lock<std::mutex> lk(t->mu);
+        t->cv.wait(lk, [&] { return t->busy == 0; });
+        t->work = nullptr;
+    }
+    team_taken.store(false);
 }
 
 }  // namespace emu

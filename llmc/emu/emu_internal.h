@@ -18,7 +18,8 @@ constexpr size_t SMEM_OPTIN_LIMIT = 227 << 10;
 // the kernel's cudaFuncAttributeMaxDynamicSharedMemorySize (SMEM_DEFAULT_LIMIT if never set)
 size_t kernel_max_dynamic_smem(const void* kernel);
 
-// runs every block of the grid on the calling host thread, threads and blocks in order's order
-void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order order);
+// runs every block of the grid, threads and blocks in order's order: on the calling host
+// thread and a team of helpers, or (one_thread) on the calling thread alone, block after block
+void run_grid(const LaunchSpec& spec, const std::function<void()>& body, Order order, bool one_thread = false);
 
 }  // namespace emu

@@ -23,6 +23,7 @@
 //       holds row g, columns 2t and 2t+1 of matrix j; with .trans the matrix is read in column
 //       major order, so the register holds elements (2t, g) and (2t+1, g) of the rows given.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -163,6 +164,7 @@ struct CpAsyncThread {
 };
 inline std::mutex cp_async_mutex;
 inline std::unordered_map<const ThreadState*, CpAsyncThread> cp_async_threads;
+inline std::atomic<bool> cp_async_used{false};  // set at the first cp.async: until then no thread has any
 
 inline void cp_async_perform(const std::vector<CpAsyncCopy>& copies) {
     for (const CpAsyncCopy& c : copies) {
@@ -190,6 +192,7 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
         fatal("cp.async: %s copies %d bytes from %p, not inside one cudaMalloc allocation", ptx_where().text,
               src_bytes, src);
     std::lock_guard<std::mutex> lock(cp_async_mutex);
+    cp_async_used.store(true, std::memory_order_relaxed);
     cp_async_threads[tls_thread].open.push_back(CpAsyncCopy{dst, src, (uint32_t)bytes, (uint32_t)src_bytes});
 }
 
@@ -222,6 +225,7 @@ inline void cp_async_wait_all() {
 // for the pending copy of the next thread whose ThreadState has the same address. Drops the
 // thread's entry; stops the program if a copy was still pending.
 inline void ptx_thread_exit() {
+    if (!cp_async_used.load(std::memory_order_relaxed)) return;  // every thread ends here: keep it cheap
     size_t pending = 0;
     {
         std::lock_guard<std::mutex> lock(cp_async_mutex);
