@@ -15,7 +15,9 @@
 EMU_CXX ?= $(CXX)
 EMU_SRC := build/emu/src
 EMU_WARN := -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-parameter -Wno-unused-variable
-EMU_FLAGS ?= -std=c++17 -O2 -g -march=native -fopenmp $(EMU_WARN) -I llmc/emu/include -include llmc/emu/emu.h
+# -fno-strict-aliasing: device code type-puns through pointers (16-byte loads as int4, bf16 pairs
+# as uint32_t), which nvcc allows and a host compiler could otherwise miscompile
+EMU_FLAGS ?= -std=c++17 -O2 -g -march=native -fopenmp -fno-strict-aliasing $(EMU_WARN) -I llmc/emu/include -include llmc/emu/emu.h
 EMU_SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 EMU_LDLIBS := -pthread -lrt -lm
 # the emulated NCCL is always there; MPI as for the real trainers (cuda.mk's MPICXX)

@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
-#include "cuda/ptx.cuh"  // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_*, ptx_cp_async_*
+#include "../llmc/cuda/ptx.cuh"  // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_*, ptx_cp_async_*
 
 #define CHECK_CUDA(x)                                                                           \
     do {                                                                                        \

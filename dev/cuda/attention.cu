@@ -173,6 +173,7 @@ int main(int argc, char** argv) {
     const int head_sizes[] = {8, 16, 32, 48, 64, 80, 96, 128};
     for (int hs : head_sizes) run_case(ctx, 1, 70, 2, hs, false);
     run_case(ctx, 1, 256, 4, 128, false);  // several full tiles at the largest head
+    run_case(ctx, 1, 193, 2, 80, false);   // 4 tiles of 64, the last of one row: every pipeline stage
     if (!g_dev_quick) run_case(ctx, 4, 1024, 12, 64, true);  // GPT-2 124M
     cuda_context_free(&ctx);
     return dev_finish("attention");

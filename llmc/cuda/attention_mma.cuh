@@ -1,27 +1,58 @@
 // attention_mma.cuh: causal attention on tensor cores, bf16 build only: the same contracts as
 // attention_forward and attention_backward in attention.cuh, with every product (Q K^T, P V,
-// dO V^T, dS K, P^T dO, dS^T Q) an mma.sync m16n8k16 of bf16 tiles accumulated in fp32, as
-// flash-attention 2 does them. A candidate, not yet the trainer's: it has not run on a GPU.
-// dev/cuda/attention.cu checks it against the CPU reference and times it next to the
-// CUDA-core kernels; the trainer runs it with -ak 1, and makes it the default once it has
-// passed there.
+// dO V^T, dS K, P^T dO, dS^T Q) an mma.sync m16n8k16 of bf16 tiles accumulated in fp32, laid
+// out as flash-attention 2 (Dao, 2023) does it. A candidate, not yet the trainer's default: it
+// has run on the emulated GPU (llmc/emu), not yet on a real one. dev/cuda/attention.cu checks it
+// against the CPU reference and times it next to the CUDA-core kernels; the trainer runs it
+// with -ak 1.
 // defines: attention_forward_mma, attention_backward_mma, attention_mma_supported,
 //          attention_forward_chosen, attention_backward_chosen, attention_mma_problem
 //
-// One block of 4 warps per (64-query tile, head, batch), heaviest tiles first. Warp w owns
-// query rows 16w..16w+15 of the tile: its Q stays in registers as mma A fragments for the
-// whole block. For each 64-key tile up to the diagonal (K and V in shared memory, bf16, rows
-// padded to HS+8 so the fragment loads of a warp hit 32 different banks):
-//   S (16 x 64, fp32 fragments) = Q K^T; scale, causal mask; online softmax in base 2 per
-//   row (a row's 64 scores sit in the 4 lanes of a quad: max and sum by two shuffles);
-//   O (16 x HS) = O * correction + P V, where the S fragments of two adjacent 8-key blocks
-//   are, rounded to bf16, exactly the A fragment of a 16-key chunk (no trip through memory).
-// Finally O /= l and lse = (m + log2 l) ln 2, the natural-log lse of the scaled scores.
+// Tiles of 64 rows (queries or keys) x HS sit in shared memory as bf16, rows padded to HS+8:
+// a row is then an odd number of 16-byte units, so the 8 row addresses of one ldmatrix phase
+// fall in 8 different bank groups. Every mma operand comes from shared memory by ldmatrix
+// (ptx.cuh): .x4 gives an A fragment, or the B fragments of two 8-column blocks; the operand
+// whose k runs down the tile's rows (V in P V, K in dS K, dO and Q in dV and dK) is read with
+// .trans, so K, V, Q and dO are stored once, row-major as they come, and serve both ways.
+//
+// The tiles a block streams through (K and V in the forward and dq kernels, Q and dO in the
+// dk/dv kernel) are double-buffered with cp.async: at the top of step j each thread waits for
+// its own copies of tile j, one __syncthreads makes tile j visible and tells that every warp is
+// done with the other buffer (tile j-1), then tile j+1's copies are issued into it and stay in
+// flight while tile j is computed. Rows at or past T are zero-filled by the copy (src-size 0).
+//
+// Forward: a block of 4 warps per (64-query tile, head, batch), heaviest tiles first. Warp w
+// owns query rows 16w..16w+15. Per 64-key tile up to the diagonal: S (16 x 64, fp32) = Q K^T,
+// Q's A fragments read from its tile each time (as flash-attention 2 does; held in registers
+// they cost 16 to 32 more and made ptxas spill at HS=64); scale (base 2, so exp2 replaces exp);
+// the causal mask on the diagonal tile only; online softmax per row (a row's 64 scores sit in
+// the 4 lanes of a quad: max and sum by two shuffles); O = O * correction + P V, the S
+// fragments of two adjacent 8-key blocks being, rounded to bf16, the A fragment of a 16-key
+// chunk. Finally O /= l and lse = (m + log2 l) ln 2, the natural-log lse of the scaled scores.
+//
+// Backward, no atomics: D = dO . O by attention.cuh's preprocess kernel, then
+//   dk, dv: a block of 8 warps per 64-key tile, over the query tiles from the diagonal on.
+//     Phase 1: warp w computes S^T = K Q^T and dP^T = V dO^T for keys 16(w%4).. and queries
+//     32(w/4).. (32 fp32 registers), P = exp2(s scale2 - lse2), dS = P (dP - D), and writes
+//     P^T and dS^T as bf16 to shared memory. Phase 2: warp w accumulates dV += P^T dO and
+//     dK += dS^T Q for keys 16(w%4).. and head columns (HS/2)(w/4).. . Each thread holds HS/2
+//     accumulators instead of HS, and K and V are read from shared memory, not held: the
+//     kernel that held both (4 warps, each 16 keys over the whole head) spilled at HS=128
+//     with 255 registers and held 232 at HS=64.
+//   dq: a block of 4 warps per 64-query tile, over the key tiles up to the diagonal, each in
+//     two halves of 32 keys: S = Q K^T and dP = dO V^T for the half (Q and dO read from their
+//     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
+// Every output element has one writer, and every sum runs in a fixed order (tiles ascending,
+// 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
+// Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
+// 104,448; dk/dv 6 tiles and P^T, dS^T, 74,752 / 123,904: above the 48 KB default mostly, so
+// the launchers raise the kernels' limit. ptxas (CUDA 13.0, sm_90), no spills at any head size;
+// registers at HS=64: forward 104, dq 103, dk/dv 126; at HS=128: 128, 130, 128.
 #pragma once
 #include <cstdint>
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
-#include "attention.cuh"   // defines: attention_check
-#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32
+#include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_128
+#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
 inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
@@ -36,9 +67,22 @@ inline const char* attention_mma_problem(const CudaContext& ctx, int head_size) 
 }
 
 #ifdef ENABLE_BF16
-constexpr int MMA_ATT_ROWS = 64;  // queries per block, 16 per warp
-constexpr int MMA_ATT_KEYS = 64;  // keys per tile
-constexpr int MMA_ATT_THREADS = 128;
+constexpr int MMA_ATT_ROWS = 64;        // queries per tile
+constexpr int MMA_ATT_KEYS = 64;        // keys per tile
+constexpr int MMA_ATT_THREADS = 128;    // forward and dq: 4 warps of 16 queries
+constexpr int MMA_ATT_DKV_THREADS = 256;  // dk/dv: 8 warps, 4 of 16 keys x 2 halves (of queries, of the head)
+constexpr int MMA_ATT_PLD = MMA_ATT_ROWS + 8;  // row stride of the P^T and dS^T tiles
+
+// bytes of one 64-row tile of head size HS in shared memory (rows padded to HS+8)
+constexpr size_t mma_att_tile_bytes(int HS) { return (size_t)MMA_ATT_KEYS * (HS + 8) * sizeof(floatX); }
+// forward: two stages of (K, V), Q; dq: the same and dO
+constexpr size_t mma_att_fwd_smem(int HS) { return 5 * mma_att_tile_bytes(HS); }
+constexpr size_t mma_att_dq_smem(int HS) { return 6 * mma_att_tile_bytes(HS); }
+// dk/dv: K, V, two stages of (Q, dO), P^T, dS^T, two stages of (lse2, D)
+constexpr size_t mma_att_dkv_smem(int HS) {
+    return 6 * mma_att_tile_bytes(HS) + 2 * (size_t)MMA_ATT_KEYS * MMA_ATT_PLD * sizeof(floatX) +
+           4 * MMA_ATT_ROWS * sizeof(float);
+}
 
 // Every product is ptx_mma_m16n8k16_bf16_f32 (ptx.cuh): D += A B for one 16x8x16 tile, bf16 in,
 // fp32 accumulate. Fragments, with g = lane / 4 and c = lane % 4, two bf16 per 32-bit register,
@@ -47,94 +91,114 @@ constexpr int MMA_ATT_THREADS = 128;
 //   B (16 x 8, k x n):     b0 (k 2c, n g), b1 (k 2c+8, n g)
 //   D (16 x 8, fp32):      d0, d1 (g, 2c and 2c+1), d2, d3 (g+8, 2c and 2c+1)
 
-// two adjacent bf16 in shared memory (the first at an even index) as one register
-__device__ inline uint32_t mma_load_pair(const floatX* p) { return *reinterpret_cast<const uint32_t*>(p); }
-
-// two bf16 from anywhere, lo in the low half
-__device__ inline uint32_t mma_pack(floatX lo, floatX hi) {
-    return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
-}
-
+// two floats as two bf16 in one register, lo in the low half
 __device__ inline uint32_t mma_pack_floats(float lo, float hi) {
-    return mma_pack(__float2bfloat16_rn(lo), __float2bfloat16_rn(hi));
+    return (uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(lo)) |
+           ((uint32_t)__bfloat16_as_ushort(__float2bfloat16_rn(hi)) << 16);
 }
 
-// dst (64, HS+8) bf16 = rows r0.. of src (row stride ld elements); rows at or past T are zero
-template <int HS>
-__device__ inline void mma_att_load_tile(floatX* dst, const floatX* src, size_t ld, int r0, int T) {
-    constexpr int LD = HS + 8, GROUPS = HS / 8;  // 8 bf16 = 16 bytes per load
-    for (int idx = threadIdx.x; idx < MMA_ATT_KEYS * GROUPS; idx += MMA_ATT_THREADS) {
-        int r = idx / GROUPS, col = (idx % GROUPS) * 8;
-        int4 v = make_int4(0, 0, 0, 0);
-        if (r0 + r < T) v = *reinterpret_cast<const int4*>(src + (size_t)(r0 + r) * ld + col);
-        *reinterpret_cast<int4*>(dst + r * LD + col) = v;
+// Issues the copies of dst (64, HS+8) bf16 = rows r0..r0+63 of src (row stride ld elements),
+// 16 bytes a copy, spread over THREADS threads; rows at or past T become zeros (the copy reads
+// nothing from them, but its source address must still be a valid aligned one: row T-1's).
+// The caller commits and waits.
+template <int HS, int THREADS>
+__device__ inline void mma_att_copy_tile(floatX* dst, const floatX* src, size_t ld, int r0, int T) {
+    constexpr int LD = HS + 8, CHUNKS = HS / 8;
+    for (int idx = threadIdx.x; idx < MMA_ATT_KEYS * CHUNKS; idx += THREADS) {
+        const int r = idx / CHUNKS, col = (idx % CHUNKS) * 8, row = r0 + r;
+        ptx_cp_async_16_zfill(dst + r * LD + col, src + (size_t)min(row, T - 1) * ld + col, row < T ? 16 : 0);
     }
 }
 
-// A fragments of 16 rows (r0..r0+15) of a (64, HS+8) bf16 tile, over the HS columns
-template <int HS>
-__device__ inline void mma_load_a(uint32_t af[HS / 16][4], const floatX* tile, int r0, int g, int c) {
-    constexpr int LD = HS + 8;
+// ldmatrix addressing, for lane l of a row-major tile with row stride LD (elements):
+// A fragment of the 16 x 16 block at (row r0, column k0): matrices (r0, k0), (r0+8, k0),
+// (r0, k0+8), (r0+8, k0+8), so lane l gives row r0 + l%16 at column k0 + 8(l/16)
+template <int LD>
+__device__ inline void mma_ldsm_a(uint32_t a[4], const floatX* tile, int r0, int k0, int lane) {
+    ptx_ldmatrix_x4(a, tile + (r0 + (lane & 15)) * LD + k0 + 8 * (lane >> 4));
+}
+
+// B fragments of two 8-column blocks n0.. and n0+8.. for the k chunk k0..k0+15, from a tile
+// whose row n holds column n of B (B = M^T: K in Q K^T, Q in K Q^T): b[0], b[1] for block n0,
+// b[2], b[3] for n0+8; matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
+template <int LD>
+__device__ inline void mma_ldsm_b_rows(uint32_t b[4], const floatX* tile, int n0, int k0, int lane) {
+    ptx_ldmatrix_x4(b, tile + (n0 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + (((lane >> 3) & 1) << 3));
+}
+
+// B fragments of two 8-column blocks n0.. and n0+8.. for the k chunk k0..k0+15, from a tile
+// whose row k holds row k of B (V in P V, K in dS K): transposed 8x8 loads, matrices (k0, n0),
+// (k0+8, n0), (k0, n0+8), (k0+8, n0+8); one block (.x2) when only n0 is left
+template <int LD>
+__device__ inline void mma_ldsm_b_cols(uint32_t b[4], const floatX* tile, int k0, int n0, int lane) {
+    ptx_ldmatrix_x4_trans(b, tile + (k0 + (lane & 15)) * LD + n0 + 8 * (lane >> 4));
+}
+template <int LD>
+__device__ inline void mma_ldsm_b_cols1(uint32_t b[2], const floatX* tile, int k0, int n0, int lane) {
+    ptx_ldmatrix_x2_trans(b, tile + (k0 + (lane & 15)) * LD + n0);  // lanes 16..31: not read
+}
+
+// s (16 x 8NB) += A (16 x 16, k chunk k0) M^T, where rows n0..n0+8NB-1 of the tile M are the
+// columns of s
+template <int LD, int NB>
+__device__ inline void mma_chunk_times_rows(float s[NB][4], const uint32_t a[4], const floatX* M, int n0, int k0,
+                                            int lane) {
+    static_assert(NB % 2 == 0, "8-column blocks go in pairs");
 #pragma unroll
-    for (int kc = 0; kc < HS / 16; kc++) {
-        const floatX* a = tile + (r0 + g) * LD + kc * 16 + 2 * c;
-        af[kc][0] = mma_load_pair(a);
-        af[kc][1] = mma_load_pair(a + 8 * LD);
-        af[kc][2] = mma_load_pair(a + 8);
-        af[kc][3] = mma_load_pair(a + 8 * LD + 8);
+    for (int nb = 0; nb < NB; nb += 2) {
+        uint32_t b[4];
+        mma_ldsm_b_rows<LD>(b, M, n0 + nb * 8, k0, lane);
+        ptx_mma_m16n8k16_bf16_f32(s[nb], a, b[0], b[1]);
+        ptx_mma_m16n8k16_bf16_f32(s[nb + 1], a, b[2], b[3]);
     }
 }
 
-// s (16 x 64) = A M^T: A this warp's 16 rows (fragments over HS), M a (64, HS+8) tile whose
-// rows are the 64 columns of s (B fragment (k = d, n = row j) = M[j][d]: adjacent in a row)
-template <int HS>
-__device__ inline void mma_rows_dot_tile(float s[MMA_ATT_KEYS / 8][4], const uint32_t af[HS / 16][4],
-                                         const floatX* M, int g, int c) {
-    constexpr int LD = HS + 8;
+// acc (16 x 8ND) += A (16 x 16, k chunk k0) M[k0..k0+15][n0..n0+8ND-1]
+template <int LD, int ND>
+__device__ inline void mma_chunk_times_cols(float acc[ND][4], const uint32_t a[4], const floatX* M, int k0, int n0,
+                                            int lane) {
 #pragma unroll
-    for (int nb = 0; nb < MMA_ATT_KEYS / 8; nb++) {
-        s[nb][0] = s[nb][1] = s[nb][2] = s[nb][3] = 0.0f;
-        const floatX* m = M + (nb * 8 + g) * LD + 2 * c;
-#pragma unroll
-        for (int kc = 0; kc < HS / 16; kc++)
-            ptx_mma_m16n8k16_bf16_f32(s[nb], af[kc], mma_load_pair(m + kc * 16), mma_load_pair(m + kc * 16 + 8));
+    for (int nd = 0; nd + 1 < ND; nd += 2) {
+        uint32_t b[4];
+        mma_ldsm_b_cols<LD>(b, M, k0, n0 + nd * 8, lane);
+        ptx_mma_m16n8k16_bf16_f32(acc[nd], a, b[0], b[1]);
+        ptx_mma_m16n8k16_bf16_f32(acc[nd + 1], a, b[2], b[3]);
+    }
+    if (ND % 2 == 1) {
+        uint32_t b[2];
+        mma_ldsm_b_cols1<LD>(b, M, k0, n0 + (ND - 1) * 8, lane);
+        ptx_mma_m16n8k16_bf16_f32(acc[ND - 1], a, b[0], b[1]);
     }
 }
 
-// acc (16 x HS) += P M: P this warp's (16 x 64) fragments of mma_rows_dot_tile, rounded to
-// bf16 (the fragments of 8-column blocks 2t and 2t+1 are the A fragment of k chunk t), M a
-// (64, HS+8) tile (B fragment (k = row 2c and 2c+1, n = column g): two rows apart, two
-// 16-bit loads)
-template <int HS>
-__device__ inline void mma_rows_times_tile(float acc[HS / 8][4], const float p[MMA_ATT_KEYS / 8][4],
-                                           const floatX* M, int g, int c) {
-    constexpr int LD = HS + 8;
-#pragma unroll
-    for (int t = 0; t < MMA_ATT_KEYS / 16; t++) {
-        const uint32_t pa[4] = {mma_pack_floats(p[2 * t][0], p[2 * t][1]), mma_pack_floats(p[2 * t][2], p[2 * t][3]),
-                                mma_pack_floats(p[2 * t + 1][0], p[2 * t + 1][1]),
-                                mma_pack_floats(p[2 * t + 1][2], p[2 * t + 1][3])};
-        const floatX* m = M + (t * 16 + 2 * c) * LD + g;
-#pragma unroll
-        for (int nd = 0; nd < HS / 8; nd++) {
-            const floatX* mn = m + nd * 8;
-            ptx_mma_m16n8k16_bf16_f32(acc[nd], pa, mma_pack(mn[0], mn[LD]), mma_pack(mn[8 * LD], mn[9 * LD]));
-        }
-    }
+// the A fragment of 16-column chunk t of a 16 x 8NB fp32 accumulator (blocks 2t and 2t+1),
+// rounded to bf16: an mma's output layout is its A input layout, two blocks at a time
+template <int NB>
+__device__ inline void mma_acc_to_a(uint32_t a[4], const float s[NB][4], int t) {
+    a[0] = mma_pack_floats(s[2 * t][0], s[2 * t][1]);
+    a[1] = mma_pack_floats(s[2 * t][2], s[2 * t][3]);
+    a[2] = mma_pack_floats(s[2 * t + 1][0], s[2 * t + 1][1]);
+    a[3] = mma_pack_floats(s[2 * t + 1][2], s[2 * t + 1][3]);
 }
 
-// Rows (16 x HS fragments, times mult) to global memory rows (stride ld), rows at or past
-// T skipped; row0 is the global row of the fragments' row 0.
-template <int HS>
-__device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[HS / 8][4], int row0, int T,
+template <int ND>
+__device__ inline void mma_zero(float acc[ND][4]) {
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) acc[nd][0] = acc[nd][1] = acc[nd][2] = acc[nd][3] = 0.0f;
+}
+
+// 16 rows x 8ND columns of fragments, times mult, to global memory (row stride ld) at rows
+// row0.., columns col0..; rows at or past T skipped
+template <int ND>
+__device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[ND][4], int row0, int col0, int T,
                                       const float mult[2], int g, int c) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int r = row0 + g + 8 * i;
         if (r >= T) continue;
-        floatX* d = dst + (size_t)r * ld + 2 * c;
+        floatX* d = dst + (size_t)r * ld + col0 + 2 * c;
 #pragma unroll
-        for (int nd = 0; nd < HS / 8; nd++)
+        for (int nd = 0; nd < ND; nd++)
             *reinterpret_cast<uint32_t*>(d + nd * 8) =
                 mma_pack_floats(acc[nd][2 * i] * mult[i], acc[nd][2 * i + 1] * mult[i]);
     }
@@ -144,15 +208,15 @@ template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
     static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
-    constexpr int LD = HS + 8;              // row stride in shared memory: 16 bytes of padding
-    constexpr int KC = HS / 16;             // k chunks of Q K^T
-    constexpr int ND = HS / 8;              // 8-column blocks of O
-    constexpr int NB = MMA_ATT_KEYS / 8;    // 8-key blocks of S
-    __shared__ alignas(16) floatX Ks[MMA_ATT_KEYS * LD];
-    __shared__ alignas(16) floatX Vs[MMA_ATT_KEYS * LD];
+    constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD;
+    constexpr int KC = HS / 16;           // k chunks of Q K^T
+    constexpr int ND = HS / 8;            // 8-column blocks of O
+    constexpr int NB = MMA_ATT_KEYS / 8;  // 8-key blocks of S
+    extern __shared__ float4 mma_att_smem4[];  // float4: 16-byte aligned, as ldmatrix and cp.async need
+    floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
+    const floatX* Qs = smem + 4 * TILE;
 
-    const int num_tiles = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS;
-    const int qt = num_tiles - 1 - blockIdx.x;
+    const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
@@ -164,26 +228,38 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
     // scores in base 2: s * log2(e) / sqrt(HS), so exp2 replaces exp
     const float scale2 = 1.4426950408889634f / sqrtf((float)HS);
 
-    // Q: the block's rows through Ks, then this warp's 16 rows into A fragments
-    mma_att_load_tile<HS>(Ks, base, C3, q0, T);
-    __syncthreads();
-    uint32_t qf[KC][4];
-    mma_load_a<HS>(qf, Ks, r0, g, c);
+    // Q and key tile 0: the loop's first wait and barrier make them everyone's
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);
+    ptx_cp_async_commit();
     float o[ND][4];
-#pragma unroll
-    for (int nd = 0; nd < ND; nd++) o[nd][0] = o[nd][1] = o[nd][2] = o[nd][3] = 0.0f;
+    mma_zero<ND>(o);
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    const int keys_end = min(q0 + MMA_ATT_ROWS, T);  // the diagonal: no key past the last query
-    for (int k0 = 0; k0 < keys_end; k0 += MMA_ATT_KEYS) {
-        __syncthreads();  // Q's fragments, or the previous tile's K and V, are read
-        mma_att_load_tile<HS>(Ks, base + C, C3, k0, T);
-        mma_att_load_tile<HS>(Vs, base + 2 * C, C3, k0, T);
-        __syncthreads();
+    for (int j = 0; j <= qt; j++) {  // key tiles up to the diagonal
+        ptx_cp_async_wait<0>();      // this thread's copies of tile j
+        __syncthreads();             // everyone's; and the other stage (tile j-1) is read
+        if (j < qt) {
+            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            ptx_cp_async_commit();
+        }
+        const floatX* Ks = smem + (j & 1) * 2 * TILE;
+        const floatX* Vs = Ks + TILE;
+        const int k0 = j * MMA_ATT_KEYS;
 
         float s[NB][4];
-        mma_rows_dot_tile<HS>(s, qf, Ks, g, c);
-        // scale and mask; element e of block nb: row e < 2 ? qi0 : qi1, key k0 + nb*8 + 2c + (e & 1).
+        mma_zero<NB>(s);
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+            uint32_t qa[4];
+            mma_ldsm_a<LD>(qa, Qs, r0, kc * 16, lane);
+            mma_chunk_times_rows<LD, NB>(s, qa, Ks, 0, kc * 16, lane);
+        }
+        // scale, and on the diagonal tile mask; element e of block nb: row e < 2 ? qi0 : qi1,
+        // key k0 + nb*8 + 2c + (e & 1). Keys past T only meet rows past T (never stored).
         // Key 0 is valid for every row, so m is finite from the first tile on.
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -191,7 +267,7 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const int key = k0 + nb * 8 + 2 * c + (e & 1), qi = e < 2 ? qi0 : qi1;
-                const float v = key <= qi && key < T ? s[nb][e] * scale2 : -INFINITY;
+                const float v = j < qt || key <= qi ? s[nb][e] * scale2 : -INFINITY;
                 s[nb][e] = v;
                 mx[e >> 1] = fmaxf(mx[e >> 1], v);
             }
@@ -227,12 +303,17 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
             o[nd][2] *= corr[1];
             o[nd][3] *= corr[1];
         }
-        mma_rows_times_tile<HS>(o, s, Vs, g, c);  // O += P V
+#pragma unroll
+        for (int t = 0; t < NB / 2; t++) {  // O += P V, 16 keys at a time
+            uint32_t pa[4];
+            mma_acc_to_a<NB>(pa, s, t);
+            mma_chunk_times_cols<LD, ND>(o, pa, Vs, t * 16, 0, lane);
+        }
     }
 
     // O /= l; lse in natural log
     const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-    mma_store_rows<HS>(out + (size_t)b * T * C + h * HS, C, o, q0 + r0, T, inv, g, c);
+    mma_store_rows<ND>(out + (size_t)b * T * C + h * HS, C, o, q0 + r0, 0, T, inv, g, c);
     if (c == 0) {
         if (qi0 < T) lse[((size_t)b * NH + h) * T + qi0] = (m[0] + log2f(l[0])) * 0.6931471805599453f;
         if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[1] + log2f(l[1])) * 0.6931471805599453f;
@@ -240,21 +321,22 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 }
 
 // ---------------------------------------------------------------------------------------
-// backward, as attention.cuh's (no atomics: dq by one kernel over query tiles, dk and dv by
-// one over key tiles; D = dO . O by its preprocess kernel), with every product on tensor
-// cores: P = exp2(s scale2 - lse2) rebuilt from the forward's lse, dS = P (dP - D).
+// backward: P = exp2(s scale2 - lse2) rebuilt from the forward's lse (lse2 = lse log2 e),
+// dS = P (dP - D).
 
-// dq of one 64-query tile: for each key tile up to the diagonal, S = Q K^T, dP = dO V^T,
-// dq += dS K; dq *= 1/sqrt(HS) at the end (the scale inside S).
+// dq of one 64-query tile: for each key tile up to the diagonal, in halves of 32 keys,
+// S = Q K^T, dP = dO V^T, dq += dS K; dq *= 1/sqrt(HS) at the end (the scale inside S).
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
 attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                  const float* D, int T, int NH) {
-    constexpr int LD = HS + 8, KC = HS / 16, ND = HS / 8, NB = MMA_ATT_KEYS / 8;
-    __shared__ alignas(16) floatX Ks[MMA_ATT_KEYS * LD];
-    __shared__ alignas(16) floatX Vs[MMA_ATT_KEYS * LD];
-    const int num_tiles = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS;
-    const int qt = num_tiles - 1 - blockIdx.x;  // heaviest (last) tiles first
+    constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, ND = HS / 8;
+    constexpr int HALF = MMA_ATT_KEYS / 2, NB = HALF / 8;  // 32 keys, 4 blocks of 8, at a time
+    extern __shared__ float4 mma_att_smem4[];
+    floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
+    const floatX* Qs = smem + 4 * TILE;
+    const floatX* dOs = smem + 5 * TILE;
+    const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C, row_off = ((size_t)b * NH + h) * T;
@@ -265,14 +347,13 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     const int r0 = warp * 16, qi0 = q0 + r0 + g;
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
 
-    // Q and dO: this warp's rows as A fragments, through the K and V buffers
-    mma_att_load_tile<HS>(Ks, base, C3, q0, T);
-    mma_att_load_tile<HS>(Vs, dbase, C, q0, T);
-    __syncthreads();
-    uint32_t qf[KC][4], dof[KC][4];
-    mma_load_a<HS>(qf, Ks, r0, g, c);
-    mma_load_a<HS>(dof, Vs, r0, g, c);
-    float lse2[2], Dr[2];
+    // Q, dO and key tile 0: the loop's first wait and barrier make them everyone's
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 5 * TILE, dbase, C, q0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);
+    ptx_cp_async_commit();
+    float lse2[2], Dr[2];  // rows past T: any finite value (their dq is never stored)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int qi = qi0 + 8 * i;
@@ -280,43 +361,72 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         Dr[i] = qi < T ? D[row_off + qi] : 0.0f;
     }
     float dq[ND][4];
-#pragma unroll
-    for (int nd = 0; nd < ND; nd++) dq[nd][0] = dq[nd][1] = dq[nd][2] = dq[nd][3] = 0.0f;
+    mma_zero<ND>(dq);
 
-    const int keys_end = min(q0 + MMA_ATT_ROWS, T);
-    for (int k0 = 0; k0 < keys_end; k0 += MMA_ATT_KEYS) {
-        __syncthreads();  // the fragments above, or the previous tile, are read
-        mma_att_load_tile<HS>(Ks, base + C, C3, k0, T);
-        mma_att_load_tile<HS>(Vs, base + 2 * C, C3, k0, T);
-        __syncthreads();
-        float s[NB][4], dp[NB][4];
-        mma_rows_dot_tile<HS>(s, qf, Ks, g, c);
-        mma_rows_dot_tile<HS>(dp, dof, Vs, g, c);
+    for (int j = 0; j <= qt; j++) {
+        ptx_cp_async_wait<0>();
+        __syncthreads();  // tile j is everyone's; the other stage (tile j-1) is read
+        if (j < qt) {
+            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            ptx_cp_async_commit();
+        }
+        const floatX* Ks = smem + (j & 1) * 2 * TILE;
+        const floatX* Vs = Ks + TILE;
 #pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
+        for (int half = 0; half < 2; half++) {
+            const int n0 = half * HALF;  // the half's first key within the tile
+            float s[NB][4], dp[NB][4];
+            mma_zero<NB>(s);
+            mma_zero<NB>(dp);
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + nb * 8 + 2 * c + (e & 1), i = e >> 1, qi = qi0 + 8 * i;
-                const float p = key <= qi && qi < T ? exp2f(s[nb][e] * scale2 - lse2[i]) : 0.0f;
-                s[nb][e] = p * (dp[nb][e] - Dr[i]);  // dS
+            for (int kc = 0; kc < KC; kc++) {
+                uint32_t a[4];
+                mma_ldsm_a<LD>(a, Qs, r0, kc * 16, lane);
+                mma_chunk_times_rows<LD, NB>(s, a, Ks, n0, kc * 16, lane);
+                mma_ldsm_a<LD>(a, dOs, r0, kc * 16, lane);
+                mma_chunk_times_rows<LD, NB>(dp, a, Vs, n0, kc * 16, lane);
+            }
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = j * MMA_ATT_KEYS + n0 + nb * 8 + 2 * c + (e & 1), i = e >> 1;
+                    const float p = j < qt || key <= qi0 + 8 * i ? exp2f(s[nb][e] * scale2 - lse2[i]) : 0.0f;
+                    s[nb][e] = p * (dp[nb][e] - Dr[i]);  // dS
+                }
+            }
+#pragma unroll
+            for (int t = 0; t < NB / 2; t++) {  // dq += dS K, 16 keys at a time
+                uint32_t da[4];
+                mma_acc_to_a<NB>(da, s, t);
+                mma_chunk_times_cols<LD, ND>(dq, da, Ks, n0 + t * 16, 0, lane);
             }
         }
-        mma_rows_times_tile<HS>(dq, s, Ks, g, c);  // dq += dS K
     }
     const float mult[2] = {scale, scale};
-    mma_store_rows<HS>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, T, mult, g, c);
+    mma_store_rows<ND>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, 0, T, mult, g, c);
 }
 
-// dk and dv of one 64-key tile: for each query tile from the diagonal on, S^T = K Q^T and
-// dP^T = V dO^T (this warp's 16 keys as rows), dv += P^T dO, dk += dS^T Q; dk *= 1/sqrt(HS).
+// dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
+// P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
+// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end.
 template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
+__global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
 attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                   const float* D, int T, int NH) {
-    constexpr int LD = HS + 8, KC = HS / 16, ND = HS / 8, NB = MMA_ATT_ROWS / 8;
-    __shared__ alignas(16) floatX Qs[MMA_ATT_ROWS * LD];
-    __shared__ alignas(16) floatX dOs[MMA_ATT_ROWS * LD];
-    __shared__ float lse2_s[MMA_ATT_ROWS], D_s[MMA_ATT_ROWS];
+    constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, PLD = MMA_ATT_PLD;
+    constexpr int NB = MMA_ATT_ROWS / 2 / 8;  // phase 1: 8-query blocks of a warp's 32 queries
+    constexpr int ND = HS / 2 / 8;            // phase 2: 8-column blocks of a warp's HS/2 columns
+    extern __shared__ float4 mma_att_smem4[];
+    floatX* Ks = reinterpret_cast<floatX*>(mma_att_smem4);
+    floatX* Vs = Ks + TILE;
+    floatX* QdO = Vs + TILE;  // stage s: Q at 2s TILE, dO at (2s+1) TILE
+    floatX* Ps = QdO + 4 * TILE;  // P^T: row = key, column = query
+    floatX* dSs = Ps + MMA_ATT_KEYS * PLD;
+    float* lse2_s = reinterpret_cast<float*>(dSs + MMA_ATT_KEYS * PLD);  // [2][64]: stage s at 64 s
+    float* D_s = lse2_s + 2 * MMA_ATT_ROWS;                              // [2][64]
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -325,53 +435,101 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     const floatX* dbase = dout + (size_t)b * T * C + h * HS;
     const int k0 = kt * MMA_ATT_KEYS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int r0 = warp * 16, key0 = k0 + r0 + g;
+    const int kr = (warp & 3) * 16;           // this warp's 16 keys (both phases)
+    const int qc = (warp >> 2) * (MMA_ATT_ROWS / 2);  // phase 1: its 32 queries
+    const int dc = (warp >> 2) * (HS / 2);    // phase 2: its HS/2 head columns
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const int nq = (T - k0 + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS;  // query tiles from the diagonal on
 
-    // K and V: this warp's 16 keys as A fragments, through the Q and dO buffers
-    mma_att_load_tile<HS>(Qs, base + C, C3, k0, T);
-    mma_att_load_tile<HS>(dOs, base + 2 * C, C3, k0, T);
-    __syncthreads();
-    uint32_t kf[KC][4], vf[KC][4];
-    mma_load_a<HS>(kf, Qs, r0, g, c);
-    mma_load_a<HS>(vf, dOs, r0, g, c);
+    // the row statistics of query tile j: thread i < 64 loads lse2 of its row i, thread 64 + i
+    // its D; rows past T get 0 (their Q and dO rows are zeros, and P is masked there)
+    const bool stats_thread = threadIdx.x < 2 * MMA_ATT_ROWS, stats_d = threadIdx.x >= MMA_ATT_ROWS;
+    auto stats_of = [&](int j) -> float {
+        const int qi = k0 + j * MMA_ATT_ROWS + (threadIdx.x & 63);
+        if (qi >= T) return 0.0f;
+        return stats_d ? D[row_off + qi] : lse[row_off + qi] * 1.4426950408889634f;
+    };
+    float* const stats_dst = (stats_d ? D_s : lse2_s) + (threadIdx.x & 63);  // stage 0's slot
+
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Ks, base + C, C3, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, base + 2 * C, C3, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO, base, C3, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO + TILE, dbase, C, k0, T);
+    ptx_cp_async_commit();
+    if (stats_thread) stats_dst[0] = stats_of(0);
     float dk[ND][4], dv[ND][4];
-#pragma unroll
-    for (int nd = 0; nd < ND; nd++) {
-        dk[nd][0] = dk[nd][1] = dk[nd][2] = dk[nd][3] = 0.0f;
-        dv[nd][0] = dv[nd][1] = dv[nd][2] = dv[nd][3] = 0.0f;
-    }
+    mma_zero<ND>(dk);
+    mma_zero<ND>(dv);
 
-    for (int q0 = k0; q0 < T; q0 += MMA_ATT_ROWS) {  // queries before k0 see none of these keys
-        __syncthreads();  // the fragments above, or the previous tile, are read
-        mma_att_load_tile<HS>(Qs, base, C3, q0, T);
-        mma_att_load_tile<HS>(dOs, dbase, C, q0, T);
-        for (int j = threadIdx.x; j < MMA_ATT_ROWS; j += MMA_ATT_THREADS) {
-            const int qi = q0 + j;
-            lse2_s[j] = qi < T ? lse[row_off + qi] * 1.4426950408889634f : 0.0f;
-            D_s[j] = qi < T ? D[row_off + qi] : 0.0f;
+    for (int j = 0; j < nq; j++) {
+        const int q0 = k0 + j * MMA_ATT_ROWS, st = j & 1;
+        ptx_cp_async_wait<0>();
+        __syncthreads();  // tile j is everyone's; tile j-1 (its stage, P^T, dS^T) is read
+        float next_stat = 0.0f;
+        if (j + 1 < nq) {
+            floatX* next = QdO + (st ^ 1) * 2 * TILE;
+            mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next, base, C3, q0 + MMA_ATT_ROWS, T);
+            mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next + TILE, dbase, C, q0 + MMA_ATT_ROWS, T);
+            ptx_cp_async_commit();
+            if (stats_thread) next_stat = stats_of(j + 1);  // a load in flight, stored after phase 2
         }
-        __syncthreads();
+        const floatX* Qs = QdO + st * 2 * TILE;
+        const floatX* dOs = Qs + TILE;
+
+        // phase 1: S^T = K Q^T, dP^T = V dO^T for keys kr.., queries qc..
         float p[NB][4], ds[NB][4];
-        mma_rows_dot_tile<HS>(p, kf, Qs, g, c);    // S^T
-        mma_rows_dot_tile<HS>(ds, vf, dOs, g, c);  // dP^T
+        mma_zero<NB>(p);
+        mma_zero<NB>(ds);
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+            uint32_t a[4];
+            mma_ldsm_a<LD>(a, Ks, kr, kc * 16, lane);
+            mma_chunk_times_rows<LD, NB>(p, a, Qs, qc, kc * 16, lane);
+            mma_ldsm_a<LD>(a, Vs, kr, kc * 16, lane);
+            mma_chunk_times_rows<LD, NB>(ds, a, dOs, qc, kc * 16, lane);
+        }
+        // element e of block nb: key k0 + kr + g + 8 (e >> 1), query q0 + qc + nb*8 + 2c + (e & 1);
+        // the mask only on the diagonal tile and the last one (rows past T)
+        const bool edge = j == 0 || q0 + MMA_ATT_ROWS > T;
+        const float* lse2_t = lse2_s + st * MMA_ATT_ROWS;
+        const float* D_t = D_s + st * MMA_ATT_ROWS;
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                const int j = nb * 8 + 2 * c + (e & 1), qi = q0 + j, key = key0 + 8 * (e >> 1);
-                const float pv = key <= qi && qi < T ? exp2f(p[nb][e] * scale2 - lse2_s[j]) : 0.0f;
+                const int jq = qc + nb * 8 + 2 * c + (e & 1), qi = q0 + jq, key = k0 + kr + g + 8 * (e >> 1);
+                const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[nb][e] * scale2 - lse2_t[jq]) : 0.0f;
                 p[nb][e] = pv;
-                ds[nb][e] = pv * (ds[nb][e] - D_s[j]);
+                ds[nb][e] = pv * (ds[nb][e] - D_t[jq]);
             }
         }
-        mma_rows_times_tile<HS>(dv, p, dOs, g, c);  // dv += P^T dO
-        mma_rows_times_tile<HS>(dk, ds, Qs, g, c);  // dk += dS^T Q
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int off = (kr + g + 8 * i) * PLD + qc + nb * 8 + 2 * c;
+                *reinterpret_cast<uint32_t*>(Ps + off) = mma_pack_floats(p[nb][2 * i], p[nb][2 * i + 1]);
+                *reinterpret_cast<uint32_t*>(dSs + off) = mma_pack_floats(ds[nb][2 * i], ds[nb][2 * i + 1]);
+            }
+        }
+        __syncthreads();  // P^T and dS^T are whole
+
+        // phase 2: dv += P^T dO, dk += dS^T Q for keys kr.., head columns dc.., 16 queries at a time
+#pragma unroll
+        for (int t = 0; t < MMA_ATT_ROWS / 16; t++) {
+            uint32_t a[4];
+            mma_ldsm_a<PLD>(a, Ps, kr, t * 16, lane);
+            mma_chunk_times_cols<LD, ND>(dv, a, dOs, t * 16, dc, lane);
+            mma_ldsm_a<PLD>(a, dSs, kr, t * 16, lane);
+            mma_chunk_times_cols<LD, ND>(dk, a, Qs, t * 16, dc, lane);
+        }
+        // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier
+        if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;
     }
     floatX* dst = dqkv + (size_t)b * T * C3 + h * HS;
     const float mk[2] = {scale, scale}, mv[2] = {1.0f, 1.0f};
-    mma_store_rows<HS>(dst + C, C3, dk, k0 + r0, T, mk, g, c);
-    mma_store_rows<HS>(dst + 2 * C, C3, dv, k0 + r0, T, mv, g, c);
+    mma_store_rows<ND>(dst + C, C3, dk, k0 + kr, dc, T, mk, g, c);
+    mma_store_rows<ND>(dst + 2 * C, C3, dv, k0 + kr, dc, T, mv, g, c);
 }
 
 // dispatches a templated launch on the head sizes the tensor-core kernels take
@@ -380,6 +538,15 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         ATTENTION_CASES_16_TO_128(CALL)                                                       \
         default: CHECK(false, "head size %d not compiled in", HSVAL);                         \
     }
+
+// raises kernel's dynamic shared memory limit when it needs more than the default 48 KB
+template <typename Kernel>
+inline void attention_mma_smem_limit(const CudaContext& ctx, Kernel* kernel, size_t smem, const char* what) {
+    CHECK(smem <= ctx.props.sharedMemPerBlockOptin, "%s needs %zu bytes of shared memory, the device allows %zu",
+          what, smem, (size_t)ctx.props.sharedMemPerBlockOptin);
+    if (smem > 48 * 1024)
+        CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+}
 
 // The same contract as attention_forward (attention.cuh): out (B,T,C), lse (B,NH,T).
 inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
@@ -390,7 +557,10 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
-#define ATT_MMA_FWD(H) attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(out, lse, qkv, T, NH)
+    const size_t smem = mma_att_fwd_smem(HS);
+#define ATT_MMA_FWD(H)                                                                                   \
+    attention_mma_smem_limit(ctx, attention_forward_mma_kernel<H>, smem, "attention forward");               \
+    attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FWD)
 #undef ATT_MMA_FWD
     CHECK_LAUNCH();
@@ -407,10 +577,15 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
-#define ATT_MMA_BWD(H)                                                                                          \
-    attention_backward_dkv_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(dqkv, dout, qkv, lse, D, T, NH); \
-    CHECK_LAUNCH();                                                                                             \
-    attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, 0, ctx.stream>>>(dqkv, dout, qkv, lse, D, T, NH)
+    const size_t smem_kv = mma_att_dkv_smem(HS), smem_q = mma_att_dq_smem(HS);
+#define ATT_MMA_BWD(H)                                                                                   \
+    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H>, smem_kv, "attention backward dk/dv"); \
+    attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq");     \
+    attention_backward_dkv_mma_kernel<H><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(                \
+        dqkv, dout, qkv, lse, D, T, NH);                                                                     \
+    CHECK_LAUNCH();                                                                                          \
+    attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                      \
+        dqkv, dout, qkv, lse, D, T, NH)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
 #undef ATT_MMA_BWD
     CHECK_LAUNCH();
@@ -434,5 +609,3 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 #endif
     attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
-
-

@@ -75,6 +75,7 @@ struct Runtime {
     size_t device_bytes = 0;
     std::set<Stream*> streams;
     std::set<Event*> events;
+    std::vector<Event*> dead_events;  // destroyed while work was queued: released when all is idle
     std::map<const void*, size_t> kernel_smem;
     Order order{ORDER_FORWARD, 0};
     bool racecheck = false, sync = false, profile = false;
@@ -648,9 +649,19 @@ cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
 cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 
 cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lk(rt()->mu);
-    if (rt()->events.erase(e) == 0) return note(cudaErrorInvalidResourceHandle);
-    // queued work may still complete it (the real runtime defers the release too): leak it
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    if (r->events.erase(e) == 0) return note(cudaErrorInvalidResourceHandle);
+    // queued work may still complete it: then it is released later, as the real runtime does
+    bool idle = true;
+    for (Stream* o : r->streams) idle = idle && stream_idle(o);
+    if (idle) {
+        for (Event* d : r->dead_events) delete d;
+        r->dead_events.clear();
+        delete e;
+    } else {
+        r->dead_events.push_back(e);
+    }
     return cudaSuccess;
 }
 

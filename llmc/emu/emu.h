@@ -274,6 +274,9 @@ inline int lane_id() { return tls_thread->linear & 31; }
 void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, const char* what);
 // the same, when the lane needs only src_lane's bytes (a shuffle)
 void warp_exchange_one(unsigned mask, const void* mine, void* out, size_t bytes, int src_lane, const char* what);
+// the same without a copy: lane l's bytes are at the result + 64 * l, readable until the calling
+// lane's next warp operation (lanes outside mask: whatever was there)
+const unsigned char* warp_exchange_view(unsigned mask, const void* mine, size_t bytes, const char* what);
 
 // __syncthreads: every live thread of the block
 void block_barrier();

@@ -301,6 +301,10 @@ void warp_exchange(unsigned mask, const void* mine, void* all, size_t bytes, con
     }
 }
 
+const unsigned char* warp_exchange_view(unsigned mask, const void* mine, size_t bytes, const char* what) {
+    return warp_meet(mask, mine, bytes, what)[0];
+}
+
 void warp_exchange_one(unsigned mask, const void* mine, void* out, size_t bytes, int src_lane, const char* what) {
     const unsigned char(*slots)[64] = warp_meet(mask, mine, bytes, what);
     if (mask >> src_lane & 1u) memcpy(out, slots[src_lane], bytes);

@@ -56,8 +56,8 @@ inline float ptx_bf16_bits_to_float(uint16_t bits) {
 
 // ---------------------------------------------------------------------------------------
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, d: D = A B + C over the warp.
-// Every lane gives its fragments; each rebuilds the whole of A, B and C from the 32 lanes'
-// fragments by the ISA's tables and keeps its own part of D. The products of two bf16 are
+// Every lane gives its fragments; each computes its own part of D from the row of A and the
+// column of B it needs, found in the 32 lanes' fragments by the ISA's tables. The products of two bf16 are
 // exact in fp32; they are summed in fp32 onto C in k order (the tensor core's order and
 // intermediate precision are not specified; this is one fp32 order).
 
@@ -69,33 +69,28 @@ inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4], uint32_t b0, 
     };
     static_assert(sizeof(Fragments) <= 64, "warp_exchange moves at most 64 bytes a lane");
     Fragments mine = {{a[0], a[1], a[2], a[3]}, {b0, b1}, {d[0], d[1], d[2], d[3]}};
-    Fragments all[32];
-    warp_exchange(0xffffffffu, &mine, all, sizeof(Fragments), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
-
-    float A[16][16], B[16][8], C[16][8];
-    for (int lane = 0; lane < 32; lane++) {
-        const int g = lane >> 2, t = lane % 4;
-        const Fragments& f = all[lane];
-        for (int i = 0; i < 8; i++) {  // ai: register i / 2, half i & 1
-            const int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
-            const int col = i < 4 ? t * 2 + (i & 1) : t * 2 + (i & 1) + 8;
-            A[row][col] = ptx_bf16_bits_to_float((uint16_t)(f.a[i / 2] >> (16 * (i & 1))));
+    const unsigned char* slots =
+        warp_exchange_view(0xffffffffu, &mine, sizeof(Fragments), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+    auto frag = [slots](int lane) { return reinterpret_cast<const Fragments*>(slots + 64 * lane); };
+    // Each lane computes its own four elements of D, fetching A's row and B's column from the
+    // lanes that hold them: the tables above, inverted. A (row, col): lane (row % 8) * 4 +
+    // (col % 8) / 2, element i = 4 [col >= 8] + 2 [row >= 8] + col % 2; B (k, n): lane n * 4 +
+    // (k % 8) / 2, element i = 2 [k >= 8] + k % 2; element i sits in register i / 2, half i % 2.
+    auto elem = [](uint32_t reg_pair_lo_hi, int half) {
+        return ptx_bf16_bits_to_float((uint16_t)(reg_pair_lo_hi >> (16 * half)));
+    };
+    const int lane = lane_id(), g = lane >> 2, t = lane % 4;
+    for (int j = 0; j < 4; j++) {  // dj, laid out as cj
+        const int row = j < 2 ? g : g + 8, col = t * 2 + (j & 1);
+        float acc = mine.c[j];
+        for (int k = 0; k < 16; k++) {
+            const int ia = 4 * (k >= 8) + 2 * (row >= 8) + (k & 1);
+            const int ib = 2 * (k >= 8) + (k & 1);
+            const float av = elem(frag((row % 8) * 4 + (k % 8) / 2)->a[ia / 2], ia & 1);
+            const float bv = elem(frag(col * 4 + (k % 8) / 2)->b[ib / 2], ib & 1);
+            acc += av * bv;
         }
-        for (int i = 0; i < 4; i++) {  // bi: register i / 2, half i & 1
-            const int row = i < 2 ? t * 2 + (i & 1) : t * 2 + (i & 1) + 8;
-            B[row][g] = ptx_bf16_bits_to_float((uint16_t)(f.b[i / 2] >> (16 * (i & 1))));
-        }
-        for (int i = 0; i < 4; i++) {  // ci: one fp32 register each
-            const int row = i < 2 ? g : g + 8;
-            C[row][t * 2 + (i & 1)] = f.c[i];
-        }
-    }
-    const int g = lane_id() >> 2, t = lane_id() % 4;
-    for (int i = 0; i < 4; i++) {  // this lane's di, laid out as ci
-        const int row = i < 2 ? g : g + 8, col = t * 2 + (i & 1);
-        float acc = C[row][col];
-        for (int k = 0; k < 16; k++) acc += A[row][k] * B[k][col];
-        d[i] = acc;
+        d[j] = acc;
     }
 }
 
