@@ -6,8 +6,8 @@
 #   build/emu/test_gpt2_debug_{fp32,bf16}           the PyTorch debug-state check
 #   build/emu/cuda/<op>_{fp32,bf16}                 every dev/cuda program
 # and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
-# out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests use
-# those (the trainers excepted: they run long enough that speed matters), as do
+# out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
+# the dev programs and two debug states so (the rest unsanitised, for time), as they do
 #   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl
 #                                                   the emulator's own tests.
 # `make emu-all` builds what test/test_emu.sh runs.
@@ -87,6 +87,7 @@ EMU_TESTS := $(patsubst test/test_emu_%,build/emu/test_emu_%,$(basename $(wildca
 
 .PHONY: emu-all emu-trainers emu-dev emu-tests
 emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu \
+              build/emu/test_gpt2_debug_fp32 build/emu/test_gpt2_debug_bf16 \
               build/emu/asan/test_gpt2_debug_fp32 build/emu/asan/test_gpt2_debug_bf16
 emu-dev: $(EMU_DEV_ASAN_BINS)
 emu-tests: $(EMU_TESTS)

@@ -31,7 +31,7 @@ unset GPTRAIN_FAULT_INJECT
 # one thread: on a busy machine OpenMP's spinning threads slow the runs many times over
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
-steps=80                           # checkpoints every 4 steps: 20 of them, each 3 files
+steps=${KILL_TRIALS_STEPS:-80}     # checkpoints every 4 steps: 20 of them, each 3 files
 kills=${KILL_TRIALS_KILLS:-36}
 pause_ms=8                         # slow_write: each checkpoint file waits this long before its rename
 seed=${KILL_TRIALS_SEED:-$(( $(date +%s%N) % 1000000 ))}
