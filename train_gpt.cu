@@ -255,7 +255,6 @@ int main(int argc, char** argv) {
     cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
     ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 1 : cfg.gelu_fusion;  // -1 (default): the forward's only
-    ctx.attention_mma = cfg.attention_kernel == 1;
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
@@ -278,10 +277,11 @@ int main(int argc, char** argv) {
     GpuComm gc;
     gpu_comm_init(&gc, &comm, !sharing);
     const GPT2Config& mc = model.config;
-    if (ctx.attention_mma) {
-        const char* problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
-        if (problem != nullptr) fail("flag -ak 1: %s (head size %d here); use -ak 0", problem, mc.channels / mc.num_heads);
-    }
+    // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
+    const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
+    if (cfg.attention_kernel == 1 && mma_problem != nullptr)
+        fail("flag -ak 1: %s (head size %d here); use -ak 0", mma_problem, mc.channels / mc.num_heads);
+    ctx.attention_mma = cfg.attention_kernel == 1 || (cfg.attention_kernel == -1 && mma_problem == nullptr);
 
     // --- batch arithmetic and data
     TrainData data;

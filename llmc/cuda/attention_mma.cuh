@@ -1,10 +1,11 @@
 // attention_mma.cuh: causal attention on tensor cores, bf16 build only: the same contracts as
 // attention_forward and attention_backward in attention.cuh, with every product (Q K^T, P V,
 // dO V^T, dS K, P^T dO, dS^T Q) an mma.sync m16n8k16 of bf16 tiles accumulated in fp32, laid
-// out as flash-attention 2 (Dao, 2023) does it. A candidate, not yet the trainer's default: it
-// has run on the emulated GPU (llmc/emu), not yet on a real one. dev/cuda/attention.cu checks it
-// against the CPU reference and times it next to the CUDA-core kernels; the trainer runs it
-// with -ak 1.
+// out as flash-attention 2 (Dao, 2023) does it. The bf16 trainer's attention wherever it
+// applies (-ak -1, the default; -ak 1 insists, -ak 0 takes attention.cuh's): it has passed
+// every check on the emulated GPU (llmc/emu) and has not yet run on a real one.
+// dev/cuda/attention.cu checks it against the CPU reference and times it next to the
+// CUDA-core kernels.
 // defines: attention_forward_mma, attention_backward_mma, attention_mma_supported,
 //          attention_forward_chosen, attention_backward_chosen, attention_mma_problem
 //
@@ -55,13 +56,14 @@
 #include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
-inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128; }
+// (those ATTENTION_CASES_16_TO_128 compiles: 112 is not among them)
+inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128 && HS != 112; }
 
 // Why the tensor-core attention (-ak 1) cannot run here; nullptr when it can.
 inline const char* attention_mma_problem(const CudaContext& ctx, int head_size) {
     if (sizeof(floatX) != 2) return "the tensor-core attention is in the bf16 build only";
     if (!attention_mma_supported(head_size))
-        return "the tensor-core attention needs a head size that is a multiple of 16, up to 128";
+        return "the tensor-core attention needs a head size that is a multiple of 16, up to 128 (not 112)";
     if (ctx.props.major < 8) return "the tensor-core attention needs sm_80 or newer";
     return nullptr;
 }
