@@ -33,11 +33,15 @@ EMU_ASAN_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/asan/obj/%.o,$(EMU_LIB_SRCS
 # are written, so the stamp's prerequisites decide what rebuilds)
 EMU_CU_SOURCES := train_gpt.cu $(wildcard llmc/*.h llmc/cpu/*.h llmc/cuda/*.cuh llmc/*.cuh dev/cuda/*.cu \
                   dev/cuda/*.cuh data/*.h data/*.cu test/*.cu test/*.h)
+# Each program depends on the original files it includes (its .d file, written by the compiler
+# for the rewritten copies and mapped back), and only waits for the rewrite (order-only), so
+# a change to one header rebuilds the programs that include it, not all of them.
 build/emu/src/.stamp: scripts/cu2cpp.py $(EMU_CU_SOURCES)
 	@mkdir -p $(EMU_SRC)
 	$(PYTHON) scripts/cu2cpp.py $(EMU_SRC)
 	@touch $@
-EMU_DEPS := build/emu/src/.stamp $(EMU_LIB_HDRS)
+EMU_DEPS := scripts/cu2cpp.py $(EMU_LIB_HDRS) | build/emu/src/.stamp
+-include $(wildcard build/emu/deps/*.d)
 
 build/emu/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
 	@mkdir -p $(dir $@)
@@ -47,38 +51,39 @@ build/emu/asan/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_SAN_FLAGS) -c -o $@ $<
 
 # EMU_BUILD(output, rewritten source, extra flags, objects)
-EMU_BUILD = @mkdir -p $(dir $(1)) && echo "emu: $(1)" && \
-	$(EMU_CXX) $(EMU_FLAGS) $(3) -x c++ $(2) -x none $(4) -o $(1) $(EMU_LDLIBS)
+EMU_BUILD = @mkdir -p $(dir $(1)) build/emu/deps && echo "emu: $(1)" && \
+	$(EMU_CXX) $(EMU_FLAGS) $(3) -MMD -MP -MT $(1) -MF build/emu/deps/$(subst /,_,$(1)).d -x c++ $(2) -x none $(4) \
+	    -o $(1) $(EMU_LDLIBS) && sed -i 's\#$(EMU_SRC)/\#\#g' build/emu/deps/$(subst /,_,$(1)).d
 
-train_gpt_fp32_emu: $(EMU_DEPS) $(EMU_OBJS)
+train_gpt_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
-train_gpt_bf16_emu: $(EMU_DEPS) $(EMU_OBJS)
+train_gpt_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 $(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
-generate_fp32_emu: $(EMU_DEPS) $(EMU_OBJS)
+generate_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,,$(EMU_OBJS))
-generate_bf16_emu: $(EMU_DEPS) $(EMU_OBJS)
+generate_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,-DENABLE_BF16,$(EMU_OBJS))
 
-build/emu/test_gpt2_debug_fp32: $(EMU_DEPS) $(EMU_OBJS)
+build/emu/test_gpt2_debug_fp32: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,,$(EMU_OBJS))
-build/emu/test_gpt2_debug_bf16: $(EMU_DEPS) $(EMU_OBJS)
+build/emu/test_gpt2_debug_bf16: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,-DENABLE_BF16,$(EMU_OBJS))
-build/emu/asan/test_gpt2_debug_fp32: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+build/emu/asan/test_gpt2_debug_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
-build/emu/asan/test_gpt2_debug_bf16: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+build/emu/asan/test_gpt2_debug_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
-build/emu/cuda/%_fp32: $(EMU_DEPS) $(EMU_OBJS)
+build/emu/cuda/%_fp32: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,,$(EMU_OBJS))
-build/emu/cuda/%_bf16: $(EMU_DEPS) $(EMU_OBJS)
+build/emu/cuda/%_bf16: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16,$(EMU_OBJS))
-build/emu/asan/cuda/%_fp32: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+build/emu/asan/cuda/%_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
-build/emu/asan/cuda/%_bf16: $(EMU_DEPS) $(EMU_ASAN_OBJS)
+build/emu/asan/cuda/%_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
 # the emulator's own tests: test_emu_*.cu go through the rewriter, test_emu_*.cpp do not
-build/emu/test_emu_%: $(EMU_DEPS) $(EMU_ASAN_OBJS) $(wildcard test/test_emu_*.cpp)
+build/emu/test_emu_%: $(EMU_ASAN_OBJS) $(wildcard test/test_emu_*.cpp) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(firstword $(wildcard $(EMU_SRC)/test/test_emu_$*.cu test/test_emu_$*.cpp)),-I. $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
 EMU_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/emu/cuda/$(n)_fp32 build/emu/cuda/$(n)_bf16)

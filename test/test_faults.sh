@@ -28,10 +28,10 @@ unset GPTRAIN_FAULT_INJECT
 
 data="-e $out/model.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -b 4 -t 32 -d 256
       -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0"
-# FAULTS_STEPS (default 40): the preemption runs' length; FAULTS_OUTLIERS=0 leaves out the
-# 160-step outlier runs. The emulated GPU's check (scripts/gpu_check.sh, GPU_CHECK_EMU=1) uses
-# both: the outlier windows are the shared training loop's (llmc/train_loop.h), which the CPU
-# trainer's run of this test covers in full.
+# FAULTS_STEPS (default 40; at least 21, faults are injected up to step 19): the runs' length;
+# FAULTS_OUTLIERS=0 leaves out the 160-step outlier runs. The emulated GPU's check
+# (scripts/gpu_check.sh, GPU_CHECK_EMU=1) uses both: the outlier windows are the shared
+# training loop's (llmc/train_loop.h), which the CPU trainer's run of this test covers in full.
 nsteps=${FAULTS_STEPS:-40}
 final=model_$(printf %08d "$nsteps").bin
 flags="$data -x $nsteps -n 5"
@@ -119,7 +119,7 @@ grep -q "refusing to write the checkpoint at step 15: weight .* is not finite; t
 [ -e "$d/DONE_00000015" ] || [ -e "$d/model_00000015.bin" ] || [ -e "$d/model_00000015.bin.tmp" ] && fail "nan_weight: files of step 15 written"
 $TRAIN $flags -o "$d" -y 1 > "$d.resume.stdout" || fail "nan_weight: resume failed"
 grep -q "at step 10" "$d.resume.stdout" || fail "nan_weight: did not resume from step 10"
-cmp "$ref_log" "$d/main.log" && cmp "$ref_model" "$d/model_00000040.bin" || fail "nan_weight: resumed run differs from the reference"
+cmp "$ref_log" "$d/main.log" && cmp "$ref_model" "$d/$final" || fail "nan_weight: resumed run differs from the reference"
 echo "ok non-finite weights: checkpoint at step 15 refused (exit 1), step 10 intact, resume matches the reference"
 
 # ---- -fk consecutive non-finite steps: reload the last good checkpoint and go on
@@ -129,7 +129,7 @@ GPTRAIN_FAULT_INJECT=nan_loss@16-19 $TRAIN $flags -fk 4 -o "$d" > "$d.stdout" 2>
 grep -q "4 steps in a row (16..19) had a non-finite loss" "$d.stdout" || fail "streak: not reported"
 grep -q "reloading the last good checkpoint (step 15)" "$d.stdout" || fail "streak: did not reload step 15"
 cmp "$ref_log" "$d/main.log" || fail "streak: main.log after the reload differs from the reference"
-cmp "$ref_model" "$d/model_00000040.bin" || fail "streak: final model differs from the reference"
+cmp "$ref_model" "$d/$final" || fail "streak: final model differs from the reference"
 echo "ok -fk 4: steps 16..19 non-finite -> reload of step 15; main.log and final model equal the reference"
 
 # the same fault again after the reload: stop, do not loop
