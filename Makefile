@@ -44,7 +44,8 @@ build/bench_cpu: dev/bench_cpu.cpp $(HEADERS)
 	@mkdir -p build
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
-TEST_PROGRAMS := $(patsubst test/%.cpp,build/%,$(wildcard test/test_*.cpp))
+# (test/test_emu_*.cpp are the emulated GPU's, built by emu.mk)
+TEST_PROGRAMS := $(patsubst test/%.cpp,build/%,$(filter-out test/test_emu_%,$(wildcard test/test_*.cpp)))
 
 test: all $(TEST_PROGRAMS)
 	PYTHON=$(PYTHON) bash test/run_tests.sh
