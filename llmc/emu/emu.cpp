@@ -321,25 +321,17 @@ cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
     return cudaSuccess;
 }
 
-bool device_range(const void* p, size_t bytes) {
-    Runtime* r = rt();
-    std::lock_guard<std::mutex> lk(r->mu);
+// [p, p + bytes) inside one of the allocations (base -> bytes) of m
+static bool in_allocation(const std::map<uintptr_t, size_t>& m, const void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lk(rt()->mu);
     uintptr_t a = (uintptr_t)p;
-    auto it = r->device.upper_bound(a);
-    if (it == r->device.begin()) return false;
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return false;
     --it;
     return a >= it->first && a + bytes <= it->first + it->second;
 }
-
-static bool pinned_range(const void* p, size_t bytes) {
-    Runtime* r = rt();
-    std::lock_guard<std::mutex> lk(r->mu);
-    uintptr_t a = (uintptr_t)p;
-    auto it = r->pinned.upper_bound(a);
-    if (it == r->pinned.begin()) return false;
-    --it;
-    return a >= it->first && a + bytes <= it->first + it->second;
-}
+bool device_range(const void* p, size_t bytes) { return in_allocation(rt()->device, p, bytes); }
+static bool pinned_range(const void* p, size_t bytes) { return in_allocation(rt()->pinned, p, bytes); }
 
 static Stream* capturing(cudaStream_t s) {
     if (s == nullptr) return nullptr;
