@@ -17,10 +17,14 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
 # TRAIN_BIN: the trainer under test (default the CPU one; scripts/gpu_check.sh passes
 # ./train_gpt_fp32 and ./train_gpt_bf16), TEST_OUT: where its runs go, SLOW_STEP_MS: a pause
-# after every step (the slow_step test hook) so that a fast GPU leaves signals and kills time
+# after every step (the slow_step test hook) so that a fast GPU leaves signals and kills time;
+# 10 ms unless set (0: none): this CPU trainer's small steps take about 10 ms on a fast CPU,
+# less than the shell's polling needs to see a checkpoint before -nk 2 prunes it
 TRAIN=${TRAIN_BIN:-./train_gpt_cpu}
 [ "$TRAIN" = ./train_gpt_cpu ] && make -s train_gpt_cpu
-slow=${SLOW_STEP_MS:+slow_step@$SLOW_STEP_MS}
+SLOW_STEP_MS=${SLOW_STEP_MS:-10}
+slow=
+[ "$SLOW_STEP_MS" != 0 ] && slow=slow_step@$SLOW_STEP_MS
 out=${TEST_OUT:-test/out/kill_trials}
 rm -rf "$out"; mkdir -p "$out"
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/model.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
@@ -64,7 +68,7 @@ wait_for_step() {  # until stdout $1 shows step >= $2 or process $3 is gone (up 
     done
     fail "trial $trial: step $2 not reached in 60 s"
 }
-wait_for_write() {  # until process $3 writes a file of the checkpoint at step $2 (newer than $1), or is gone
+wait_for_write() {  # until process $3 writes a file of the checkpoint at step $2 (newer than marker $1), or is gone
     local c p
     c=$(printf %08d "$2")
     for _ in $(seq 1 6000); do
@@ -85,6 +89,11 @@ newest=-1   # the newest complete checkpoint after the last kill (-1: none)
 while :; do
     trial=$((trial + 1))
     so=$out/trial_$trial.stdout se=$out/trial_$trial.stderr
+    # what this attempt wrote is what is newer than its start marker (not than its stdout,
+    # whose time moves on with every step line: on a fast machine a checkpoint file is older
+    # than the step line after it, so waiting for one newer than stdout missed every write)
+    mark=$out/trial_$trial.start
+    touch "$mark"
     GPTRAIN_FAULT_INJECT=slow_write@$pause_ms${slow:+,$slow} $TRAIN $flags -nk 2 -o "$d" -y 1 > "$so" 2> "$se" &
     pid=$!
     how=none
@@ -99,7 +108,7 @@ while :; do
         else
             how=write; wait_for_step "$so" $target $pid
             s=$(last_step "$so")
-            wait_for_write "$so" $(( (s + 3) / 4 * 4 )) $pid; rand_sleep $((2 * pause_ms))
+            wait_for_write "$mark" $(( (s + 3) / 4 * 4 )) $pid; rand_sleep $((2 * pause_ms))
         fi
         kill -9 $pid 2>/dev/null || true
     fi
@@ -120,11 +129,11 @@ while :; do
 
     # where the kill landed: files of this attempt's checkpoint write that never got renamed,
     # or renamed files of a checkpoint without its DONE marker, mean it was inside a write
-    tmp=$(find "$d" -maxdepth 1 -name '*.tmp' ! -name 'main.log.tmp' ! -name 'metrics.jsonl.tmp' -newer "$so" | wc -l)
+    tmp=$(find "$d" -maxdepth 1 -name '*.tmp' ! -name 'main.log.tmp' ! -name 'metrics.jsonl.tmp' -newer "$mark" | wc -l)
     steps_done=$(done_steps "$d")
     newest=$(echo "$steps_done" | tail -n 1); newest=${newest:--1}
     nodone=0
-    for f in $(find "$d" -maxdepth 1 \( -name 'model_*.bin' -o -name 'state_*.bin' \) -newer "$so" -printf '%f\n'); do
+    for f in $(find "$d" -maxdepth 1 \( -name 'model_*.bin' -o -name 'state_*.bin' \) -newer "$mark" -printf '%f\n'); do
         s=$(echo "$f" | sed 's/^[a-z]*_0*\([0-9][0-9]*\).*/\1/')
         [ "$s" -gt "$newest" ] && nodone=1
     done
