@@ -1,14 +1,198 @@
-// bench_cpu.cpp: one full training step of train_gpt_cpu's model (forward, backward, AdamW)
-// timed on random tokens. Prints ms/step (median), tokens/s and GFLOP/s.
-// usage: build/bench_cpu [descriptor=d12] [B=4] [T=64] [steps=5]
+// bench_cpu.cpp: the CPU trainer's speed, in two parts.
+//   1. The matmul kernel (llmc/cpu/matmul.h) at two shapes of the model's step, the qkv layer
+//      (C -> 3C) and the classifier (C -> Vp), each of its three products: GFLOP/s and the
+//      share of this machine's FMA peak, worked out from the CPU it runs on.
+//   2. One full training step of train_gpt_cpu's model (forward, backward, AdamW) on random
+//      tokens: ms/step (median), tokens/s and GFLOP/s.
+// usage: build/bench_cpu [descriptor=d12] [B=4] [T=64] [steps=5]   (steps=0: part 1 only)
+// The machine may be shared: every figure is the best and the median of several runs.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <thread>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
 #include "../llmc/gpt2.h"  // defines: GPT2, gpt2_init, gpt2_forward, gpt2_backward, gpt2_update
+                           // (and through llmc/cpu/matmul.h: gemm_f32, GEMM_KERNEL_NAME)
+
+static int num_threads() {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static double now_ms() {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ----------------------------------------------------------------------------
+// the machine's FMA peak: threads x clock x lanes x 2 FMA pipes x 2 flop per FMA
+
+// Floats per vector of the widest instruction set this build targets (the kernel's, and the
+// plain loops' when the compiler vectorizes them).
+static int simd_lanes() {
+#if defined(__AVX512F__)
+    return 16;
+#elif defined(__AVX__)
+    return 8;
+#else
+    return 4;  // SSE, NEON
+#endif
+}
+
+// What /proc/cpuinfo (x86 Linux) says of the first CPU, 0 where it says nothing: its clock
+// ("cpu MHz", which a VM often fixes at the base clock) and whether cores run two hardware
+// threads ("siblings" per package over "cpu cores"), which share one core's FMA pipes.
+struct CpuInfo {
+    double mhz;
+    int siblings, cores;
+};
+static CpuInfo read_cpuinfo() {
+    CpuInfo info = {0.0, 0, 0};
+    FILE* f = fopen("/proc/cpuinfo", "r");
+    if (f == nullptr) return info;
+    char line[512];
+    while (fgets(line, sizeof(line), f) && line[0] != '\n') {  // the first CPU's block
+        const char* colon = strchr(line, ':');
+        if (colon == nullptr) continue;
+        if (strncmp(line, "cpu MHz", 7) == 0) info.mhz = atof(colon + 1);
+        if (strncmp(line, "siblings", 8) == 0) info.siblings = atoi(colon + 1);
+        if (strncmp(line, "cpu cores", 9) == 0) info.cores = atoi(colon + 1);
+    }
+    fclose(f);
+    return info;
+}
+// cpufreq's cpuinfo_max_freq (the boost clock) in MHz, where there is one
+static double cpufreq_max_mhz() {
+    FILE* f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    if (f == nullptr) return 0.0;
+    double khz = 0.0;
+    if (fscanf(f, "%lf", &khz) != 1) khz = 0.0;
+    fclose(f);
+    return khz / 1000.0;
+}
+
+// The clock the cores run at while every thread is busy, in GHz (0 where it cannot be
+// measured): each thread times a chain of dependent register adds, one cycle per add on every
+// x86 core whatever the turbo does, in many windows of ~0.04 ms and keeps its best one (a
+// window that the OS gave to another process for a while only looks slower); the slowest
+// thread's best is the clock.
+static double measured_ghz() {
+#if defined(__x86_64__)
+    const long iters = 1 << 14;  // x 8 adds: 128K cycles
+    double slowest = 1e30;
+#pragma omp parallel reduction(min : slowest)
+    {
+        double best = 0.0;
+        for (int window = 0; window < 300; window++) {
+            uint64_t x = 0, one = 1;
+            double t0 = now_ms();
+            for (long i = 0; i < iters; i++) {
+                asm volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\t"
+                             "add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                             : "+r"(x) : "r"(one));
+            }
+            best = std::max(best, 8.0 * iters / (now_ms() - t0) * 1e-6);
+        }
+        slowest = std::min(slowest, best);
+    }
+    return slowest;
+#else
+    return 0.0;
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// part 1: the matmul kernel
+
+struct Timing {
+    double best, median, worst;  // GFLOP/s
+};
+
+// runs f once to warm up, then `runs` times; GFLOP/s of each run
+template <typename F>
+static Timing time_gflops(double flop, int runs, F f) {
+    f();
+    std::vector<double> rate;
+    for (int r = 0; r < runs; r++) {
+        double t0 = now_ms();
+        f();
+        rate.push_back(flop / (now_ms() - t0) * 1e-6);
+    }
+    std::sort(rate.begin(), rate.end());
+    return {rate.back(), rate[rate.size() / 2], rate.front()};
+}
+
+static std::vector<float> filled(size_t n, uint32_t seed) {
+    std::vector<float> v(n);
+    for (float& x : v) { seed = seed * 1664525u + 1013904223u; x = (float)(seed >> 8) / (1 << 24) - 0.5f; }
+    return v;
+}
+
+static void bench_matmul(int BT, int C, int V) {
+    // cores: the threads, but no more than the machine's cores (hardware threads of one core
+    // share its FMA pipes)
+    const CpuInfo info = read_cpuinfo();
+    const int threads = num_threads();
+    const int cpus = (int)std::thread::hardware_concurrency();
+    const int per_core = info.cores > 0 && info.siblings > info.cores ? info.siblings / info.cores : 1;
+    const int cores = cpus > 0 ? std::min(threads, cpus / per_core) : threads;
+    // the clock: measured where it can be, else what the OS says
+    const double ghz = measured_ghz(), max_mhz = cpufreq_max_mhz();
+    const double clock_ghz = ghz > 0 ? ghz : (max_mhz > 0 ? max_mhz : info.mhz) / 1000.0;
+    const int lanes = simd_lanes();
+    auto peak_at = [&](double g) { return cores * g * lanes * 2 * 2; };
+    const double peak = peak_at(clock_ghz);
+    printf("matmul kernel: %s, %d threads, %d CPUs (%d per core)\n", GEMM_KERNEL_NAME, threads, cpus, per_core);
+    printf("FMA peak: %d cores x %.2f GHz x %d lanes x 2 FMA pipes x 2 flop = %.0f GFLOP/s\n", cores,
+           clock_ghz, lanes, peak);
+    printf("  clock %s", ghz > 0 ? "measured (dependent adds on every thread)"
+                         : max_mhz > 0 ? "from cpufreq's cpuinfo_max_freq" : "from /proc/cpuinfo's cpu MHz");
+    if (info.mhz > 0) printf("; /proc/cpuinfo's cpu MHz %.0f would give %.0f", info.mhz, peak_at(info.mhz / 1000));
+    if (max_mhz > 0) printf("; cpufreq max %.0f MHz would give %.0f", max_mhz, peak_at(max_mhz / 1000));
+    printf("\n");
+
+    const int runs = 15;
+    printf("%-20s %-28s %7s %7s %7s %10s\n", "M=B*T x K=C x N=OC", "product", "GFLOP/s", "median", "worst",
+           "% of peak");
+    const int OCs[] = {3 * C, V};
+    for (int OC : OCs) {
+        std::vector<float> inp = filled((size_t)BT * C, 1), w = filled((size_t)OC * C, 2);
+        std::vector<float> dout = filled((size_t)BT * OC, 3), out((size_t)BT * OC);
+        std::vector<float> dinp((size_t)BT * C, 0.0f), dw((size_t)OC * C, 0.0f);
+        const double flop = 2.0 * BT * C * OC;
+        char layer[64];
+        snprintf(layer, sizeof(layer), "%d x %d x %d", BT, C, OC);
+        // the three GEMMs of matmul_forward and matmul_backward, timed apart
+        Timing t[3] = {
+            time_gflops(flop, runs, [&] {
+                gemm_f32(out.data(), OC, GemmView{inp.data(), (size_t)C, 1}, GemmView{w.data(), 1, (size_t)C},
+                         nullptr, BT, OC, C, false);
+            }),
+            time_gflops(flop, runs, [&] {
+                gemm_f32(dinp.data(), C, GemmView{dout.data(), (size_t)OC, 1}, GemmView{w.data(), (size_t)C, 1},
+                         nullptr, BT, C, OC, true);
+            }),
+            time_gflops(flop, runs, [&] {
+                gemm_f32(dw.data(), C, GemmView{dout.data(), 1, (size_t)OC}, GemmView{inp.data(), (size_t)C, 1},
+                         nullptr, OC, C, BT, true);
+            })};
+        const char* names[3] = {"forward  out = inp @ W^T", "backward dinp += dout @ W", "backward dW += dout^T @ inp"};
+        for (int i = 0; i < 3; i++) {
+            printf("%-20s %-28s %7.1f %7.1f %7.1f %9.0f%%\n", i == 0 ? layer : "", names[i], t[i].best,
+                   t[i].median, t[i].worst, 100.0 * t[i].best / peak);
+        }
+    }
+    printf("\n");
+}
+
+// ----------------------------------------------------------------------------
+// part 2: the training step
 
 int main(int argc, char** argv) {
     const char* desc = argc > 1 ? argv[1] : "d12";
@@ -17,7 +201,10 @@ int main(int argc, char** argv) {
     int steps = argc > 4 ? atoi(argv[4]) : 5;
     GPT2Config cfg;
     if (!gpt2_config_from_descriptor(desc, &cfg)) fail("unknown model descriptor '%s'", desc);
-    if (B < 1 || T < 1 || T > cfg.max_seq_len || steps < 1) fail("bad B=%d T=%d steps=%d", B, T, steps);
+    if (B < 1 || T < 1 || T > cfg.max_seq_len || steps < 0) fail("bad B=%d T=%d steps=%d", B, T, steps);
+    bench_matmul(B * T, cfg.channels, cfg.padded_vocab_size);
+    if (steps == 0) return 0;
+
     GPT2 model;
     gpt2_init(&model, cfg);
     gpt2_init_random(&model, 42);
@@ -26,16 +213,12 @@ int main(int argc, char** argv) {
     uint32_t x = 12345;
     for (int& t : tokens) { x = x * 1664525u + 1013904223u; t = (int)((x >> 8) % cfg.vocab_size); }
 
-    int threads = 1;
-#ifdef _OPENMP
-    threads = omp_get_max_threads();
-#endif
     size_t n = model.num_parameters;
     double tokens_per_step = (double)B * T;
     double flops_6n = 6.0 * n * tokens_per_step;
     double flops_attn = 6.0 * cfg.num_layers * cfg.channels * T * tokens_per_step;
     printf("bench_cpu: %s (%zu parameters), B=%d T=%d, %d threads, %d timed steps after 1 warmup\n",
-           desc, n, B, T, threads, steps);
+           desc, n, B, T, num_threads(), steps);
     std::vector<double> ms;
     for (int s = 0; s <= steps; s++) {
         auto t0 = std::chrono::steady_clock::now();

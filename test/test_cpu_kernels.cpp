@@ -1,10 +1,16 @@
 // test_cpu_kernels.cpp: the CPU matmul and attention layers against naive double-precision
 // loops written out here, at awkward shapes (ragged tiles, hs=16, T=1, nullptr bias),
-// including the += semantics of every backward output. Prints one line per check; exits 1
-// if any fails.
+// including the += semantics of every backward output; and the matmul's bits do not depend
+// on the thread count. Prints one line per check, and a digest of the matmul's output that
+// test_cpu_kernels.sh compares between builds with different micro-kernels; exits 1 if any
+// check fails.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include "../llmc/cpu/attention.h"
 #include "../llmc/cpu/matmul.h"
 
@@ -210,7 +216,55 @@ static void test_attention(int B, int T, int C, int NH) {
     check(name, dqkv.data(), rdqkv);
 }
 
+// FNV-1a over the bytes of v, continuing from h
+static uint64_t fnv1a(uint64_t h, const Buf& v) {
+    const unsigned char* p = (const unsigned char*)v.data();
+    for (size_t i = 0; i < v.size() * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
+    return h;
+}
+
+// The matmul at a shape with several macro-tiles and K slices in every product, run with 1,
+// 2 and 3 threads (which cut the work into different macro-tiles): the bits must be the same.
+// Prints a digest of forward, dinp and dweight for the .sh to compare across builds.
+static void test_matmul_threads(int B, int T, int C, int OC) {
+    const int BT = B * T;
+    Buf inp = rand_buf((size_t)BT * C), w = rand_buf((size_t)OC * C, 0.2f), bias = rand_buf(OC);
+    Buf dout = rand_buf((size_t)BT * OC), dinp0 = rand_buf((size_t)BT * C), dw0 = rand_buf((size_t)OC * C);
+    Buf out1, dinp1, dw1;
+    bool same = true;
+#ifdef _OPENMP
+    const int saved = omp_get_max_threads();
+    const int counts[] = {1, 2, 3};
+#else
+    const int counts[] = {1};
+#endif
+    for (int nt : counts) {
+#ifdef _OPENMP
+        omp_set_num_threads(nt);
+#endif
+        Buf out((size_t)BT * OC), dinp = dinp0, dw = dw0;
+        matmul_forward(out.data(), inp.data(), w.data(), bias.data(), B, T, C, OC);
+        matmul_backward(dinp.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), B, T, C, OC);
+        if (nt == 1) {
+            out1 = out, dinp1 = dinp, dw1 = dw;
+        } else {
+            same = same && memcmp(out.data(), out1.data(), out.size() * sizeof(float)) == 0 &&
+                   memcmp(dinp.data(), dinp1.data(), dinp.size() * sizeof(float)) == 0 &&
+                   memcmp(dw.data(), dw1.data(), dw.size() * sizeof(float)) == 0;
+        }
+    }
+#ifdef _OPENMP
+    omp_set_num_threads(saved);
+#endif
+    printf("%-4s matmul fwd+bwd B=%d T=%d C=%d OC=%d: same bits with 1, 2, 3 threads\n",
+           same ? "ok" : "FAIL", B, T, C, OC);
+    if (!same) failures++;
+    uint64_t h = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, out1), dinp1), dw1);
+    printf("matmul digest %016llx\n", (unsigned long long)h);
+}
+
 int main() {
+    printf("matmul micro-kernel: %s (MR=%d NR=%d)\n", GEMM_KERNEL_NAME, GEMM_MR, GEMM_NR);
     // matmul: ragged B*T (111 = 3*37), C=48, OC = 3C, 4C, a padded vocab, and tiles of one
     test_matmul(3, 37, 48, 144, true);
     test_matmul(3, 37, 48, 192, false);
@@ -223,6 +277,16 @@ int main() {
     test_matmul(1, 600, 130, 50, true);
     // GPT-2 small-ish: hs=64
     test_matmul(2, 64, 192, 576, true);
+    // ragged for both tile shapes, 12x32 and 6x16: B*T=18 (3 rows of 6, 1.5 of 12), C=40 and
+    // OC=24 (not a multiple of 16); then whole tiles of each, and one less and one more
+    test_matmul(2, 9, 40, 24, true);
+    test_matmul(1, 12, 64, 32, false);
+    test_matmul(1, 11, 63, 31, true);
+    test_matmul(1, 13, 65, 33, true);
+    // several macro-tiles of rows and of columns, and a ragged last K slice in each product
+    // (K = 520, 800, 530 for forward, dinp, dweight)
+    test_matmul(1, 530, 520, 800, true);
+    test_matmul_threads(2, 150, 300, 777);
 
     // attention: hs=16 with NH=3, T=1, T=37, hs=64, hs not a multiple of the vector width
     test_attention(2, 37, 48, 3);

@@ -1,5 +1,6 @@
 // matmul.h: the fully connected layer on the CPU (fp32, OpenMP), forward and backward.
-// defines: matmul_forward, matmul_backward, and the one GEMM they share: gemm_f32
+// defines: matmul_forward, matmul_backward, and the one GEMM they share: gemm_f32;
+//          GEMM_KERNEL_NAME (which micro-kernel this build has, for benchmarks)
 //
 // All three products of a linear layer are the same GEMM, C (M,N) = A (M,K) @ B (K,N), with
 // A and B read through strides, so one blocked kernel serves them all:
@@ -7,26 +8,42 @@
 //   backward  dinp += dout @ weight     M=B*T  N=C   K=OC  (both row-major)
 //             dW   += dout^T @ inp      M=OC   N=C   K=B*T (A "transposed", B row-major)
 //
-// Blocking scheme (Goto / BLIS style), sized for one core's caches (L1 48 KB, L2 2 MB):
+// Blocking scheme (Goto / BLIS style), sized for one core's caches (L1 32-48 KB, L2 1-2 MB):
 //   C is cut into macro-tiles of MC x NC (C tile 811 KB, stays in L2 across K); threads take
 //   whole macro-tiles, so no two threads ever write the same element of C (dweight needs no
 //   atomics, no reduction). For each macro-tile, K is walked in slices of KC:
 //     pack A's MC x KC block into micro-panels of MR rows  (k-major: a[k][0..MR))  -> L2
 //     for each NR-wide column panel of the tile:
-//       pack B's KC x NR micro-panel                       (k-major: b[k][0..NR))  -> L1, 32 KB
+//       pack B's KC x NR micro-panel                       (k-major: b[k][0..NR))  -> L1
 //       for each MR-tall panel of A (streams from L2):
 //         micro-kernel: an MR x NR block of C held in registers, KC rank-1 updates.
 //   Packing zero-pads the ragged edges, so the micro-kernel only ever sees full tiles;
 //   edge tiles are computed into a small buffer and the valid part copied out.
-// With AVX-512 the micro-kernel holds 12 x 32 floats = 24 zmm accumulators: per k it loads
-// 2 vectors of B and broadcasts 12 scalars of A for 24 FMAs. Without AVX-512 the same tile
-// is written as plain loops that the compiler vectorizes for whatever the target has.
+//
+// The micro-kernel is as big a tile of C as the vector registers hold, leaving room for one
+// row of B and one broadcast of A. Per k it loads NR/W vectors of B (W floats each), and for
+// each of the MR rows broadcasts one value of A and does NR/W FMAs into that row's accumulators:
+//   AVX-512 (32 zmm, W=16): 12 x 32 tile = 24 accumulators + 2 of B + 1 of A; 24 FMA per 14 loads
+//   AVX2+FMA (16 ymm, W=8):  6 x 16 tile = 12 accumulators + 2 of B + 1 of A; 12 FMA per 8 loads
+//   anything else: a 12 x 32 tile written as plain loops the compiler vectorizes (NEON, SSE)
+// -march picks it: __AVX512F__ -> AVX-512, else __AVX2__ and __FMA__ -> AVX2, else plain loops;
+// -DGEMM_PLAIN forces the plain loops (tests and benchmarks compare against them).
+// Two FMA pipes with a latency of 4-5 cycles need 8-10 independent FMAs in flight: 12 (or 24)
+// accumulators keep them busy, and the loads that feed them (2 of B and MR broadcasts per k:
+// 8 loads per 6 cycles with AVX2, 14 per 12 with AVX-512) fit in the 2-3 a core can issue per
+// cycle. A smaller tile would leave the pipes waiting for their own results; a bigger one
+// would spill accumulators to the stack.
+//
+// Summation order: every element of C is computed by one thread, as KC slices in ascending k;
+// within a slice a register starting at zero takes one FMA per k in ascending order, then is
+// added to C. Neither the thread count nor the tile shape changes that order, so results do
+// not depend on OMP_NUM_THREADS, and the AVX-512 and AVX2 kernels give the same bits.
 #pragma once
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
-#ifdef __AVX512F__
+#if (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))) && !defined(GEMM_PLAIN)
 #include <immintrin.h>
 #endif
 #ifdef _OPENMP
@@ -34,11 +51,45 @@
 #endif
 #include "../utils.h"
 
-constexpr int GEMM_MR = 12;   // rows of C per micro-tile (broadcasts of A per k)
-constexpr int GEMM_NR = 32;   // columns of C per micro-tile (2 zmm of B per k)
-constexpr int GEMM_KC = 256;  // K slice: a B micro-panel is KC*NR*4 = 32 KB, fits L1
-constexpr int GEMM_MC = 264;  // rows per macro-tile (22*MR): the B*T=256 rows of a step at once
+// One vector of W floats and the five operations the micro-kernel needs.
+#if defined(__AVX512F__) && !defined(GEMM_PLAIN)
+#define GEMM_KERNEL_NAME "AVX-512 12x32"
+#define GEMM_SIMD 1
+constexpr int GEMM_MR = 12;  // rows of C per micro-tile (broadcasts of A per k)
+constexpr int GEMM_NR = 32;  // columns of C per micro-tile (vectors of B per k: NR/W)
+constexpr int GEMM_W = 16;   // floats per vector
+typedef __m512 gemm_vec;
+inline gemm_vec gemm_vec_zero() { return _mm512_setzero_ps(); }
+inline gemm_vec gemm_vec_load(const float* p) { return _mm512_load_ps(p); }  // 64-byte aligned
+inline gemm_vec gemm_vec_loadu(const float* p) { return _mm512_loadu_ps(p); }
+inline void gemm_vec_storeu(float* p, gemm_vec x) { _mm512_storeu_ps(p, x); }
+inline gemm_vec gemm_vec_broadcast(const float* p) { return _mm512_set1_ps(*p); }
+inline gemm_vec gemm_vec_add(gemm_vec x, gemm_vec y) { return _mm512_add_ps(x, y); }
+inline gemm_vec gemm_vec_fma(gemm_vec x, gemm_vec y, gemm_vec acc) { return _mm512_fmadd_ps(x, y, acc); }
+#elif defined(__AVX2__) && defined(__FMA__) && !defined(GEMM_PLAIN)
+#define GEMM_KERNEL_NAME "AVX2+FMA 6x16"
+#define GEMM_SIMD 1
+constexpr int GEMM_MR = 6;
+constexpr int GEMM_NR = 16;
+constexpr int GEMM_W = 8;
+typedef __m256 gemm_vec;
+inline gemm_vec gemm_vec_zero() { return _mm256_setzero_ps(); }
+inline gemm_vec gemm_vec_load(const float* p) { return _mm256_load_ps(p); }  // 32-byte aligned
+inline gemm_vec gemm_vec_loadu(const float* p) { return _mm256_loadu_ps(p); }
+inline void gemm_vec_storeu(float* p, gemm_vec x) { _mm256_storeu_ps(p, x); }
+inline gemm_vec gemm_vec_broadcast(const float* p) { return _mm256_broadcast_ss(p); }
+inline gemm_vec gemm_vec_add(gemm_vec x, gemm_vec y) { return _mm256_add_ps(x, y); }
+inline gemm_vec gemm_vec_fma(gemm_vec x, gemm_vec y, gemm_vec acc) { return _mm256_fmadd_ps(x, y, acc); }
+#else
+#define GEMM_KERNEL_NAME "plain loops 12x32"
+constexpr int GEMM_MR = 12;
+constexpr int GEMM_NR = 32;
+#endif
+// KC is the same for every kernel: it fixes where the sum over k is cut, and so the bits.
+constexpr int GEMM_KC = 256;  // K slice: a B micro-panel is KC*NR*4 = 16-32 KB, fits L1
+constexpr int GEMM_MC = 264;  // rows per macro-tile (22*12, 44*6): the B*T=256 rows of a step at once
 constexpr int GEMM_NC = 768;  // most columns per macro-tile: C tile MC*NC*4 = 811 KB stays in L2
+static_assert(GEMM_MC % GEMM_MR == 0 && GEMM_NC % GEMM_NR == 0, "macro-tiles are whole micro-tiles");
 
 // A strided read-only view of a matrix: element (i, j) is at p[i*rs + j*cs].
 // A transposed matrix is the same memory with rs and cs swapped.
@@ -54,22 +105,40 @@ struct GemmView {
 // Copies rows [i0, i0+mc) x cols [p0, p0+kc) of A into ceil(mc/MR) micro-panels, each
 // kc x MR with the MR rows contiguous per k; rows past mc are zero.
 inline void gemm_pack_a(float* dst, GemmView A, size_t i0, int mc, size_t p0, int kc) {
-    for (int ir = 0; ir < mc; ir += GEMM_MR, dst += (size_t)kc * GEMM_MR) {
-        int rows = std::min(GEMM_MR, mc - ir);
-        if (A.cs == 1) {
-            // rows of A are contiguous (forward's inp, backward's dout): read along each row
-            for (int r = 0; r < rows; r++) {
-                const float* src = A.p + (i0 + ir + r) * A.rs + p0;
-                for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = src[p];
+    const size_t panel = (size_t)kc * GEMM_MR;  // floats per micro-panel
+    if (A.cs == 1) {
+        // rows of A are contiguous (forward's inp, backward's dout): read along each row, and
+        // ask for the row two ahead while copying this one (rows of a wide dout are far apart,
+        // each a short run the hardware prefetcher would start on too late)
+        for (int i = 0; i < mc; i++) {
+            const float* src = A.p + (i0 + i) * A.rs + p0;
+            if (i + 2 < mc) {
+                for (int p = 0; p < kc; p += 16) __builtin_prefetch(src + 2 * A.rs + p, 0, 2);
             }
-        } else {
-            // columns of A are contiguous (dout^T in dweight): read along each column
-            for (int p = 0; p < kc; p++) {
-                for (int r = 0; r < rows; r++) dst[p * GEMM_MR + r] = A.at(i0 + ir + r, p0 + p);
+            float* d = dst + (i / GEMM_MR) * panel + i % GEMM_MR;
+            for (int p = 0; p < kc; p++) d[p * GEMM_MR] = src[p];
+        }
+    } else {
+        // columns of A are contiguous (dout^T in dweight): read along each column, all mc
+        // rows at once. Column p is a row of dout, far from the next: a panel at a time would
+        // take only MR floats from each, and a TLB miss for each. Column p+2 is asked for
+        // while p is copied, as above.
+        for (int p = 0; p < kc; p++) {
+            if (p + 2 < kc) {
+                const float* ahead = &A.p[i0 * A.rs + (p0 + p + 2) * A.cs];
+                for (int i = 0; i < mc; i += 16) __builtin_prefetch(ahead + i * A.rs, 0, 2);
+            }
+            float* d = dst + p * GEMM_MR;
+            for (int ir = 0; ir < mc; ir += GEMM_MR, d += panel) {
+                const int rows = std::min(GEMM_MR, mc - ir);
+                for (int r = 0; r < rows; r++) d[r] = A.at(i0 + ir + r, p0 + p);
             }
         }
-        for (int r = rows; r < GEMM_MR; r++) {
-            for (int p = 0; p < kc; p++) dst[p * GEMM_MR + r] = 0.0f;
+    }
+    if (mc % GEMM_MR != 0) {
+        float* d = dst + (mc / GEMM_MR) * panel;
+        for (int p = 0; p < kc; p++) {
+            for (int r = mc % GEMM_MR; r < GEMM_MR; r++) d[p * GEMM_MR + r] = 0.0f;
         }
     }
 }
@@ -80,15 +149,18 @@ inline void gemm_pack_b(float* dst, GemmView B, size_t p0, int kc, size_t j0, in
     for (int jr = 0; jr < nc; jr += GEMM_NR, dst += (size_t)kc * GEMM_NR) {
         int cols = std::min(GEMM_NR, nc - jr);
         if (B.cs == 1) {
-            // rows of B are contiguous (inp, weight in backward): a plain copy per k
+            // rows of B are contiguous (inp, weight in backward): a plain copy per k. The
+            // next panel (the next NR floats of each row) is fetched while this one is copied:
+            // rows are far apart and each panel reads only 64-128 bytes of a row, too little
+            // for the hardware prefetcher to see a stream.
             for (int p = 0; p < kc; p++) {
                 const float* src = B.p + (p0 + p) * B.rs + j0 + jr;
                 float* d = dst + p * GEMM_NR;
+                for (int q = 0; q < GEMM_NR; q += 16) __builtin_prefetch(src + GEMM_NR + q, 0, 2);
                 for (int c = 0; c < cols; c++) d[c] = src[c];
                 for (int c = cols; c < GEMM_NR; c++) d[c] = 0.0f;
             }
         } else {
-            // B = weight^T in forward: each column of B is a contiguous row of weight
             // B = weight^T in forward: each column of B is a contiguous row of weight. The
             // weights stream from DRAM in short runs (kc floats per row), too short for the
             // hardware prefetcher: ask for the row PF columns ahead while copying this one.
@@ -115,32 +187,41 @@ inline void gemm_pack_b(float* dst, GemmView B, size_t p0, int kc, size_t j0, in
 //   c[r][0..NR) += acc[r]                 otherwise
 // c has row stride ldc; a and b are packed micro-panels (64-byte aligned).
 
-#ifdef __AVX512F__
+#ifdef GEMM_SIMD
+// The same source for AVX-512 and AVX2: acc[r][v] holds row r, columns [v*W, v*W+W) of the
+// tile. The loops over r and v have constant trip counts and are unrolled (GCC needs the
+// pragma for r, and does v by itself), so every acc[r][v] is a register; a loop left rolled
+// would index acc at run time and keep it on the stack.
 inline void gemm_micro_kernel(int kc, const float* a, const float* b, float* c, size_t ldc,
                               const float* init) {
-    static_assert(GEMM_NR == 32, "the AVX-512 micro-kernel holds 2 zmm per row");
-    __m512 acc[GEMM_MR][2];
+    constexpr int NV = GEMM_NR / GEMM_W;  // vectors per row of the tile
+    // C is read and written only after the k loop: ask for its lines now, so that they arrive
+    // while the loop runs (dweight's C is the whole weight gradient, mostly not in cache)
+    for (int r = 0; r < GEMM_MR; r++) {
+        __builtin_prefetch(c + r * ldc, 1, 3);
+        __builtin_prefetch(c + r * ldc + GEMM_NR - 1, 1, 3);
+    }
+    gemm_vec acc[GEMM_MR][NV];
 #pragma GCC unroll 12
     for (int r = 0; r < GEMM_MR; r++) {
-        acc[r][0] = _mm512_setzero_ps();
-        acc[r][1] = _mm512_setzero_ps();
+        for (int v = 0; v < NV; v++) acc[r][v] = gemm_vec_zero();
     }
     for (int p = 0; p < kc; p++, a += GEMM_MR, b += GEMM_NR) {
-        __m512 b0 = _mm512_load_ps(b);
-        __m512 b1 = _mm512_load_ps(b + 16);
+        gemm_vec bv[NV];
+        for (int v = 0; v < NV; v++) bv[v] = gemm_vec_load(b + v * GEMM_W);
 #pragma GCC unroll 12
         for (int r = 0; r < GEMM_MR; r++) {
-            __m512 ar = _mm512_set1_ps(a[r]);
-            acc[r][0] = _mm512_fmadd_ps(ar, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(ar, b1, acc[r][1]);
+            gemm_vec ar = gemm_vec_broadcast(a + r);
+            for (int v = 0; v < NV; v++) acc[r][v] = gemm_vec_fma(ar, bv[v], acc[r][v]);
         }
     }
 #pragma GCC unroll 12
     for (int r = 0; r < GEMM_MR; r++) {
         float* cr = c + r * ldc;
         const float* base = init ? init : cr;
-        _mm512_storeu_ps(cr, _mm512_add_ps(_mm512_loadu_ps(base), acc[r][0]));
-        _mm512_storeu_ps(cr + 16, _mm512_add_ps(_mm512_loadu_ps(base + 16), acc[r][1]));
+        for (int v = 0; v < NV; v++) {
+            gemm_vec_storeu(cr + v * GEMM_W, gemm_vec_add(gemm_vec_loadu(base + v * GEMM_W), acc[r][v]));
+        }
     }
 }
 #else
