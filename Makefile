@@ -1,6 +1,8 @@
 # gptrain Makefile. `make` builds what this machine can; `make test` runs every test that can run here.
 CXX      ?= g++
-CXXFLAGS ?= -O3 -march=native -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp
+# -fno-math-errno -fno-trapping-math change no result (no FP traps are ever enabled, errno is
+# never read): they let loops with sqrt (AdamW) and llmc/cpu/vmath.h's exp vectorize.
+CXXFLAGS ?= -O3 -march=native -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp -fno-math-errno -fno-trapping-math
 LDLIBS   ?= -lm
 PYTHON   ?= /usr/bin/python3
 
@@ -50,15 +52,10 @@ TEST_PROGRAMS := $(patsubst test/%.cpp,build/%,$(filter-out test/test_emu_%,$(wi
 test: all $(TEST_PROGRAMS)
 	PYTHON=$(PYTHON) bash test/run_tests.sh
 
-# the matmul kernel's GFLOP/s and share of the FMA peak, then one d12 training step; on an
-# AVX-512 machine also the AVX2+FMA kernel, built as a machine without AVX-512 builds it
+# the matmul kernel's GFLOP/s and share of the FMA peak, d12 training steps with where their time
+# goes, the AVX2+FMA build beside an AVX-512 one, and PyTorch's step side by side (dev/bench_cpu.sh)
 bench-cpu: build/bench_cpu
-	./build/bench_cpu
-	@if $(CXX) -march=native -dM -E -x c++ /dev/null | grep -q __AVX512F__; then \
-	    echo "--- the same kernel benchmark built with -mno-avx512f (build/bench_cpu_avx2)"; \
-	    $(CXX) $(CXXFLAGS) -mno-avx512f -o build/bench_cpu_avx2 dev/bench_cpu.cpp $(LDLIBS) && \
-	    ./build/bench_cpu_avx2 d12 4 64 0; \
-	fi
+	CXX="$(CXX)" CXXFLAGS="$(CXXFLAGS)" PYTHON=$(PYTHON) bash dev/bench_cpu.sh
 
 clean:
 	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate generate_fp32 generate_bf16 \

@@ -22,6 +22,7 @@
 #include "llmc/zero.h"        // defines: ZeroLayout, zero_layout, zero_segments, zero_comm_bytes_per_step
 #include "llmc/grad_sync.h"   // defines: GradSync, grad_sync_init, grad_sync_wait, grad_sync_report
 #include "llmc/cpu/adamw.h"   // defines: adamw_update
+#include "llmc/cpu/omp_wait.h" // defines: omp_wait_setup
 #include "llmc/train_loop.h"  // defines: train_loop
 
 // The loop's Backend (llmc/train_loop.h) for a model in host memory, one of comm->world
@@ -36,6 +37,7 @@ struct CpuBackend {
     double flops_per_token;             // for the step line's GFLOP/s
     GradSync* gsync = nullptr;          // several ranks: reduces each layer's gradients as the backward finishes it
     size_t grads_len = 0;               // the length of model->grads
+    bool step_open = false;             // a step's first micro-step ran and its step_done has not (-pb 1)
 
     // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced
     const float* opt_grads() const { return z.stage == 2 ? grad_shard : model->grads + z.opt_begin; }
@@ -43,13 +45,17 @@ struct CpuBackend {
     // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
     // every micro-step; else the last), which runs alongside the layers below
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
+        if (!step_open) phase_clock_step_begin(model->phases);  // -pb 1 times the step from here
+        step_open = true;
         gpt2_forward(model, inputs, targets, B, T);
         if (gsync != nullptr) gsync->communicate = z.stage == 2 || last_micro;
         gpt2_backward(model, inputs, targets, dloss, gsync);
         return model->mean_loss;
     }
     void reduce_grads(bool last_micro) {
+        phase_clock_mark(model->phases, PHASE_COMM);
         if (gsync != nullptr) grad_sync_wait(gsync);
+        phase_clock_mark(model->phases, PHASE_OTHER);
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
         gpt2_forward(model, inputs, targets, B, T);
@@ -64,6 +70,7 @@ struct CpuBackend {
         return (const float*)model->acts.logits + (size_t)(ctx - 1) * model->config.padded_vocab_size;
     }
     float grad_norm() {
+        phase_clock_mark(model->phases, PHASE_OPTIMIZER);
         double sum = grad_sum_squares(opt_grads(), z.opt_count());
         if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
         return (float)std::sqrt(sum);
@@ -76,9 +83,11 @@ struct CpuBackend {
             adamw_update(model->params + seg.begin, g + o, model->m + o, model->v + o, seg.end - seg.begin, lr, 0.9f,
                          0.95f, 1e-8f, pt.decays ? weight_decay : 0.0f, clip_scale, t);
         }
+        phase_clock_mark(model->phases, PHASE_COMM);
         if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
     }
     void zero_grad() {
+        phase_clock_mark(model->phases, PHASE_OTHER);
         memset(model->grads, 0, grads_len * sizeof(float));
         if (grad_shard != nullptr) memset(grad_shard, 0, z.shard * sizeof(float));
     }
@@ -104,7 +113,10 @@ struct CpuBackend {
         memcpy(model->params, file.params, model->num_parameters * sizeof(float));
         gpt2_free(&file);
     }
-    void step_done(int step) {}
+    void step_done(int step) {
+        if (step_open) phase_clock_step_end(model->phases, step > 0);
+        step_open = false;
+    }
     std::string step_column(double tok_s) {
         char buf[32];
         snprintf(buf, sizeof(buf), "%.1f GFLOP/s", tok_s * flops_per_token / 1e9);
@@ -148,6 +160,7 @@ static float* cpu_apply_zero_layout(GPT2* model, const ZeroLayout& z) {
 }
 
 int main(int argc, char** argv) {
+    omp_wait_setup(argv);  // may start the program again, with a short OpenMP spin
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
@@ -196,17 +209,21 @@ int main(int argc, char** argv) {
     if (world > 1) grad_sync_init(&sync, &model, &comm, z, grad_shard);
     size_t grads_len = world > 1 ? grad_sync_grads_len(&sync) : z.padded;
     size_t grad_floats = world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
-    printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads\n",
+    printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads%s%s\n",
            z.padded * 4 / MiB, (grad_floats + (grad_shard ? z.shard : 0)) * 4 / MiB,
            grad_shard ? " (the owned slice, wte/wpe/lnf, and two layer buckets in flight)" : "",
-           z.opt_count() * 8 / MiB, model.acts_floats * 4 / MiB, threads);
+           z.opt_count() * 8 / MiB, model.acts_floats * 4 / MiB, threads,
+           getenv("GOMP_SPINCOUNT") ? ", GOMP_SPINCOUNT=" : "", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "");
     if (world > 1)
         printf("communication per step and process: %.1f MiB sent\n",
                zero_comm_bytes_per_step(z, data.grad_accum, 4, 4) / MiB);
 
+    PhaseClock phase_clock;  // -pb 1
+    if (cfg.phase_breakdown) model.phases = &phase_clock;
     CpuBackend be = {&model, &comm, z, zero_segments(model.tensors, z.opt_begin, z.opt_end), grad_shard,
                      flops_per_token, world > 1 ? &sync : nullptr, grads_len};
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
+    if (cfg.phase_breakdown && rank == 0) phase_clock_report(phase_clock);
     if (world > 1) {
         grad_sync_report(&sync);
         grad_sync_free(&sync);

@@ -3,8 +3,9 @@
 //      (C -> 3C) and the classifier (C -> Vp), each of its three products: GFLOP/s and the
 //      share of this machine's FMA peak, worked out from the CPU it runs on.
 //   2. One full training step of train_gpt_cpu's model (forward, backward, AdamW) on random
-//      tokens: ms/step (median), tokens/s and GFLOP/s.
-// usage: build/bench_cpu [descriptor=d12] [B=4] [T=64] [steps=5]   (steps=0: part 1 only)
+//      tokens: ms/step (median), tokens/s and GFLOP/s, and where the time goes (as -pb 1).
+// usage: build/bench_cpu [descriptor=d12] [B=4] [T=64] [steps=5] [kernels=1]
+//        (steps=0: part 1 only; kernels=0: part 2 only)
 // The machine may be shared: every figure is the best and the median of several runs.
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,7 @@
 #include <omp.h>
 #endif
 
+#include "../llmc/cpu/omp_wait.h"  // defines: omp_wait_setup
 #include "../llmc/gpt2.h"  // defines: GPT2, gpt2_init, gpt2_forward, gpt2_backward, gpt2_update
                            // (and through llmc/cpu/matmul.h: gemm_f32, GEMM_KERNEL_NAME)
 
@@ -134,7 +136,8 @@ static std::vector<float> filled(size_t n, uint32_t seed) {
     return v;
 }
 
-static void bench_matmul(int BT, int C, int V) {
+// The FMA peak of the cores the threads run on, printed with how it was worked out; GFLOP/s.
+static double fma_peak_gflops() {
     // cores: the threads, but no more than the machine's cores (hardware threads of one core
     // share its FMA pipes)
     const CpuInfo info = read_cpuinfo();
@@ -156,7 +159,10 @@ static void bench_matmul(int BT, int C, int V) {
     if (info.mhz > 0) printf("; /proc/cpuinfo's cpu MHz %.0f would give %.0f", info.mhz, peak_at(info.mhz / 1000));
     if (max_mhz > 0) printf("; cpufreq max %.0f MHz would give %.0f", max_mhz, peak_at(max_mhz / 1000));
     printf("\n");
+    return peak;
+}
 
+static void bench_matmul(int BT, int C, int V, double peak) {
     const int runs = 15;
     printf("%-20s %-28s %7s %7s %7s %10s\n", "M=B*T x K=C x N=OC", "product", "GFLOP/s", "median", "worst",
            "% of peak");
@@ -195,14 +201,17 @@ static void bench_matmul(int BT, int C, int V) {
 // part 2: the training step
 
 int main(int argc, char** argv) {
+    omp_wait_setup(argv);  // as train_gpt_cpu: may start again with a short OpenMP spin
     const char* desc = argc > 1 ? argv[1] : "d12";
     int B = argc > 2 ? atoi(argv[2]) : 4;
     int T = argc > 3 ? atoi(argv[3]) : 64;
     int steps = argc > 4 ? atoi(argv[4]) : 5;
+    const bool kernels = argc > 5 ? atoi(argv[5]) != 0 : true;
     GPT2Config cfg;
     if (!gpt2_config_from_descriptor(desc, &cfg)) fail("unknown model descriptor '%s'", desc);
     if (B < 1 || T < 1 || T > cfg.max_seq_len || steps < 0) fail("bad B=%d T=%d steps=%d", B, T, steps);
-    bench_matmul(B * T, cfg.channels, cfg.padded_vocab_size);
+    const double peak = fma_peak_gflops();
+    if (kernels) bench_matmul(B * T, cfg.channels, cfg.padded_vocab_size, peak);
     if (steps == 0) return 0;
 
     GPT2 model;
@@ -219,17 +228,23 @@ int main(int argc, char** argv) {
     double flops_attn = 6.0 * cfg.num_layers * cfg.channels * T * tokens_per_step;
     printf("bench_cpu: %s (%zu parameters), B=%d T=%d, %d threads, %d timed steps after 1 warmup\n",
            desc, n, B, T, num_threads(), steps);
+    PhaseClock phases;
+    model.phases = &phases;
     std::vector<double> ms;
     for (int s = 0; s <= steps; s++) {
+        phase_clock_step_begin(&phases);
         auto t0 = std::chrono::steady_clock::now();
         gpt2_forward(&model, tokens.data(), tokens.data() + 1, B, T);
         auto t1 = std::chrono::steady_clock::now();
         gpt2_backward(&model, tokens.data(), tokens.data() + 1, 1.0f / (B * T));
         auto t2 = std::chrono::steady_clock::now();
+        phase_clock_mark(&phases, PHASE_OPTIMIZER);
         float norm = gpt2_grad_norm(&model);
         gpt2_update(&model, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, grad_clip_scale(norm, 1.0f), s + 1);
+        phase_clock_mark(&phases, PHASE_OTHER);
         gpt2_zero_grad(&model);
         auto t3 = std::chrono::steady_clock::now();
+        phase_clock_step_end(&phases, s > 0);
         auto ms_between = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
         double dt = ms_between(t0, t3);
         printf("  step %d: loss %.4f, %.1f ms (forward %.1f, backward %.1f, norm+AdamW %.1f)%s\n", s,
@@ -239,8 +254,10 @@ int main(int argc, char** argv) {
     }
     std::sort(ms.begin(), ms.end());
     double med = ms[ms.size() / 2];
-    printf("median %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s of 6N flops | %.1f GFLOP/s of 6N+6LCT\n",
-           med, tokens_per_step / med * 1000, flops_6n / med / 1e6, (flops_6n + flops_attn) / med / 1e6);
+    phase_clock_report(phases);
+    printf("median %.1f ms/step | %.0f tokens/s | %.1f GFLOP/s of 6N flops (%.0f%% of the FMA peak, %.0f GFLOP/s) | "
+           "%.1f GFLOP/s of 6N+6LCT\n", med, tokens_per_step / med * 1000, flops_6n / med / 1e6,
+           100.0 * flops_6n / med / 1e6 / peak, peak, (flops_6n + flops_attn) / med / 1e6);
     gpt2_free(&model);
     return 0;
 }

@@ -43,7 +43,7 @@ struct TrainConfig {
     int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 1)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128);
                                      //     -1: tensor cores where they apply, else CUDA cores
-    int phase_breakdown = 0;         // -pb 1: GPU time per phase of the step (CUDA events), printed at the end
+    int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
     int cuda_graphs = 0;             // -cg 1: a micro-step's forward and backward replayed as CUDA graphs (GPU)
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
@@ -107,7 +107,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
     ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU in the matmul epilogue: 0 off, 1 forward, 2 also backward (GPU; 2 not yet verified)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 1, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16); -1: 1 where it applies"),
-    ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: GPU time per phase of the step, printed at the end (GPU)"),
+    ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; not yet verified)"),
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),

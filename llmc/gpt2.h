@@ -23,6 +23,7 @@
 #include "cpu/residual.h"     // defines: residual_forward
 #include "cpu/crossentropy.h" // defines: crossentropy_forward, crossentropy_backward
 #include "cpu/adamw.h"        // defines: adamw_update
+#include "phases.h"           // defines: PhaseClock, phase_clock_mark (-pb 1)
 
 struct GPT2Config {
     int max_seq_len;        // maxT: positions in wpe
@@ -271,6 +272,7 @@ struct GPT2 {
     size_t acts_floats = 0;
     int B = 0, T = 0;         // what acts are sized for
     float mean_loss = 0.0f;   // mean loss of the last forward with targets
+    PhaseClock* phases = nullptr;  // -pb 1: forward and backward mark their phases here
 };
 
 // Sets up the table and the parameter buffer (zeroed). Fails with a message on a bad config.
@@ -373,6 +375,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     size_t att_stride = (size_t)model->B * NH * model->T * model->T;
     int N = B * T;
 
+    auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
+    phase(PHASE_ENCODER);
     encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
     for (int l = 0; l < L; l++) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
@@ -384,22 +388,33 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         float* fch = a.fch + l * 4 * BTC;
         float* fch_gelu = a.fch_gelu + l * 4 * BTC;
         size_t lC = (size_t)l * C;
+        phase(PHASE_LAYERNORM);
         layernorm_forward(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, residual,
                           p.ln1w + lC, p.ln1b + lC, N, C);
+        phase(PHASE_MATMUL);
         matmul_forward(qkv, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, B, T, C, 3 * C);
+        phase(PHASE_ATTENTION_FWD);
         attention_forward(atty, a.att + l * att_stride, qkv, B, T, C, NH);
+        phase(PHASE_MATMUL);
         matmul_forward(a.proj, atty, p.attprojw + lC * C, p.attprojb + lC, B, T, C, C);
+        phase(PHASE_LAYERNORM);
         residual_forward(residual2, residual, a.proj, (size_t)N * C);
         layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2,
                           p.ln2w + lC, p.ln2b + lC, N, C);
+        phase(PHASE_MATMUL);
         matmul_forward(fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, B, T, C, 4 * C);
+        phase(PHASE_GELU);
         gelu_forward(fch_gelu, fch, (size_t)N * 4 * C);
+        phase(PHASE_MATMUL);
         matmul_forward(a.proj, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, B, T, 4 * C, C);
+        phase(PHASE_LAYERNORM);
         residual_forward(a.residual3 + l * BTC, residual2, a.proj, (size_t)N * C);
     }
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, N, C);
+    phase(PHASE_CLASSIFIER_MATMUL);
     matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vp);  // tied head: wte is the classifier
     if (targets != nullptr) {
+        phase(PHASE_CLASSIFIER);
         for (int i = 0; i < N; i++)
             CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
         crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
@@ -407,6 +422,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         for (int i = 0; i < N; i++) sum += a.losses[i];
         model->mean_loss = (float)(sum / N);
     }
+    phase(PHASE_OTHER);
 }
 
 // Backward of the last forward (same inputs/targets, full allocated B and T), accumulating
@@ -424,9 +440,13 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     size_t att_stride = (size_t)B * NH * T * T;
     int N = B * T;
 
+    auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
+    phase(PHASE_CLASSIFIER);
     crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+    phase(PHASE_CLASSIFIER_MATMUL);
     memset(a.dtmp, 0, BTC * sizeof(float));
     matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vp);
+    phase(PHASE_LAYERNORM);
     memset(a.dres, 0, BTC * sizeof(float));
     layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * BTC, p.lnfw,
                        a.lnf_mean, a.lnf_rstd, N, C);
@@ -436,28 +456,40 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         LayerPtrs lp = layer_ptrs(model->params, model->tensors, l, L);
         LayerPtrs lg = sink != nullptr ? sink->layer_grads(l) : layer_ptrs(model->grads, model->tensors, l, L);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
+        phase(PHASE_MATMUL);
         memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
         matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, a.fch_gelu + l * 4 * BTC, lp.fcprojw, B, T,
                         4 * C, C);
+        phase(PHASE_GELU);
         memset(a.dfch, 0, 4 * BTC * sizeof(float));
         gelu_backward(a.dfch, a.fch + l * 4 * BTC, a.dfch_gelu, 4 * BTC);
+        phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
         matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, a.ln2 + l * BTC, lp.fcw, B, T, C, 4 * C);
+        phase(PHASE_LAYERNORM);
         layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, a.residual2 + l * BTC, lp.ln2w, a.ln2_mean + l * BT,
                            a.ln2_rstd + l * BT, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
+        phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
         matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, a.atty + l * BTC, lp.attprojw, B, T, C, C);
+        phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, 3 * BTC * sizeof(float));
         attention_backward(a.dqkv, a.dtmp, a.qkv + l * 3 * BTC, a.att + l * att_stride, B, T, C, NH);
+        phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
         matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, a.ln1 + l * BTC, lp.qkvw, B, T, C, 3 * C);
+        phase(PHASE_LAYERNORM);
         layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, a.ln1_mean + l * BT,
                            a.ln1_rstd + l * BT, N, C);
+        phase(PHASE_COMM);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now
     }
+    phase(PHASE_ENCODER);
     encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
+    phase(PHASE_COMM);
     if (sink != nullptr) sink->backward_done();
+    phase(PHASE_OTHER);
 }
 
 inline void gpt2_zero_grad(GPT2* model) {
@@ -465,10 +497,29 @@ inline void gpt2_zero_grad(GPT2* model) {
 }
 
 // Sum of squares of n gradients, in double (a ZeRO rank sums its slice, then the ranks add).
+// Blocks of 64K values are summed in 16 lanes (independent chains of adds, which vectorize,
+// where one running sum would wait on each add), then the blocks' sums in order: the same bits
+// whatever the thread count.
 inline double grad_sum_squares(const float* g, size_t n) {
+    enum { BLOCK = 1 << 16, LANES = 16 };
+    const size_t blocks = (n + BLOCK - 1) / BLOCK;
+    double* block_sum = (double*)xmalloc((blocks > 0 ? blocks : 1) * sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < blocks; b++) {
+        const float* x = g + b * BLOCK;
+        const size_t len = b + 1 < blocks ? (size_t)BLOCK : n - b * BLOCK;
+        double lane[LANES] = {};
+        size_t i = 0;
+        for (; i + LANES <= len; i += LANES)
+            for (int k = 0; k < LANES; k++) lane[k] += (double)x[i + k] * x[i + k];
+        double sum = 0.0;
+        for (int k = 0; k < LANES; k++) sum += lane[k];
+        for (; i < len; i++) sum += (double)x[i] * x[i];
+        block_sum[b] = sum;
+    }
     double sum = 0.0;
-    #pragma omp parallel for reduction(+ : sum)
-    for (size_t i = 0; i < n; i++) sum += (double)g[i] * g[i];
+    for (size_t b = 0; b < blocks; b++) sum += block_sum[b];
+    free(block_sum);
     return sum;
 }
 

@@ -439,7 +439,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
                                              p.lnfw, p.lnfb, N, C);
         }
     }
-    phase_mark(ctx, PHASE_MATMUL);
+    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
     if (has_targets) {
         phase_mark(ctx, PHASE_CLASSIFIER);
@@ -515,7 +515,7 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
 
     // logits hold dlogits (the classifier wrote them in the forward)
-    phase_mark(ctx, PHASE_MATMUL);
+    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, false);
     phase_mark(ctx, PHASE_LAYERNORM);
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));

@@ -21,6 +21,9 @@ command -v npm > /dev/null 2>&1 || missing+=(npm)
 if [ "${1:-}" = "--test" ]; then
     need python3-torch /usr/bin/python3 -c "import torch"
     need python3-numpy /usr/bin/python3 -c "import numpy"
+    # PyTorch's BLAS: without OpenBLAS it falls back to the reference BLAS, 10x+ slower
+    # (the PyTorch tests take longer, and make bench-cpu's side-by-side would be unfair)
+    need libopenblas0-pthread sh -c 'ls /usr/lib/*/openblas-pthread/libblas.so.3'
     need python3-matplotlib /usr/bin/python3 -c "import matplotlib"
     need openmpi-bin command -v mpirun      # multi-process tests (test_multirank.sh)
     need libopenmpi-dev command -v mpicxx

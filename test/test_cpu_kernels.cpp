@@ -1,7 +1,9 @@
 // test_cpu_kernels.cpp: the CPU matmul and attention layers against naive double-precision
 // loops written out here, at awkward shapes (ragged tiles, hs=16, T=1, nullptr bias),
 // including the += semantics of every backward output; and the matmul's bits do not depend
-// on the thread count. Prints one line per check, and a digest of the matmul's output that
+// on the thread count. Also the vectorized exp (llmc/cpu/vmath.h) against libm's double exp,
+// GELU and the classifier's cross-entropy against their definitions in double (std::tanh,
+// std::exp), and the gradient norm's sum against a plain double loop. Prints one line per check, and a digest of the matmul's output that
 // test_cpu_kernels.sh compares between builds with different micro-kernels; exits 1 if any
 // check fails.
 #include <cmath>
@@ -12,7 +14,11 @@
 #include <omp.h>
 #endif
 #include "../llmc/cpu/attention.h"
+#include "../llmc/cpu/crossentropy.h"
+#include "../llmc/cpu/gelu.h"
 #include "../llmc/cpu/matmul.h"
+#include "../llmc/cpu/vmath.h"
+#include "../llmc/gpt2.h"  // defines: grad_sum_squares
 
 typedef std::vector<float> Buf;
 
@@ -216,6 +222,87 @@ static void test_attention(int B, int T, int C, int NH) {
     check(name, dqkv.data(), rdqkv);
 }
 
+// exp_f32 at every float in steps over [-87, 88.3] and at the ends: within 2 ulp of libm's
+// double exp rounded to float; 0 below -87
+static void test_exp() {
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    bool ok = true;
+    for (double xd = -87.0; xd <= 88.3; xd += 0.000731) {
+        const float x = (float)xd;
+        const float want = (float)std::exp((double)x);
+        const float ulp = std::nextafter(want, INFINITY) - want;
+        const double err = std::fabs((double)exp_f32(x) - std::exp((double)x)) / ulp;
+        if (err > worst) worst = err, worst_x = x;
+    }
+    ok = worst <= 2.0 && exp_f32(-87.5f) == 0.0f && exp_f32(-1000.0f) == 0.0f && exp_f32(0.0f) == 1.0f &&
+         std::isfinite(exp_f32(1000.0f));
+    printf("%-4s %-58s worst %.2f ulp at x=%g\n", ok ? "ok" : "FAIL", "exp_f32 vs double exp over [-87, 88.3]",
+           worst, worst_x);
+    if (!ok) failures++;
+}
+
+// GELU (tanh form) and its backward (+=) against the formula in double with std::tanh
+static void test_gelu(size_t n) {
+    Buf x = rand_buf(n, 6.0f), out(n, 777.0f), dout = rand_buf(n), dinp = rand_buf(n);
+    x[0] = 0.0f, x[1] = -30.0f, x[2] = 30.0f;  // the far tails: exactly 0 and x
+    std::vector<double> rout(n), rdinp = to_double(dinp);
+    for (size_t i = 0; i < n; i++) {
+        const double xi = x[i], k = std::sqrt(2.0 / M_PI);
+        const double th = std::tanh(k * (xi + 0.044715 * xi * xi * xi));
+        rout[i] = 0.5 * xi * (1.0 + th);
+        rdinp[i] += (0.5 * (1.0 + th) + 0.5 * xi * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * xi * xi)) * dout[i];
+    }
+    gelu_forward(out.data(), x.data(), n);
+    gelu_backward(dinp.data(), x.data(), dout.data(), n);
+    check("gelu_forward vs tanh in double", out.data(), rout);
+    check("gelu_backward (+=) vs tanh in double", dinp.data(), rdinp);
+}
+
+// cross-entropy forward and dlogits over V real columns of Vp, against log-softmax in double
+static void test_crossentropy(int N, int V, int Vp) {
+    char name[160];
+    Buf logits = rand_buf((size_t)N * Vp, 8.0f);
+    for (int i = 0; i < N; i++)
+        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = 1e4f;  // padding must never count
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = (int)((i * 7919u) % (unsigned)V);
+    const float dloss = 1.0f / N;
+    std::vector<double> rloss(N), rd((size_t)N * Vp, 0.0);
+    for (int i = 0; i < N; i++) {
+        const float* row = &logits[(size_t)i * Vp];
+        double mx = row[0], sum = 0.0;
+        for (int j = 0; j < V; j++) mx = std::max(mx, (double)row[j]);
+        for (int j = 0; j < V; j++) sum += std::exp(row[j] - mx);
+        rloss[i] = mx + std::log(sum) - row[targets[i]];
+        for (int j = 0; j < V; j++) rd[(size_t)i * Vp + j] = (std::exp(row[j] - mx) / sum - (j == targets[i])) * dloss;
+    }
+    Buf losses(N, 777.0f);
+    crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+    crossentropy_backward(logits.data(), targets.data(), dloss, N, V, Vp);
+    snprintf(name, sizeof(name), "crossentropy_forward  N=%d V=%d Vp=%d", N, V, Vp);
+    check(name, losses.data(), rloss);
+    snprintf(name, sizeof(name), "crossentropy_backward N=%d V=%d Vp=%d (padding 0)", N, V, Vp);
+    check(name, logits.data(), rd);
+}
+
+// grad_sum_squares against a plain double loop, at lengths around its block size
+static void test_grad_sum_squares() {
+    bool ok = true;
+    double worst = 0.0;
+    for (size_t n : {(size_t)0, (size_t)1, (size_t)17, (size_t)65536, (size_t)65537, (size_t)300001}) {
+        Buf g = rand_buf(n, 3.0f);
+        double want = 0.0;
+        for (float x : g) want += (double)x * x;
+        const double got = grad_sum_squares(g.data(), n);
+        const double rel = want > 0 ? std::fabs(got - want) / want : std::fabs(got);
+        worst = std::max(worst, rel);
+        ok = ok && rel < 1e-12;
+    }
+    printf("%-4s %-58s rel err %.2e\n", ok ? "ok" : "FAIL", "grad_sum_squares vs a double loop", worst);
+    if (!ok) failures++;
+}
+
 // FNV-1a over the bytes of v, continuing from h
 static uint64_t fnv1a(uint64_t h, const Buf& v) {
     const unsigned char* p = (const unsigned char*)v.data();
@@ -294,6 +381,13 @@ int main() {
     test_attention(1, 64, 128, 2);
     test_attention(2, 13, 20, 4);
     test_attention(1, 130, 64, 1);
+
+    test_exp();
+    test_gelu(100003);
+    test_crossentropy(5, 50257, 50304);
+    test_crossentropy(3, 37, 128);
+    test_crossentropy(2, 1, 16);
+    test_grad_sum_squares();
 
     if (failures) {
         printf("%d check(s) FAILED\n", failures);

@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 CXX=${CXX:-g++}
-flags="-O3 -march=native -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp"
+flags="-O3 -march=native -std=c++17 -Wall -Wextra -Wno-unused-parameter -fopenmp -fno-math-errno -fno-trapping-math"
 out=test/out/cpu_kernels
 rm -rf "$out"; mkdir -p "$out"
 fail() { echo "FAIL: $*"; exit 1; }

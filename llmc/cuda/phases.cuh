@@ -5,34 +5,14 @@
 // between two events (the host not keeping up) counts towards the phase before it; the time
 // before the step's first event and after its last (host work, synchronization) is reported
 // apart, as the step's wall time minus the events' span.
-// defines: Phase, PhaseTimer, phase_mark, phase_step_begin, phase_step_end, phase_report,
+// defines: PhaseTimer, phase_mark, phase_step_begin, phase_step_end, phase_report,
 //          phase_timer_free
 #pragma once
 #include <cstdio>
 #include <vector>
 
-#include "common.cuh"  // defines: CudaContext, CHECK_CUDA
-
-enum Phase {
-    PHASE_ENCODER,        // embedding forward and backward
-    PHASE_LAYERNORM,      // LayerNorms, with their fused residual adds, and their recompute
-    PHASE_MATMUL,         // cuBLASLt matmuls, with fused bias / GELU, and bias gradients
-    PHASE_ATTENTION_FWD,
-    PHASE_ATTENTION_BWD,
-    PHASE_GELU,           // GELU recompute (its backward runs in matmul_backward: PHASE_MATMUL)
-    PHASE_CLASSIFIER,     // softmax + cross-entropy + dlogits
-    PHASE_OPTIMIZER,      // gradient norm and AdamW
-    PHASE_COMM,           // waiting for the gradient reduction; the parameter all-gather
-    PHASE_OTHER,          // copies, memsets, the rest
-    NUM_PHASES
-};
-
-inline const char* phase_name(int p) {
-    static const char* const names[NUM_PHASES] = {"encoder",   "layernorm",  "matmul",    "attention forward",
-                                                  "attention backward", "gelu", "classifier", "optimizer",
-                                                  "communication", "other"};
-    return p >= 0 && p < NUM_PHASES ? names[p] : "?";
-}
+#include "common.cuh"    // defines: CudaContext, CHECK_CUDA
+#include "../phases.h"  // defines: Phase, phase_name, phase_table_print
 
 struct PhaseTimer {
     std::vector<cudaEvent_t> events;  // a pool; the first `used` are this step's marks
@@ -85,20 +65,8 @@ inline void phase_step_end(const CudaContext& ctx, double wall_ms, bool count) {
 
 // The table: ms per step and share of the step's wall time, per phase.
 inline void phase_report(const PhaseTimer& t) {
-    if (t.steps == 0) {
-        printf("phase breakdown: no step counted (the first step is warm-up)\n");
-        return;
-    }
-    const double wall = t.wall_ms / t.steps;
-    printf("phase breakdown over %d steps (CUDA events; idle stream time counts towards the phase before it):\n",
-           t.steps);
-    printf("  %-22s %10s %7s\n", "phase", "ms/step", "share");
-    for (int p = 0; p < NUM_PHASES; p++)
-        if (t.ms[p] > 0.0)
-            printf("  %-22s %10.3f %6.1f%%\n", phase_name(p), t.ms[p] / t.steps, 100.0 * t.ms[p] / t.steps / wall);
-    const double outside = wall - t.span_ms / t.steps;
-    printf("  %-22s %10.3f %6.1f%%\n", "host, outside events", outside, 100.0 * outside / wall);
-    printf("  %-22s %10.3f\n", "step (wall)", wall);
+    phase_table_print("CUDA events; idle stream time counts towards the phase before it", t.ms, t.steps,
+                      t.wall_ms, "host, outside events", t.wall_ms - t.span_ms);
 }
 
 inline void phase_timer_free(PhaseTimer* t) {
