@@ -53,8 +53,9 @@ struct CpuBackend {
         return model->mean_loss;
     }
     void reduce_grads(bool last_micro) {
+        if (gsync == nullptr) return;
         phase_clock_mark(model->phases, PHASE_COMM);
-        if (gsync != nullptr) grad_sync_wait(gsync);
+        grad_sync_wait(gsync);
         phase_clock_mark(model->phases, PHASE_OTHER);
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
@@ -83,8 +84,10 @@ struct CpuBackend {
             adamw_update(model->params + seg.begin, g + o, model->m + o, model->v + o, seg.end - seg.begin, lr, 0.9f,
                          0.95f, 1e-8f, pt.decays ? weight_decay : 0.0f, clip_scale, t);
         }
-        phase_clock_mark(model->phases, PHASE_COMM);
-        if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
+        if (z.stage > 0) {
+            phase_clock_mark(model->phases, PHASE_COMM);
+            comm_all_gather(comm, model->params, z.shard, sizeof(float));
+        }
     }
     void zero_grad() {
         phase_clock_mark(model->phases, PHASE_OTHER);

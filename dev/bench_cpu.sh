@@ -8,7 +8,9 @@
 #   3. dev/bench_pytorch.py: the same model and step in PyTorch (Debian's python3-torch), if
 #      it is installed; then the native build once more, so a machine that got slower or
 #      faster during the run shows;
-#   4. a summary: ms/step, GFLOP/s of 6N flops, and the ratio to PyTorch.
+#   4. the native step again with one core kept busy by another process (a shell loop), as on
+#      a machine shared with other work: the slowdown against the quiet step;
+#   5. a summary: ms/step, GFLOP/s of 6N flops, and the ratio to PyTorch.
 # usage: dev/bench_cpu.sh [descriptor=d12] [B=4] [T=64] [steps=5]
 # BENCH_OUT=FILE also writes everything printed to FILE (dev/results/ keeps such files).
 set -u
@@ -53,6 +55,13 @@ else
     echo
 fi
 
+echo "=== 4. train_gpt_cpu (native) with one core kept busy by another process"
+sh -c 'while :; do :; done' &
+busy_pid=$!
+./build/bench_cpu "$desc" "$B" "$T" "$steps" 0 | tee "$tmp/busy.txt"
+kill "$busy_pid" 2> /dev/null; wait "$busy_pid" 2> /dev/null
+echo
+
 # the figures of a result line: "median MS ms/step | TOK tokens/s | G GFLOP/s of 6N flops (P% of ..."
 ms_of() { sed -n 's/^\(median\|pytorch:\) \([0-9.]*\) ms\/step.*/\2/p' "$1"; }
 gflops_of() { sed -n 's/.* | \([0-9.]*\) GFLOP\/s of 6N flops.*/\1/p' "$1" | head -n1; }
@@ -72,4 +81,11 @@ row "train_gpt_cpu (native build)" "$tmp/native1.txt"
 row "train_gpt_cpu (native build, after PyTorch)" "$tmp/native2.txt"
 row "train_gpt_cpu (-mno-avx512f: AVX2+FMA)" "$tmp/avx2.txt"
 row "PyTorch $($PYTHON -c 'import torch; print(torch.__version__)' 2>/dev/null)" "$tmp/pytorch.txt"
+quiet_ms=$(ms_of "$tmp/native1.txt")
+[ -s "$tmp/native2.txt" ] && quiet_ms=$(printf '%s\n%s\n' "$quiet_ms" "$(ms_of "$tmp/native2.txt")" | sort -n | head -n1)
+busy_ms=$(ms_of "$tmp/busy.txt")
+if [ -n "$busy_ms" ] && [ -n "$quiet_ms" ]; then
+    echo "one core busy with another process: $busy_ms ms/step, $(awk -v b="$busy_ms" -v q="$quiet_ms" \
+        'BEGIN { printf "%.2fx", b / q }') the quiet step's $quiet_ms ms (GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000 (set by the program)})"
+fi
 exit 0

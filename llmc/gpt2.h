@@ -482,13 +482,17 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         phase(PHASE_LAYERNORM);
         layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, a.ln1_mean + l * BT,
                            a.ln1_rstd + l * BT, N, C);
-        phase(PHASE_COMM);
-        if (sink != nullptr) sink->layer_done(l);  // its reduction may start now
+        if (sink != nullptr) {
+            phase(PHASE_COMM);
+            sink->layer_done(l);  // its reduction may start now
+        }
     }
     phase(PHASE_ENCODER);
     encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
-    phase(PHASE_COMM);
-    if (sink != nullptr) sink->backward_done();
+    if (sink != nullptr) {
+        phase(PHASE_COMM);
+        sink->backward_done();
+    }
     phase(PHASE_OTHER);
 }
 

@@ -11,6 +11,8 @@
 #    a target never reached is reported; without -v it is a flag error.
 #  - the end-of-run summary: best val loss and its step, newest checkpoint; metrics.jsonl's
 #    summary record.
+#  - -pb 1's phase table against the step lines' own times: the phases add up to the step,
+#    and the step is what the step lines say it took (the two clocks are read apart).
 set -eu
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
@@ -123,4 +125,25 @@ assert abs(s["best_val_loss"] - min(vals)) < 1e-6 and abs(s["final_val_loss"] - 
 assert s["energy_j"] is None and s["wall_s"] > 0 and s["tokens_per_s"] > 0, s
 EOF
 echo "ok summary: best val loss $best, newest checkpoint, metrics.jsonl summary record"
+# ---- -pb 1: where the step's time goes. The step lines time the steps on their own; the table
+# must account for the same time, in the phases a step has.
+d=$out/pb
+./train_gpt_cpu $data -b 4 -x 12 -v 0 -pb 1 -o "$d" > "$d.stdout" 2> "$d.stderr" || fail "-pb 1: exit $?: $(tail -n 2 "$d.stderr")"
+"$PY" - "$d.stdout" <<'EOF' || fail "-pb 1: the phase table does not add up (see $d.stdout)"
+import re, sys
+text = open(sys.argv[1]).read()
+steps = [float(m) for m in re.findall(r"^step +\d+/12 .*\| ([0-9.]+) ms \|", text, re.M)]
+assert len(steps) == 12, steps
+m = re.search(r"^phase breakdown over (\d+) steps", text, re.M)
+assert m and int(m.group(1)) == 11, "the first step is warm-up: 11 counted"
+phases = {k.strip(): float(v) for k, v in re.findall(r"^  ([a-z ]+?) +([0-9.]+) +[0-9.]+%$", text, re.M)}
+wall = float(re.search(r"^  step \(wall\) +([0-9.]+)$", text, re.M).group(1))
+for need in ("matmul", "classifier matmul", "attention forward", "attention backward", "layernorm", "gelu",
+             "classifier", "optimizer"):
+    assert phases.get(need, 0) > 0, f"no time in phase {need}: {phases}"
+assert abs(sum(phases.values()) - wall) <= 0.01 * wall, (sum(phases.values()), wall)
+mean = sum(steps[1:]) / len(steps[1:])
+assert abs(wall - mean) <= 0.25 * mean, f"table's step {wall:.2f} ms, step lines' mean {mean:.2f} ms"
+print(f"ok -pb 1: {len(phases)} phases add up to the step, {wall:.2f} ms against the step lines' {mean:.2f} ms")
+EOF
 echo "all evaluation tests passed"
