@@ -15,7 +15,7 @@ bash data/prepare_bible.sh
 common=(-i "data/bible/bible_train_*.bin" -j "data/bible/bible_val_*.bin" -tf data/gpt2_tokenizer.bin
         -k cosine -u 20 -q 0.1 -c 0.1 -n 100 -nk 2 -y 1)
 cpu_run() {
-    echo "training a small GPT (4 layers, 256 channels) on the CPU; about 4 minutes on 2 cores"
+    echo "training a small GPT (4 layers, 256 channels) on the CPU; a few minutes on 2 cores"
     ./train_gpt_cpu "${common[@]}" -e gpt2:l4c256 -o out/quickstart_cpu -b 8 -t 64 -x 300 -l 2e-3 -v 50 -m 10 \
         -s 100 -g 48 -st 0.8 -sk 40 "$@"
 }
