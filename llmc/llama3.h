@@ -1,0 +1,374 @@
+// llama3.h: the Llama 3 model on the CPU: configuration, the parameter table, random init,
+// forward, backward. One training step reads top to bottom in llama_forward and
+// llama_backward; AdamW is GPT-2's (cpu/adamw.h) over this table.
+// defines: LlamaConfig, llama_config_problem, llama_config_from_descriptor, LLAMA_NUM_PARAM_TENSORS,
+//          llama_param_table, Llama, llama_init, llama_alloc_state, llama_init_random,
+//          llama_forward, llama_backward, llama_zero_grad, llama_free
+//
+// The architecture (Meta's Llama 3, as Hugging Face's LlamaForCausalLM computes it):
+//   x = wte[tokens]
+//   per layer:  x = x + attproj(attention(rope(qkv(rmsnorm1(x)))))   grouped-query heads
+//               x = x + fcproj(silu(gate(rmsnorm2(x))) * up(rmsnorm2(x)))
+//   logits = lmhead(rmsnorm_f(x))                                      an untied head
+// No biases. Glossary: B batch, T sequence length, C channels, NH query heads, NKV key/value
+// heads (NH/NKV query heads share one), hs = C/NH head size, F the MLP's hidden size,
+// L layers, V vocabulary, Vp vocabulary padded to a multiple of 128, maxT positions.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "gpt2.h"             // defines: ParamTensor, NormalRng, round_up_128, phase_clock_mark, the CPU layers
+#include "cpu/rmsnorm.h"      // defines: rmsnorm_forward, rmsnorm_backward
+#include "cpu/rope.h"         // defines: rope_table, rope_forward, rope_backward
+#include "cpu/swiglu.h"       // defines: swiglu_forward, swiglu_backward
+
+struct LlamaConfig {
+    int max_seq_len;        // maxT
+    int vocab_size;         // V
+    int padded_vocab_size;  // Vp
+    int num_layers;         // L
+    int num_heads;          // NH: query heads
+    int num_kv_heads;       // NKV: key/value heads, NH % NKV == 0
+    int channels;           // C = NH * hs
+    int ffn_hidden;         // F: the SwiGLU MLP's hidden size
+    float norm_eps;         // RMSNorm's epsilon
+    float rope_theta;       // RoPE's base
+};
+
+// nullptr when the configuration is sane, else what is wrong
+inline const char* llama_config_problem(const LlamaConfig& c) {
+    if (c.max_seq_len < 1 || c.max_seq_len > 1 << 20) return "maxT out of range [1, 2^20]";
+    if (c.vocab_size < 1 || c.vocab_size > 1 << 24) return "vocab size out of range [1, 2^24]";
+    if (c.padded_vocab_size < c.vocab_size || c.padded_vocab_size > (1 << 24) + 128)
+        return "padded vocab size smaller than vocab size or too large";
+    if (c.num_layers < 1 || c.num_layers > 1000) return "layer count out of range [1, 1000]";
+    if (c.channels < 1 || c.channels > 1 << 16) return "channels out of range [1, 65536]";
+    if (c.num_heads < 1 || c.channels % c.num_heads != 0) return "channels not divisible by heads";
+    if ((c.channels / c.num_heads) % 2 != 0) return "head size odd (RoPE turns pairs of channels)";
+    if (c.num_kv_heads < 1 || c.num_heads % c.num_kv_heads != 0) return "heads not divisible by key/value heads";
+    if (c.ffn_hidden < 1 || c.ffn_hidden > 1 << 20) return "MLP hidden size out of range [1, 2^20]";
+    if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) return "norm eps out of range (0, 1)";
+    if (!(c.rope_theta > 1.0f && std::isfinite(c.rope_theta))) return "RoPE theta not above 1";
+    return nullptr;
+}
+
+// "llama3:l4c256h8kv2f704": L=4, C=256, NH=8, NKV=2, F=704, with Llama 3's vocabulary
+// (128,256), maxT 8192, eps 1e-5, theta 500,000. Returns false if the descriptor is not of
+// this form or the configuration it gives is not sane.
+inline bool llama_config_from_descriptor(const char* desc, LlamaConfig* out) {
+    long long l = 0, c = 0, h = 0, kv = 0, f = 0;
+    char check[96];
+    if (strncmp(desc, "llama3:", 7) != 0) return false;
+    if (sscanf(desc + 7, "l%lldc%lldh%lldkv%lldf%lld", &l, &c, &h, &kv, &f) != 5) return false;
+    snprintf(check, sizeof(check), "llama3:l%lldc%lldh%lldkv%lldf%lld", l, c, h, kv, f);
+    if (strcmp(check, desc) != 0) return false;  // no trailing text, no leading zeros or signs
+    if (l < 1 || l > 1000 || c < 1 || c > 65536 || h < 1 || h > 65536 || kv < 1 || kv > 65536 || f < 1 ||
+        f > (1 << 20))
+        return false;
+    LlamaConfig cfg = {8192, 128256, round_up_128(128256), (int)l, (int)h, (int)kv, (int)c, (int)f, 1e-5f, 500000.0f};
+    if (llama_config_problem(cfg) != nullptr) return false;
+    *out = cfg;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
+// The parameter table, in checkpoint order: it drives allocation, init, weight decay (the 2-D
+// matrices) and, as GPT-2's, checkpoints and the ZeRO layout.
+enum { LLAMA_NUM_PARAM_TENSORS = 9 };
+
+// Fills table[9]; returns the total number of parameters (padded vocabulary rows included).
+inline size_t llama_param_table(const LlamaConfig& cfg, ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
+    const size_t Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.ffn_hidden;
+    const size_t hs = C / cfg.num_heads, QKV = (cfg.num_heads + 2 * (size_t)cfg.num_kv_heads) * hs;
+    struct Row { const char* name; bool decays; int ndim; size_t s0, s1, s2; };
+    const Row rows[LLAMA_NUM_PARAM_TENSORS] = {
+        {"wte", true, 2, Vp, C, 0},                  // token embedding
+        {"rms1w", false, 2, L, C, 0},                // RMSNorm before attention
+        {"qkvw", true, 3, L, QKV, C},                // [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] rows
+        {"attprojw", true, 3, L, C, C},              // o_proj
+        {"rms2w", false, 2, L, C, 0},                // RMSNorm before the MLP
+        {"fcw", true, 3, L, 2 * F, C},               // [gate (F) | up (F)] rows
+        {"fcprojw", true, 3, L, C, F},               // down_proj
+        {"rmsfw", false, 1, C, 0, 0},                // final RMSNorm
+        {"lmheadw", true, 2, Vp, C, 0},              // the untied output head
+    };
+    size_t offset = 0;
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) {
+        const Row& r = rows[i];
+        ParamTensor& t = table[i];
+        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
+        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
+        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
+        t.offset = offset;
+        offset += t.numel;
+    }
+    return offset;
+}
+
+struct LlamaParams {
+    float *wte, *rms1w, *qkvw, *attprojw, *rms2w, *fcw, *fcprojw, *rmsfw, *lmheadw;
+};
+
+inline LlamaParams llama_param_ptrs(float* base, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
+    LlamaParams v;
+    float** fields[LLAMA_NUM_PARAM_TENSORS] = {&v.wte, &v.rms1w, &v.qkvw, &v.attprojw, &v.rms2w,
+                                               &v.fcw, &v.fcprojw, &v.rmsfw, &v.lmheadw};
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    return v;
+}
+
+// Activations kept from forward for backward, and the backward's scratch; sized for the
+// (B, T) the model was set up with.
+struct LlamaActivations {
+    float* encoded;      // (B,T,C)
+    float* rms1;         // (L,B,T,C)
+    float* rms1_rstd;    // (L,B,T)
+    float* qkv;          // (L,B,T,QKV) after RoPE
+    float* atty;         // (L,B,T,C)
+    float* att;          // (L,B,NH,T,T) softmax probabilities
+    float* residual2;    // (L,B,T,C)
+    float* rms2;         // (L,B,T,C)
+    float* rms2_rstd;    // (L,B,T)
+    float* fch;          // (L,B,T,2F) [gate | up]
+    float* fch_swiglu;   // (L,B,T,F)
+    float* residual3;    // (L,B,T,C)
+    float* rmsf;         // (B,T,C)
+    float* rmsf_rstd;    // (B,T)
+    float* logits;       // (B,T,Vp), overwritten by dlogits in backward
+    float* losses;       // (B,T)
+    float* proj;         // (B,T,C) scratch: a projection's output before the residual add
+    float* dres;         // (B,T,C) gradient of the residual stream
+    float* dtmp;         // (B,T,C)
+    float* dqkv;         // (B,T,QKV)
+    float* dfch;         // (B,T,2F)
+    float* dfch_swiglu;  // (B,T,F)
+};
+
+struct Llama {
+    LlamaConfig config;
+    ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
+    size_t num_parameters = 0;
+    float* params = nullptr;  // one allocation for every parameter
+    float* grads = nullptr;   // same layout
+    float* m = nullptr;       // AdamW moments
+    float* v = nullptr;
+    LlamaParams p, g;
+    LlamaActivations acts;
+    float* acts_memory = nullptr;
+    size_t acts_floats = 0;
+    std::vector<float> rope_cos, rope_sin;  // (maxT, hs/2)
+    int B = 0, T = 0;
+    float mean_loss = 0.0f;
+    PhaseClock* phases = nullptr;  // -pb 1
+};
+
+inline void llama_init(Llama* model, const LlamaConfig& cfg) {
+    const char* problem = llama_config_problem(cfg);
+    if (problem != nullptr) fail("model config: %s", problem);
+    model->config = cfg;
+    model->num_parameters = llama_param_table(cfg, model->tensors);
+    model->params = (float*)xmalloc(model->num_parameters * sizeof(float));
+    memset(model->params, 0, model->num_parameters * sizeof(float));
+    model->p = llama_param_ptrs(model->params, model->tensors);
+}
+
+inline void llama_alloc_state(Llama* model, int B, int T) {
+    const LlamaConfig& cfg = model->config;
+    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
+    const size_t n = model->num_parameters;
+    model->grads = (float*)xmalloc(n * sizeof(float));
+    model->m = (float*)xmalloc(n * sizeof(float));
+    model->v = (float*)xmalloc(n * sizeof(float));
+    memset(model->grads, 0, n * sizeof(float));
+    memset(model->m, 0, n * sizeof(float));
+    memset(model->v, 0, n * sizeof(float));
+    model->g = llama_param_ptrs(model->grads, model->tensors);
+
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t F = cfg.ffn_hidden, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
+    const size_t BT = (size_t)B * T;
+    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT * QKV, L * BT * C, L * B * NH * T * T, L * BT * C,
+                      L * BT * C, L * BT, L * BT * 2 * F, L * BT * F, L * BT * C, BT * C, BT, BT * Vp, BT,
+                      BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
+    const int count = sizeof(sizes) / sizeof(sizes[0]);
+    static_assert(sizeof(LlamaActivations) == count * sizeof(float*), "one size per activation");
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += sizes[i];
+    model->acts_memory = (float*)xmalloc(total * sizeof(float));
+    memset(model->acts_memory, 0, total * sizeof(float));
+    model->acts_floats = total;
+    float** ptrs = (float**)&model->acts;
+    float* cursor = model->acts_memory;
+    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
+    rope_table(&model->rope_cos, &model->rope_sin, T, (int)(C / NH), cfg.rope_theta);
+    model->B = B;
+    model->T = T;
+}
+
+// Weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)), RMSNorm weights 1,
+// padded vocabulary rows 0.
+inline void llama_init_random(Llama* model, uint32_t seed) {
+    const LlamaConfig& cfg = model->config;
+    NormalRng rng(seed);
+    const float residual_std = 0.02f / sqrtf(2.0f * cfg.num_layers);
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) {
+        const ParamTensor& t = model->tensors[i];
+        float* w = model->params + t.offset;
+        if (!t.decays) {  // the RMSNorm weights
+            for (size_t j = 0; j < t.numel; j++) w[j] = 1.0f;
+            continue;
+        }
+        const bool residual = !strcmp(t.name, "attprojw") || !strcmp(t.name, "fcprojw");
+        const bool vocab_rows = !strcmp(t.name, "wte") || !strcmp(t.name, "lmheadw");
+        const size_t n = vocab_rows ? (size_t)cfg.vocab_size * cfg.channels : t.numel;  // padding stays 0
+        for (size_t j = 0; j < n; j++) w[j] = (float)((residual ? residual_std : 0.02f) * rng.next());
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward: inputs (B,T) token ids; targets (B,T) or nullptr (then no loss). B and T may be
+// smaller than allocated.
+inline void llama_forward(Llama* model, const int* inputs, const int* targets, int B, int T) {
+    const LlamaConfig& cfg = model->config;
+    CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
+    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
+    const int QKV = (NH + 2 * NKV) * hs;
+    for (int i = 0; i < B * T; i++)
+        CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
+    const LlamaParams& p = model->p;
+    LlamaActivations& a = model->acts;
+    // per-layer strides use the allocated B, T so a smaller batch is a prefix of each slot
+    const size_t BT = (size_t)model->B * model->T, BTC = BT * C;
+    const size_t att_stride = (size_t)model->B * NH * model->T * model->T;
+    const int N = B * T;
+    auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
+
+    phase(PHASE_ENCODER);
+    for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
+    for (int l = 0; l < L; l++) {
+        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        float* rms1 = a.rms1 + l * BTC;
+        float* qkv = a.qkv + l * BT * QKV;
+        float* atty = a.atty + l * BTC;
+        float* residual2 = a.residual2 + l * BTC;
+        float* rms2 = a.rms2 + l * BTC;
+        float* fch = a.fch + l * BT * 2 * F;
+        float* fch_swiglu = a.fch_swiglu + l * BT * F;
+        const size_t lC = (size_t)l * C;
+        phase(PHASE_LAYERNORM);
+        rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + lC, N, C, cfg.norm_eps);
+        phase(PHASE_MATMUL);
+        matmul_forward(qkv, rms1, p.qkvw + (size_t)l * QKV * C, nullptr, B, T, C, QKV);
+        phase(PHASE_ATTENTION_FWD);
+        rope_forward(qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
+        attention_forward_gqa(atty, a.att + l * att_stride, qkv, B, T, NH, NKV, hs);
+        phase(PHASE_MATMUL);
+        matmul_forward(a.proj, atty, p.attprojw + lC * C, nullptr, B, T, C, C);
+        phase(PHASE_LAYERNORM);
+        residual_forward(residual2, residual, a.proj, (size_t)N * C);
+        rmsnorm_forward(rms2, a.rms2_rstd + l * BT, residual2, p.rms2w + lC, N, C, cfg.norm_eps);
+        phase(PHASE_MATMUL);
+        matmul_forward(fch, rms2, p.fcw + lC * 2 * F, nullptr, B, T, C, 2 * F);
+        phase(PHASE_GELU);
+        swiglu_forward(fch_swiglu, fch, N, F);
+        phase(PHASE_MATMUL);
+        matmul_forward(a.proj, fch_swiglu, p.fcprojw + lC * F, nullptr, B, T, F, C);
+        phase(PHASE_LAYERNORM);
+        residual_forward(a.residual3 + l * BTC, residual2, a.proj, (size_t)N * C);
+    }
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BTC, p.rmsfw, N, C, cfg.norm_eps);
+    phase(PHASE_CLASSIFIER_MATMUL);
+    matmul_forward(a.logits, a.rmsf, p.lmheadw, nullptr, B, T, C, Vp);
+    if (targets != nullptr) {
+        phase(PHASE_CLASSIFIER);
+        for (int i = 0; i < N; i++)
+            CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
+        crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
+        double sum = 0.0;
+        for (int i = 0; i < N; i++) sum += a.losses[i];
+        model->mean_loss = (float)(sum / N);
+    }
+    phase(PHASE_OTHER);
+}
+
+// Backward of the last forward (same inputs/targets, full allocated B and T), accumulating
+// (+=) into model->grads. dloss is the weight of each position's loss in the step's mean.
+inline void llama_backward(Llama* model, const int* inputs, const int* targets, float dloss) {
+    const LlamaConfig& cfg = model->config;
+    const int B = model->B, T = model->T;
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
+    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
+    const int QKV = (NH + 2 * NKV) * hs;
+    const LlamaParams& p = model->p;
+    const LlamaParams& g = model->g;
+    LlamaActivations& a = model->acts;
+    const size_t BT = (size_t)B * T, BTC = BT * C;
+    const size_t att_stride = (size_t)B * NH * T * T;
+    const int N = B * T;
+    auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
+
+    phase(PHASE_CLASSIFIER);
+    crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+    phase(PHASE_CLASSIFIER_MATMUL);
+    memset(a.dtmp, 0, BTC * sizeof(float));
+    matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, Vp);
+    phase(PHASE_LAYERNORM);
+    memset(a.dres, 0, BTC * sizeof(float));
+    rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, a.residual3 + (L - 1) * BTC, p.rmsfw, a.rmsf_rstd, N, C);
+    // dres is the gradient of the residual stream; each block adds into it on the way down
+    for (int l = L - 1; l >= 0; l--) {
+        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
+        const size_t lC = (size_t)l * C;
+        // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
+        phase(PHASE_MATMUL);
+        memset(a.dfch_swiglu, 0, BT * F * sizeof(float));
+        matmul_backward(a.dfch_swiglu, g.fcprojw + lC * F, nullptr, a.dres, a.fch_swiglu + l * BT * F,
+                        p.fcprojw + lC * F, B, T, F, C);
+        phase(PHASE_GELU);
+        memset(a.dfch, 0, BT * 2 * F * sizeof(float));
+        swiglu_backward(a.dfch, a.fch + l * BT * 2 * F, a.dfch_swiglu, N, F);
+        phase(PHASE_MATMUL);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.fcw + lC * 2 * F, nullptr, a.dfch, a.rms2 + l * BTC, p.fcw + lC * 2 * F, B, T, C,
+                        2 * F);
+        phase(PHASE_LAYERNORM);
+        rmsnorm_backward(a.dres, g.rms2w + lC, a.dtmp, a.residual2 + l * BTC, p.rms2w + lC, a.rms2_rstd + l * BT, N,
+                         C);
+        // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
+        phase(PHASE_MATMUL);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.attprojw + lC * C, nullptr, a.dres, a.atty + l * BTC, p.attprojw + lC * C, B, T,
+                        C, C);
+        phase(PHASE_ATTENTION_BWD);
+        memset(a.dqkv, 0, BT * QKV * sizeof(float));
+        attention_backward_gqa(a.dqkv, a.dtmp, a.qkv + l * BT * QKV, a.att + l * att_stride, B, T, NH, NKV, hs);
+        rope_backward(a.dqkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
+        phase(PHASE_MATMUL);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.qkvw + (size_t)l * QKV * C, nullptr, a.dqkv, a.rms1 + l * BTC,
+                        p.qkvw + (size_t)l * QKV * C, B, T, C, QKV);
+        phase(PHASE_LAYERNORM);
+        rmsnorm_backward(a.dres, g.rms1w + lC, a.dtmp, residual, p.rms1w + lC, a.rms1_rstd + l * BT, N, C);
+    }
+    phase(PHASE_ENCODER);
+    // the same token can repeat anywhere in the batch: a serial pass in (b,t) order keeps the
+    // sums deterministic
+    for (int i = 0; i < N; i++) {
+        float* dt = g.wte + (size_t)inputs[i] * C;
+        const float* d = a.dres + (size_t)i * C;
+        for (int c = 0; c < C; c++) dt[c] += d[c];
+    }
+    phase(PHASE_OTHER);
+}
+
+inline void llama_zero_grad(Llama* model) { memset(model->grads, 0, model->num_parameters * sizeof(float)); }
+
+inline void llama_free(Llama* model) {
+    free(model->params); free(model->grads); free(model->m); free(model->v);
+    free(model->acts_memory);
+    model->params = model->grads = model->m = model->v = model->acts_memory = nullptr;
+}

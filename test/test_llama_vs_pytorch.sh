@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The CPU Llama 3 model (llmc/llama3.h) against PyTorch: debug states of four configurations
+# written by test/llama_reference.py (a Llama written apart from the C++, in float64): logits,
+# loss, every gradient tensor, 10 AdamW steps with clipping. Grouped-query attention with one
+# key/value head and with three query heads per key/value head, an odd head count (NKV = NH),
+# T below maxT, head size 128, RoPE theta 10,000 and 500,000.
+set -eu
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-/usr/bin/python3}
+if ! "$PY" -c "import torch" 2>/dev/null; then
+    echo "PyTorch is not importable by $PY (apt-get install python3-torch)"
+    [ "${CI:-}" = "true" ] && exit 1 || exit 77
+fi
+make -s build/test_llama_debug
+out=test/out/llama_pytorch
+mkdir -p "$out"
+for cfg in gqa1 odd gqa2 hs128; do
+    "$PY" test/llama_reference.py --config "$cfg" --out "$out" > "$out/$cfg.log"
+    echo "--- $cfg"
+    ./build/test_llama_debug "$out/llama_${cfg}_debug.bin"
+done
