@@ -4,7 +4,9 @@
 //          dataloader_print_summary, dataloader_free
 //
 // A shard file: 256 x int32 header [0]=20240520 (magic), [1]=1 (version), [2]=ntok,
-// then ntok x uint16 tokens; its size is exactly 1024 + 2*ntok bytes.
+// then ntok x uint16 tokens; its size is exactly 1024 + 2*ntok bytes. Vocabularies past
+// 65,536 ids (Llama 3's 128,256) use llm.c's 32-bit variant: [0]=20240801, [1]=7, [2]=ntok,
+// then ntok x uint32 tokens, 1024 + 4*ntok bytes.
 //
 // Data order. W = world*B*T. A "global sample" is a window of W+1 tokens of one shard;
 // rank r takes tokens [r*B*T, r*B*T + B*T + 1) of it: inputs are the first B*T, targets
@@ -32,8 +34,10 @@
 
 #include "utils.h"
 
-constexpr int DATALOADER_MAGIC = 20240520;
+constexpr int DATALOADER_MAGIC = 20240520;  // uint16 tokens
 constexpr int DATALOADER_VERSION = 1;
+constexpr int DATALOADER_MAGIC_U32 = 20240801;  // uint32 tokens (llm.c's Llama 3 shards)
+constexpr int DATALOADER_VERSION_U32 = 7;
 constexpr size_t DATALOADER_HEADER_BYTES = 256 * sizeof(int32_t);
 
 // The exact position of the next batch: enough to resume bit-for-bit (no RNG state needed).
@@ -47,8 +51,9 @@ struct DataLoaderState {
 struct DataShard {
     char* path;              // owned copy of the file name, for messages
     void* map;               // the whole file, mmap'ed read-only
-    size_t file_bytes;       // = 1024 + 2*ntok
-    const uint16_t* tokens;  // first token, right after the header
+    size_t file_bytes;       // = 1024 + token_bytes*ntok
+    const void* tokens;      // first token, right after the header: uint16_t or uint32_t
+    int token_bytes;         // 2 or 4
     size_t ntok;             // tokens in this shard
     uint32_t num_samples;    // global samples: (ntok - 1) / (world*B*T); ntok < 2^31
 };
@@ -171,19 +176,22 @@ inline bool dataloader_open_shard_(DataShard* sh, const char* path, size_t sampl
     memcpy(header, map, sizeof(header));
     bool ok = false;
     size_t ntok = 0;
-    if (header[0] != DATALOADER_MAGIC) {
-        snprintf(err, errn, "%s: bad magic %d in header (a token shard has %d)", path,
-                 header[0], DATALOADER_MAGIC);
-    } else if (header[1] != DATALOADER_VERSION) {
-        snprintf(err, errn, "%s: unsupported shard version %d (this build reads %d)", path,
-                 header[1], DATALOADER_VERSION);
+    const bool wide = header[0] == DATALOADER_MAGIC_U32;
+    const int token_bytes = wide ? 4 : 2;
+    const int want_version = wide ? DATALOADER_VERSION_U32 : DATALOADER_VERSION;
+    if (header[0] != DATALOADER_MAGIC && !wide) {
+        snprintf(err, errn, "%s: bad magic %d in header (a token shard has %d, or %d with 32-bit tokens)", path,
+                 header[0], DATALOADER_MAGIC, DATALOADER_MAGIC_U32);
+    } else if (header[1] != want_version) {
+        snprintf(err, errn, "%s: unsupported shard version %d (this build reads %d for magic %d)", path,
+                 header[1], want_version, header[0]);
     } else if (header[2] < 0) {
         snprintf(err, errn, "%s: header says %d tokens", path, header[2]);
-    } else if (bytes != DATALOADER_HEADER_BYTES + 2 * (size_t)header[2]) {
+    } else if (bytes != DATALOADER_HEADER_BYTES + token_bytes * (size_t)header[2]) {
         snprintf(err, errn,
                  "%s: file is %zu bytes but its header says %d tokens = %zu bytes "
                  "(truncated or corrupt)",
-                 path, bytes, header[2], DATALOADER_HEADER_BYTES + 2 * (size_t)header[2]);
+                 path, bytes, header[2], DATALOADER_HEADER_BYTES + token_bytes * (size_t)header[2]);
     } else if ((size_t)header[2] < sample_tokens) {
         snprintf(err, errn,
                  "%s: shard has %d tokens but one sample needs world*B*T+1 = %d*%d*%d+1 = "
@@ -193,19 +201,21 @@ inline bool dataloader_open_shard_(DataShard* sh, const char* path, size_t sampl
         ntok = (size_t)header[2];
         ok = true;
     }
-    const uint16_t* tokens = (const uint16_t*)((const char*)map + DATALOADER_HEADER_BYTES);
-    if (ok && vocab_size <= 65535) {
-        // a branch-free max first (vectorizes), the position only when something is bad
-        uint16_t mx = 0;
-        for (size_t i = 0; i < ntok; i++) mx = tokens[i] > mx ? tokens[i] : mx;
-        if (mx >= vocab_size) {
-            size_t i = 0;
-            while (tokens[i] < vocab_size) i++;
-            snprintf(err, errn, "%s: token id %d at position %zu is >= vocab size %d", path,
-                     (int)tokens[i], i, vocab_size);
-            ok = false;
-        }
-    }
+    const void* tokens = (const char*)map + DATALOADER_HEADER_BYTES;
+    // every id below the vocabulary: a branch-free max first (vectorizes), the position only
+    // when something is bad
+    auto check_ids = [&](auto* ids) {
+        auto mx = ids[0];
+        for (size_t i = 0; i < ntok; i++) mx = ids[i] > mx ? ids[i] : mx;
+        if ((uint64_t)mx < (uint64_t)vocab_size) return;
+        size_t i = 0;
+        while ((uint64_t)ids[i] < (uint64_t)vocab_size) i++;
+        snprintf(err, errn, "%s: token id %llu at position %zu is >= vocab size %d", path,
+                 (unsigned long long)ids[i], i, vocab_size);
+        ok = false;
+    };
+    if (ok && ntok > 0 && wide) check_ids((const uint32_t*)tokens);
+    if (ok && ntok > 0 && !wide && vocab_size <= 65535) check_ids((const uint16_t*)tokens);
     if (!ok) {
         munmap(map, bytes);
         return false;
@@ -213,6 +223,7 @@ inline bool dataloader_open_shard_(DataShard* sh, const char* path, size_t sampl
     sh->map = map;
     sh->file_bytes = bytes;
     sh->tokens = tokens;
+    sh->token_bytes = token_bytes;
     sh->ntok = ntok;
     sh->num_samples = (uint32_t)((ntok - 1) / (sample_tokens - 1));
     return true;
@@ -302,11 +313,14 @@ inline void dataloader_next_batch(DataLoader* dl) {
     size_t BT = (size_t)dl->B * dl->T;
     size_t start = sample * BT * dl->world + (size_t)dl->rank * BT;
     CHECK(start + BT + 1 <= sh->ntok, "start=%zu BT=%zu ntok=%zu", start, BT, sh->ntok);
-    const uint16_t* tok = sh->tokens + start;
-    for (size_t i = 0; i < BT; i++) {
-        dl->inputs[i] = tok[i];
-        dl->targets[i] = tok[i + 1];
-    }
+    auto take = [&](auto* tok) {
+        for (size_t i = 0; i < BT; i++) {
+            dl->inputs[i] = (int)tok[i];
+            dl->targets[i] = (int)tok[i + 1];
+        }
+    };
+    if (sh->token_bytes == 4) take((const uint32_t*)sh->tokens + start);
+    else take((const uint16_t*)sh->tokens + start);
     dl->sample_pos++;
     if (dl->sample_pos >= sh->num_samples) {
         dl->sample_pos = 0;

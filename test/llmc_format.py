@@ -249,6 +249,26 @@ def write_datafile(path, tokens):
     make_test_data.write_shard(path, toks)
 
 
+def write_datafile_llama3(path, tokens):
+    """dev/data/data_common.py write_datafile for "llama-3": header [20240801, 7, ntok] and the
+    rest of 256 int32 zero, then ntok x uint32 (Llama 3's 128,256 ids do not fit uint16)."""
+    toks = np.asarray(tokens, np.int64)
+    assert 0 < len(toks) < 2**31, "token count"
+    assert toks.min() >= 0 and toks.max() < 2**32, "token ids out of uint32"
+    header = np.zeros(256, dtype="<i4")
+    header[0], header[1], header[2] = LLAMA3_SHARD_MAGIC, 7, len(toks)
+    with open(path, "wb") as f:
+        f.write(header.tobytes())
+        f.write(toks.astype("<u4").tobytes())
+
+
+def widen_datafile(src, dst):
+    """The GPT-2 shard src, its ids written again as a llama-3 (uint32) shard dst."""
+    raw = _read(src)
+    ntok = struct.unpack_from("<i", raw, 8)[0]
+    write_datafile_llama3(dst, np.frombuffer(raw, dtype="<u2", count=ntok, offset=HEADER_BYTES))
+
+
 def check_datafile(path, B=None, T=None, V=None, eot=None, processes=1):
     r = Report(path, "shard")
     data = _read(path)
@@ -816,9 +836,19 @@ def cmd_compare_ours(args):
     return 1 if problems else 0
 
 
+def cmd_widen(args):
+    if len(args.pairs) % 2:
+        raise SystemExit("widen: SRC DST pairs")
+    for src, dst in zip(args.pairs[::2], args.pairs[1::2]):
+        widen_datafile(src, dst)
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("widen", help="GPT-2 shards written again as llama-3 (uint32) shards")
+    w.add_argument("pairs", nargs="+", help="SRC DST pairs")
     c = sub.add_parser("check", help="check files against llm.c's loaders")
     c.add_argument("files", nargs="+", metavar="KIND FILE...", help="a kind (model shard tokenizer eval), its "
                    "files, another kind, its files, ...")
@@ -840,7 +870,7 @@ def main(argv=None):
         o.add_argument(f"--{flag}", type=kind, required=True, help=what)
     args = ap.parse_args(argv)
     return {"check": cmd_check, "fixtures": cmd_fixtures, "compare": cmd_compare,
-            "compare-ours": cmd_compare_ours}[args.cmd](args)
+            "compare-ours": cmd_compare_ours, "widen": cmd_widen}[args.cmd](args)
 
 
 if __name__ == "__main__":

@@ -569,6 +569,76 @@ static void test_bad_inputs(Tally& t, const std::string& root) {
 
 // ----------------------------------------------------------------------------
 
+// llm.c's 32-bit shards ([20240801, 7, ntok], uint32 ids; Llama 3's 128,256-token vocabulary):
+// ids past 65,535 come back whole, uint16 and uint32 shards of the same ids give the same
+// batches, an id at or past the vocabulary is refused, and so are version 1 and a uint16-sized
+// file under the 32-bit magic.
+static void write_shard_u32(const std::string& path, const std::vector<uint32_t>& ids, int version = 7,
+                            long header_ntok = -1) {
+    int32_t header[256] = {0};
+    header[0] = 20240801;
+    header[1] = version;
+    header[2] = (int32_t)(header_ntok >= 0 ? header_ntok : (long)ids.size());
+    FILE* f = fopen_or_fail(path.c_str(), "wb");
+    fwrite_or_fail(header, sizeof(int32_t), 256, f, path.c_str());
+    fwrite_or_fail(ids.data(), 4, ids.size(), f, path.c_str());
+    fclose_or_fail(f, path.c_str());
+}
+
+static void test_u32_shards(Tally& t, const std::string& root) {
+    const int llama_vocab = 128256;
+    std::string dir = root + "/u32";
+    CHECK(mkdir(dir.c_str(), 0700) == 0, "mkdir %s", dir.c_str());
+    std::vector<uint32_t> wide(300);
+    for (size_t p = 0; p < wide.size(); p++) wide[p] = (uint32_t)((p * 40009u + 7u) % llama_vocab);
+    write_shard_u32(dir + "/wide_000.bin", wide);
+    DataLoader dl;
+    dataloader_init(&dl, (dir + "/wide_*.bin").c_str(), B, T, 0, 1, 0, 0, llama_vocab);
+    bool same = true, big = false;
+    for (int batch = 0; batch < 3; batch++) {
+        dataloader_next_batch(&dl);
+        for (int i = 0; i < B * T; i++) {
+            same = same && dl.inputs[i] == (int)wide[batch * B * T + i] && dl.targets[i] == (int)wide[batch * B * T + i + 1];
+            big = big || dl.inputs[i] > 65535;
+        }
+    }
+    dataloader_free(&dl);
+    check(t, same && big, "32-bit shard: 3 batches give the written ids, ids past 65535 included");
+
+    // the same ids in both widths: the same batches, shuffled, at world 2
+    ShardSpec narrow = pattern_shard(3, 517);
+    write_shard(dir + "/n_000.bin", narrow);
+    write_shard_u32(dir + "/w_000.bin", std::vector<uint32_t>(narrow.tokens.begin(), narrow.tokens.end()));
+    DataLoader a, b;
+    dataloader_init(&a, (dir + "/n_*.bin").c_str(), B, T, 1, 2, 1, 7, VOCAB);
+    dataloader_init(&b, (dir + "/w_*.bin").c_str(), B, T, 1, 2, 1, 7, VOCAB);
+    bool equal = a.num_samples_per_epoch == b.num_samples_per_epoch;
+    for (int batch = 0; batch < 12 && equal; batch++) {
+        dataloader_next_batch(&a);
+        dataloader_next_batch(&b);
+        equal = memcmp(a.inputs, b.inputs, B * T * sizeof(int)) == 0 && memcmp(a.targets, b.targets, B * T * sizeof(int)) == 0;
+    }
+    dataloader_free(&a);
+    dataloader_free(&b);
+    check(t, equal, "uint16 and uint32 shards of the same ids: the same 12 shuffled batches at world 2");
+
+    const std::string BTs = std::to_string(B), Ts = std::to_string(T);
+    auto init_args = [&](const std::string& pat, int vocab) {
+        return std::vector<std::string>{"--init", pat, BTs, Ts, "0", "1", std::to_string(vocab)};
+    };
+    std::vector<uint32_t> over(wide);
+    over[123] = llama_vocab;
+    write_shard_u32(dir + "/over_000.bin", over);
+    check_fails(t, "32-bit shard: id == vocab size", run_self(root, init_args(dir + "/over_*.bin", llama_vocab)),
+                {dir + "/over_000.bin", "token id 128256 at position 123", "vocab size 128256"});
+    write_shard_u32(dir + "/v1_000.bin", wide, 1);
+    check_fails(t, "32-bit magic with version 1", run_self(root, init_args(dir + "/v1_*.bin", llama_vocab)),
+                {dir + "/v1_000.bin", "unsupported shard version 1", "7"});
+    write_shard_u32(dir + "/half_000.bin", wide, 7, 600);  // a uint16 file's count under the 32-bit magic
+    check_fails(t, "32-bit shard: size for uint16 tokens", run_self(root, init_args(dir + "/half_*.bin", llama_vocab)),
+                {dir + "/half_000.bin", "truncated or corrupt"});
+}
+
 static void remove_tree(const std::string& dir) {
     std::string cmd = "rm -rf '" + dir + "'";
     if (system(cmd.c_str()) != 0) fprintf(stderr, "warning: could not remove %s\n", dir.c_str());
@@ -610,6 +680,7 @@ int main(int argc, char** argv) {
     test_permutation_uniform(t);
     test_state(t, pattern, ntoks);
     test_bad_inputs(t, root);
+    test_u32_shards(t, root);
 
     remove_tree(root);
     printf("%d checks, %d failed\n", t.checks, t.failures);

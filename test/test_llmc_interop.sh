@@ -52,6 +52,17 @@ run run_bf16 -e "$F/model_bf16.bin" -i "$TRAIN" -j "$VAL" -o "$F/run_bf16" -b 4 
 run run_v1 -e "$F/model_gpt2vocab.bin" -i "$TRAIN" -b 1 -t 16 -x 0 -v 0 -s 1 -g 20 -st 0 \
     -tf "$F/tokenizer_v1.bin"
 $FMT compare "$F" || die "the trainer differs from PyTorch on llm.c's files"
+# llm.c's llama-3 shards (uint32 ids, [20240801, 7]) of the same tokens: the bf16 run again,
+# the same main.log byte for byte
+mkdir -p "$F/wide"
+pairs=()
+for s in $TRAIN $VAL; do pairs+=("$s" "$F/wide/$(basename "$s")"); done
+$FMT widen "${pairs[@]}" || die "llmc_format.py widen failed"
+run run_bf16_wide -e "$F/model_bf16.bin" -i "${TRAIN/$F/$F/wide}" -j "${VAL/$F/$F/wide}" -o "$F/run_bf16_wide" \
+    -b 4 -t 32 -x 3 -v 3 -m 7 -s 0 -l 1e-3 -u 1 -q 0.1 -c 0.1 -k cosine
+cmp -s "$F/run_bf16/main.log" "$F/run_bf16_wide/main.log" ||
+    die "the llama-3 (uint32) shards of the same tokens train differently: $(diff "$F/run_bf16/main.log" "$F/run_bf16_wide/main.log" | head -n 4)"
+echo "ok llm.c's llama-3 shards (uint32 ids): the same main.log as the uint16 shards of the same tokens"
 
 # ---- b. here -> llm.c ---------------------------------------------------------------------
 if bash data/get_vocab.sh >"$F/vocab.log" 2>&1; then
