@@ -36,6 +36,7 @@ struct LlamaConfig {
     int ffn_hidden;         // F: the SwiGLU MLP's hidden size
     float norm_eps;         // RMSNorm's epsilon
     float rope_theta;       // RoPE's base
+    RopeScaling rope_scaling;  // Llama 3.1's long-context frequencies (factor 0: none)
 };
 
 // nullptr when the configuration is sane, else what is wrong
@@ -52,13 +53,32 @@ inline const char* llama_config_problem(const LlamaConfig& c) {
     if (c.ffn_hidden < 1 || c.ffn_hidden > 1 << 20) return "MLP hidden size out of range [1, 2^20]";
     if (!(c.norm_eps > 0.0f && c.norm_eps < 1.0f)) return "norm eps out of range (0, 1)";
     if (!(c.rope_theta > 1.0f && std::isfinite(c.rope_theta))) return "RoPE theta not above 1";
+    const RopeScaling& r = c.rope_scaling;
+    if (r.factor != 0.0f && !(r.factor >= 1.0f && r.low_freq_factor > 0.0f && r.high_freq_factor > r.low_freq_factor &&
+                              r.original_max_pos >= 1.0f && std::isfinite(r.factor) && std::isfinite(r.high_freq_factor) &&
+                              std::isfinite(r.original_max_pos)))
+        return "RoPE scaling needs factor >= 1, 0 < low_freq_factor < high_freq_factor and an original context >= 1";
     return nullptr;
 }
 
 // "llama3:l4c256h8kv2f704": L=4, C=256, NH=8, NKV=2, F=704, with Llama 3's vocabulary
-// (128,256), maxT 8192, eps 1e-5, theta 500,000. Returns false if the descriptor is not of
-// this form or the configuration it gives is not sane.
+// (128,256), maxT 8192, eps 1e-5, theta 500,000. "llama3.1:8b", "llama3.1:70b",
+// "llama3.1:405b": Meta's shapes (8 key/value heads, head size 128, maxT 131,072, RoPE
+// scaling factor 8, low 1, high 4, original context 8192). Returns false if the descriptor is
+// not one of these or the configuration it gives is not sane.
 inline bool llama_config_from_descriptor(const char* desc, LlamaConfig* out) {
+    static const struct { const char* name; int L, C, NH, F; } released[] = {
+        {"llama3.1:8b", 32, 4096, 32, 14336},
+        {"llama3.1:70b", 80, 8192, 64, 28672},
+        {"llama3.1:405b", 126, 16384, 128, 53248},
+    };
+    for (const auto& r : released) {
+        if (strcmp(desc, r.name) != 0) continue;
+        LlamaConfig cfg = {131072, 128256, round_up_128(128256), r.L, r.NH, 8, r.C, r.F, 1e-5f, 500000.0f, {}};
+        cfg.rope_scaling = {8.0f, 1.0f, 4.0f, 8192.0f};
+        *out = cfg;
+        return true;
+    }
     long long l = 0, c = 0, h = 0, kv = 0, f = 0;
     char check[96];
     if (strncmp(desc, "llama3:", 7) != 0) return false;
@@ -68,7 +88,7 @@ inline bool llama_config_from_descriptor(const char* desc, LlamaConfig* out) {
     if (l < 1 || l > 1000 || c < 1 || c > 65536 || h < 1 || h > 65536 || kv < 1 || kv > 65536 || f < 1 ||
         f > (1 << 20))
         return false;
-    LlamaConfig cfg = {8192, 128256, round_up_128(128256), (int)l, (int)h, (int)kv, (int)c, (int)f, 1e-5f, 500000.0f};
+    LlamaConfig cfg = {8192, 128256, round_up_128(128256), (int)l, (int)h, (int)kv, (int)c, (int)f, 1e-5f, 500000.0f, {}};
     if (llama_config_problem(cfg) != nullptr) return false;
     *out = cfg;
     return true;
@@ -203,7 +223,7 @@ inline void llama_alloc_state(Llama* model, int B, int T) {
     float** ptrs = (float**)&model->acts;
     float* cursor = model->acts_memory;
     for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
-    rope_table(&model->rope_cos, &model->rope_sin, T, (int)(C / NH), cfg.rope_theta);
+    rope_table(&model->rope_cos, &model->rope_sin, T, (int)(C / NH), cfg.rope_theta, cfg.rope_scaling);
     model->B = B;
     model->T = T;
 }

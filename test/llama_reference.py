@@ -7,8 +7,17 @@ Model: x = wte[idx]; per layer x += o_proj(attention(RoPE(q), RoPE(k), v)) with 
 from qkvw(rmsnorm1(x)), then x += down_proj(silu(gate(h)) * up(h)) with h = rmsnorm2(x);
 logits = rmsnormf(x) @ lmheadw[:V]^T (untied); loss = mean cross-entropy; no biases.
 rmsnorm(x, w) = x / sqrt(mean(x^2) + norm_eps) * w.  RoPE: Hugging Face Llama convention
-(rotate_half: pairs (x_i, x_{i+hs/2})), angle = position * rope_theta^(-2i/hs), positions
-0..T-1.  Causal GQA: query head j uses kv head j // (NH // NKV); scale 1/sqrt(hs).
+(rotate_half: pairs (x_i, x_{i+hs/2})), angle = position * inv_freq_i, positions 0..T-1,
+inv_freq_i = rope_theta^(-2i/hs), i = 0..hs/2-1.  Causal GQA: query head j uses kv head
+j // (NH // NKV); scale 1/sqrt(hs).
+Optional Llama 3.1 RoPE frequency scaling (a config's rope_scaling; Hugging Face's
+rope_scaling {"rope_type": "llama3", ...}): with factor, low_freq_factor (lo),
+high_freq_factor (hi), original_max_position_embeddings (M) and wavelen_i = 2 pi / inv_freq_i,
+  wavelen_i < M / hi:   inv_freq_i unchanged
+  wavelen_i > M / lo:   inv_freq_i / factor
+  otherwise:            s = (M / wavelen_i - lo) / (hi - lo),
+                        inv_freq_i = (1 - s) * inv_freq_i / factor + s * inv_freq_i
+(continuous at both bounds; no attention-scale change).
 
 Parameters (stacked over layers), in this order:
   0 wte (Vp, C)  1 rms1w (L, C)  2 qkvw (L, (NH+2*NKV)*hs, C) rows [q | k | v]
@@ -20,7 +29,10 @@ Debug file DIR/llama_NAME_debug.bin (little-endian):
   header 256 x int32: [0]=20241124 [1]=1 [2]=B [3]=T [4]=V [5]=Vp [6]=C [7]=L [8]=NH
                       [9]=NKV [10]=F [11]=maxT [12]=nsteps; [20..27] hold float32 bit
                       patterns of norm_eps, rope_theta, lr, beta1, beta2, eps,
-                      weight_decay, grad_clip; the rest 0
+                      weight_decay, grad_clip; [28..31] hold float32 bit patterns of
+                      the RoPE scaling factor, low_freq_factor, high_freq_factor and
+                      original_max_position_embeddings (as a float), all four 0 when the
+                      config has no RoPE scaling; the rest 0
   x        B*T int32
   y        B*T int32
   params   the 9 tensors, float32, order and shapes above (initial values; the model
@@ -68,10 +80,16 @@ CONFIGS = {
                  norm_eps=1e-5, rope_theta=500000.0, grad_clip=1.4),
     "hs128": dict(V=200, maxT=16, L=1, C=256, NH=2, NKV=1, F=384, B=1, T=16,
                   norm_eps=1e-5, rope_theta=10000.0, grad_clip=3.0),
+    # Llama 3.1 RoPE scaling; at hs=32 the bounds M/hi = 16 and M/lo = 64 put i=0,1 in the
+    # unchanged regime, i=2 in the smoothed one and i=3..15 in the divided one (T > M).
+    "scaled": dict(V=300, maxT=128, L=2, C=128, NH=4, NKV=2, F=320, B=2, T=96,
+                   norm_eps=1e-5, rope_theta=500000.0,
+                   rope_scaling=dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                                     original_max_position_embeddings=64)),
 }
 # grad_clip: 1.0 clips all 10 steps of every config, so three configs override it to clip
-# only some steps (gqa1 10 of 10, odd 2, gqa2 5, hs128 5), every pre-clip norm of steps
-# 0..8 at least 1.6% away from the threshold.
+# only some steps (gqa1 10 of 10, odd 2, gqa2 5, hs128 5, scaled 10 of 10), every pre-clip
+# norm of steps 0..8 at least 1.6% away from the threshold.
 SEED = 42  # init generator; the batch uses SEED + 1
 
 
@@ -92,10 +110,37 @@ def rmsnorm(x, w, eps):
     return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
 
 
-def rope_cos_sin(T, hs, theta):
-    """cos, sin of shape (T, hs), Hugging Face layout (angles repeated in both halves)."""
+ROPE_SCALING_KEYS = ["factor", "low_freq_factor", "high_freq_factor",
+                     "original_max_position_embeddings"]
+
+
+def rope_inv_freq(hs, theta, scaling=None):
+    """inv_freq_i, i = 0..hs/2-1 (float64), with Llama 3.1 scaling if scaling is a dict."""
     i = torch.arange(hs // 2, dtype=DT)
     inv_freq = torch.tensor(theta, dtype=DT) ** (-2.0 * i / hs)
+    if scaling is None:
+        return inv_freq
+    factor, lo, hi, omax = (float(scaling[k]) for k in ROPE_SCALING_KEYS)
+    assert factor > 0 and 0 < lo < hi and omax > 0, scaling
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (omax / wavelen - lo) / (hi - lo)
+    mid = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    return torch.where(wavelen < omax / hi, inv_freq,
+                       torch.where(wavelen > omax / lo, inv_freq / factor, mid))
+
+
+def rope_regimes(hs, theta, scaling):
+    """Per i: 'keep' (wavelen < M/hi), 'div' (wavelen > M/lo) or 'mid' (between, inclusive)."""
+    omax, lo, hi = (float(scaling[k]) for k in ("original_max_position_embeddings",
+                                                "low_freq_factor", "high_freq_factor"))
+    wavelen = 2 * math.pi / rope_inv_freq(hs, theta)
+    return ["keep" if w < omax / hi else "div" if w > omax / lo else "mid"
+            for w in wavelen.tolist()]
+
+
+def rope_cos_sin(T, hs, theta, scaling=None):
+    """cos, sin of shape (T, hs), Hugging Face layout (angles repeated in both halves)."""
+    inv_freq = rope_inv_freq(hs, theta, scaling)
     angle = torch.arange(T, dtype=DT)[:, None] * inv_freq[None, :]  # (T, hs/2)
     return torch.cat([angle.cos(), angle.cos()], -1), torch.cat([angle.sin(), angle.sin()], -1)
 
@@ -170,7 +215,7 @@ class Llama(nn.Module):
         assert T <= c["maxT"]
         NH, NKV, FF, eps = c["NH"], c["NKV"], c["F"], c["norm_eps"]
         hs = c["C"] // NH
-        cos, sin = rope_cos_sin(T, hs, c["rope_theta"])
+        cos, sin = rope_cos_sin(T, hs, c["rope_theta"], c.get("rope_scaling"))
         x = self.wte[idx]
         for l in range(c["L"]):
             h = rmsnorm(x, self.rms1w[l], eps)
@@ -208,6 +253,11 @@ def f32(t):
 def run_config(name, c, outdir):
     c = dict(OPT, **c)
     Vp = padded_vocab(c["V"])
+    if c.get("rope_scaling") is not None:
+        reg = rope_regimes(c["C"] // c["NH"], c["rope_theta"], c["rope_scaling"])
+        print(f"{name}: RoPE scaling regimes by i: "
+              + "; ".join(f"{r} " + ",".join(str(i) for i, q in enumerate(reg) if q == r)
+                          for r in ("keep", "mid", "div") if r in reg))
     model = Llama(c)
     model.init_random(SEED)
     params = model.ordered_params()
@@ -241,6 +291,10 @@ def run_config(name, c, outdir):
                     c["NH"], c["NKV"], c["F"], c["maxT"], c["nsteps"]]
     keys = ["norm_eps", "rope_theta", "lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"]
     header[20:28] = np.array([c[k] for k in keys], dtype="<f4").view("<i4")
+    rs = c.get("rope_scaling")
+    if rs is not None:  # else [28..31] stay 0
+        header[28:32] = np.array([float(rs[k]) for k in ROPE_SCALING_KEYS],
+                                 dtype="<f4").view("<i4")
     os.makedirs(outdir, exist_ok=True)
     path = os.path.join(outdir, f"llama_{name}_debug.bin")
     with open(path + ".tmp", "wb") as f:
@@ -309,6 +363,54 @@ def selftest():
         ok &= check(f"RoPE vs complex rotation hs={hs} theta={theta:g}",
                     float(np.abs(ours - ref).max()), 1e-12)
 
+    # 2b. Llama 3.1 RoPE scaling: (a) against a plain-Python loop over the frequencies
+    #     (computed as 1 / theta^(j/hs), j = 0, 2, ..), the scaled config and Llama 3.1 8B's
+    #     settings (hs 128, M 8192); the scaled config's RoPE against complex rotation by them
+    for hs, theta, rs in ((32, 500000.0, CONFIGS["scaled"]["rope_scaling"]),
+                          (128, 500000.0, dict(factor=8.0, low_freq_factor=1.0,
+                                               high_freq_factor=4.0,
+                                               original_max_position_embeddings=8192)),
+                          (16, 10000.0, dict(factor=3.0, low_freq_factor=1.5,
+                                             high_freq_factor=6.0,
+                                             original_max_position_embeddings=100))):
+        ref = loop_scaled_inv_freq(hs, theta, *(rs[k] for k in ROPE_SCALING_KEYS))
+        ours = rope_inv_freq(hs, theta, rs)
+        reg = rope_regimes(hs, theta, rs)
+        counts = {r: reg.count(r) for r in ("keep", "mid", "div")}
+        ok &= check(f"scaled inv_freq vs Python loop hs={hs} theta={theta:g} "
+                    f"M={rs['original_max_position_embeddings']} regimes {counts}, max rel error",
+                    max(abs(a - b) / b for a, b in zip(ours.tolist(), ref)), 1e-15)
+        ok &= check("  all three regimes occur (missing ones)",
+                    sum(v == 0 for v in counts.values()), 0)
+    c = CONFIGS["scaled"]
+    hs, T = c["C"] // c["NH"], c["T"]
+    print("scaled config regimes by i:", " ".join(
+        f"{i}:{r}" for i, r in enumerate(rope_regimes(hs, c["rope_theta"], c["rope_scaling"]))))
+    xr = torch.randn(2, T, 3, hs, dtype=DT, generator=torch.Generator().manual_seed(7))
+    cos, sin = rope_cos_sin(T, hs, c["rope_theta"], c["rope_scaling"])
+    ours = apply_rope(xr, cos, sin).numpy()
+    z = xr.numpy()[..., : hs // 2] + 1j * xr.numpy()[..., hs // 2:]
+    freq = loop_scaled_inv_freq(hs, c["rope_theta"],
+                                *(c["rope_scaling"][k] for k in ROPE_SCALING_KEYS))
+    rot = np.exp(1j * np.outer(np.arange(T), freq))[None, :, None, :]
+    ref = np.concatenate([(z * rot).real, (z * rot).imag], -1)
+    ok &= check("scaled config RoPE vs complex rotation by the loop's frequencies",
+                float(np.abs(ours - ref).max()), 1e-12)
+    #     (b) factor 1: every regime, the smoothed one included, must leave inv_freq as is
+    for hs, theta, lo, hi, omax in ((32, 500000.0, 1.0, 4.0, 64), (32, 500000.0, 1.0, 2.0, 64),
+                                    (128, 500000.0, 1.0, 4.0, 8192),
+                                    (128, 10000.0, 1.0, 32.0, 4096),
+                                    (64, 10000.0, 2.0, 7.0, 1000)):
+        rs = dict(factor=1.0, low_freq_factor=lo, high_freq_factor=hi,
+                  original_max_position_embeddings=omax)
+        plain, scaled = rope_inv_freq(hs, theta), rope_inv_freq(hs, theta, rs)
+        nmid = rope_regimes(hs, theta, rs).count("mid")
+        ok &= check(f"factor 1 leaves inv_freq unchanged hs={hs} theta={theta:g} lo={lo:g} "
+                    f"hi={hi:g} M={omax} ({nmid} smoothed, {int((plain != scaled).sum())} "
+                    f"not bit-equal), max rel change",
+                    ((scaled - plain).abs() / plain).max().item(), 1e-15)
+        ok &= check("  the smoothed regime occurs (0 = yes)", float(nmid == 0), 0.0)
+
     # 3. GQA attention against an explicit loop over (batch, head, position)
     for NH, NKV in ((6, 2), (4, 1), (3, 3)):
         q = torch.randn(2, 13, NH, 16, dtype=DT)
@@ -336,6 +438,23 @@ def selftest():
     return 0 if ok else 1
 
 
+def loop_scaled_inv_freq(hs, theta, factor, low_freq_factor, high_freq_factor, omax):
+    """Llama 3.1 scaled RoPE frequencies, one at a time in Python floats (self-test only)."""
+    low_freq_wavelen, high_freq_wavelen = omax / low_freq_factor, omax / high_freq_factor
+    out = []
+    for j in range(0, hs, 2):
+        freq = 1.0 / theta ** (j / hs)
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_freq_wavelen:
+            out.append(freq)
+        elif wavelen > low_freq_wavelen:
+            out.append(freq / factor)
+        else:
+            smooth = (omax / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+            out.append((1 - smooth) * freq / factor + smooth * freq)
+    return out
+
+
 def compare_hf(c):
     """Max |logits difference| against LlamaForCausalLM given the same weights."""
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -343,11 +462,14 @@ def compare_hf(c):
     m.init_random(SEED)
     x, _ = make_batch(c, SEED + 1)
     V, NH, NKV, FF, hs = c["V"], c["NH"], c["NKV"], c["F"], c["C"] // c["NH"]
+    rs = c.get("rope_scaling")
+    rs = None if rs is None else dict(rope_type="llama3", **rs)
     hf = LlamaForCausalLM(LlamaConfig(
         vocab_size=V, hidden_size=c["C"], intermediate_size=FF, num_hidden_layers=c["L"],
         num_attention_heads=NH, num_key_value_heads=NKV, head_dim=hs, hidden_act="silu",
         max_position_embeddings=c["maxT"], rms_norm_eps=c["norm_eps"],
-        rope_theta=c["rope_theta"], tie_word_embeddings=False)).to(DT).eval()
+        rope_theta=c["rope_theta"], rope_scaling=rs,
+        tie_word_embeddings=False)).to(DT).eval()
     sd = {"model.embed_tokens.weight": m.wte[:V], "model.norm.weight": m.rmsfw,
           "lm_head.weight": m.lmheadw[:V]}
     for l in range(c["L"]):
@@ -375,8 +497,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.list:
         for name, c in CONFIGS.items():
-            print(name, " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                                 for k, v in dict(OPT, **c).items()), f"Vp={padded_vocab(c['V'])}")
+            fmt = lambda v: (f"{v:g}" if isinstance(v, float) else ",".join(
+                f"{k}:{fmt(x)}" for k, x in v.items()) if isinstance(v, dict) else str(v))
+            print(name, " ".join(f"{k}={fmt(v)}" for k, v in dict(OPT, **c).items()),
+                  f"Vp={padded_vocab(c['V'])}")
         return 0
     if args.selftest:
         return selftest()

@@ -6,7 +6,9 @@
 //
 // DEBUG.bin (little-endian): header 256 int32: [0] 20241124, [1] 1, [2] B, [3] T, [4] V, [5] Vp,
 // [6] C, [7] L, [8] NH, [9] NKV, [10] F, [11] maxT, [12] nsteps; [20..27] float32 bits of
-// norm_eps, rope_theta, lr, beta1, beta2, eps, weight_decay, grad_clip. Then x, y (B*T int32),
+// norm_eps, rope_theta, lr, beta1, beta2, eps, weight_decay, grad_clip; [28..31] float32 bits of
+// Llama 3.1's RoPE scaling factor, low_freq_factor, high_freq_factor, original context (all 0:
+// none). Then x, y (B*T int32),
 // the parameters in llama_param_table's order (float32), logits (B*T*V), loss, the gradients
 // (same layout as the parameters), losses (nsteps), norms (nsteps).
 #include <cmath>
@@ -45,13 +47,14 @@ int main(int argc, char** argv) {
     c.num_heads = h[8]; c.num_kv_heads = h[9]; c.ffn_hidden = h[10]; c.max_seq_len = h[11];
     c.norm_eps = bits_to_float(h[20]);
     c.rope_theta = bits_to_float(h[21]);
+    c.rope_scaling = {bits_to_float(h[28]), bits_to_float(h[29]), bits_to_float(h[30]), bits_to_float(h[31])};
     const float lr = bits_to_float(h[22]), beta1 = bits_to_float(h[23]), beta2 = bits_to_float(h[24]);
     const float eps = bits_to_float(h[25]), wd = bits_to_float(h[26]), clip = bits_to_float(h[27]);
     const char* problem = llama_config_problem(c);
     if (problem != nullptr) fail("%s: config: %s", path, problem);
-    printf("config L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d eps %g theta %g, B=%d T=%d\n", c.num_layers,
-           c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, c.vocab_size, c.padded_vocab_size, c.max_seq_len,
-           c.norm_eps, c.rope_theta, B, T);
+    printf("config L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d eps %g theta %g scaling %g, B=%d T=%d\n",
+           c.num_layers, c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, c.vocab_size, c.padded_vocab_size,
+           c.max_seq_len, c.norm_eps, c.rope_theta, c.rope_scaling.factor, B, T);
 
     Llama model;
     llama_init(&model, c);
