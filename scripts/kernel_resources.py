@@ -52,7 +52,7 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
 SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu",
            # Llama's kernels, until the trainer launches them (issue 15)
-           "dev/cuda/rmsnorm.cu", "dev/cuda/rope.cu", "dev/cuda/swiglu.cu"]
+           "dev/cuda/rmsnorm.cu", "dev/cuda/rope.cu", "dev/cuda/swiglu.cu", "dev/cuda/gqa.cu"]
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -84,6 +84,8 @@ LAUNCH = {
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, the default, leaves the backward to it)"),
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, the default, recomputes GELU with it)"),
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
+    "gqa_expand_kernel": (256, "dev", "gqa.cuh gqa_expand: 256 (Llama, not yet in the trainer)"),
+    "gqa_reduce_kernel": (256, "dev", "gqa.cuh gqa_reduce: 256 (Llama)"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
     "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
     "layernorm_backward_partials_kernel": (256, "default", "layernorm.cuh layernorm_backward: <= 256"),
