@@ -18,6 +18,11 @@ echo "--- descriptors: Llama 3.1's released shapes against Meta's parameter coun
 ./build/test_llama_configs
 out=test/out/llama_pytorch
 mkdir -p "$out"
+# the reference checks itself first: gradients against finite differences, RoPE against complex
+# multiplication, GQA against a plain loop, the scaled frequencies against a second computation
+echo "--- test/llama_reference.py --selftest"
+"$PY" test/llama_reference.py --selftest > "$out/selftest.log" 2>&1 || { tail -n 5 "$out/selftest.log"; echo "FAIL: the reference's self-test"; exit 1; }
+tail -n 1 "$out/selftest.log"
 for cfg in gqa1 odd gqa2 hs128 scaled; do
     "$PY" test/llama_reference.py --config "$cfg" --out "$out" > "$out/$cfg.log"
     echo "--- $cfg"
