@@ -151,15 +151,11 @@ static float* cpu_apply_zero_layout(GPT2* model, const ZeroLayout& z) {
     if (z.opt_count() != n) {
         free(model->m);
         free(model->v);
-        model->m = (float*)xmalloc(z.opt_count() * sizeof(float));
-        model->v = (float*)xmalloc(z.opt_count() * sizeof(float));
-        memset(model->m, 0, z.opt_count() * sizeof(float));
-        memset(model->v, 0, z.opt_count() * sizeof(float));
+        model->m = xcalloc_floats(z.opt_count());
+        model->v = xcalloc_floats(z.opt_count());
     }
     if (z.stage < 2) return nullptr;
-    float* shard = (float*)xmalloc(z.shard * sizeof(float));
-    memset(shard, 0, z.shard * sizeof(float));
-    return shard;
+    return xcalloc_floats(z.shard);
 }
 
 int main(int argc, char** argv) {

@@ -1,10 +1,11 @@
 // gpt2.h: the GPT-2 model on the CPU: configuration, the parameter table, random init,
 // forward, backward, AdamW. One training step reads top to bottom in gpt2_forward,
 // gpt2_backward and gpt2_update.
-// defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, gpt2_param_table, GPT2,
+// defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, ParamRow, param_table_build, gpt2_param_table,
+//          xcalloc_floats, carve_buffers, GPT2,
 //          LayerPtrs, layer_ptrs, layer_ptrs_packed, GradSink, param_is_per_layer,
 //          gpt2_init, gpt2_alloc_state, gpt2_init_random, gpt2_forward, gpt2_backward,
-//          gpt2_zero_grad, grad_sum_squares, gpt2_grad_norm, gpt2_update, gpt2_free
+//          gpt2_zero_grad, grad_sum_squares, gpt2_grad_norm, adamw_update_table, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
 // L layers, V vocabulary, Vp vocabulary padded to a multiple of 128, maxT positions.
@@ -122,11 +123,33 @@ struct ParamTensor {
     size_t shape[3];
 };
 
+// One row of a model family's table as written out: its name, weight decay, and shape.
+struct ParamRow {
+    const char* name;
+    bool decays;
+    int ndim;
+    size_t s0, s1, s2;
+};
+
+// table[0..n) from rows, laid out one after the other; returns the total element count.
+inline size_t param_table_build(const ParamRow* rows, int n, ParamTensor* table) {
+    size_t offset = 0;
+    for (int i = 0; i < n; i++) {
+        const ParamRow& r = rows[i];
+        ParamTensor& t = table[i];
+        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
+        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
+        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
+        t.offset = offset;
+        offset += t.numel;
+    }
+    return offset;
+}
+
 // Fills table[16]; returns the total number of parameters (padded wte rows included).
 inline size_t gpt2_param_table(const GPT2Config& cfg, ParamTensor table[NUM_PARAM_TENSORS]) {
     size_t Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, maxT = cfg.max_seq_len;
-    struct Row { const char* name; bool decays; int ndim; size_t s0, s1, s2; };
-    const Row rows[NUM_PARAM_TENSORS] = {
+    const ParamRow rows[NUM_PARAM_TENSORS] = {
         {"wte", true, 2, Vp, C, 0},           {"wpe", true, 2, maxT, C, 0},
         {"ln1w", false, 2, L, C, 0},          {"ln1b", false, 2, L, C, 0},
         {"qkvw", true, 3, L, 3 * C, C},       {"qkvb", false, 2, L, 3 * C, 0},
@@ -136,17 +159,7 @@ inline size_t gpt2_param_table(const GPT2Config& cfg, ParamTensor table[NUM_PARA
         {"fcprojw", true, 3, L, C, 4 * C},    {"fcprojb", false, 2, L, C, 0},
         {"lnfw", false, 1, C, 0, 0},          {"lnfb", false, 1, C, 0, 0},
     };
-    size_t offset = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const Row& r = rows[i];
-        ParamTensor& t = table[i];
-        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
-        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
-        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
-        t.offset = offset;
-        offset += t.numel;
-    }
-    return offset;
+    return param_table_build(rows, NUM_PARAM_TENSORS, table);
 }
 
 // Named views into a buffer laid out by the table (parameters or their gradients).
@@ -275,14 +288,31 @@ struct GPT2 {
     PhaseClock* phases = nullptr;  // -pb 1: forward and backward mark their phases here
 };
 
+// n floats, zeroed
+inline float* xcalloc_floats(size_t n) {
+    float* p = (float*)xmalloc(n * sizeof(float));
+    memset(p, 0, n * sizeof(float));
+    return p;
+}
+
+// One zeroed allocation cut into count buffers of sizes[i] floats, in order; ptrs[i] gets the
+// i-th. Returns the allocation (*total: its floats).
+inline float* carve_buffers(float** ptrs, const size_t* sizes, int count, size_t* total) {
+    *total = 0;
+    for (int i = 0; i < count; i++) *total += sizes[i];
+    float* memory = xcalloc_floats(*total);
+    float* cursor = memory;
+    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
+    return memory;
+}
+
 // Sets up the table and the parameter buffer (zeroed). Fails with a message on a bad config.
 inline void gpt2_init(GPT2* model, const GPT2Config& cfg) {
     const char* problem = gpt2_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
     model->num_parameters = gpt2_param_table(cfg, model->tensors);
-    model->params = (float*)xmalloc(model->num_parameters * sizeof(float));
-    memset(model->params, 0, model->num_parameters * sizeof(float));
+    model->params = xcalloc_floats(model->num_parameters);
     model->p = param_ptrs(model->params, model->tensors);
 }
 
@@ -291,12 +321,9 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T) {
     const GPT2Config& cfg = model->config;
     CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
     size_t n = model->num_parameters;
-    model->grads = (float*)xmalloc(n * sizeof(float));
-    model->m = (float*)xmalloc(n * sizeof(float));
-    model->v = (float*)xmalloc(n * sizeof(float));
-    memset(model->grads, 0, n * sizeof(float));
-    memset(model->m, 0, n * sizeof(float));
-    memset(model->v, 0, n * sizeof(float));
+    model->grads = xcalloc_floats(n);
+    model->m = xcalloc_floats(n);
+    model->v = xcalloc_floats(n);
     model->g = param_ptrs(model->grads, model->tensors);
 
     size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
@@ -308,14 +335,7 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T) {
                       BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C};
     const int count = sizeof(sizes) / sizeof(sizes[0]);
     static_assert(sizeof(Activations) == count * sizeof(float*), "one size per activation");
-    size_t total = 0;
-    for (int i = 0; i < count; i++) total += sizes[i];
-    model->acts_memory = (float*)xmalloc(total * sizeof(float));
-    memset(model->acts_memory, 0, total * sizeof(float));
-    model->acts_floats = total;
-    float** ptrs = (float**)&model->acts;
-    float* cursor = model->acts_memory;
-    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
+    model->acts_memory = carve_buffers((float**)&model->acts, sizes, count, &model->acts_floats);
     model->B = B;
     model->T = T;
 }
@@ -539,14 +559,22 @@ inline float grad_clip_scale(float grad_norm, float max_norm) {
 }
 
 // One AdamW step over every tensor; t is the 1-based step count (bias correction).
+// AdamW over table[0..n) of a model family's buffers: weight decay where the table says.
+inline void adamw_update_table(const ParamTensor* table, int n, float* params, const float* grads, float* m, float* v,
+                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                               int t) {
+    for (int i = 0; i < n; i++) {
+        const ParamTensor& pt = table[i];
+        size_t o = pt.offset;
+        adamw_update(params + o, grads + o, m + o, v + o, pt.numel, lr, beta1, beta2, eps,
+                     pt.decays ? weight_decay : 0.0f, grad_scale, t);
+    }
+}
+
 inline void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps,
                         float weight_decay, float grad_scale, int t) {
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const ParamTensor& pt = model->tensors[i];
-        size_t o = pt.offset;
-        adamw_update(model->params + o, model->grads + o, model->m + o, model->v + o, pt.numel,
-                     lr, beta1, beta2, eps, pt.decays ? weight_decay : 0.0f, grad_scale, t);
-    }
+    adamw_update_table(model->tensors, NUM_PARAM_TENSORS, model->params, model->grads, model->m, model->v, lr, beta1,
+                       beta2, eps, weight_decay, grad_scale, t);
 }
 
 inline void gpt2_free(GPT2* model) {

@@ -20,7 +20,7 @@
 #include <cstring>
 #include <vector>
 
-#include "gpt2.h"             // defines: ParamTensor, NormalRng, round_up_128, phase_clock_mark, the CPU layers
+#include "gpt2.h"             // defines: ParamTensor, param_table_build, xcalloc_floats, carve_buffers, NormalRng, the CPU layers
 #include "cpu/rmsnorm.h"      // defines: rmsnorm_forward, rmsnorm_backward
 #include "cpu/rope.h"         // defines: rope_table, rope_forward, rope_backward
 #include "cpu/swiglu.h"       // defines: swiglu_forward, swiglu_backward
@@ -103,8 +103,7 @@ enum { LLAMA_NUM_PARAM_TENSORS = 9 };
 inline size_t llama_param_table(const LlamaConfig& cfg, ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
     const size_t Vp = cfg.padded_vocab_size, C = cfg.channels, L = cfg.num_layers, F = cfg.ffn_hidden;
     const size_t hs = C / cfg.num_heads, QKV = (cfg.num_heads + 2 * (size_t)cfg.num_kv_heads) * hs;
-    struct Row { const char* name; bool decays; int ndim; size_t s0, s1, s2; };
-    const Row rows[LLAMA_NUM_PARAM_TENSORS] = {
+    const ParamRow rows[LLAMA_NUM_PARAM_TENSORS] = {
         {"wte", true, 2, Vp, C, 0},                  // token embedding
         {"rms1w", false, 2, L, C, 0},                // RMSNorm before attention
         {"qkvw", true, 3, L, QKV, C},                // [q (NH*hs) | k (NKV*hs) | v (NKV*hs)] rows
@@ -115,17 +114,7 @@ inline size_t llama_param_table(const LlamaConfig& cfg, ParamTensor table[LLAMA_
         {"rmsfw", false, 1, C, 0, 0},                // final RMSNorm
         {"lmheadw", true, 2, Vp, C, 0},              // the untied output head
     };
-    size_t offset = 0;
-    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) {
-        const Row& r = rows[i];
-        ParamTensor& t = table[i];
-        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
-        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
-        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
-        t.offset = offset;
-        offset += t.numel;
-    }
-    return offset;
+    return param_table_build(rows, LLAMA_NUM_PARAM_TENSORS, table);
 }
 
 struct LlamaParams {
@@ -190,8 +179,7 @@ inline void llama_init(Llama* model, const LlamaConfig& cfg) {
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
     model->num_parameters = llama_param_table(cfg, model->tensors);
-    model->params = (float*)xmalloc(model->num_parameters * sizeof(float));
-    memset(model->params, 0, model->num_parameters * sizeof(float));
+    model->params = xcalloc_floats(model->num_parameters);
     model->p = llama_param_ptrs(model->params, model->tensors);
 }
 
@@ -199,12 +187,9 @@ inline void llama_alloc_state(Llama* model, int B, int T) {
     const LlamaConfig& cfg = model->config;
     CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
     const size_t n = model->num_parameters;
-    model->grads = (float*)xmalloc(n * sizeof(float));
-    model->m = (float*)xmalloc(n * sizeof(float));
-    model->v = (float*)xmalloc(n * sizeof(float));
-    memset(model->grads, 0, n * sizeof(float));
-    memset(model->m, 0, n * sizeof(float));
-    memset(model->v, 0, n * sizeof(float));
+    model->grads = xcalloc_floats(n);
+    model->m = xcalloc_floats(n);
+    model->v = xcalloc_floats(n);
     model->g = llama_param_ptrs(model->grads, model->tensors);
 
     const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
@@ -215,14 +200,7 @@ inline void llama_alloc_state(Llama* model, int B, int T) {
                       BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
     const int count = sizeof(sizes) / sizeof(sizes[0]);
     static_assert(sizeof(LlamaActivations) == count * sizeof(float*), "one size per activation");
-    size_t total = 0;
-    for (int i = 0; i < count; i++) total += sizes[i];
-    model->acts_memory = (float*)xmalloc(total * sizeof(float));
-    memset(model->acts_memory, 0, total * sizeof(float));
-    model->acts_floats = total;
-    float** ptrs = (float**)&model->acts;
-    float* cursor = model->acts_memory;
-    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
+    model->acts_memory = carve_buffers((float**)&model->acts, sizes, count, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, (int)(C / NH), cfg.rope_theta, cfg.rope_scaling);
     model->B = B;
     model->T = T;

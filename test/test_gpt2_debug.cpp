@@ -8,13 +8,8 @@
 #include "../llmc/gpt2.h"        // defines: GPT2, gpt2_forward, gpt2_backward, gpt2_update
 #include "../llmc/checkpoint.h"  // defines: gpt2_load_checkpoint
 #include "debug_state.h"         // defines: DebugState, debug_state_read
+#include "debug_checks.h"        // defines: debug_check_logits, debug_check_grads, debug_check_step, ...
 
-static int failures = 0;
-
-static void expect(bool ok, const char* what, double err, double tol) {
-    printf("%-4s %-28s err %.3e (tol %.0e)\n", ok ? "ok" : "FAIL", what, err, tol);
-    if (!ok) failures++;
-}
 
 int main(int argc, char** argv) {
     CHECK(argc == 3, "usage: %s MODEL.bin DEBUG.bin", argv[0]);
@@ -39,33 +34,10 @@ int main(int argc, char** argv) {
 
     gpt2_alloc_state(&model, B, T);
     gpt2_forward(&model, x.data(), y.data(), B, T);
-    // logits: max abs error relative to the largest logit
-    double max_err = 0.0, max_ref = 0.0;
-    for (size_t i = 0; i < BT; i++) {
-        for (int j = 0; j < V; j++) {
-            double ref = logits[i * V + j], got = model.acts.logits[i * c.padded_vocab_size + j];
-            max_err = std::fmax(max_err, std::fabs(got - ref));
-            max_ref = std::fmax(max_ref, std::fabs(ref));
-        }
-    }
-    expect(max_err / max_ref <= 1e-5, "logits (max rel)", max_err / max_ref, 1e-5);
-    double loss_err = std::fabs(model.mean_loss - loss) / std::fabs(loss);
-    expect(loss_err <= 1e-5, "loss", loss_err, 1e-5);
-
+    debug_check_logits(model.acts.logits, c.padded_vocab_size, logits, BT, V);
+    debug_check_loss(model.mean_loss, loss);
     gpt2_backward(&model, x.data(), y.data(), 1.0f / (float)BT);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        const ParamTensor& pt = model.tensors[t];
-        double diff = 0.0, ref = 0.0;
-        for (size_t i = pt.offset; i < pt.offset + pt.numel; i++) {
-            double d = (double)model.grads[i] - grads[i];
-            diff += d * d;
-            ref += (double)grads[i] * grads[i];
-        }
-        double rel = ref > 0 ? std::sqrt(diff / ref) : std::sqrt(diff);
-        char what[64];
-        snprintf(what, sizeof(what), "grad %s (rel L2)", pt.name);
-        expect(rel <= 1e-4, what, rel, 1e-4);
-    }
+    debug_check_grads(model.tensors, NUM_PARAM_TENSORS, model.grads, grads.data());
 
     // 10 AdamW steps on the same batch, as the reference did
     gpt2_zero_grad(&model);
@@ -73,17 +45,11 @@ int main(int argc, char** argv) {
         gpt2_forward(&model, x.data(), y.data(), B, T);
         gpt2_backward(&model, x.data(), y.data(), 1.0f / (float)BT);
         float norm = gpt2_grad_norm(&model);
-        double lerr = std::fabs(model.mean_loss - losses[s]) / std::fabs(losses[s]);
-        double nerr = std::fabs(norm - norms[s]) / std::fabs(norms[s]);
-        char what[64];
-        snprintf(what, sizeof(what), "step %d loss %.6f", s, model.mean_loss);
-        expect(lerr <= 1e-5, what, lerr, 1e-5);
-        snprintf(what, sizeof(what), "step %d grad norm %.4f", s, norm);
-        expect(nerr <= 1e-4, what, nerr, 1e-4);
+        debug_check_step(s, model.mean_loss, losses[s], norm, norms[s]);
         gpt2_update(&model, lr, beta1, beta2, eps, wd, grad_clip_scale(norm, clip), s + 1);
         gpt2_zero_grad(&model);
     }
     gpt2_free(&model);
-    printf("%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
-    return failures ? 1 : 0;
+    printf("%s: %d failure(s)\n", debug_failures() ? "FAIL" : "PASS", debug_failures());
+    return debug_failures() ? 1 : 0;
 }
