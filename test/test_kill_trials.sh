@@ -101,6 +101,11 @@ while :; do
         # spread the kills over the run; which kind of moment is drawn from the schedule
         target=$(( (killed + 1) * (steps - 4) / (kills + 1) + RANDOM % 3 ))
         r=$((RANDOM % 10))
+        # the second half of the kills aims at checkpoint writes, the moment one starts, until
+        # one has landed inside one: a short schedule (the emulated GPU's 6 kills) could
+        # otherwise draw too few write kills, or sleep past the short writes
+        forced=0
+        [ $mid_write -eq 0 ] && [ $killed -ge $((kills / 2)) ] && r=9 && forced=1
         if [ $r -lt 2 ]; then
             how=start; rand_sleep 150                 # starting up, resuming, cutting the logs back
         elif [ $r -lt 5 ]; then
@@ -108,7 +113,8 @@ while :; do
         else
             how=write; wait_for_step "$so" $target $pid
             s=$(last_step "$so")
-            wait_for_write "$mark" $(( (s + 3) / 4 * 4 )) $pid; rand_sleep $((2 * pause_ms))
+            wait_for_write "$mark" $(( (s + 3) / 4 * 4 )) $pid
+            [ $forced -eq 1 ] || rand_sleep $((2 * pause_ms))
         fi
         kill -9 $pid 2>/dev/null || true
     fi
