@@ -81,14 +81,14 @@ static void check_weights_finite(const GPT2Cuda* model, int step, const std::str
     size_t n = model->num_parameters;
     std::vector<float> host(n);
     gpt2_cuda_download_floatx(model, model->params, host.data());
-    train_check_weights_finite(host.data(), n, model->tensors, step, dir);
+    train_check_weights_finite(host.data(), n, model->tensors, NUM_PARAM_TENSORS, step, dir);
     if (model->master != nullptr) {
         // the master covers this rank's values only: checked in place, the rest left zero
         const ZeroLayout& z = model->z;
         std::fill(host.begin(), host.end(), 0.0f);
         CHECK_CUDA(cudaMemcpy(host.data() + z.opt_begin, model->master, z.opt_count() * sizeof(float),
                               cudaMemcpyDeviceToHost));
-        train_check_weights_finite(host.data(), n, model->tensors, step, dir, "master weight");
+        train_check_weights_finite(host.data(), n, model->tensors, NUM_PARAM_TENSORS, step, dir, "master weight");
     }
 }
 
@@ -305,7 +305,7 @@ int main(int argc, char** argv) {
 
     // --- the plan
     size_t n = model.num_parameters;
-    double flops_per_token = train_flops_per_token(mc, n, T);
+    double flops = flops_per_token(n, mc.num_layers, mc.channels, T);
     double peak_tflops = device_peak_tflops(ctx.props, ctx.tf32);
     printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, attention on %s, peak %s TFLOP/s\n",
            ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
            ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
            ctx.attention_mma ? "tensor cores" : "CUDA cores",
            peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
-    train_print_plan(mc, n, cfg, data, resume_step, world);
+    train_print_plan(gpt2_describe(mc), n, cfg, data, resume_step, world);
     if (world == 1 && gc.nccl)
         printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
                zero_stage_name(z.stage));
@@ -335,7 +335,7 @@ int main(int argc, char** argv) {
     energy_meter_init(&energy, bus_id);
     if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
     else printf("energy: not measured (%s)\n", energy.why.c_str());
-    GpuBackend be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops_per_token, peak_tflops, &energy);
+    GpuBackend be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_report(phase_timer);
     train_data_free(&data);

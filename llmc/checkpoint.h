@@ -1,8 +1,10 @@
-// checkpoint.h: llm.c model files, gptrain's resume-state files, and the checkpoint
-// directory (model_%08d.bin, state_%08d_%05d.bin, DONE_%08d). Every write goes to a
-// temporary name, is flushed to disk, then renamed, so a crash never leaves a half file
-// under a real name; DONE is written last, and a checkpoint without it does not exist.
-// defines: model_file_read_header, gpt2_load_checkpoint, gpt2_write_checkpoint,
+// checkpoint.h: model files (llm.c's for GPT-2, gptrain's own for Llama 3), gptrain's
+// resume-state files, and the checkpoint directory (model_%08d.bin, state_%08d_%05d.bin,
+// DONE_%08d). Every write goes to a temporary name, is flushed to disk, then renamed, so a
+// crash never leaves a half file under a real name; DONE is written last, and a checkpoint
+// without it does not exist.
+// defines: model_file_check, model_load_checkpoint, model_write_checkpoint, gpt2_load_checkpoint,
+//          gpt2_write_checkpoint,
 //          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
 //          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile
 #pragma once
@@ -14,10 +16,11 @@
 #include <vector>
 
 #include "utils.h"  // defines: fail, xmalloc, file_size_or_fail
-#include "gpt2.h"   // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
+#include "families.h" // defines: ModelConfig, ModelBase, model_new, model_config_problem, GPT2, ...
 #include "faults.h" // defines: fault_inject_pause_ms
 
 enum { MODEL_MAGIC = 20240326, MODEL_VERSION_FP32 = 3, MODEL_VERSION_BF16 = 5 };
+enum { LLAMA_MODEL_MAGIC = 20261124 };  // gptrain's Llama 3 model files (versions as above)
 enum { STATE_MAGIC = 20241122, STATE_VERSION = 1 };
 
 // 64-bit FNV-1a over bytes, 8 at a time: catches flipped, truncated or zeroed sections.
@@ -69,10 +72,29 @@ inline void fsync_dir(const std::string& dir) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Model files (llm.c): 256 x int32 header, then the 16 tensors of the table, fp32 or bf16.
+// Model files: a header of 256 x int32, then the tensors of the family's table in order, as
+// fp32 (version 3) or bf16 (version 5).
+//   GPT-2 (llm.c's format): [0] 20240326, [1] version, [2] maxT, [3] V, [4] L, [5] NH, [6] C, [7] Vp
+//   Llama 3 (gptrain's): [0] 20261124, [1] version, [2] maxT, [3] V, [4] L, [5] NH, [6] NKV,
+//     [7] C, [8] F, [9] Vp, then float32 values stored bit for bit in int32 slots (nothing is
+//     truncated): [10] RMSNorm eps, [11] RoPE theta, [12] RoPE scaling factor (0: none),
+//     [13] low_freq_factor, [14] high_freq_factor, [15] original context length.
+// Every other header word is 0.
+enum { LLAMA_HEADER_FLOATS_AT = 10 };
+
+inline float header_float(int32_t word) {
+    float f;
+    memcpy(&f, &word, 4);
+    return f;
+}
+inline int32_t header_word(float f) {
+    int32_t w;
+    memcpy(&w, &f, 4);
+    return w;
+}
 
 // Reads and validates the header and the file size. Returns "" if sound, else the problem.
-inline std::string model_file_check(const char* path, GPT2Config* cfg, int* version) {
+inline std::string model_file_check(const char* path, ModelConfig* cfg, int* version) {
     FILE* f = fopen(path, "rb");
     if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
     int32_t h[256];
@@ -81,17 +103,30 @@ inline std::string model_file_check(const char* path, GPT2Config* cfg, int* vers
     long long size = ftell(f);
     fclose(f);
     if (got != 256) return "truncated file: shorter than the 1024-byte header";
-    if (h[0] != MODEL_MAGIC)
-        return "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(MODEL_MAGIC) + "): not a model checkpoint";
+    if (h[0] != MODEL_MAGIC && h[0] != LLAMA_MODEL_MAGIC)
+        return "bad magic " + std::to_string(h[0]) + " (expected " + std::to_string(MODEL_MAGIC) + " for GPT-2 or " +
+               std::to_string(LLAMA_MODEL_MAGIC) + " for Llama 3): not a model checkpoint";
     if (h[1] != MODEL_VERSION_FP32 && h[1] != MODEL_VERSION_BF16)
         return "unsupported version " + std::to_string(h[1]) + " (expected 3 = fp32 or 5 = bf16)";
-    GPT2Config c;
-    c.max_seq_len = h[2]; c.vocab_size = h[3]; c.num_layers = h[4]; c.num_heads = h[5];
-    c.channels = h[6]; c.padded_vocab_size = h[7];
-    const char* problem = gpt2_config_problem(c);
+    ModelConfig c;
+    if (h[0] == MODEL_MAGIC) {
+        c.family = FAMILY_GPT2;
+        GPT2Config& g = c.gpt2;
+        g.max_seq_len = h[2]; g.vocab_size = h[3]; g.num_layers = h[4]; g.num_heads = h[5];
+        g.channels = h[6]; g.padded_vocab_size = h[7];
+    } else {
+        c.family = FAMILY_LLAMA3;
+        LlamaConfig& l = c.llama;
+        l.max_seq_len = h[2]; l.vocab_size = h[3]; l.num_layers = h[4]; l.num_heads = h[5];
+        l.num_kv_heads = h[6]; l.channels = h[7]; l.ffn_hidden = h[8]; l.padded_vocab_size = h[9];
+        const int32_t* x = h + LLAMA_HEADER_FLOATS_AT;
+        l.norm_eps = header_float(x[0]);
+        l.rope_theta = header_float(x[1]);
+        l.rope_scaling = {header_float(x[2]), header_float(x[3]), header_float(x[4]), header_float(x[5])};
+    }
+    const char* problem = model_config_problem(c);
     if (problem != nullptr) return std::string("corrupt header: ") + problem;
-    ParamTensor table[NUM_PARAM_TENSORS];
-    size_t n = gpt2_param_table(c, table);
+    size_t n = model_config_num_parameters(c);
     size_t elem = h[1] == MODEL_VERSION_FP32 ? 4 : 2;
     long long want = 1024 + (long long)(n * elem);
     if (size != want)
@@ -101,13 +136,14 @@ inline std::string model_file_check(const char* path, GPT2Config* cfg, int* vers
     return "";
 }
 
-// Loads a model file into a fresh model (gpt2_init). bf16 files are widened to fp32.
-inline void gpt2_load_checkpoint(GPT2* model, const char* path) {
-    GPT2Config cfg;
+// Loads a model file of any family into a new model (model_delete frees it). bf16 files are
+// widened to fp32.
+inline ModelBase* model_load_checkpoint(const char* path) {
+    ModelConfig cfg;
     int version = 0;
     std::string err = model_file_check(path, &cfg, &version);
     if (!err.empty()) fail("%s: %s", path, err.c_str());
-    gpt2_init(model, cfg);
+    ModelBase* model = model_new(cfg);
     FILE* f = fopen_or_fail(path, "rb");
     fseek(f, 1024, SEEK_SET);
     size_t n = model->num_parameters;
@@ -129,23 +165,51 @@ inline void gpt2_load_checkpoint(GPT2* model, const char* path) {
     fclose(f);
     for (size_t i = 0; i < n; i++) {
         if (!std::isfinite(model->params[i])) {
-            const ParamTensor* t = model->tensors;
-            while (t + 1 < model->tensors + NUM_PARAM_TENSORS && t[1].offset <= i) t++;
-            fail("%s: corrupt: non-finite value in tensor %s at index %zu", path, t->name, i - t->offset);
+            const ParamTensor& t = model->layout().tensor_at(i);
+            fail("%s: corrupt: non-finite value in tensor %s at index %zu", path, t.name, i - t.offset);
         }
     }
+    return model;
 }
 
-inline void gpt2_write_checkpoint(const GPT2* model, const std::string& path) {
+// Loads a GPT-2 model file into *model (gpt2_free frees it): for the programs that run GPT-2 only.
+inline void gpt2_load_checkpoint(GPT2* model, const char* path) {
+    ModelBase* loaded = model_load_checkpoint(path);
+    if (loaded->family != FAMILY_GPT2) {
+        model_delete(loaded);
+        fail("%s: a %s model: this program runs GPT-2 models only", path, model_family_name(loaded->family));
+    }
+    GPT2* g = static_cast<GPT2*>(loaded);
+    *model = *g;  // takes over the buffers
+    g->params = nullptr;
+    model->p = param_ptrs(model->params, model->tensors);
+    delete g;
+}
+
+// Writes the model's parameters as an fp32 model file of its family.
+inline void model_write_checkpoint(const ModelBase* model, const std::string& path) {
     int32_t h[256] = {0};
-    const GPT2Config& c = model->config;
-    h[0] = MODEL_MAGIC; h[1] = MODEL_VERSION_FP32; h[2] = c.max_seq_len; h[3] = c.vocab_size;
-    h[4] = c.num_layers; h[5] = c.num_heads; h[6] = c.channels; h[7] = c.padded_vocab_size;
+    h[1] = MODEL_VERSION_FP32;
+    if (model->family == FAMILY_LLAMA3) {
+        const LlamaConfig& c = static_cast<const Llama*>(model)->config;
+        h[0] = LLAMA_MODEL_MAGIC; h[2] = c.max_seq_len; h[3] = c.vocab_size; h[4] = c.num_layers;
+        h[5] = c.num_heads; h[6] = c.num_kv_heads; h[7] = c.channels; h[8] = c.ffn_hidden;
+        h[9] = c.padded_vocab_size;
+        const float floats[] = {c.norm_eps, c.rope_theta, c.rope_scaling.factor, c.rope_scaling.low_freq_factor,
+                                c.rope_scaling.high_freq_factor, c.rope_scaling.original_max_pos};
+        for (int i = 0; i < 6; i++) h[LLAMA_HEADER_FLOATS_AT + i] = header_word(floats[i]);
+    } else {
+        const GPT2Config& c = static_cast<const GPT2*>(model)->config;
+        h[0] = MODEL_MAGIC; h[2] = c.max_seq_len; h[3] = c.vocab_size;
+        h[4] = c.num_layers; h[5] = c.num_heads; h[6] = c.channels; h[7] = c.padded_vocab_size;
+    }
     AtomicFile out(path);
     out.write(h, sizeof(h));
     out.write(model->params, model->num_parameters * sizeof(float));
     out.commit();
 }
+
+inline void gpt2_write_checkpoint(const GPT2* model, const std::string& path) { model_write_checkpoint(model, path); }
 
 // ---------------------------------------------------------------------------------------
 // Resume state (gptrain's own format, one file per rank): everything besides the weights
@@ -355,15 +419,14 @@ inline std::string state_read_range(const std::string& dir, int step, size_t num
 // A newer one that fails verification is reported and skipped: the previous good one is used.
 inline int checkpoint_find_latest(const std::string& dir) {
     for (int step : checkpoint_done_steps(dir)) {
-        GPT2Config cfg;
+        ModelConfig cfg;
         int version;
         std::string model_path = checkpoint_path(dir, "model", step);
         std::string err = model_file_check(model_path.c_str(), &cfg, &version);
         if (!err.empty()) {
             err = model_path + ": " + err;
         } else {
-            ParamTensor table[NUM_PARAM_TENSORS];
-            size_t n = gpt2_param_table(cfg, table);
+            size_t n = model_config_num_parameters(cfg);
             TrainState s;
             err = state_read_range(dir, step, n, 0, n, &s, nullptr, nullptr);
         }
@@ -377,9 +440,9 @@ inline int checkpoint_find_latest(const std::string& dir) {
 // The model file (written by rank 0 only: model != nullptr there) and this rank's state file,
 // each durable on disk. m, v: s.range_count values. The DONE marker follows once every rank
 // is done (checkpoint_mark_done, after a barrier).
-inline void checkpoint_write_model_and_state(const std::string& dir, int step, const GPT2* model,
+inline void checkpoint_write_model_and_state(const std::string& dir, int step, const ModelBase* model,
                                              const TrainState& s, const float* m, const float* v) {
-    if (model != nullptr) gpt2_write_checkpoint(model, checkpoint_path(dir, "model", step));
+    if (model != nullptr) model_write_checkpoint(model, checkpoint_path(dir, "model", step));
     state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m, v);
     fsync_dir(dir);
 }

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "utils.h"  // defines: fail, parse_int
-#include "gpt2.h"   // defines: ParamTensor, NUM_PARAM_TENSORS
+#include "model.h"  // defines: ParamTensor
 
 // ---------------------------------------------------------------------------------------
 // Preemption. A signal handler can reach nothing but static storage, so this flag is the
@@ -192,17 +192,19 @@ inline std::string step_guard_load(StepGuard* g, const std::vector<double>& in) 
 // ---------------------------------------------------------------------------------------
 // Non-finite weights never go into a checkpoint. Returns the tensor holding the first
 // non-finite value of params (laid out by the table) and its index in *index, or nullptr.
-inline const char* weights_find_nonfinite(const float* params, size_t n, const ParamTensor* tensors,
+inline const char* weights_find_nonfinite(const float* params, size_t n, const ParamTensor* tensors, int count,
                                           size_t* index) {
     size_t first = n;
     #pragma omp parallel for reduction(min : first)
     for (size_t i = 0; i < n; i++)
         if (!std::isfinite(params[i]) && i < first) first = i;
     if (first == n) return nullptr;
-    const ParamTensor* t = tensors;
-    while (t + 1 < tensors + NUM_PARAM_TENSORS && t[1].offset <= first) t++;
-    *index = first - t->offset;
-    return t->name;
+    ParamLayout table;
+    table.tensors = tensors;
+    table.count = count;
+    const ParamTensor& t = table.tensor_at(first);
+    *index = first - t.offset;
+    return t.name;
 }
 
 // ---------------------------------------------------------------------------------------

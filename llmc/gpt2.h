@@ -1,11 +1,10 @@
 // gpt2.h: the GPT-2 model on the CPU: configuration, the parameter table, random init,
 // forward, backward, AdamW. One training step reads top to bottom in gpt2_forward,
 // gpt2_backward and gpt2_update.
-// defines: GPT2Config, gpt2_config_from_descriptor, ParamTensor, ParamRow, param_table_build, gpt2_param_table,
-//          xcalloc_floats, carve_buffers, GPT2,
-//          LayerPtrs, layer_ptrs, layer_ptrs_packed, GradSink, param_is_per_layer,
-//          gpt2_init, gpt2_alloc_state, gpt2_init_random, gpt2_forward, gpt2_backward,
-//          gpt2_zero_grad, grad_sum_squares, gpt2_grad_norm, adamw_update_table, gpt2_update, gpt2_free
+// defines: GPT2Config, gpt2_config_problem, gpt2_config_from_descriptor, gpt2_describe, gpt2_param_table, ParamPtrs, param_ptrs,
+//          gpt2_layout, GPT2, LayerPtrs, layer_ptrs, param_is_per_layer,
+//          gpt2_activation_sizes, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
+//          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
 // L layers, V vocabulary, Vp vocabulary padded to a multiple of 128, maxT positions.
@@ -13,9 +12,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
+#include <string>
 
 #include "utils.h"            // defines: CHECK, fail, xmalloc
+#include "model.h"            // defines: ParamTensor, ParamRow, param_table_build, ParamLayout, GradSinkOf, ModelBase, ...
 #include "cpu/encoder.h"      // defines: encoder_forward, encoder_backward
 #include "cpu/layernorm.h"    // defines: layernorm_forward, layernorm_backward
 #include "cpu/matmul.h"       // defines: matmul_forward, matmul_backward
@@ -23,7 +23,6 @@
 #include "cpu/gelu.h"         // defines: gelu_forward, gelu_backward
 #include "cpu/residual.h"     // defines: residual_forward
 #include "cpu/crossentropy.h" // defines: crossentropy_forward, crossentropy_backward
-#include "cpu/adamw.h"        // defines: adamw_update
 #include "phases.h"           // defines: PhaseClock, phase_clock_mark (-pb 1)
 
 struct GPT2Config {
@@ -109,42 +108,19 @@ inline bool gpt2_config_from_descriptor(const char* desc, GPT2Config* out) {
     return false;
 }
 
-// ---------------------------------------------------------------------------------------
-// The parameter table: one row per tensor, in checkpoint order. It drives allocation,
-// checkpoint read/write and weight decay.
-enum { NUM_PARAM_TENSORS = 16 };
-
-struct ParamTensor {
-    const char* name;
-    size_t numel;
-    size_t offset;   // in floats, from the start of the parameter buffer
-    bool decays;     // AdamW weight decay applies (the 2-D weight matrices)
-    int ndim;
-    size_t shape[3];
-};
-
-// One row of a model family's table as written out: its name, weight decay, and shape.
-struct ParamRow {
-    const char* name;
-    bool decays;
-    int ndim;
-    size_t s0, s1, s2;
-};
-
-// table[0..n) from rows, laid out one after the other; returns the total element count.
-inline size_t param_table_build(const ParamRow* rows, int n, ParamTensor* table) {
-    size_t offset = 0;
-    for (int i = 0; i < n; i++) {
-        const ParamRow& r = rows[i];
-        ParamTensor& t = table[i];
-        t.name = r.name; t.decays = r.decays; t.ndim = r.ndim;
-        t.shape[0] = r.s0; t.shape[1] = r.s1; t.shape[2] = r.s2;
-        t.numel = r.s0 * (r.ndim > 1 ? r.s1 : 1) * (r.ndim > 2 ? r.s2 : 1);
-        t.offset = offset;
-        offset += t.numel;
-    }
-    return offset;
+// The plan's description of the shape: "L=12 C=768 NH=12 V=50257 (Vp 50304) maxT=1024".
+inline std::string gpt2_describe(const GPT2Config& c) {
+    char buf[160];
+    snprintf(buf, sizeof(buf), "L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d", c.num_layers, c.channels, c.num_heads,
+             c.vocab_size, c.padded_vocab_size, c.max_seq_len);
+    return buf;
 }
+
+// ---------------------------------------------------------------------------------------
+// The parameter table (llmc/model.h: ParamTensor), in checkpoint order.
+enum { NUM_PARAM_TENSORS = 16 };
+static_assert((int)NUM_PARAM_TENSORS <= (int)MAX_PARAM_TENSORS, "GPT-2's table fits the model's");
+
 
 // Fills table[16]; returns the total number of parameters (padded wte rows included).
 inline size_t gpt2_param_table(const GPT2Config& cfg, ParamTensor table[NUM_PARAM_TENSORS]) {
@@ -168,13 +144,20 @@ struct ParamPtrs {
     float *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
 };
 
-inline ParamPtrs param_ptrs(float* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+// views[i]: where row i starts
+inline ParamPtrs param_ptrs_of(float* const views[NUM_PARAM_TENSORS]) {
     ParamPtrs v;
     float** fields[NUM_PARAM_TENSORS] = {&v.wte, &v.wpe, &v.ln1w, &v.ln1b, &v.qkvw, &v.qkvb,
         &v.attprojw, &v.attprojb, &v.ln2w, &v.ln2b, &v.fcw, &v.fcb, &v.fcprojw, &v.fcprojb,
         &v.lnfw, &v.lnfb};
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = views[i];
     return v;
+}
+
+inline ParamPtrs param_ptrs(float* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+    float* views[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) views[i] = base + table[i].offset;
+    return param_ptrs_of(views);
 }
 
 // The per-layer tensors are the table's rows FIRST_LAYER_TENSOR .. +NUM_LAYER_TENSORS (ln1w ..
@@ -183,6 +166,13 @@ enum { FIRST_LAYER_TENSOR = 2, NUM_LAYER_TENSORS = 12 };
 
 inline bool param_is_per_layer(int tensor) {
     return tensor >= FIRST_LAYER_TENSOR && tensor < FIRST_LAYER_TENSOR + NUM_LAYER_TENSORS;
+}
+
+inline ParamLayout gpt2_layout(const ParamTensor table[NUM_PARAM_TENSORS], int L) {
+    ParamLayout t;
+    t.tensors = table; t.count = NUM_PARAM_TENSORS; t.first_layer = FIRST_LAYER_TENSOR;
+    t.layers = NUM_LAYER_TENSORS; t.L = L;
+    return t;
 }
 
 // One layer's slice of each per-layer tensor (of the parameters, or of their gradients); F is
@@ -207,37 +197,9 @@ inline LayerPtrsOf<F> layer_ptrs_of(F* const slice[NUM_LAYER_TENSORS]) {
 template <typename F>
 inline LayerPtrsOf<F> layer_ptrs(F* base, const ParamTensor table[NUM_PARAM_TENSORS], int l, int L) {
     F* slice[NUM_LAYER_TENSORS];
-    for (int i = 0; i < NUM_LAYER_TENSORS; i++) {
-        const ParamTensor& t = table[FIRST_LAYER_TENSOR + i];
-        slice[i] = base + t.offset + (size_t)l * (t.numel / L);
-    }
+    layer_slices(base, gpt2_layout(table, L), l, slice);
     return layer_ptrs_of(slice);
 }
-
-// The same slices one after the other in a buffer of one layer's values (a gradient bucket).
-template <typename F>
-inline LayerPtrsOf<F> layer_ptrs_packed(F* bucket, const ParamTensor table[NUM_PARAM_TENSORS], int L) {
-    F* slice[NUM_LAYER_TENSORS];
-    size_t at = 0;
-    for (int i = 0; i < NUM_LAYER_TENSORS; i++) {
-        slice[i] = bucket + at;
-        at += table[FIRST_LAYER_TENSOR + i].numel / L;
-    }
-    return layer_ptrs_of(slice);
-}
-
-// Where the backward puts each layer's gradients, and whom it tells when a layer is done.
-// Without one they accumulate into the model's gradient buffer; a data-parallel trainer
-// passes its own (llmc/grad_sync.h, llmc/cuda/grad_sync_gpu.cuh) to start reducing a
-// finished layer while the backward goes on down.
-template <typename F>
-struct GradSinkOf {
-    virtual LayerPtrsOf<F> layer_grads(int l) = 0;  // where layer l's gradients accumulate (+=)
-    virtual void layer_done(int l) = 0;             // layer l's gradients of this micro-batch are complete
-    virtual void backward_done() = 0;               // and wte, wpe, lnfw, lnfb: the backward is over
-    virtual ~GradSinkOf() = default;
-};
-using GradSink = GradSinkOf<float>;
 
 // ---------------------------------------------------------------------------------------
 // Activations kept from forward for backward, and the gradient buffers backward reuses
@@ -271,39 +233,29 @@ struct Activations {
     float* dfch_gelu;  // (B,T,4C)
 };
 
-struct GPT2 {
+// The model: the buffers and table every family has (llmc/model.h), GPT-2's configuration,
+// named views of the parameters and gradients, and the activations.
+struct GPT2 : ModelBase {
     GPT2Config config;
-    ParamTensor tensors[NUM_PARAM_TENSORS];
-    size_t num_parameters;
-    float* params = nullptr;  // one allocation for every parameter
-    float* grads = nullptr;   // same layout
-    float* m = nullptr;       // AdamW first moment
-    float* v = nullptr;       // AdamW second moment
     ParamPtrs p, g;
     Activations acts;
-    float* acts_memory = nullptr;
-    size_t acts_floats = 0;
-    int B = 0, T = 0;         // what acts are sized for
-    float mean_loss = 0.0f;   // mean loss of the last forward with targets
-    PhaseClock* phases = nullptr;  // -pb 1: forward and backward mark their phases here
 };
 
-// n floats, zeroed
-inline float* xcalloc_floats(size_t n) {
-    float* p = (float*)xmalloc(n * sizeof(float));
-    memset(p, 0, n * sizeof(float));
-    return p;
-}
 
-// One zeroed allocation cut into count buffers of sizes[i] floats, in order; ptrs[i] gets the
-// i-th. Returns the allocation (*total: its floats).
-inline float* carve_buffers(float** ptrs, const size_t* sizes, int count, size_t* total) {
-    *total = 0;
-    for (int i = 0; i < count; i++) *total += sizes[i];
-    float* memory = xcalloc_floats(*total);
-    float* cursor = memory;
-    for (int i = 0; i < count; i++) { ptrs[i] = cursor; cursor += sizes[i]; }
-    return memory;
+// The floats of each activation (in Activations' order) for micro-batches of B x T. size_t:
+// L*B*NH*T*T passes 2^31 at d12, B=16, T=1024. Returns their sum.
+constexpr int GPT2_NUM_ACTIVATIONS = sizeof(Activations) / sizeof(float*);
+inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t sizes[GPT2_NUM_ACTIVATIONS]) {
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t BT = (size_t)B * T;
+    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+                        L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
+                        L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
+                        BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C};
+    static_assert(sizeof(s) / sizeof(s[0]) == GPT2_NUM_ACTIVATIONS, "one size per activation");
+    size_t total = 0;
+    for (int i = 0; i < GPT2_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
+    return total;
 }
 
 // Sets up the table and the parameter buffer (zeroed). Fails with a message on a bad config.
@@ -311,7 +263,13 @@ inline void gpt2_init(GPT2* model, const GPT2Config& cfg) {
     const char* problem = gpt2_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
+    model->family = FAMILY_GPT2;
     model->num_parameters = gpt2_param_table(cfg, model->tensors);
+    model->num_tensors = NUM_PARAM_TENSORS;
+    model->first_layer_tensor = FIRST_LAYER_TENSOR;
+    model->num_layer_tensors = NUM_LAYER_TENSORS;
+    model->num_layers = cfg.num_layers; model->channels = cfg.channels; model->vocab_size = cfg.vocab_size;
+    model->padded_vocab_size = cfg.padded_vocab_size; model->max_seq_len = cfg.max_seq_len;
     model->params = xcalloc_floats(model->num_parameters);
     model->p = param_ptrs(model->params, model->tensors);
 }
@@ -326,37 +284,17 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T) {
     model->v = xcalloc_floats(n);
     model->g = param_ptrs(model->grads, model->tensors);
 
-    size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    size_t BT = (size_t)B * T;
-    // size_t: L*B*NH*T*T passes 2^31 at d12, B=16, T=1024
-    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
-                      L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
-                      L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
-                      BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C};
-    const int count = sizeof(sizes) / sizeof(sizes[0]);
-    static_assert(sizeof(Activations) == count * sizeof(float*), "one size per activation");
-    model->acts_memory = carve_buffers((float**)&model->acts, sizes, count, &model->acts_floats);
+    size_t sizes[GPT2_NUM_ACTIVATIONS];
+    gpt2_activation_sizes(cfg, B, T, sizes);
+    model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
     model->B = B;
     model->T = T;
 }
 
-// Normal(0, 1) from a Mersenne Twister by Box-Muller: std::mt19937's output is fixed by the
-// standard, std::normal_distribution's is not, so this keeps init identical everywhere.
-struct NormalRng {
-    std::mt19937 gen;
-    bool has_spare = false;
-    double spare = 0.0;
-    explicit NormalRng(uint32_t seed) : gen(seed) {}
-    double uniform() { return (gen() + 0.5) / 4294967296.0; }  // in (0, 1)
-    double next() {
-        if (has_spare) { has_spare = false; return spare; }
-        double u1 = uniform(), u2 = uniform();
-        double r = std::sqrt(-2.0 * std::log(u1));
-        spare = r * std::sin(2.0 * M_PI * u2);
-        has_spare = true;
-        return r * std::cos(2.0 * M_PI * u2);
-    }
-};
+
+// Gradient views from where each row's gradient lives (views[i]; a per-layer row's is unused
+// when a GradSink places the layers).
+inline void gpt2_bind_grads(GPT2* model, float* const views[NUM_PARAM_TENSORS]) { model->g = param_ptrs_of(views); }
 
 // GPT-2 init: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
 // LayerNorm weights 1, biases 0, padded wte rows 0.
@@ -474,7 +412,12 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     for (int l = L - 1; l >= 0; l--) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         LayerPtrs lp = layer_ptrs(model->params, model->tensors, l, L);
-        LayerPtrs lg = sink != nullptr ? sink->layer_grads(l) : layer_ptrs(model->grads, model->tensors, l, L);
+        LayerPtrs lg = layer_ptrs(model->grads, model->tensors, l, L);
+        if (sink != nullptr) {
+            float* slice[NUM_LAYER_TENSORS];
+            sink->layer_grads(l, slice);
+            lg = layer_ptrs_of(slice);
+        }
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
@@ -520,65 +463,16 @@ inline void gpt2_zero_grad(GPT2* model) {
     memset(model->grads, 0, model->num_parameters * sizeof(float));
 }
 
-// Sum of squares of n gradients, in double (a ZeRO rank sums its slice, then the ranks add).
-// Blocks of 64K values are summed in 16 lanes (independent chains of adds, which vectorize,
-// where one running sum would wait on each add), then the blocks' sums in order: the same bits
-// whatever the thread count.
-inline double grad_sum_squares(const float* g, size_t n) {
-    enum { BLOCK = 1 << 16, LANES = 16 };
-    const size_t blocks = (n + BLOCK - 1) / BLOCK;
-    double* block_sum = (double*)xmalloc((blocks > 0 ? blocks : 1) * sizeof(double));
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < blocks; b++) {
-        const float* x = g + b * BLOCK;
-        const size_t len = b + 1 < blocks ? (size_t)BLOCK : n - b * BLOCK;
-        double lane[LANES] = {};
-        size_t i = 0;
-        for (; i + LANES <= len; i += LANES)
-            for (int k = 0; k < LANES; k++) lane[k] += (double)x[i + k] * x[i + k];
-        double sum = 0.0;
-        for (int k = 0; k < LANES; k++) sum += lane[k];
-        for (; i < len; i++) sum += (double)x[i] * x[i];
-        block_sum[b] = sum;
-    }
-    double sum = 0.0;
-    for (size_t b = 0; b < blocks; b++) sum += block_sum[b];
-    free(block_sum);
-    return sum;
-}
-
 // Global L2 norm of all gradients, summed in double.
 inline float gpt2_grad_norm(const GPT2* model) {
     return (float)std::sqrt(grad_sum_squares(model->grads, model->num_parameters));
 }
 
-// Gradient scale for clipping at max_norm, as torch.nn.utils.clip_grad_norm_ computes it.
-inline float grad_clip_scale(float grad_norm, float max_norm) {
-    float coef = max_norm / (grad_norm + 1e-6f);
-    return coef < 1.0f ? coef : 1.0f;
-}
-
 // One AdamW step over every tensor; t is the 1-based step count (bias correction).
-// AdamW over table[0..n) of a model family's buffers: weight decay where the table says.
-inline void adamw_update_table(const ParamTensor* table, int n, float* params, const float* grads, float* m, float* v,
-                               float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
-                               int t) {
-    for (int i = 0; i < n; i++) {
-        const ParamTensor& pt = table[i];
-        size_t o = pt.offset;
-        adamw_update(params + o, grads + o, m + o, v + o, pt.numel, lr, beta1, beta2, eps,
-                     pt.decays ? weight_decay : 0.0f, grad_scale, t);
-    }
-}
-
 inline void gpt2_update(GPT2* model, float lr, float beta1, float beta2, float eps,
                         float weight_decay, float grad_scale, int t) {
     adamw_update_table(model->tensors, NUM_PARAM_TENSORS, model->params, model->grads, model->m, model->v, lr, beta1,
                        beta2, eps, weight_decay, grad_scale, t);
 }
 
-inline void gpt2_free(GPT2* model) {
-    free(model->params); free(model->grads); free(model->m); free(model->v);
-    free(model->acts_memory);
-    model->params = model->grads = model->m = model->v = model->acts_memory = nullptr;
-}
+inline void gpt2_free(GPT2* model) { model_free_buffers(model); }

@@ -524,7 +524,12 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     for (int l = L - 1; l >= 0; l--) {
         const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
         LayerPtrsOf<floatX> lp = layer_ptrs(model->params, model->tensors, l, L);
-        LayerPtrsOf<floatX> lg = sink != nullptr ? sink->layer_grads(l) : layer_ptrs(model->grads, model->tensors, l, L);
+        LayerPtrsOf<floatX> lg = layer_ptrs(model->grads, model->tensors, l, L);
+        if (sink != nullptr) {
+            floatX* slice[NUM_LAYER_TENSORS];
+            sink->layer_grads(l, slice);
+            lg = layer_ptrs_of(slice);
+        }
         floatX* ln1 = a.ln1 + l * model->ln_stride;
         float* ln1_mean = a.ln1_mean + l * N;
         float* ln1_rstd = a.ln1_rstd + l * N;
@@ -600,7 +605,7 @@ inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2
     const ZeroLayout& z = model->z;
     floatX* g = gpt2_cuda_opt_grads(model);
     phase_mark(*model->ctx, PHASE_OPTIMIZER);
-    for (const ZeroSegment& seg : zero_segments(model->tensors, z.opt_begin, z.opt_end)) {
+    for (const ZeroSegment& seg : zero_segments(model->tensors, NUM_PARAM_TENSORS, z.opt_begin, z.opt_end)) {
         const ParamTensor& pt = model->tensors[seg.tensor];
         size_t o = seg.begin - z.opt_begin;
         uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)seg.tensor + 1));

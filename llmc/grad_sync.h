@@ -3,9 +3,10 @@
 // defines: GradSync, grad_sync_init, grad_sync_wait, grad_sync_report, grad_sync_free,
 //          grad_sync_grads_len, grad_sync_grad_floats
 //
-// The backward finishes the layers from the last to the first (llmc/gpt2.h: gpt2_backward
-// tells its GradSink), then wte, wpe, lnfw and lnfb together. So the buckets are: bucket l is
-// layer l's 12 tensor slices, bucket L is the rest. As soon as a bucket is complete it goes to
+// The backward finishes the layers from the last to the first (llmc/model.h: the backward
+// tells its GradSink, whatever the family), then the front and tail rows together (GPT-2's
+// wte, wpe, lnfw, lnfb; Llama's wte, rmsfw, lmheadw). So the buckets are: bucket l is layer
+// l's slices of the per-layer rows, bucket L is the rest. As soon as a bucket is complete it goes to
 // a worker thread, which reduces it (llmc/comm.h, MPI or sockets) while the main thread runs
 // the backward of the layers below; the loop waits for the last bucket before the norm.
 //
@@ -29,20 +30,19 @@
 #include <thread>
 #include <vector>
 
-#include "gpt2.h"  // defines: GPT2, GradSink, LayerPtrs, layer_ptrs, layer_ptrs_packed, param_is_per_layer
+#include "families.h"  // defines: ModelBase, GradSink, ParamLayout, layer_slices, layer_slices_packed, model_bind_grads
 #include "zero.h"  // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
 #include "comm.h"  // defines: Comm, comm_reduce_scatter_v_f32, comm_all_gather_v, comm_clock_
 
 struct GradSync final : GradSink {
-    GPT2* model = nullptr;
+    ModelBase* model = nullptr;
     Comm* comm = nullptr;
     ZeroLayout z;
     float* grad_shard = nullptr;  // ZeRO 2: the owned slice's gradient, summed over ranks and micro-steps
     bool communicate = false;     // this micro-step's gradients go out (ZeRO 2: every one; else the last)
     // two slots of one layer's layer_n values; ZeRO 2's backward writes layer slot_layer[s]
-    // into slot s (-1: free), and model->grads holds only wte, wpe (the front of the vector)
-    // then lnfw, lnfb
-    size_t layer_n = 0, front_n = 0;
+    // into slot s (-1: free), and model->grads holds only the front rows then the tail rows
+    size_t layer_n = 0, front_n = 0, tail_n = 0;
     float* slots[2] = {nullptr, nullptr};
     int slot_layer[2] = {-1, -1};
     // the worker: buckets waiting, and how many were handed over and are not done
@@ -58,11 +58,11 @@ struct GradSync final : GradSink {
 
     // Bucket b across ranks (on the worker, or inline without one): a layer bucket packed in
     // its slot (ZeRO 0 and 1 copy it there from model->grads; ZeRO 2's backward wrote it
-    // there), the rest in model->grads (packed at ZeRO 2; else wte+wpe and lnfw+lnfb where
+    // there), the rest in model->grads (packed at ZeRO 2; else the front and the tail where
     // the vector has them). One collective per run of pieces stored back to back.
     void reduce_bucket(int b) {
-        const int L = model->config.num_layers;
-        std::vector<ZeroPiece> pieces = zero_bucket_pieces(model->tensors, L, b);
+        const int L = model->num_layers;
+        std::vector<ZeroPiece> pieces = zero_bucket_pieces(model->layout(), b);
         if (b < L) {
             float* slot = slots[b % 2];
             bool copied = z.stage != 2;
@@ -122,7 +122,7 @@ struct GradSync final : GradSink {
     // there is no worker)
     void bucket_done(int b) {
         buckets_reduced++;
-        if (z.stage == 2 && b < model->config.num_layers) slot_layer[b % 2] = -1;
+        if (z.stage == 2 && b < model->num_layers) slot_layer[b % 2] = -1;
     }
 
     void launch(int b) {
@@ -137,8 +137,8 @@ struct GradSync final : GradSink {
         cv.notify_all();
     }
 
-    LayerPtrs layer_grads(int l) override {
-        if (z.stage != 2) return layer_ptrs(model->grads, model->tensors, l, model->config.num_layers);
+    void layer_grads(int l, float** slices) override {
+        if (z.stage != 2) return layer_slices(model->grads, model->layout(), l, slices);
         // the slot's previous layer (l + 2) must be reduced and the slot zeroed before it is reused
         int s = l % 2;
         {
@@ -146,7 +146,7 @@ struct GradSync final : GradSink {
             cv.wait(lock, [&] { return slot_layer[s] < 0; });
             slot_layer[s] = l;
         }
-        return layer_ptrs_packed(slots[s], model->tensors, model->config.num_layers);
+        layer_slices_packed(slots[s], model->layout(), slices);
     }
     void layer_done(int l) override {
         if (!communicate) return;
@@ -161,21 +161,21 @@ struct GradSync final : GradSink {
             std::lock_guard<std::mutex> lock(mu);
             in_backward = false;
         }
-        if (communicate) launch(model->config.num_layers);
+        if (communicate) launch(model->num_layers);
     }
 };
 
 // Sets up the reduction for z (world > 1) over the model's gradient buffer (z.padded floats).
-// ZeRO 2 replaces that buffer by the front and tail tensors only, plus the two layer slots.
-inline void grad_sync_init(GradSync* gs, GPT2* model, Comm* comm, const ZeroLayout& z, float* grad_shard) {
+// ZeRO 2 replaces that buffer by the front and tail rows only, plus the two layer slots.
+inline void grad_sync_init(GradSync* gs, ModelBase* model, Comm* comm, const ZeroLayout& z, float* grad_shard) {
     gs->model = model;
     gs->comm = comm;
     gs->z = z;
     gs->grad_shard = grad_shard;
-    const int L = model->config.num_layers;
-    const size_t C = model->config.channels;
-    gs->layer_n = zero_run_len(zero_bucket_pieces(model->tensors, L, 0));  // one layer's values
-    gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;  // wte and wpe
+    const ParamLayout table = model->layout();
+    gs->layer_n = zero_run_len(zero_bucket_pieces(table, 0));  // one layer's values
+    gs->front_n = table.front_len();
+    gs->tail_n = model->num_parameters - table.tail_begin();
     // the layer buckets' two slots (ZeRO 0 and 1 pack a finished layer there to send it)
     for (float*& s : gs->slots) {
         s = (float*)xmalloc(gs->layer_n * sizeof(float));
@@ -183,21 +183,22 @@ inline void grad_sync_init(GradSync* gs, GPT2* model, Comm* comm, const ZeroLayo
     }
     if (z.stage == 2) {
         free(model->grads);
-        model->grads = (float*)xmalloc((gs->front_n + 2 * C) * sizeof(float));
-        memset(model->grads, 0, (gs->front_n + 2 * C) * sizeof(float));
-        model->g = ParamPtrs{};
-        model->g.wte = model->grads;
-        model->g.wpe = model->grads + model->tensors[1].offset;
-        model->g.lnfw = model->grads + gs->front_n;
-        model->g.lnfb = model->grads + gs->front_n + C;
+        model->grads = xcalloc_floats(gs->front_n + gs->tail_n);
+        // the front rows where they were, the tail rows right after them; no layer rows
+        float* views[MAX_PARAM_TENSORS] = {};
+        for (int i = 0; i < table.count; i++) {
+            const size_t o = table.tensors[i].offset;
+            if (!table.per_layer(i)) views[i] = model->grads + (o < gs->front_n ? o : gs->front_n + o - table.tail_begin());
+        }
+        model_bind_grads(model, views);
     }
     gs->threaded = comm->threads_ok;
     if (gs->threaded) gs->worker = std::thread(&GradSync::worker_run, gs);
 }
 
-// The length of model->grads: the whole padded vector, or at ZeRO 2 wte, wpe, lnfw, lnfb.
+// The length of model->grads: the whole padded vector, or at ZeRO 2 the front and tail rows.
 inline size_t grad_sync_grads_len(const GradSync* gs) {
-    return gs->z.stage == 2 ? gs->front_n + 2 * (size_t)gs->model->config.channels : gs->z.padded;
+    return gs->z.stage == 2 ? gs->front_n + gs->tail_n : gs->z.padded;
 }
 
 // Values held for gradients besides ZeRO 2's slice accumulator: model->grads and the slots.

@@ -2,8 +2,8 @@
 // forward, backward. One training step reads top to bottom in llama_forward and
 // llama_backward; AdamW is GPT-2's (cpu/adamw.h) over this table.
 // defines: LlamaConfig, llama_config_problem, llama_config_from_descriptor, LLAMA_NUM_PARAM_TENSORS,
-//          llama_param_table, Llama, llama_init, llama_alloc_state, llama_init_random,
-//          llama_forward, llama_backward, llama_zero_grad, llama_free
+//          llama_param_table, llama_layout, Llama, llama_activation_sizes, llama_init, llama_alloc_state, llama_bind_grads,
+//          llama_init_random, llama_forward, llama_backward, llama_zero_grad, llama_update, llama_free
 //
 // The architecture (Meta's Llama 3, as Hugging Face's LlamaForCausalLM computes it):
 //   x = wte[tokens]
@@ -20,7 +20,8 @@
 #include <cstring>
 #include <vector>
 
-#include "gpt2.h"             // defines: ParamTensor, param_table_build, xcalloc_floats, carve_buffers, NormalRng, the CPU layers
+#include "model.h"            // defines: ParamTensor, param_table_build, ModelBase, GradSink, carve_buffers, NormalRng, ...
+#include "gpt2.h"             // defines: round_up_128 (and the CPU layers: matmul, attention, residual, cross-entropy)
 #include "cpu/rmsnorm.h"      // defines: rmsnorm_forward, rmsnorm_backward
 #include "cpu/rope.h"         // defines: rope_table, rope_forward, rope_backward
 #include "cpu/swiglu.h"       // defines: swiglu_forward, swiglu_backward
@@ -97,7 +98,7 @@ inline bool llama_config_from_descriptor(const char* desc, LlamaConfig* out) {
 // ---------------------------------------------------------------------------------------
 // The parameter table, in checkpoint order: it drives allocation, init, weight decay (the 2-D
 // matrices) and, as GPT-2's, checkpoints and the ZeRO layout.
-enum { LLAMA_NUM_PARAM_TENSORS = 9 };
+enum { LLAMA_NUM_PARAM_TENSORS = 9, LLAMA_FIRST_LAYER_TENSOR = 1, LLAMA_NUM_LAYER_TENSORS = 6 };
 
 // Fills table[9]; returns the total number of parameters (padded vocabulary rows included).
 inline size_t llama_param_table(const LlamaConfig& cfg, ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
@@ -121,12 +122,27 @@ struct LlamaParams {
     float *wte, *rms1w, *qkvw, *attprojw, *rms2w, *fcw, *fcprojw, *rmsfw, *lmheadw;
 };
 
-inline LlamaParams llama_param_ptrs(float* base, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
+// views[i]: where row i starts
+inline LlamaParams llama_param_ptrs_of(float* const views[LLAMA_NUM_PARAM_TENSORS]) {
     LlamaParams v;
     float** fields[LLAMA_NUM_PARAM_TENSORS] = {&v.wte, &v.rms1w, &v.qkvw, &v.attprojw, &v.rms2w,
                                                &v.fcw, &v.fcprojw, &v.rmsfw, &v.lmheadw};
-    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) *fields[i] = views[i];
     return v;
+}
+
+inline LlamaParams llama_param_ptrs(float* base, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
+    float* views[LLAMA_NUM_PARAM_TENSORS];
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) views[i] = base + table[i].offset;
+    return llama_param_ptrs_of(views);
+}
+
+// The per-layer rows are rms1w .. fcprojw; wte in front, rmsfw and lmheadw behind.
+inline ParamLayout llama_layout(const ParamTensor table[LLAMA_NUM_PARAM_TENSORS], int L) {
+    ParamLayout t;
+    t.tensors = table; t.count = LLAMA_NUM_PARAM_TENSORS; t.first_layer = LLAMA_FIRST_LAYER_TENSOR;
+    t.layers = LLAMA_NUM_LAYER_TENSORS; t.L = L;
+    return t;
 }
 
 // Activations kept from forward for backward, and the backward's scratch; sized for the
@@ -156,29 +172,42 @@ struct LlamaActivations {
     float* dfch_swiglu;  // (B,T,F)
 };
 
-struct Llama {
+// The model: the buffers and table every family has (llmc/model.h), the configuration, named
+// views of the parameters and gradients, the activations and the RoPE tables.
+struct Llama : ModelBase {
     LlamaConfig config;
-    ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
-    size_t num_parameters = 0;
-    float* params = nullptr;  // one allocation for every parameter
-    float* grads = nullptr;   // same layout
-    float* m = nullptr;       // AdamW moments
-    float* v = nullptr;
     LlamaParams p, g;
     LlamaActivations acts;
-    float* acts_memory = nullptr;
-    size_t acts_floats = 0;
-    std::vector<float> rope_cos, rope_sin;  // (maxT, hs/2)
-    int B = 0, T = 0;
-    float mean_loss = 0.0f;
-    PhaseClock* phases = nullptr;  // -pb 1
+    std::vector<float> rope_cos, rope_sin;  // (T, hs/2)
 };
+
+// The floats of each activation (in LlamaActivations' order) for micro-batches of B x T.
+// Returns their sum.
+constexpr int LLAMA_NUM_ACTIVATIONS = sizeof(LlamaActivations) / sizeof(float*);
+inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS]) {
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t F = cfg.ffn_hidden, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
+    const size_t BT = (size_t)B * T;
+    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT * QKV, L * BT * C, L * B * NH * T * T, L * BT * C,
+                        L * BT * C, L * BT, L * BT * 2 * F, L * BT * F, L * BT * C, BT * C, BT, BT * Vp, BT,
+                        BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
+    static_assert(sizeof(s) / sizeof(s[0]) == LLAMA_NUM_ACTIVATIONS, "one size per activation");
+    size_t total = 0;
+    for (int i = 0; i < LLAMA_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
+    return total;
+}
 
 inline void llama_init(Llama* model, const LlamaConfig& cfg) {
     const char* problem = llama_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
+    model->family = FAMILY_LLAMA3;
     model->num_parameters = llama_param_table(cfg, model->tensors);
+    model->num_tensors = LLAMA_NUM_PARAM_TENSORS;
+    model->first_layer_tensor = LLAMA_FIRST_LAYER_TENSOR;
+    model->num_layer_tensors = LLAMA_NUM_LAYER_TENSORS;
+    model->num_layers = cfg.num_layers; model->channels = cfg.channels; model->vocab_size = cfg.vocab_size;
+    model->padded_vocab_size = cfg.padded_vocab_size; model->max_seq_len = cfg.max_seq_len;
     model->params = xcalloc_floats(model->num_parameters);
     model->p = llama_param_ptrs(model->params, model->tensors);
 }
@@ -192,18 +221,18 @@ inline void llama_alloc_state(Llama* model, int B, int T) {
     model->v = xcalloc_floats(n);
     model->g = llama_param_ptrs(model->grads, model->tensors);
 
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t F = cfg.ffn_hidden, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
-    const size_t BT = (size_t)B * T;
-    size_t sizes[] = {BT * C, L * BT * C, L * BT, L * BT * QKV, L * BT * C, L * B * NH * T * T, L * BT * C,
-                      L * BT * C, L * BT, L * BT * 2 * F, L * BT * F, L * BT * C, BT * C, BT, BT * Vp, BT,
-                      BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
-    const int count = sizeof(sizes) / sizeof(sizes[0]);
-    static_assert(sizeof(LlamaActivations) == count * sizeof(float*), "one size per activation");
-    model->acts_memory = carve_buffers((float**)&model->acts, sizes, count, &model->acts_floats);
-    rope_table(&model->rope_cos, &model->rope_sin, T, (int)(C / NH), cfg.rope_theta, cfg.rope_scaling);
+    size_t sizes[LLAMA_NUM_ACTIVATIONS];
+    llama_activation_sizes(cfg, B, T, sizes);
+    model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
+    rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
     model->B = B;
     model->T = T;
+}
+
+// Gradient views from where each row's gradient lives (a per-layer row's is unused when a
+// GradSink places the layers).
+inline void llama_bind_grads(Llama* model, float* const views[LLAMA_NUM_PARAM_TENSORS]) {
+    model->g = llama_param_ptrs_of(views);
 }
 
 // Weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)), RMSNorm weights 1,
@@ -294,8 +323,10 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
 }
 
 // Backward of the last forward (same inputs/targets, full allocated B and T), accumulating
-// (+=) into model->grads. dloss is the weight of each position's loss in the step's mean.
-inline void llama_backward(Llama* model, const int* inputs, const int* targets, float dloss) {
+// (+=) into model->grads, or where sink says for the layers (and telling it when each layer
+// is done). dloss is the weight of each position's loss in the step's mean.
+inline void llama_backward(Llama* model, const int* inputs, const int* targets, float dloss,
+                           GradSink* sink = nullptr) {
     const LlamaConfig& cfg = model->config;
     const int B = model->B, T = model->T;
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
@@ -321,25 +352,29 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     for (int l = L - 1; l >= 0; l--) {
         const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         const size_t lC = (size_t)l * C;
+        // where this layer's gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
+        float* lg[LLAMA_NUM_LAYER_TENSORS];
+        if (sink != nullptr) sink->layer_grads(l, lg);
+        else layer_slices(model->grads, llama_layout(model->tensors, L), l, lg);
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_swiglu, 0, BT * F * sizeof(float));
-        matmul_backward(a.dfch_swiglu, g.fcprojw + lC * F, nullptr, a.dres, a.fch_swiglu + l * BT * F,
+        matmul_backward(a.dfch_swiglu, lg[5], nullptr, a.dres, a.fch_swiglu + l * BT * F,
                         p.fcprojw + lC * F, B, T, F, C);
         phase(PHASE_GELU);
         memset(a.dfch, 0, BT * 2 * F * sizeof(float));
         swiglu_backward(a.dfch, a.fch + l * BT * 2 * F, a.dfch_swiglu, N, F);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.fcw + lC * 2 * F, nullptr, a.dfch, a.rms2 + l * BTC, p.fcw + lC * 2 * F, B, T, C,
+        matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, a.rms2 + l * BTC, p.fcw + lC * 2 * F, B, T, C,
                         2 * F);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, g.rms2w + lC, a.dtmp, a.residual2 + l * BTC, p.rms2w + lC, a.rms2_rstd + l * BT, N,
+        rmsnorm_backward(a.dres, lg[3], a.dtmp, a.residual2 + l * BTC, p.rms2w + lC, a.rms2_rstd + l * BT, N,
                          C);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.attprojw + lC * C, nullptr, a.dres, a.atty + l * BTC, p.attprojw + lC * C, B, T,
+        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, a.atty + l * BTC, p.attprojw + lC * C, B, T,
                         C, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, BT * QKV * sizeof(float));
@@ -347,10 +382,14 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         rope_backward(a.dqkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.qkvw + (size_t)l * QKV * C, nullptr, a.dqkv, a.rms1 + l * BTC,
+        matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, a.rms1 + l * BTC,
                         p.qkvw + (size_t)l * QKV * C, B, T, C, QKV);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, g.rms1w + lC, a.dtmp, residual, p.rms1w + lC, a.rms1_rstd + l * BT, N, C);
+        rmsnorm_backward(a.dres, lg[0], a.dtmp, residual, p.rms1w + lC, a.rms1_rstd + l * BT, N, C);
+        if (sink != nullptr) {
+            phase(PHASE_COMM);
+            sink->layer_done(l);  // its reduction may start now
+        }
     }
     phase(PHASE_ENCODER);
     // the same token can repeat anywhere in the batch: a serial pass in (b,t) order keeps the
@@ -360,13 +399,19 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         const float* d = a.dres + (size_t)i * C;
         for (int c = 0; c < C; c++) dt[c] += d[c];
     }
+    if (sink != nullptr) {
+        phase(PHASE_COMM);
+        sink->backward_done();
+    }
     phase(PHASE_OTHER);
 }
 
 inline void llama_zero_grad(Llama* model) { memset(model->grads, 0, model->num_parameters * sizeof(float)); }
 
-inline void llama_free(Llama* model) {
-    free(model->params); free(model->grads); free(model->m); free(model->v);
-    free(model->acts_memory);
-    model->params = model->grads = model->m = model->v = model->acts_memory = nullptr;
+inline void llama_update(Llama* model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                         float grad_scale, int t) {
+    adamw_update_table(model->tensors, LLAMA_NUM_PARAM_TENSORS, model->params, model->grads, model->m, model->v, lr,
+                       beta1, beta2, eps, weight_decay, grad_scale, t);
 }
+
+inline void llama_free(Llama* model) { model_free_buffers(model); }

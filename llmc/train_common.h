@@ -4,8 +4,8 @@
 // loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
 // directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, train_check_flags,
-//          train_prepare_output_dir, train_load_host_model, TrainData, train_data_init,
-//          train_data_free, train_print_plan, train_flops_per_token, train_state_make,
+//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_host_model, TrainData, train_data_init,
+//          train_data_free, train_print_plan, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
 //          train_check_weights_finite, train_log_step, train_log_event, train_log_summary, train_step_note,
@@ -19,8 +19,8 @@
 
 #include "utils.h"       // defines: fail, CHECK
 #include "args.h"        // defines: TrainConfig
-#include "gpt2.h"        // defines: GPT2, GPT2Config, gpt2_config_from_descriptor, gpt2_init, gpt2_init_random
-#include "checkpoint.h"  // defines: gpt2_load_checkpoint, checkpoint_find_latest, TrainState, ...
+#include "families.h"    // defines: ModelBase, ModelConfig, model_config_from_descriptor, model_new, GPT2, ...
+#include "checkpoint.h"  // defines: model_load_checkpoint, checkpoint_find_latest, TrainState, ...
 #include "dataloader.h"  // defines: DataLoader, dataloader_init, dataloader_get_state, ...
 #include "sampler.h"     // defines: sample_logits, rng_next_f32
 #include "tokenizer.h"   // defines: Tokenizer, tokenizer_decode
@@ -84,24 +84,60 @@ inline int train_prepare_output_dir(const TrainConfig& cfg, Comm* comm) {
     return -1;
 }
 
-// The model on the host, in fp32: the resumed checkpoint, random init from a descriptor
-// (-e d12), or a model file (-e path). The GPU trainer uploads it from here, so both
-// trainers start from bit-identical weights.
-inline void train_load_host_model(GPT2* model, const TrainConfig& cfg, int resume_step) {
-    GPT2Config desc_cfg;
-    if (resume_step >= 0) {
-        gpt2_load_checkpoint(model, checkpoint_path(cfg.output_dir, "model", resume_step).c_str());
-    } else if (gpt2_config_from_descriptor(cfg.init.c_str(), &desc_cfg)) {
-        gpt2_init(model, desc_cfg);
-        gpt2_init_random(model, (uint32_t)cfg.seed);
+// The model file training starts from: the resumed checkpoint's, or -e's file.
+inline std::string train_model_path(const TrainConfig& cfg, int resume_step) {
+    if (resume_step >= 0) return checkpoint_path(cfg.output_dir, "model", resume_step);
+    if (access(cfg.init.c_str(), F_OK) != 0 && (cfg.init[0] == 'd' || cfg.init.find(':') != std::string::npos))
+        fail("flag -e: '%s' is neither a model descriptor (d6, d12, gpt2:d24, gpt3:c768, gpt2:l4c256, "
+             "llama3:l4c256h8kv2f704, llama3.1:8b) nor a file",
+             cfg.init.c_str());
+    return cfg.init;
+}
+
+// The configuration training starts from, read without allocating the model: -e's descriptor,
+// or the header of the model file.
+inline ModelConfig train_model_config(const TrainConfig& cfg, int resume_step) {
+    ModelConfig c;
+    if (resume_step < 0 && model_config_from_descriptor(cfg.init.c_str(), &c)) return c;
+    std::string path = train_model_path(cfg, resume_step);
+    int version = 0;
+    std::string err = model_file_check(path.c_str(), &c, &version);
+    if (!err.empty()) fail("%s: %s", path.c_str(), err.c_str());
+    return c;
+}
+
+// The model on the host, in fp32, of any family: the resumed checkpoint, random init from a
+// descriptor (-e d12, -e llama3:l4c256h8kv2f704), or a model file (-e path). The GPU trainer
+// uploads it from here, so both trainers start from bit-identical weights.
+inline ModelBase* train_load_model(const TrainConfig& cfg, int resume_step) {
+    ModelConfig desc_cfg;
+    ModelBase* model = nullptr;
+    if (resume_step < 0 && model_config_from_descriptor(cfg.init.c_str(), &desc_cfg)) {
+        model = model_new(desc_cfg);
+        model_init_random(model, (uint32_t)cfg.seed);
     } else {
-        if (access(cfg.init.c_str(), F_OK) != 0 && (cfg.init[0] == 'd' || cfg.init.find(':') != std::string::npos))
-            fail("flag -e: '%s' is neither a model descriptor (d6, d12, gpt2:d24, gpt3:c768, gpt2:l4c256) nor a file",
-                 cfg.init.c_str());
-        gpt2_load_checkpoint(model, cfg.init.c_str());
+        model = model_load_checkpoint(train_model_path(cfg, resume_step).c_str());
     }
-    if (cfg.T > model->config.max_seq_len)
-        fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->config.max_seq_len);
+    if (cfg.T > model->max_seq_len)
+        fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->max_seq_len);
+    return model;
+}
+
+// The same for a trainer that runs GPT-2 only (the GPU trainer, for now): *model takes the
+// GPT-2, and another family is refused.
+inline void train_load_host_model(GPT2* model, const TrainConfig& cfg, int resume_step) {
+    ModelBase* loaded = train_load_model(cfg, resume_step);
+    if (loaded->family != FAMILY_GPT2) {
+        ModelFamily family = loaded->family;
+        model_delete(loaded);
+        fail("flag -e: '%s' is a %s model: this trainer runs GPT-2 models only (train it with train_gpt_cpu)",
+             cfg.init.c_str(), model_family_name(family));
+    }
+    GPT2* g = static_cast<GPT2*>(loaded);
+    *model = *g;  // takes over the buffers
+    model->p = param_ptrs(model->params, model->tensors);
+    g->params = nullptr;
+    delete g;
 }
 
 // The batch arithmetic and the data loaders of a run.
@@ -148,20 +184,14 @@ inline void train_data_free(TrainData* d) {
 }
 
 // The plan's model and batch lines, the same in both trainers (each adds its memory, device).
-inline void train_print_plan(const GPT2Config& mc, size_t num_parameters, const TrainConfig& cfg,
+// shape: the model's dimensions (model_describe).
+inline void train_print_plan(const std::string& shape, size_t num_parameters, const TrainConfig& cfg,
                              const TrainData& d, int resume_step, int world) {
-    printf("model: L=%d C=%d NH=%d V=%d (Vp %d) maxT=%d, %zu parameters (%s)\n", mc.num_layers,
-           mc.channels, mc.num_heads, mc.vocab_size, mc.padded_vocab_size, mc.max_seq_len, num_parameters,
+    printf("model: %s, %zu parameters (%s)\n", shape.c_str(), num_parameters,
            resume_step >= 0 ? "resumed" : cfg.init.c_str());
     printf("batch: B=%d T=%d x %d processes x %d accumulation = %lld tokens/step; %d steps; lr %g %s, warmup %d, final %g, wd %g\n",
            cfg.B, cfg.T, world, d.grad_accum, cfg.total_batch, d.num_steps, cfg.lr, cfg.schedule.c_str(), cfg.warmup,
            cfg.final_lr_frac, cfg.weight_decay);
-}
-
-// Training FLOPs per token (6N for the matmuls' forward and backward, plus attention), for
-// GFLOP/s and MFU.
-inline double train_flops_per_token(const GPT2Config& mc, size_t num_parameters, int T) {
-    return 6.0 * num_parameters + 6.0 * mc.num_layers * mc.channels * T;
 }
 
 inline std::string default_tokenizer_path(const TrainConfig& cfg) {
@@ -261,10 +291,10 @@ inline void sample_text(const TrainConfig& cfg, const Tokenizer* tok, int V, int
 
 // Refuses (error, exit 1) before a single file is touched when a weight is NaN or inf, so
 // the previous checkpoint stays the newest complete one. params: host fp32, table layout.
-inline void train_check_weights_finite(const float* params, size_t n, const ParamTensor* tensors, int step,
-                                       const std::string& dir, const char* what = "weight") {
+inline void train_check_weights_finite(const float* params, size_t n, const ParamTensor* tensors, int count,
+                                       int step, const std::string& dir, const char* what = "weight") {
     size_t index = 0;
-    const char* tensor = weights_find_nonfinite(params, n, tensors, &index);
+    const char* tensor = weights_find_nonfinite(params, n, tensors, count, &index);
     if (tensor == nullptr) return;
     std::vector<int> done = checkpoint_done_steps(dir);
     std::string previous = done.empty() ? "there is no previous checkpoint"

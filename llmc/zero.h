@@ -4,8 +4,8 @@
 //          ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts, zero_run_len,
 //          zero_comm_bytes_per_step, zero_stage_name
 //
-// The parameters, their gradients, and the AdamW state all follow the table of
-// llmc/gpt2.h: one flat vector of n values. With W ranks it is cut into W equal slices of
+// The parameters, their gradients, and the AdamW state all follow the model family's table
+// (llmc/model.h): one flat vector of n values. With W ranks it is cut into W equal slices of
 // `shard` values (rounded up to a multiple of ZERO_ALIGN and padded at the end, so any n
 // works and every slice starts on 256 bytes); rank r owns [r*shard, (r+1)*shard). The
 // parameter and gradient buffers are allocated `padded` = W*shard long; the padding is
@@ -24,7 +24,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "gpt2.h"        // defines: ParamTensor, NUM_PARAM_TENSORS, param_is_per_layer
+#include "model.h"       // defines: ParamTensor, ParamLayout
 #include "checkpoint.h"  // defines: TrainState
 
 constexpr size_t ZERO_ALIGN = 64;  // values: 256 bytes of fp32, 128 of bf16
@@ -63,11 +63,10 @@ struct ZeroSegment {
     int tensor;         // index into the table
 };
 
-// The tensors' pieces covering [begin, end), in order.
-inline std::vector<ZeroSegment> zero_segments(const ParamTensor tensors[NUM_PARAM_TENSORS], size_t begin,
-                                              size_t end) {
+// The pieces of tensors[0..count) covering [begin, end), in order.
+inline std::vector<ZeroSegment> zero_segments(const ParamTensor* tensors, int count, size_t begin, size_t end) {
     std::vector<ZeroSegment> segs;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
+    for (int i = 0; i < count; i++) {
         size_t b = std::max(begin, tensors[i].offset), e = std::min(end, tensors[i].offset + tensors[i].numel);
         if (b < e) segs.push_back({b, e, i});
     }
@@ -75,20 +74,21 @@ inline std::vector<ZeroSegment> zero_segments(const ParamTensor tensors[NUM_PARA
 }
 
 // Gradient buckets (llmc/grad_sync.h, llmc/cuda/grad_sync_gpu.cuh): what the backward finishes
-// together. Bucket l < L is layer l's slice of each per-layer tensor, bucket L the rest (wte,
-// wpe, lnfw, lnfb). Its pieces are ranges [begin, end) of the flat vector, in order; packed
+// together. Bucket l < L is layer l's slice of each per-layer tensor, bucket L the rest (the
+// front and the tail: GPT-2's wte, wpe, lnfw, lnfb; Llama's wte, rmsfw, lmheadw). Its pieces are ranges [begin, end) of the flat vector, in order; packed
 // is where a piece sits in a buffer that holds them back to back (a run).
 struct ZeroPiece {
     size_t begin, end, packed;
 };
 
-inline std::vector<ZeroPiece> zero_bucket_pieces(const ParamTensor tensors[NUM_PARAM_TENSORS], int L, int b) {
+inline std::vector<ZeroPiece> zero_bucket_pieces(const ParamLayout& table, int b) {
     std::vector<ZeroPiece> pieces;
     size_t packed = 0;
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const ParamTensor& t = tensors[i];
-        if (param_is_per_layer(i) != (b < L)) continue;
-        size_t len = param_is_per_layer(i) ? t.numel / L : t.numel;
+    const int L = table.L;
+    for (int i = 0; i < table.count; i++) {
+        const ParamTensor& t = table.tensors[i];
+        if (table.per_layer(i) != (b < L)) continue;
+        size_t len = table.per_layer(i) ? t.numel / L : t.numel;
         size_t begin = t.offset + (b < L ? (size_t)b * len : 0);
         pieces.push_back({begin, begin + len, packed});
         packed += len;
@@ -97,7 +97,7 @@ inline std::vector<ZeroPiece> zero_bucket_pieces(const ParamTensor tensors[NUM_P
 }
 
 // Pieces left where the flat vector holds them, as runs of adjacent ones (the rest bucket:
-// wte+wpe at the front, lnfw+lnfb at the end), packed renumbered from each run's start.
+// the front rows, and the tail rows), packed renumbered from each run's start.
 inline std::vector<std::vector<ZeroPiece>> zero_flat_runs(const std::vector<ZeroPiece>& pieces) {
     std::vector<std::vector<ZeroPiece>> runs;
     for (const ZeroPiece& p : pieces) {

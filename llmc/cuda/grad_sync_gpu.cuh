@@ -25,7 +25,7 @@
 #include "common.cuh"      // defines: CudaContext, floatX, CHECK_CUDA, to_float, from_float
 #include "comm_gpu.cuh"    // defines: GpuComm, gpu_comm_wait, shard_accumulate, CHECK_NCCL, nccl_type_floatx
 #include "../zero.h"       // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
-#include "../gpt2_cuda.cuh" // defines: GPT2Cuda, GradSinkOf, LayerPtrsOf, layer_ptrs, layer_ptrs_packed
+#include "../gpt2_cuda.cuh" // defines: GPT2Cuda, GradSinkOf, gpt2_layout, layer_slices, layer_slices_packed
 #include "phases.cuh"      // defines: phase_mark (-pb 1)
 
 struct GpuGradSync final : GradSinkOf<floatX> {
@@ -122,7 +122,7 @@ struct GpuGradSync final : GradSinkOf<floatX> {
     void launch(int b) {
         const CudaContext& ctx = *model->ctx;
         const int L = num_layers();
-        std::vector<ZeroPiece> pieces = zero_bucket_pieces(model->tensors, L, b);
+        std::vector<ZeroPiece> pieces = zero_bucket_pieces(gpt2_layout(model->tensors, L), b);
         cudaStream_t s = ctx.stream;
         if (gc->nccl) {
             s = stream;
@@ -148,11 +148,12 @@ struct GpuGradSync final : GradSinkOf<floatX> {
         launched = true;
     }
 
-    LayerPtrsOf<floatX> layer_grads(int l) override {
-        if (z.stage != 2) return layer_ptrs(model->grads, model->tensors, l, num_layers());
+    void layer_grads(int l, floatX** slices) override {
+        const ParamLayout table = gpt2_layout(model->tensors, num_layers());
+        if (z.stage != 2) return layer_slices(model->grads, table, l, slices);
         // the slot's previous layer (l + 2) must be reduced and the slot zeroed first
         CHECK_CUDA(cudaStreamWaitEvent(model->ctx->stream, slot_free[l % 2], 0));
-        return layer_ptrs_packed(slots[l % 2], model->tensors, num_layers());
+        layer_slices_packed(slots[l % 2], table, slices);
     }
     void layer_done(int l) override {
         if (communicate) launch(l);
@@ -171,7 +172,7 @@ inline void gpu_grad_sync_init(GpuGradSync* gs, GPT2Cuda* model, GpuComm* gc) {
     gs->z = model->z;
     const int L = model->config.num_layers;
     const size_t C = model->config.channels;
-    gs->layer_n = zero_run_len(zero_bucket_pieces(model->tensors, L, 0));  // one layer's values
+    gs->layer_n = zero_run_len(zero_bucket_pieces(gpt2_layout(model->tensors, L), 0));  // one layer's values
     gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;
     CHECK_CUDA(cudaStreamCreateWithFlags(&gs->stream, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&gs->ready, &gs->done, &gs->slot_free[0], &gs->slot_free[1]})

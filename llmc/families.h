@@ -1,0 +1,198 @@
+// families.h: the model families, listed in this one place. Everything else (the training
+// loop, checkpoints, the ZeRO layout, the gradient buckets, the tools) sees a ModelBase
+// (llmc/model.h) and calls these, which hand the work to the family's own code:
+//   GPT-2 / GPT-3   llmc/gpt2.h     gpt2:..., d12, gpt3:c768
+//   Llama 3         llmc/llama3.h   llama3:l4c256h8kv2f704, llama3.1:8b
+// A third family adds its header, an enum value in llmc/model.h, a case in each function
+// here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
+// defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
+//          model_config_table, model_config_num_parameters, MemoryPlan, model_memory_plan, model_config_of, model_new, model_delete, model_init_random,
+//          model_alloc_state, model_bind_views, model_bind_grads, model_forward, model_backward,
+//          model_logits, model_losses, model_update, model_flops_per_token, model_describe
+#pragma once
+#include <cmath>
+#include <string>
+
+#include "model.h"   // defines: ModelBase, ModelFamily, GradSink, adamw_update_table
+#include "gpt2.h"    // defines: GPT2, GPT2Config, gpt2_*
+#include "llama3.h"  // defines: Llama, LlamaConfig, llama_*
+
+// A configuration of any family: the family, and that family's configuration.
+struct ModelConfig {
+    ModelFamily family = FAMILY_GPT2;
+    GPT2Config gpt2 = {};
+    LlamaConfig llama = {};
+};
+
+inline const char* model_family_name(ModelFamily f) { return f == FAMILY_LLAMA3 ? "Llama 3" : "GPT-2"; }
+
+// -e's descriptors of every family. Returns false if desc is none of them.
+inline bool model_config_from_descriptor(const char* desc, ModelConfig* out) {
+    ModelConfig c;
+    if (llama_config_from_descriptor(desc, &c.llama)) {
+        c.family = FAMILY_LLAMA3;
+    } else if (gpt2_config_from_descriptor(desc, &c.gpt2)) {
+        c.family = FAMILY_GPT2;
+    } else {
+        return false;
+    }
+    *out = c;
+    return true;
+}
+
+// nullptr when the configuration is sane, else what is wrong
+inline const char* model_config_problem(const ModelConfig& c) {
+    return c.family == FAMILY_LLAMA3 ? llama_config_problem(c.llama) : gpt2_config_problem(c.gpt2);
+}
+
+// The table of a sane configuration (table[MAX_PARAM_TENSORS]) and its layout; returns the
+// parameter count (padded vocabulary rows included).
+inline size_t model_config_table(const ModelConfig& c, ParamTensor* table, ParamLayout* layout) {
+    if (c.family == FAMILY_LLAMA3) {
+        *layout = llama_layout(table, c.llama.num_layers);
+        return llama_param_table(c.llama, table);
+    }
+    *layout = gpt2_layout(table, c.gpt2.num_layers);
+    return gpt2_param_table(c.gpt2, table);
+}
+
+inline size_t model_config_num_parameters(const ModelConfig& c) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout layout;
+    return model_config_table(c, table, &layout);
+}
+
+// What one process of the CPU trainer holds, in bytes, at micro-batch B x T on `world`
+// processes at ZeRO `stage` (llmc/zero.h): the parameters (all of them, padded to the
+// layout), the gradients (ZeRO 2: the front and tail rows, two layer buckets and the owned
+// slice), AdamW's m and v (ZeRO 1 and 2: the owned slice) and the activations.
+struct MemoryPlan {
+    double params = 0, grads = 0, adamw = 0, activations = 0;
+    double total() const { return params + grads + adamw + activations; }
+};
+
+inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int world, int stage) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout t;
+    const double n = (double)model_config_table(c, table, &t);
+    const double shard = std::ceil(n / world), padded = shard * world;
+    double layer = 0;
+    for (int i = 0; i < t.layers; i++) layer += (double)table[t.first_layer + i].numel / t.L;
+    MemoryPlan p;
+    p.params = 4 * padded;
+    p.grads = stage == 2 ? 4 * ((double)t.front_len() + (n - (double)t.tail_begin()) + 2 * layer + shard)
+                         : 4 * padded + (world > 1 ? 8 * layer : 0);
+    p.adamw = 8 * (stage == 0 ? n : shard);
+    size_t sizes[LLAMA_NUM_ACTIVATIONS > GPT2_NUM_ACTIVATIONS ? LLAMA_NUM_ACTIVATIONS : GPT2_NUM_ACTIVATIONS];
+    p.activations = 4 * (double)(c.family == FAMILY_LLAMA3 ? llama_activation_sizes(c.llama, B, T, sizes)
+                                                           : gpt2_activation_sizes(c.gpt2, B, T, sizes));
+    return p;
+}
+
+inline ModelConfig model_config_of(const ModelBase* m) {
+    ModelConfig c;
+    c.family = m->family;
+    if (m->family == FAMILY_LLAMA3) c.llama = static_cast<const Llama*>(m)->config;
+    else c.gpt2 = static_cast<const GPT2*>(m)->config;
+    return c;
+}
+
+// A new model of configuration c, its parameters zeroed. Fails with a message on a bad one.
+inline ModelBase* model_new(const ModelConfig& c) {
+    if (c.family == FAMILY_LLAMA3) {
+        Llama* m = new Llama();
+        llama_init(m, c.llama);
+        return m;
+    }
+    GPT2* m = new GPT2();
+    gpt2_init(m, c.gpt2);
+    return m;
+}
+
+inline void model_delete(ModelBase* m) {
+    if (m == nullptr) return;
+    model_free_buffers(m);
+    if (m->family == FAMILY_LLAMA3) delete static_cast<Llama*>(m);
+    else delete static_cast<GPT2*>(m);
+}
+
+inline void model_init_random(ModelBase* m, uint32_t seed) {
+    if (m->family == FAMILY_LLAMA3) llama_init_random(static_cast<Llama*>(m), seed);
+    else gpt2_init_random(static_cast<GPT2*>(m), seed);
+}
+
+// Gradients, AdamW moments and activations for micro-batches of B x T.
+inline void model_alloc_state(ModelBase* m, int B, int T) {
+    if (m->family == FAMILY_LLAMA3) llama_alloc_state(static_cast<Llama*>(m), B, T);
+    else gpt2_alloc_state(static_cast<GPT2*>(m), B, T);
+}
+
+// The named views of params and grads again, after the buffers moved (the ZeRO layout pads them).
+inline void model_bind_views(ModelBase* m) {
+    if (m->family == FAMILY_LLAMA3) {
+        Llama* l = static_cast<Llama*>(m);
+        l->p = llama_param_ptrs(l->params, l->tensors);
+        l->g = llama_param_ptrs(l->grads, l->tensors);
+    } else {
+        GPT2* g = static_cast<GPT2*>(m);
+        g->p = param_ptrs(g->params, g->tensors);
+        g->g = param_ptrs(g->grads, g->tensors);
+    }
+}
+
+// The gradient views from views[i], where row i's gradient lives (ZeRO 2 keeps the front and
+// tail rows' gradients in a buffer of their own).
+inline void model_bind_grads(ModelBase* m, float* const* views) {
+    if (m->family == FAMILY_LLAMA3) llama_bind_grads(static_cast<Llama*>(m), views);
+    else gpt2_bind_grads(static_cast<GPT2*>(m), views);
+}
+
+// Forward of B x T tokens; with targets, the losses and m->mean_loss.
+inline void model_forward(ModelBase* m, const int* inputs, const int* targets, int B, int T) {
+    if (m->family == FAMILY_LLAMA3) llama_forward(static_cast<Llama*>(m), inputs, targets, B, T);
+    else gpt2_forward(static_cast<GPT2*>(m), inputs, targets, B, T);
+}
+
+// Backward of the last forward, gradients accumulating (+=); sink: see llmc/model.h.
+inline void model_backward(ModelBase* m, const int* inputs, const int* targets, float dloss, GradSink* sink) {
+    if (m->family == FAMILY_LLAMA3) llama_backward(static_cast<Llama*>(m), inputs, targets, dloss, sink);
+    else gpt2_backward(static_cast<GPT2*>(m), inputs, targets, dloss, sink);
+}
+
+// The last forward's logits (B, T, Vp) and per-position losses (B, T), at the allocated strides.
+inline float* model_logits(ModelBase* m) {
+    return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.logits : static_cast<GPT2*>(m)->acts.logits;
+}
+inline float* model_losses(ModelBase* m) {
+    return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.losses : static_cast<GPT2*>(m)->acts.losses;
+}
+
+// One AdamW step over every row (weight decay where the table says); t is 1-based.
+inline void model_update(ModelBase* m, float lr, float beta1, float beta2, float eps, float weight_decay,
+                         float grad_scale, int t) {
+    adamw_update_table(m->tensors, m->num_tensors, m->params, m->grads, m->m, m->v, lr, beta1, beta2, eps,
+                       weight_decay, grad_scale, t);
+}
+
+// Training FLOPs per token at sequence length T (llmc/model.h: flops_per_token). GPT-2's wte
+// is also its classifier; Llama's wte is only looked up, so its weights do not count.
+inline double model_flops_per_token(const ModelBase* m, int T) {
+    double weights = (double)m->num_parameters;
+    if (m->family == FAMILY_LLAMA3) weights -= (double)m->tensors[0].numel;
+    return flops_per_token(weights, m->num_layers, m->channels, T);
+}
+
+// The plan's description of the model's shape.
+inline std::string model_describe(const ModelBase* m) {
+    char buf[256];
+    if (m->family == FAMILY_LLAMA3) {
+        const LlamaConfig& c = static_cast<const Llama*>(m)->config;
+        snprintf(buf, sizeof(buf), "Llama 3 L=%d C=%d NH=%d NKV=%d F=%d V=%d (Vp %d) maxT=%d theta=%g eps=%g%s",
+                 c.num_layers, c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, c.vocab_size,
+                 c.padded_vocab_size, c.max_seq_len, c.rope_theta, c.norm_eps,
+                 c.rope_scaling.factor != 0.0f ? " (RoPE scaled)" : "");
+    } else {
+        return gpt2_describe(static_cast<const GPT2*>(m)->config);
+    }
+    return buf;
+}
