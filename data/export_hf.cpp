@@ -1,25 +1,29 @@
-// export_hf: an llm.c model checkpoint -> a Hugging Face GPT-2 directory that
-// transformers' GPT2LMHeadModel.from_pretrained(dir) loads (model.safetensors + config.json).
+// export_hf: a model checkpoint -> a Hugging Face directory (model.safetensors + config.json)
+// that transformers loads: GPT2LMHeadModel for GPT-2, LlamaForCausalLM for Llama 3.
 //
 //   ./export_hf model.bin out_dir [--dtype float32|bfloat16]
 //
 // Tensors are written F32 (default, exact) or BF16 (round to nearest even), named and laid
-// out as transformers' own GPT-2: "transformer.wte.weight" (V, C) without the padded rows,
-// Conv1D weights transposed to (in, out). The LM head is tied to wte, so, as in HF's own
-// GPT-2 files, there is no lm_head.weight: transformers ties it on load.
+// out as transformers' own files, without the padded vocabulary rows.
+// GPT-2: "transformer.wte.weight" (V, C), Conv1D weights transposed to (in, out). The LM head
+// is tied to wte, so, as in HF's own GPT-2 files, there is no lm_head.weight: transformers
+// ties it on load.
+// Llama 3: llmc/hf_llama.h's names; q/k/v and gate/up split out of our concatenated rows; an
+// untied lm_head.weight.
 #include <sys/stat.h>
 #include <string>
 #include <vector>
 
 #include "../llmc/utils.h"        // defines: fail
 #include "../llmc/gpt2.h"         // defines: GPT2, GPT2Config, ParamTensor
-#include "../llmc/checkpoint.h"   // defines: gpt2_load_checkpoint, AtomicFile
+#include "../llmc/checkpoint.h"   // defines: model_load_checkpoint, AtomicFile
 #include "../llmc/safetensors.h"  // defines: safetensors_header, float_to_bf16, hf_gpt2_names
+#include "../llmc/hf_llama.h"     // defines: hf_llama_pieces, hf_llama_config_json
 
 static void usage() {
     fprintf(stderr,
             "usage: ./export_hf <checkpoint.bin> <out_dir> [--dtype float32|bfloat16]\n"
-            "  writes out_dir/model.safetensors and out_dir/config.json (GPT2LMHeadModel)\n");
+            "  writes out_dir/model.safetensors and out_dir/config.json (GPT2LMHeadModel or LlamaForCausalLM)\n");
     exit(EXIT_FAILURE);
 }
 
@@ -65,28 +69,42 @@ int main(int argc, char** argv) {
         else if (strcmp(argv[4], "float32") != 0) fail("--dtype %s: expected float32 or bfloat16", argv[4]);
     }
 
-    GPT2 model;
-    gpt2_load_checkpoint(&model, in_path);  // validates header, size, finiteness; bf16 widened
-    const GPT2Config& c = model.config;
+    ModelBase* model = model_load_checkpoint(in_path);  // validates header, size, finiteness; bf16 widened
     if (mkdir(out_dir.c_str(), 0755) != 0 && errno != EEXIST)
         fail("%s: cannot create directory (%s)", out_dir.c_str(), strerror(errno));
     struct stat sb;
     if (stat(out_dir.c_str(), &sb) != 0 || !S_ISDIR(sb.st_mode)) fail("%s: not a directory", out_dir.c_str());
 
-    // the tensor list in file order: wte, wpe, each layer's twelve, ln_f
-    const HfName* hf = hf_gpt2_names();
+    // the tensor list in file order: each one's name, HF shape, and where its values are
+    // (transposed: ours (rows, cols) is written as (cols, rows))
     const char* dtype = bf16 ? "BF16" : "F32";
-    struct Item { int tensor, layer; };
+    struct Item { const float* src; bool transposed; size_t rows, cols; };
     std::vector<Item> items;
     std::vector<SafeTensorSpec> specs;
-    auto add = [&](int i, int layer) {
-        items.push_back({i, layer});
-        specs.push_back({hf_tensor_name("transformer.", hf[i], layer), dtype, hf_tensor_shape(model.tensors[i], hf[i], c.vocab_size)});
-    };
-    add(0, 0); add(1, 0);
-    for (int l = 0; l < c.num_layers; l++)
-        for (int i = 2; i < 14; i++) add(i, l);
-    add(14, 0); add(15, 0);
+    std::string json;
+    if (model->family == FAMILY_LLAMA3) {
+        const Llama* m = static_cast<const Llama*>(model);
+        for (const HfPiece& p : hf_llama_pieces(m->config, m->tensors)) {
+            items.push_back({m->params + p.offset, false, 0, 0});
+            specs.push_back({p.name, dtype, p.shape});
+        }
+        json = hf_llama_config_json(m->config, bf16 ? "bfloat16" : "float32");
+    } else {
+        const GPT2* m = static_cast<const GPT2*>(model);
+        const GPT2Config& c = m->config;
+        const HfName* hf = hf_gpt2_names();
+        auto add = [&](int i, int layer) {
+            const ParamTensor& t = m->tensors[i];
+            size_t layer_numel = hf[i].per_layer ? t.numel / c.num_layers : t.numel;
+            items.push_back({m->params + t.offset + (size_t)layer * layer_numel, hf[i].transposed, t.shape[1], t.shape[2]});
+            specs.push_back({hf_tensor_name("transformer.", hf[i], layer), dtype, hf_tensor_shape(t, hf[i], c.vocab_size)});
+        };
+        add(0, 0); add(1, 0);  // wte, wpe, each layer's twelve, ln_f
+        for (int l = 0; l < c.num_layers; l++)
+            for (int i = 2; i < 14; i++) add(i, l);
+        add(14, 0); add(15, 0);
+        json = config_json(c, bf16 ? "bfloat16" : "float32");
+    }
 
     AtomicFile st((out_dir + "/model.safetensors").c_str());
     std::string header = safetensors_header(specs, {{"format", "pt"}});
@@ -95,19 +113,15 @@ int main(int argc, char** argv) {
     std::vector<uint16_t> half;
     size_t total = 0;
     for (size_t k = 0; k < items.size(); k++) {
-        const ParamTensor& t = model.tensors[items[k].tensor];
-        const std::vector<uint64_t>& shape = specs[k].shape;
         size_t n = 1;
-        for (uint64_t s : shape) n *= s;
-        size_t layer_numel = hf[items[k].tensor].per_layer ? t.numel / c.num_layers : t.numel;
-        const float* src = model.params + t.offset + (size_t)items[k].layer * layer_numel;
+        for (uint64_t s : specs[k].shape) n *= s;
+        const Item& it = items[k];
         buf.resize(n);
-        if (hf[items[k].tensor].transposed) {  // ours (out, in) -> HF Conv1D (in, out)
-            size_t rows = t.shape[1], cols = t.shape[2];
-            for (size_t r = 0; r < rows; r++)
-                for (size_t col = 0; col < cols; col++) buf[col * rows + r] = src[r * cols + col];
+        if (it.transposed) {  // ours (out, in) -> HF Conv1D (in, out)
+            for (size_t r = 0; r < it.rows; r++)
+                for (size_t col = 0; col < it.cols; col++) buf[col * it.rows + r] = it.src[r * it.cols + col];
         } else {
-            memcpy(buf.data(), src, n * sizeof(float));  // wte: the first V rows only
+            memcpy(buf.data(), it.src, n * sizeof(float));  // wte, lm_head: the first V rows only
         }
         if (bf16) {
             half.resize(n);
@@ -121,12 +135,12 @@ int main(int argc, char** argv) {
     st.commit();
 
     AtomicFile cfg((out_dir + "/config.json").c_str());
-    std::string json = config_json(c, bf16 ? "bfloat16" : "float32");
     cfg.write(json.data(), json.size());
     cfg.commit();
     fsync_dir(out_dir);
-    printf("wrote %s/model.safetensors (%zu tensors, %zu parameters, %s; lm_head tied to wte) and config.json: "
-           "L=%d C=%d NH=%d V=%d maxT=%d\n", out_dir.c_str(), items.size(), total, dtype, c.num_layers,
-           c.channels, c.num_heads, c.vocab_size, c.max_seq_len);
+    printf("wrote %s/model.safetensors (%zu tensors, %zu parameters, %s%s) and config.json: %s\n", out_dir.c_str(),
+           items.size(), total, dtype, model->family == FAMILY_GPT2 ? "; lm_head tied to wte" : "",
+           model_describe(model).c_str());
+    model_delete(model);
     return 0;
 }

@@ -1,25 +1,35 @@
-// import_hf: a Hugging Face GPT-2 model.safetensors -> an llm.c fp32 model checkpoint
-// (version 3) that the trainers start from (-e out.bin), e.g. to fine-tune GPT-2 124M..1.5B.
+// import_hf: a Hugging Face model -> an fp32 model checkpoint (version 3) that the trainers
+// start from (-e out.bin): GPT-2 (GPT2LMHeadModel, llm.c's file) or Llama 3
+// (LlamaForCausalLM, gptrain's Llama file: llmc/checkpoint.h).
 //
 //   ./import_hf model.safetensors out.bin [--config config.json]
+//   ./import_hf model.safetensors.index.json out.bin        (a sharded model; or any of its shards)
 //
-// Reads F32, F16 or BF16 tensors, named with or without the "transformer." prefix (OpenAI's
-// released gpt2 repos have none, and also carry h.{i}.attn.bias mask buffers, skipped).
-// L, C, V and maxT come from the shapes; NH from config.json's n_head (the --config file,
-// else a config.json next to the safetensors file), else C/64. Conv1D weights are transposed
-// back to (out, in) and wte is padded with zero rows to Vp = V rounded up to 128.
+// Reads F32, F16 or BF16 tensors. config.json is the --config file, else the one next to the
+// weights; its model_type picks the family ("llama"; else GPT-2).
+// GPT-2: tensors named with or without the "transformer." prefix (OpenAI's released gpt2 repos
+// have none, and also carry h.{i}.attn.bias mask buffers, skipped). L, C, V and maxT come from
+// the shapes; NH from config.json's n_head, else C/64. Conv1D weights are transposed back to
+// (out, in) and wte is padded with zero rows to Vp = V rounded up to 128.
+// Llama 3: config.json is required (heads, eps, RoPE); what this trainer does not compute
+// (biases, sliding windows, another RoPE type, experts, ...) is refused naming the field, before
+// anything is written. The tensors map as llmc/hf_llama.h says; a tied head is copied into the
+// untied one.
 #include <string>
 #include <vector>
 
 #include "../llmc/utils.h"        // defines: fail, file_size_or_fail
 #include "../llmc/gpt2.h"         // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
-#include "../llmc/checkpoint.h"   // defines: gpt2_write_checkpoint
+#include "../llmc/llama3.h"       // defines: Llama, LlamaConfig, llama_init
+#include "../llmc/checkpoint.h"   // defines: gpt2_write_checkpoint, model_write_checkpoint
 #include "../llmc/safetensors.h"  // defines: safetensors_open, safetensors_read_f32, json_parse, hf_gpt2_names
+#include "../llmc/hf_llama.h"     // defines: hf_llama_config_read, hf_llama_pieces, hf_weights_open, read_text_file
 
 static void usage() {
     fprintf(stderr,
-            "usage: ./import_hf <model.safetensors> <out_checkpoint.bin> [--config config.json]\n"
-            "  writes an llm.c fp32 checkpoint (version 3) from a Hugging Face GPT-2 safetensors file\n");
+            "usage: ./import_hf <model.safetensors | model.safetensors.index.json> <out_checkpoint.bin> [--config config.json]\n"
+            "  writes an fp32 model checkpoint (version 3) from a Hugging Face GPT-2 (GPT2LMHeadModel) or\n"
+            "  Llama 3 (LlamaForCausalLM) model; config.json defaults to the one beside the weights\n");
     exit(EXIT_FAILURE);
 }
 
@@ -38,6 +48,71 @@ static long long config_int(const JsonValue& cfg, const char* key, const char* p
     return (long long)x;
 }
 
+// A LlamaForCausalLM (config.json parsed as cfg) -> a Llama model file. Every check runs
+// before out_path is touched.
+static int import_llama(const std::string& weights_path, const std::string& out_path, const std::string& cfg_path,
+                        const JsonValue& cfg) {
+    LlamaConfig c;
+    bool tied = false;
+    std::string err = hf_llama_config_read(cfg, &c, &tied);
+    if (!err.empty()) fail("%s: %s", cfg_path.c_str(), err.c_str());
+    HfWeights w = hf_weights_open(weights_path);
+    ParamTensor table[LLAMA_NUM_PARAM_TENSORS];  // shapes only: nothing is allocated before they check out
+    llama_param_table(c, table);
+    std::vector<HfPiece> pieces = hf_llama_pieces(c, table);
+    std::map<std::string, bool> expected;
+    bool has_head = false;
+    for (const HfPiece& p : pieces) {
+        const SafeTensorsFile* file = nullptr;
+        const SafeTensor* t = hf_weights_find(w, p.name, &file);
+        expected[p.name] = true;
+        if (t == nullptr) {
+            if (p.row == 8 && tied) continue;  // tie_word_embeddings: the head is embed_tokens
+            fail("%s: missing tensor %s", weights_path.c_str(), p.name.c_str());
+        }
+        if (t->shape != p.shape)
+            fail("%s: tensor %s has shape %s, expected %s (from %s)", file->path.c_str(), p.name.c_str(),
+                 shape_str(t->shape).c_str(), shape_str(p.shape).c_str(), cfg_path.c_str());
+        if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16)
+            fail("%s: tensor %s has dtype %s; expected F32, F16 or BF16", file->path.c_str(), p.name.c_str(),
+                 t->dtype_name.c_str());
+        if (p.row == 8) has_head = true;
+    }
+    for (const auto& kv : w.where) {
+        const std::string& n = kv.first;
+        if (expected.count(n)) continue;
+        if (n.size() > 20 && n.compare(n.size() - 20, 20, ".rotary_emb.inv_freq") == 0) continue;  // a buffer, recomputed
+        fail("%s: unexpected tensor %s (not part of a LlamaForCausalLM with this config.json)",
+             w.files[kv.second.first].path.c_str(), n.c_str());
+    }
+
+    Llama model;
+    llama_init(&model, c);  // zeroed: the padded vocabulary rows stay 0
+    for (const HfPiece& p : pieces) {
+        const SafeTensorsFile* file = nullptr;
+        const SafeTensor* t = hf_weights_find(w, p.name, &file);
+        if (t != nullptr && (p.row != 8 || !tied || has_head)) safetensors_read_f32(*file, *t, model.params + p.offset);
+    }
+    const size_t VC = (size_t)c.vocab_size * c.channels;
+    if (tied) memcpy(model.params + model.tensors[8].offset, model.params + model.tensors[0].offset, VC * sizeof(float));
+    for (const HfPiece& p : pieces) {
+        size_t n = 1;
+        for (uint64_t d : p.shape) n *= d;
+        for (size_t i = 0; i < n; i++)
+            if (!std::isfinite(model.params[p.offset + i]))
+                fail("%s: non-finite value in tensor %s at index %zu", weights_path.c_str(), p.name.c_str(), i);
+    }
+    model_write_checkpoint(&model, out_path);
+    printf("wrote %s: Llama 3 L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d theta=%g eps=%g%s, %zu parameters, "
+           "from %s (%zu file%s)%s\n",
+           out_path.c_str(), c.num_layers, c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, c.vocab_size,
+           c.padded_vocab_size, c.max_seq_len, c.rope_theta, c.norm_eps,
+           c.rope_scaling.factor != 0.0f ? " (RoPE scaling llama3)" : "", model.num_parameters, weights_path.c_str(),
+           w.files.size(), w.files.size() == 1 ? "" : "s", tied ? "; tied head copied into lm_head (trained untied)" : "");
+    llama_free(&model);
+    return 0;
+}
+
 int main(int argc, char** argv) {
     if (argc != 3 && argc != 5) usage();
     const char* st_path = argv[1];
@@ -47,14 +122,28 @@ int main(int argc, char** argv) {
         if (strcmp(argv[3], "--config") != 0) usage();
         cfg_path = argv[4];
     } else {
-        std::string dir = st_path;
-        size_t slash = dir.find_last_of('/');
-        std::string guess = (slash == std::string::npos ? std::string(".") : dir.substr(0, slash)) + "/config.json";
+        std::string guess = path_dir(st_path) + "/config.json";
         struct stat sb;
         if (stat(guess.c_str(), &sb) == 0 && S_ISREG(sb.st_mode)) cfg_path = guess;
     }
+    JsonValue cfg;
+    if (!cfg_path.empty()) {
+        std::string text = read_text_file(cfg_path, 16u << 20);
+        std::string err = json_parse(text.data(), text.size(), &cfg);
+        if (!err.empty()) fail("%s: not valid JSON: %s", cfg_path.c_str(), err.c_str());
+        if (cfg.kind != JsonValue::OBJECT) fail("%s: not a JSON object", cfg_path.c_str());
+        const JsonValue* type = json_get(cfg, "model_type");
+        if (type != nullptr && type->kind == JsonValue::STRING && type->str == "llama")
+            return import_llama(st_path, out_path, cfg_path, cfg);
+        if (type != nullptr && !(type->kind == JsonValue::STRING && type->str == "gpt2"))
+            fail("%s: \"model_type\": \"%s\" is not supported (expected \"gpt2\" or \"llama\")", cfg_path.c_str(),
+                 type->str.c_str());
+    }
 
     SafeTensorsFile st = safetensors_open(st_path);  // every header number checked here
+    if (safetensors_find(st, "model.embed_tokens.weight"))
+        fail("%s: a Llama model needs its config.json (heads, RMSNorm eps, RoPE theta): none beside it, pass --config",
+             st_path);
 
     // naming: transformers' "transformer.wte.weight" or the released repos' "wte.weight"
     std::string prefix;
@@ -78,16 +167,6 @@ int main(int argc, char** argv) {
 
     c.num_heads = -1;
     if (!cfg_path.empty()) {
-        size_t size = file_size_or_fail(cfg_path.c_str());
-        if (size > (16u << 20)) fail("%s: too large for a config.json", cfg_path.c_str());
-        std::string text(size, '\0');
-        FILE* f = fopen_or_fail(cfg_path.c_str(), "rb");
-        fread_or_fail(&text[0], 1, size, f, cfg_path.c_str());
-        fclose(f);
-        JsonValue cfg;
-        std::string err = json_parse(text.data(), text.size(), &cfg);
-        if (!err.empty()) fail("%s: not valid JSON: %s", cfg_path.c_str(), err.c_str());
-        if (cfg.kind != JsonValue::OBJECT) fail("%s: not a JSON object", cfg_path.c_str());
         long long nh = config_int(cfg, "n_head", cfg_path.c_str());
         if (nh <= 0) fail("%s: no positive \"n_head\"", cfg_path.c_str());
         c.num_heads = (int)nh;

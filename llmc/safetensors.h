@@ -2,7 +2,7 @@
 // parser their header (and config.json) needs.
 // defines: JsonValue, json_parse, json_get, ST_DType, st_dtype_from_name, st_dtype_size,
 //          SafeTensor, SafeTensorsFile, safetensors_open, safetensors_find,
-//          safetensors_read_f32, safetensors_header, float_to_bf16, half_to_float,
+//          safetensors_read_f32, safetensors_header, float_to_bf16, half_to_float, json_double,
 //          HfName, hf_gpt2_names
 //
 // The format: 8-byte little-endian u64 N, then N bytes of JSON (an object mapping each
@@ -12,6 +12,7 @@
 // A file is untrusted input: every number in the header is checked before it is used.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -181,6 +182,16 @@ inline bool json_uint(const JsonValue& v, uint64_t* out) {
         if (x > (UINT64_MAX - (c - '0')) / 10) return false;
         x = x * 10 + (c - '0');
     }
+    *out = x;
+    return true;
+}
+
+// A number (any JSON number literal) as a double.
+inline bool json_double(const JsonValue& v, double* out) {
+    if (v.kind != JsonValue::NUMBER || v.str.empty()) return false;
+    char* end = nullptr;
+    double x = strtod(v.str.c_str(), &end);
+    if (end != v.str.c_str() + v.str.size() || !std::isfinite(x)) return false;
     *out = x;
     return true;
 }

@@ -49,14 +49,21 @@ Init: seed 42, float32 draws in parameter order (N(0, 0.02); attprojw, fcprojw
 N(0, 0.02/sqrt(2L)); RMSNorm weights 1 + N(0, 0.1)); batch: seed 43, tokens (B, T+1)
 uniform in [0, V), x = tokens[:, :T], y = tokens[:, 1:].
 
+Hugging Face files: write_hf / read_hf below write and read a LlamaForCausalLM directory
+(config.json, model.safetensors or shards with model.safetensors.index.json; F32, BF16, F16)
+with transformers' names, written here from the safetensors format's description.
+
 Usage (Debian's python, torch 1.13 on the CPU):
+  /usr/bin/python3 test/llama_reference.py --write-hf DIR --config gqa2 [--dtype BF16] [--shards 3]
   /usr/bin/python3 test/llama_reference.py --list
   /usr/bin/python3 test/llama_reference.py --config gqa1 --out DIR     (or --config all)
   /usr/bin/python3 test/llama_reference.py --selftest
 """
 import argparse
+import json
 import math
 import os
+import struct
 import sys
 
 import numpy as np
@@ -470,8 +477,22 @@ def compare_hf(c):
         max_position_embeddings=c["maxT"], rms_norm_eps=c["norm_eps"],
         rope_theta=c["rope_theta"], rope_scaling=rs,
         tie_word_embeddings=False)).to(DT).eval()
-    sd = {"model.embed_tokens.weight": m.wte[:V], "model.norm.weight": m.rmsfw,
-          "lm_head.weight": m.lmheadw[:V]}
+    sd = dict(hf_tensors(m))
+    res = hf.load_state_dict({k: t.detach().clone() for k, t in sd.items()}, strict=False)
+    assert not res.unexpected_keys and all("rotary" in k for k in res.missing_keys), res
+    with torch.no_grad():
+        return (hf(x).logits - m(x)[0]).abs().max().item()
+
+
+# ---- Hugging Face files (LlamaForCausalLM's names; safetensors written and read here) --
+HF_DTYPES = {"F32": (torch.float32, "<f4"), "BF16": (torch.bfloat16, None), "F16": (torch.float16, "<f2")}
+
+
+def hf_tensors(m):
+    """The model's tensors under transformers' names, in its order, unpadded (V rows)."""
+    c = m.c
+    V, NH, NKV, FF, hs = c["V"], c["NH"], c["NKV"], c["F"], c["C"] // c["NH"]
+    out = [("model.embed_tokens.weight", m.wte[:V])]
     for l in range(c["L"]):
         q, k, v = m.qkvw[l].split([NH * hs, NKV * hs, NKV * hs], dim=0)
         for key, t in (("input_layernorm", m.rms1w[l]), ("self_attn.q_proj", q),
@@ -480,11 +501,118 @@ def compare_hf(c):
                        ("post_attention_layernorm", m.rms2w[l]),
                        ("mlp.gate_proj", m.fcw[l][:FF]), ("mlp.up_proj", m.fcw[l][FF:]),
                        ("mlp.down_proj", m.fcprojw[l])):
-            sd[f"model.layers.{l}.{key}.weight"] = t
-    res = hf.load_state_dict({k: t.detach().clone() for k, t in sd.items()}, strict=False)
-    assert not res.unexpected_keys and all("rotary" in k for k in res.missing_keys), res
+            out.append((f"model.layers.{l}.{key}.weight", t))
+    out += [("model.norm.weight", m.rmsfw), ("lm_head.weight", m.lmheadw[:V])]
+    return out
+
+
+def hf_config(c):
+    rs = c.get("rope_scaling")
+    return {"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": c["V"], "hidden_size": c["C"], "intermediate_size": c["F"],
+            "num_hidden_layers": c["L"], "num_attention_heads": c["NH"],
+            "num_key_value_heads": c["NKV"], "head_dim": c["C"] // c["NH"],
+            "max_position_embeddings": c["maxT"], "rms_norm_eps": c["norm_eps"],
+            "rope_theta": c["rope_theta"],
+            "rope_scaling": None if rs is None else dict(rope_type="llama3", **rs),
+            "hidden_act": "silu", "attention_bias": False, "attention_dropout": 0.0,
+            "mlp_bias": False, "tie_word_embeddings": False, "bos_token_id": 0,
+            "eos_token_id": 1, "torch_dtype": "float32", "transformers_version": "4.46.0"}
+
+
+def tensor_bytes(t, dtype):
+    if dtype == "BF16":  # round to nearest even (torch's conversion), stored as raw 16-bit words
+        return t.detach().to(torch.bfloat16).view(torch.int16).numpy().astype("<i2").tobytes()
+    return np.ascontiguousarray(t.detach().to(HF_DTYPES[dtype][0]).numpy().astype(HF_DTYPES[dtype][1])).tobytes()
+
+
+def write_safetensors(path, items, dtype):
+    header, blobs, at = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, t in items:
+        b = tensor_bytes(t, dtype)
+        header[name] = {"dtype": dtype, "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        for b in blobs:
+            f.write(b)
+
+
+def write_hf(m, outdir, dtype="F32", shards=1, config_extra=None):
+    """config.json + model.safetensors, or shards model-0000i-of-0000n.safetensors + index."""
+    os.makedirs(outdir, exist_ok=True)
+    cfg = hf_config(m.c)
+    cfg.update(config_extra or {})
+    with open(os.path.join(outdir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    items = hf_tensors(m)
+    if shards == 1:
+        write_safetensors(os.path.join(outdir, "model.safetensors"), items, dtype)
+        return
+    per = (len(items) + shards - 1) // shards
+    weight_map = {}
+    for i in range(shards):
+        name = f"model-{i + 1:05d}-of-{shards:05d}.safetensors"
+        part = items[i * per:(i + 1) * per]
+        write_safetensors(os.path.join(outdir, name), part, dtype)
+        weight_map.update({n: name for n, _ in part})
+    with open(os.path.join(outdir, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": 0}, "weight_map": weight_map}, f, indent=2)
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, e in header.items():
+        if name == "__metadata__":
+            continue
+        b, end = e["data_offsets"]
+        raw = data[b:end]
+        if e["dtype"] == "BF16":
+            words = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = words.view(np.float32)
+        elif e["dtype"] in ("F32", "F16"):
+            arr = np.frombuffer(raw, dtype=HF_DTYPES[e["dtype"]][1]).astype(np.float32)
+        else:
+            raise ValueError(f"{path}: {name}: dtype {e['dtype']}")
+        out[name] = torch.from_numpy(arr.copy()).reshape(e["shape"])
+    return out
+
+
+def read_hf(indir):
+    """A LlamaForCausalLM directory -> Llama (float64), the config from config.json."""
+    with open(os.path.join(indir, "config.json")) as f:
+        j = json.load(f)
+    c = dict(V=j["vocab_size"], maxT=j["max_position_embeddings"], L=j["num_hidden_layers"],
+             C=j["hidden_size"], NH=j["num_attention_heads"],
+             NKV=j.get("num_key_value_heads", j["num_attention_heads"]),
+             F=j["intermediate_size"], norm_eps=j["rms_norm_eps"],
+             rope_theta=j.get("rope_theta", 10000.0))
+    rs = j.get("rope_scaling")
+    if rs:
+        c["rope_scaling"] = {k: rs[k] for k in ("factor", "low_freq_factor", "high_freq_factor",
+                                                "original_max_position_embeddings")}
+    index = os.path.join(indir, "model.safetensors.index.json")
+    tensors = {}
+    if os.path.exists(index):
+        with open(index) as f:
+            for shard in sorted(set(json.load(f)["weight_map"].values())):
+                tensors.update(read_safetensors(os.path.join(indir, shard)))
+    else:
+        tensors = read_safetensors(os.path.join(indir, "model.safetensors"))
+    m = Llama(c)
+    probe = Llama(c)  # its hf_tensors views say where each HF tensor lands
     with torch.no_grad():
-        return (hf(x).logits - m(x)[0]).abs().max().item()
+        for (name, view), (_, target) in zip(hf_tensors(probe), hf_tensors(m)):
+            target.copy_(tensors.pop(name).to(DT))
+    assert not tensors, f"tensors left over: {list(tensors)[:3]}"
+    return m
 
 
 def main(argv=None):
@@ -494,7 +622,26 @@ def main(argv=None):
     ap.add_argument("--out", help="output directory")
     ap.add_argument("--list", action="store_true", help="list configs and exit")
     ap.add_argument("--selftest", action="store_true", help="run the self-checks and exit")
+    ap.add_argument("--write-hf", metavar="DIR",
+                    help="write config NAME's model (random init, --seed) as a LlamaForCausalLM "
+                         "directory: config.json + safetensors")
+    ap.add_argument("--dtype", choices=["F32", "BF16", "F16"], default="F32")
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--seed", type=int, default=SEED)
+    ap.add_argument("--round-bf16", action="store_true",
+                    help="with --write-hf: round the weights to bf16 first (values, still --dtype)")
     args = ap.parse_args(argv)
+    if args.write_hf:
+        if args.config not in CONFIGS:
+            ap.error(f"--write-hf needs --config NAME, one of {', '.join(CONFIGS)}")
+        m = Llama(dict(OPT, **CONFIGS[args.config]))
+        m.init_random(args.seed)
+        if args.round_bf16:
+            with torch.no_grad():
+                for p in m.ordered_params():
+                    p.copy_(p.to(torch.bfloat16).to(DT))
+        write_hf(m, args.write_hf, args.dtype, args.shards)
+        return 0
     if args.list:
         for name, c in CONFIGS.items():
             fmt = lambda v: (f"{v:g}" if isinstance(v, float) else ",".join(

@@ -11,7 +11,9 @@ Usage:
       --out losses.txt
 
   flag            llm.c   default   meaning
-  --model         -e      required  llm.c checkpoint (version 3 fp32 or 5 bf16)
+  --model         -e      required  llm.c checkpoint (version 3 fp32 or 5 bf16), GPT-2
+  --hf-llama DIR          instead   a LlamaForCausalLM directory (config.json + safetensors),
+                                    trained as test/llama_reference.py's Llama
   --train         -i      required  train shard glob (shards sorted by name)
   --B             -b      4         micro-batch size
   --T             -t      64        sequence length
@@ -52,20 +54,22 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_reference as ref  # noqa: E402  (the GPT module, checkpoint reader, AdamW groups)
+import llama_reference as lref  # noqa: E402  (the Llama module, its Hugging Face reader)
 
-SHARD_MAGIC = 20240520
-SHARD_VERSION = 1
+SHARD_FORMATS = {20240520: (1, "<u2"), 20240801: (7, "<u4")}  # magic: (version, token type); the
+# second is llm.c's Llama 3 branch's, for vocabularies past 65,536
 
 
 def read_shard(path):
     with open(path, "rb") as f:
         header = np.frombuffer(f.read(256 * 4), dtype="<i4")
-        if header.size != 256 or header[0] != SHARD_MAGIC:
+        if header.size != 256 or int(header[0]) not in SHARD_FORMATS:
             raise ValueError(f"{path}: bad magic")
-        if header[1] != SHARD_VERSION:
+        version, token_type = SHARD_FORMATS[int(header[0])]
+        if header[1] != version:
             raise ValueError(f"{path}: unsupported version {header[1]}")
         ntok = int(header[2])
-        toks = np.frombuffer(f.read(), dtype="<u2")
+        toks = np.frombuffer(f.read(), dtype=token_type)
     if toks.size != ntok:
         raise ValueError(f"{path}: header says {ntok} tokens, file has {toks.size}")
     return toks
@@ -118,7 +122,8 @@ def learning_rate(step, lr, warmup, steps, final_frac, schedule):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model")
+    ap.add_argument("--hf-llama")
     ap.add_argument("--train", required=True)
     ap.add_argument("--B", type=int, default=4)
     ap.add_argument("--T", type=int, default=64)
@@ -145,15 +150,26 @@ def main(argv=None):
     dtype = torch.float32 if args.dtype == "float32" else torch.float64
 
     t0 = time.time()
-    model = ref.read_checkpoint(args.model, dtype=dtype)
-    if T > model.maxT:
-        ap.error(f"T={T} > maxT={model.maxT} of the checkpoint")
+    if (args.model is None) == (args.hf_llama is None):
+        ap.error("one of --model and --hf-llama")
+    if args.model:
+        model = ref.read_checkpoint(args.model, dtype=dtype)
+        V, maxT, shape = model.V, model.maxT, f"V={model.V} Vp={model.Vp} L={model.L} NH={model.NH} C={model.C}"
+        opt = ref.make_adamw(model, args.lr, 0.9, 0.95, 1e-8, args.weight_decay)
+    else:
+        model = lref.read_hf(args.hf_llama).to(dtype)
+        c = model.c
+        V, maxT, shape = c["V"], c["maxT"], " ".join(f"{k}={c[k]}" for k in ("V", "L", "C", "NH", "NKV", "F"))
+        decay = [getattr(model, n) for n in lref.PARAM_NAMES if n in lref.DECAY_NAMES]
+        rest = [getattr(model, n) for n in lref.PARAM_NAMES if n not in lref.DECAY_NAMES]
+        opt = torch.optim.AdamW([{"params": decay, "weight_decay": args.weight_decay},
+                                 {"params": rest, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.95), eps=1e-8)
+    if T > maxT:
+        ap.error(f"T={T} > maxT={maxT} of the model")
     params = model.ordered_params()
     loader = SequentialLoader(args.train, B, T)
-    opt = ref.make_adamw(model, args.lr, 0.9, 0.95, 1e-8, args.weight_decay)
     if not args.quiet:
-        print(f"model V={model.V} Vp={model.Vp} maxT={model.maxT} L={model.L} NH={model.NH} "
-              f"C={model.C}; {len(loader.files)} shard(s); B={B} T={T} D={D} "
+        print(f"model {shape} maxT={maxT}; {len(loader.files)} shard(s); B={B} T={T} D={D} "
               f"grad_accum={grad_accum} steps={args.steps} lr={args.lr:g} "
               f"warmup={args.warmup} final_frac={args.final_frac:g} "
               f"wd={args.weight_decay:g} schedule={args.schedule}")
@@ -164,7 +180,7 @@ def main(argv=None):
         loss_sum = 0.0
         for _ in range(grad_accum):
             x, y = loader.next_batch()
-            if int(x.max()) >= model.V or int(y.max()) >= model.V:
+            if int(x.max()) >= V or int(y.max()) >= V:
                 raise ValueError("token id >= V in the data")
             _, loss = model(x, y)
             (loss / grad_accum).backward()

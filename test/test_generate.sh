@@ -9,11 +9,8 @@
 # bad input gets one "error:" line and exit 1. One line per check; exit 1 on any failure.
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
-    echo "PyTorch/numpy not importable by $PY (apt-get install python3-torch python3-numpy)"
-    [ "${CI:-}" = "true" ] && exit 1 || exit 77
-fi
+source test/lib.sh  # defines: PY, require_pytorch
+require_pytorch
 make -s generate build/test_generate_kv
 # one thread: these models are tiny, and OpenMP threads that spin-wait for a core another
 # process holds make each step 100x slower on a loaded machine

@@ -5,11 +5,8 @@
 # PyTorch, independently of the C++. One line per check; exit 1 on any failure.
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch, numpy" 2>/dev/null; then
-    echo "PyTorch/numpy not importable by $PY (apt-get install python3-torch python3-numpy)"
-    [ "${CI:-}" = "true" ] && exit 1 || exit 77
-fi
+source test/lib.sh  # defines: PY, require_pytorch
+require_pytorch
 make -s export_hf import_hf train_gpt_cpu build/test_hf_logits
 out=test/out/hf
 rm -rf "$out"; mkdir -p "$out"

@@ -8,11 +8,8 @@
 # counts, the small form, descriptors that must be refused.
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-    echo "PyTorch is not importable by $PY (apt-get install python3-torch)"
-    [ "${CI:-}" = "true" ] && exit 1 || exit 77
-fi
+source test/lib.sh  # defines: PY, require_pytorch
+require_pytorch
 make -s build/test_llama_debug build/test_llama_configs
 echo "--- descriptors: Llama 3.1's released shapes against Meta's parameter counts, bad descriptors"
 ./build/test_llama_configs

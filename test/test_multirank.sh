@@ -11,6 +11,8 @@
 #  - the gradients go out in buckets, one per layer plus one for wte/wpe/lnf, each reduced as
 #    the backward finishes it (ZeRO 2: every micro-step), some while the backward still runs;
 #    ZeRO 2 holds no full gradient (its memory line, checked against the arithmetic at d12)
+#  - a Llama 3 model (another family's table and buckets) trains the same on 2 ranks, ZeRO 0,
+#    1 and 2 under mpirun, ZeRO 2 over -pi fs
 #  - a rank that exits or hangs stops the others with an error within a bounded time
 #  - bad multi-process flags are one-line errors
 # That ranks read disjoint slices covering each global sample is test_dataloader's check.
@@ -78,6 +80,14 @@ run_sockets() {  # run_sockets NP METHOD ARG DIR FLAGS...: NP processes, no MPI
 }
 
 ./train_gpt_cpu $flags -b 8 -o "$out/ref" > "$out/ref.stdout" 2>&1 || fail "single process: $(tail -3 "$out/ref.stdout")"
+# a Llama 3 model (test/llama_reference.py's gqa1: V=300, 4 query heads on 1 key/value head)
+make -s import_hf
+"$PY" test/llama_reference.py --write-hf "$out/llama_hf" --config gqa1 --seed 3
+./import_hf "$out/llama_hf/model.safetensors" "$out/llama.bin" > /dev/null
+lflags="-e $out/llama.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -t 32 -d 512 -x 16
+        -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4"
+./train_gpt_cpu $lflags -b 8 -o "$out/llama-ref" > "$out/llama-ref.stdout" 2>&1 ||
+    fail "Llama, single process: $(tail -3 "$out/llama-ref.stdout")"
 
 # check_buckets STDOUT Z: the run reduced (L + 1) buckets per communicating micro-step: 16
 # steps x 3 buckets (L=2), twice that at ZeRO 2 (2 micro-steps); adds the ones that started
@@ -101,6 +111,15 @@ if [ $have_mpi = 1 ]; then
             check_buckets "$d.stdout" $z
             echo "ok mpirun -np $np -z $z -b $((8 / np)) x 2 micro-steps trains like 1 x B=8: $msg"
         done
+    done
+    # Llama 3 (another table: wte in front, rmsfw and lmheadw behind the layers): ZeRO 0, 1
+    # and 2 on 2 ranks train like one process
+    for z in 0 1 2; do
+        d=$out/mpi-llama-z$z
+        run_mpi 2 "$d" $lflags -b 4 -z $z
+        msg=$(compare_logs "$out/llama-ref/main.log" "$d/main.log") || fail "Llama mpirun -np 2 -z $z vs 1 process: $msg"
+        check_buckets "$d.stdout" $z
+        echo "ok Llama 3 (GQA, untied head), mpirun -np 2 -z $z trains like 1 x B=8: $msg"
     done
     # ZeRO 2 at d12 on 2 ranks: gradients are wte+wpe, lnfw+lnfb, two layer buckets and the
     # owned slice; ZeRO 1 keeps the whole padded vector, and the two buckets it packs into
@@ -166,6 +185,12 @@ else
 fi
 
 # the socket transport, without MPI: the same equivalence, and the same failure behaviour
+d=$out/fs-llama-z2
+mkdir -p "$d.rdv"
+run_sockets 2 fs "$d.rdv" "$d" $lflags -b 4 -z 2
+msg=$(compare_logs "$out/llama-ref/main.log" "$d/main.log") || fail "Llama -pi fs 2 ranks -z 2 vs 1 process: $msg"
+check_buckets "$d.stdout.0" 2
+echo "ok Llama 3, -pi fs, 2 processes, -z 2, trains like 1 x B=8: $msg"
 for z in 0 2; do
     d=$out/fs-z$z
     mkdir -p "$d.rdv"

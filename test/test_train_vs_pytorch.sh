@@ -4,11 +4,8 @@
 # clipping), and main.log's losses, grad norms and lrs compared with test/pytorch_train.py.
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-    echo "PyTorch is not importable by $PY (apt-get install python3-torch)"
-    [ "${CI:-}" = "true" ] && exit 1 || exit 77
-fi
+source test/lib.sh  # defines: PY, require_pytorch
+require_pytorch
 make -s train_gpt_cpu
 out=test/out/train_vs_pytorch
 rm -rf "$out"; mkdir -p "$out"

@@ -3,11 +3,8 @@
 # (logits, loss, every gradient, 10 AdamW steps with clipping).
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
-if ! "$PY" -c "import torch" 2>/dev/null; then
-    echo "PyTorch is not importable by $PY (apt-get install python3-torch)"
-    [ "${CI:-}" = "true" ] && exit 1 || exit 77
-fi
+source test/lib.sh  # defines: PY, require_pytorch
+require_pytorch
 make -s build/test_gpt2_debug
 out=test/out/pytorch
 mkdir -p "$out"
