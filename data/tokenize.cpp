@@ -1,5 +1,6 @@
-// tokenize.cpp: the GPT-2 tokenizer tool. Encodes and decodes text, writes llm.c's
-// tokenizer file, and turns text corpora into llm.c data shards.
+// tokenize.cpp: the tokenizer tool, GPT-2's vocabulary or a tiktoken file (cl100k_base,
+// Llama 3). Encodes and decodes text, writes llm.c's tokenizer file, and turns text
+// corpora into llm.c data shards.
 //   ./tokenize encode | decode | tokenizer-file OUT.bin | shards --out PREFIX INPUT... |
 //              hellaswag IN.jsonl OUT.bin
 // Every subcommand takes --help. The BPE itself is in bpe.h.
@@ -15,10 +16,12 @@
 #include <vector>
 
 #include "../llmc/utils.h"  // defines: fail, CHECK, checked file I/O, parse_int, parse_float
-#include "bpe.h"            // defines: Bpe, bpe_load, bpe_encode, bpe_decode, json_read_string
+#include "bpe.h"            // defines: Bpe, bpe_load, bpe_load_tiktoken, bpe_encode, bpe_piece, json_read_string
 
-static const int32_t SHARD_MAGIC = 20240520;
+static const int32_t SHARD_MAGIC = 20240520;  // uint16 tokens
 static const int32_t SHARD_VERSION = 1;
+static const int32_t SHARD_MAGIC_U32 = 20240801;  // uint32 tokens: llm.c's Llama 3 shards
+static const int32_t SHARD_VERSION_U32 = 7;
 static const uint32_t TOKENIZER_FILE_MAGIC = 20240328;
 
 static double now_seconds() {
@@ -51,7 +54,36 @@ static const char* default_vocab_dir() {
     return dir.c_str();
 }
 
-static void load_vocab_or_fail(Bpe* b, const char* dir) {
+// The vocabulary a command uses: GPT-2's (--vocab-dir) or a tiktoken file (--tiktoken).
+struct VocabFlags {
+    const char* dir = nullptr;       // --vocab-dir DIR; nullptr: default_vocab_dir()
+    const char* tiktoken = nullptr;  // --tiktoken FILE
+};
+
+static const char* const VOCAB_HELP =
+    "  --vocab-dir DIR      directory with GPT-2's encoder.json and vocab.bpe (default\n"
+    "                       data/gpt2_vocab, here or next to this binary)\n"
+    "  --tiktoken FILE      a tiktoken vocabulary instead: lines \"BASE64BYTES RANK\" with ranks\n"
+    "                       0..N-1 (cl100k_base.tiktoken, Llama 3's tokenizer.model), text\n"
+    "                       split with cl100k_base's pattern\n";
+
+// Takes argv[*i] (and its value) if it is a vocabulary flag; false if it is not one.
+static bool vocab_flag(int argc, char** argv, int* i, VocabFlags* v, const char* cmd) {
+    const char* a = argv[*i];
+    const char** dst = !strcmp(a, "--vocab-dir") ? &v->dir : !strcmp(a, "--tiktoken") ? &v->tiktoken : nullptr;
+    if (dst == nullptr) return false;
+    if (*i + 1 >= argc) fail("%s: %s needs a value", cmd, a);
+    *dst = argv[++*i];
+    return true;
+}
+
+static void vocab_load(Bpe* b, const VocabFlags& v, const char* cmd) {
+    if (v.dir != nullptr && v.tiktoken != nullptr) fail("%s: give --vocab-dir or --tiktoken, not both", cmd);
+    if (v.tiktoken != nullptr) {
+        bpe_load_tiktoken(b, v.tiktoken);
+        return;
+    }
+    const char* dir = v.dir != nullptr ? v.dir : default_vocab_dir();
     std::string d(dir);
     for (const char* name : {"/encoder.json", "/vocab.bpe"}) {
         struct stat st;
@@ -83,29 +115,24 @@ static void atomic_commit(AtomicFile* a) {
 // ----------------------------------------------------------------------------------
 // encode, decode, tokenizer-file
 
-static const char* vocab_dir_flag(int argc, char** argv, int first, const char* usage) {
-    const char* dir = default_vocab_dir();
-    for (int i = first; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); exit(0); }
-        if (!strcmp(argv[i], "--vocab-dir")) {
-            if (i + 1 >= argc) fail("--vocab-dir needs a value");
-            dir = argv[++i];
-            continue;
-        }
-        fail("unknown argument '%s' (see --help)", argv[i]);
+// encode's and decode's flags: --help (usage, then VOCAB_HELP) and the vocabulary flags.
+static VocabFlags vocab_flags(int argc, char** argv, const char* cmd, const char* usage) {
+    VocabFlags v;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s%s", usage, VOCAB_HELP); exit(0); }
+        if (!vocab_flag(argc, argv, &i, &v, cmd)) fail("%s: unknown argument '%s' (see --help)", cmd, argv[i]);
     }
-    return dir;
+    return v;
 }
 
 static int cmd_encode(int argc, char** argv) {
-    const char* dir = vocab_dir_flag(argc, argv, 2,
-        "usage: ./tokenize encode [--vocab-dir DIR]\n"
-        "  Reads UTF-8 text on stdin, writes its GPT-2 token ids on stdout separated by spaces,\n"
-        "  with a newline at the end. No EOT is added; \"<|endoftext|>\" in the text is plain text.\n"
-        "  --vocab-dir DIR  directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
-        "                   here or next to this binary)\n");
+    VocabFlags v = vocab_flags(argc, argv, "encode",
+        "usage: ./tokenize encode [--vocab-dir DIR | --tiktoken FILE]\n"
+        "  Reads UTF-8 text on stdin, writes its token ids on stdout separated by spaces, with\n"
+        "  a newline at the end. No EOT/BOS is added; \"<|endoftext|>\" and other special tokens\n"
+        "  in the text are plain text (tiktoken's encode_ordinary).\n");
     Bpe bpe;
-    load_vocab_or_fail(&bpe, dir);
+    vocab_load(&bpe, v, "encode");
     std::string text = read_all_stdin();
     BpeCache cache;
     std::vector<uint32_t> ids;
@@ -123,13 +150,14 @@ static int cmd_encode(int argc, char** argv) {
 }
 
 static int cmd_decode(int argc, char** argv) {
-    const char* dir = vocab_dir_flag(argc, argv, 2,
-        "usage: ./tokenize decode [--vocab-dir DIR]\n"
+    VocabFlags flags = vocab_flags(argc, argv, "decode",
+        "usage: ./tokenize decode [--vocab-dir DIR | --tiktoken FILE]\n"
         "  Reads token ids (separated by whitespace) on stdin, writes the text they spell on stdout.\n"
-        "  --vocab-dir DIR  directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
-        "                   here or next to this binary)\n");
+        "  With --tiktoken, the ids are the file's ranks, and for cl100k_base (100,256 ranks) and\n"
+        "  Llama 3 (128,000) also the document separator 100257 \"<|endoftext|>\" or 128000\n"
+        "  \"<|begin_of_text|>\".\n");
     Bpe bpe;
-    load_vocab_or_fail(&bpe, dir);
+    vocab_load(&bpe, flags, "decode");
     std::string in = read_all_stdin(), out;
     size_t i = 0, n = in.size();
     while (true) {
@@ -139,13 +167,17 @@ static int cmd_decode(int argc, char** argv) {
         uint64_t v = 0;
         while (i < n && !isspace((unsigned char)in[i])) {
             char c = in[i++];
-            if (c < '0' || c > '9' || v > bpe.pieces.size()) v = UINT64_MAX;
+            if (c < '0' || c > '9' || v > UINT32_MAX) v = UINT64_MAX;
             else v = v * 10 + (uint64_t)(c - '0');
         }
-        if (v >= bpe.pieces.size())
-            fail("stdin: '%.*s' is not a token id in 0..%zu", (int)std::min<size_t>(i - start, 40), in.data() + start,
-                 bpe.pieces.size() - 1);
-        out.append(bpe.pieces[v]);
+        const std::string* piece = v <= UINT32_MAX ? bpe_piece(&bpe, (uint32_t)v) : nullptr;
+        if (piece == nullptr) {
+            bool special = bpe.eot_token >= bpe.pieces.size() && !bpe.eot_text.empty();
+            std::string also = special ? " or " + std::to_string(bpe.eot_token) : "";
+            fail("stdin: '%.*s' is not a token id in 0..%zu%s", (int)std::min<size_t>(i - start, 40), in.data() + start,
+                 bpe.pieces.size() - 1, also.c_str());
+        }
+        out.append(*piece);
     }
     fwrite_or_fail(out.data(), 1, out.size(), stdout, "stdout");
     return 0;
@@ -157,13 +189,11 @@ static int cmd_tokenizer_file(int argc, char** argv) {
         "  Writes llm.c's tokenizer file (version 2): 256 x uint32 header [20240328, 2, V, EOT],\n"
         "  then per token a uint8 length and its bytes. Trainers read it to print samples.\n";
     const char* out = nullptr;
-    const char* dir = default_vocab_dir();
+    VocabFlags v;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); return 0; }
-        if (!strcmp(argv[i], "--vocab-dir")) {
-            if (i + 1 >= argc) fail("tokenizer-file: --vocab-dir needs a value");
-            dir = argv[++i];
-        } else if (argv[i][0] == '-') {
+        if (vocab_flag(argc, argv, &i, &v, "tokenizer-file")) continue;
+        if (argv[i][0] == '-') {
             fail("tokenizer-file: unknown option '%s' (see --help)", argv[i]);
         } else if (out == nullptr) {
             out = argv[i];
@@ -172,8 +202,10 @@ static int cmd_tokenizer_file(int argc, char** argv) {
         }
     }
     if (out == nullptr) fail("tokenizer-file: missing OUT.bin (see --help)");
+    if (v.tiktoken != nullptr) fail("tokenizer-file: --tiktoken: not supported yet (GPT-2's vocabulary only)");
     Bpe bpe;
-    load_vocab_or_fail(&bpe, dir);
+    vocab_load(&bpe, v, "tokenizer-file");
+    const char* dir = v.dir != nullptr ? v.dir : default_vocab_dir();
     uint32_t header[256] = {0};
     header[0] = TOKENIZER_FILE_MAGIC;
     header[1] = 2;
@@ -191,6 +223,21 @@ static int cmd_tokenizer_file(int argc, char** argv) {
     }
     atomic_commit(&f);
     printf("wrote %s: %zu tokens, EOT %u\n", out, bpe.pieces.size(), bpe.eot_token);
+    return 0;
+}
+
+// Debug aid for the tests: the byte length of each pre-token of stdin's text, one a line,
+// split with GPT-2's pattern or (--cl100k) cl100k_base's. test/tokenizer/ compares them to
+// what Node's regex engine makes of the pattern.
+static int cmd_pretokens(int argc, char** argv) {
+    BpePattern pattern = argc > 2 && !strcmp(argv[2], "--cl100k") ? BPE_PATTERN_CL100K : BPE_PATTERN_GPT2;
+    std::string text = read_all_stdin(), out;
+    const uint8_t* s = (const uint8_t*)text.data();
+    for (size_t i = 0, j; i < text.size(); i = j) {
+        j = pretokenize_next(pattern, s, text.size(), i);
+        out += std::to_string(j - i) + "\n";
+    }
+    fwrite_or_fail(out.data(), 1, out.size(), stdout, "stdout");
     return 0;
 }
 
@@ -402,7 +449,8 @@ static bool doc_source_next(DocSource* s, std::string* doc) {
 struct ShardWriter {
     std::string prefix, split;
     size_t shard_tokens;
-    std::vector<uint16_t> buf;
+    int token_bytes;  // 2: uint16 ids (magic 20240520); 4: uint32 ids (20240801), for ids past 65535
+    std::string buf;  // the tokens, little-endian as the file stores them
     int next_index = 0;
     uint64_t total_tokens = 0;
     std::vector<std::pair<std::string, size_t>> written;  // path, tokens
@@ -414,21 +462,23 @@ static void shard_writer_flush(ShardWriter* w) {
     snprintf(name, sizeof(name), "_%s_%06d.bin", w->split.c_str(), w->next_index++);
     AtomicFile f;
     atomic_open(&f, w->prefix + name);
+    size_t ntok = w->buf.size() / w->token_bytes;
     int32_t header[256] = {0};
-    header[0] = SHARD_MAGIC;
-    header[1] = SHARD_VERSION;
-    header[2] = (int32_t)w->buf.size();
+    header[0] = w->token_bytes == 4 ? SHARD_MAGIC_U32 : SHARD_MAGIC;
+    header[1] = w->token_bytes == 4 ? SHARD_VERSION_U32 : SHARD_VERSION;
+    header[2] = (int32_t)ntok;
     fwrite_or_fail(header, sizeof(header), 1, f.f, f.tmp.c_str());
-    fwrite_or_fail(w->buf.data(), sizeof(uint16_t), w->buf.size(), f.f, f.tmp.c_str());
+    fwrite_or_fail(w->buf.data(), 1, w->buf.size(), f.f, f.tmp.c_str());
     atomic_commit(&f);
-    w->written.emplace_back(f.path, w->buf.size());
+    w->written.emplace_back(f.path, ntok);
     w->buf.clear();
 }
 
 static void shard_writer_push(ShardWriter* w, uint32_t token) {
-    w->buf.push_back((uint16_t)token);
+    uint8_t le[4] = {(uint8_t)token, (uint8_t)(token >> 8), (uint8_t)(token >> 16), (uint8_t)(token >> 24)};
+    w->buf.append((const char*)le, w->token_bytes);
     w->total_tokens++;
-    if (w->buf.size() == w->shard_tokens) shard_writer_flush(w);
+    if (w->buf.size() == w->shard_tokens * w->token_bytes) shard_writer_flush(w);
 }
 
 static void print_progress(const DocSource* src, uint64_t docs, uint64_t tokens, double t0, bool final) {
@@ -450,8 +500,11 @@ static int cmd_shards(int argc, char** argv) {
     const char* usage =
         "usage: ./tokenize shards --out PREFIX [options] INPUT...\n"
         "  Tokenizes documents into llm.c data shards: 256 x int32 header [20240520, 1, ntok],\n"
-        "  then ntok x uint16. Every document is preceded by EOT (50256). The val split goes to\n"
-        "  PREFIX_val_000000.bin (...), the rest to PREFIX_train_000000.bin, _000001.bin, ...\n"
+        "  then ntok x uint16; when the vocabulary has ids past 65535 (--tiktoken with cl100k_base\n"
+        "  or Llama 3), llm.c's Llama 3 layout: header [20240801, 7, ntok], then ntok x uint32.\n"
+        "  Every document is preceded by the separator: EOT (50256) for GPT-2, --bos-id for\n"
+        "  --tiktoken. The val split goes to PREFIX_val_000000.bin (...), the rest to\n"
+        "  PREFIX_train_000000.bin, _000001.bin, ...\n"
         "  INPUT: a text file (one document), a .jsonl file (one document per line: its \"text\"),\n"
         "  or a directory (every regular file below it, in sorted order); - reads JSONL on stdin.\n"
         "options:\n"
@@ -463,23 +516,25 @@ static int cmd_shards(int argc, char** argv) {
         "  --threads K          encoding threads (default: all cores)\n"
         "  --doc-sep LINE       in text files, a line equal to LINE ends a document (the line is\n"
         "                       dropped); '' splits at blank lines\n"
-        "  --vocab-dir DIR      directory with encoder.json and vocab.bpe (default data/gpt2_vocab,\n"
-        "                       here or next to this binary)\n";
+        "  --bos-id N           with --tiktoken: the id that precedes every document (default:\n"
+        "                       100257 <|endoftext|> for a file of 100,256 ranks (cl100k_base),\n"
+        "                       128000 <|begin_of_text|> for 128,000 ranks (Llama 3); other\n"
+        "                       files need it)\n";
     std::string prefix, doc_sep;
     bool has_sep = false;
-    const char* vocab_dir = default_vocab_dir();
-    long long val_docs = 0, shard_tokens = 100000000, threads = std::max(1u, std::thread::hardware_concurrency());
+    VocabFlags vocab;
+    long long bos_id = -1, val_docs = 0, shard_tokens = 100000000, threads = std::max(1u, std::thread::hardware_concurrency());
     double val_fraction = 0.0;
     bool use_fraction = false;
     std::vector<std::string> inputs;
     for (int i = 2; i < argc; i++) {
         std::string a = argv[i];
-        if (a == "--help" || a == "-h") { printf("%s", usage); return 0; }
+        if (a == "--help" || a == "-h") { printf("%s%s", usage, VOCAB_HELP); return 0; }
+        if (vocab_flag(argc, argv, &i, &vocab, "shards")) continue;
         bool is_option = a.size() > 1 && a[0] == '-';
         if (is_option && i + 1 >= argc) fail("shards: %s: unknown, or missing its value (see --help)", a.c_str());
         const char* v = is_option ? argv[i + 1] : nullptr;
         if (a == "--out") { prefix = v; i++; }
-        else if (a == "--vocab-dir") { vocab_dir = v; i++; }
         else if (a == "--doc-sep") { doc_sep = v; has_sep = true; i++; }
         else if (a == "--val-docs") {
             if (!parse_int(v, 0, INT64_MAX, &val_docs)) fail("shards: --val-docs '%s': expected an integer >= 0", v);
@@ -491,6 +546,9 @@ static int cmd_shards(int argc, char** argv) {
             i++;
         } else if (a == "--shard-tokens") {
             if (!parse_int(v, 1, INT32_MAX, &shard_tokens)) fail("shards: --shard-tokens '%s': expected 1..%d", v, INT32_MAX);
+            i++;
+        } else if (a == "--bos-id") {
+            if (!parse_int(v, 0, INT32_MAX, &bos_id)) fail("shards: --bos-id '%s': expected 0..%d", v, INT32_MAX);
             i++;
         } else if (a == "--threads") {
             if (!parse_int(v, 1, 1024, &threads)) fail("shards: --threads '%s': expected 1..1024", v);
@@ -505,9 +563,15 @@ static int cmd_shards(int argc, char** argv) {
     if (inputs.empty()) fail("shards: no INPUT files (see --help)");
     if (use_fraction && val_docs > 0) fail("shards: give --val-docs or --val-fraction, not both");
 
+    if (bos_id >= 0 && vocab.tiktoken == nullptr) fail("shards: --bos-id goes with --tiktoken (GPT-2's EOT is 50256)");
     Bpe bpe;
-    load_vocab_or_fail(&bpe, vocab_dir);
-    if (bpe.pieces.size() > 65536) fail("%s: vocab of %zu tokens does not fit uint16 shards", vocab_dir, bpe.pieces.size());
+    vocab_load(&bpe, vocab, "shards");
+    if (bos_id >= 0) bpe.eot_token = (uint32_t)bos_id;
+    if (bpe.eot_token == UINT32_MAX)
+        fail("shards: %s has %zu ranks, not a file whose separator is known: pass --bos-id N", vocab.tiktoken,
+             bpe.pieces.size());
+    // ids past 65535 need llm.c's 32-bit layout
+    int token_bytes = std::max<size_t>(bpe.pieces.size() - 1, bpe.eot_token) > 65535 ? 4 : 2;
     DocSource src;
     src.doc_sep = doc_sep;
     src.split_at_sep = has_sep;
@@ -524,6 +588,7 @@ static int cmd_shards(int argc, char** argv) {
     val.split = "val";
     train.split = "train";
     val.shard_tokens = train.shard_tokens = (size_t)shard_tokens;
+    val.token_bytes = train.token_bytes = token_bytes;
     std::vector<BpeCache> caches((size_t)threads);
     bool tty = isatty(fileno(stderr));
     double t0 = now_seconds(), last_report = t0;
@@ -586,11 +651,12 @@ static int cmd_shards(int argc, char** argv) {
             fprintf(stderr, "warning: %s%s is left from an earlier run; delete it\n", prefix.c_str(), name);
     }
     printf("shards: %llu docs (%llu val, %llu empty skipped), %llu tokens (val %llu in %zu files, train %llu in %zu files), "
-           "%.1f MB in %.1f s (%.2f MB/s, %.0f tokens/s, %lld threads)\n",
+           "%.1f MB in %.1f s (%.2f MB/s, %.0f tokens/s, %lld threads)%s\n",
            (unsigned long long)docs, (unsigned long long)val_doc_count, (unsigned long long)src.empty_docs,
            (unsigned long long)(val.total_tokens + train.total_tokens), (unsigned long long)val.total_tokens,
            val.written.size(), (unsigned long long)train.total_tokens, train.written.size(), src.bytes_done / 1e6, dt,
-           src.bytes_done / 1e6 / dt, (val.total_tokens + train.total_tokens) / dt, threads);
+           src.bytes_done / 1e6 / dt, (val.total_tokens + train.total_tokens) / dt, threads,
+           token_bytes == 4 ? ", uint32 ids (magic 20240801)" : "");
     return 0;
 }
 
@@ -604,22 +670,21 @@ static int cmd_hellaswag(int argc, char** argv) {
         "  llm.c's eval file for the trainers' -h 1: the context's tokens, and each ending encoded\n"
         "  with a leading space, as GPT-2 sees a continuation. data/prepare_hellaswag.sh uses it.\n";
     std::vector<const char*> files;
-    const char* dir = default_vocab_dir();
+    VocabFlags v;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); return 0; }
-        if (!strcmp(argv[i], "--vocab-dir")) {
-            if (i + 1 >= argc) fail("hellaswag: --vocab-dir needs a value");
-            dir = argv[++i];
-        } else if (argv[i][0] == '-') {
+        if (vocab_flag(argc, argv, &i, &v, "hellaswag")) continue;
+        if (argv[i][0] == '-') {
             fail("hellaswag: unknown option '%s' (see --help)", argv[i]);
         } else {
             files.push_back(argv[i]);
         }
     }
     if (files.size() != 2) fail("hellaswag: expected IN.jsonl OUT.bin (see --help)");
+    if (v.tiktoken != nullptr) fail("hellaswag: --tiktoken: not supported (llm.c's eval file holds 16-bit ids)");
     const std::string in = files[0];
     Bpe bpe;
-    load_vocab_or_fail(&bpe, dir);
+    vocab_load(&bpe, v, "hellaswag");
     BpeCache cache;
     FILE* f = fopen_or_fail(in.c_str(), "r");
     std::vector<uint16_t> words;  // every example, as the file stores them
@@ -704,13 +769,15 @@ static int cmd_hellaswag(int argc, char** argv) {
 int main(int argc, char** argv) {
     const char* usage =
         "usage: ./tokenize COMMAND [--help]\n"
-        "  encode          text on stdin -> GPT-2 token ids on stdout\n"
+        "  encode          text on stdin -> token ids on stdout\n"
         "  decode          token ids on stdin -> text on stdout\n"
         "  tokenizer-file  write llm.c's tokenizer file (for printing samples while training)\n"
         "  shards          text / .jsonl corpora -> llm.c data shards\n"
         "  hellaswag       HellaSwag's .jsonl -> llm.c's eval file (for -h 1)\n"
-        "The vocabulary (encoder.json, vocab.bpe) is read from data/gpt2_vocab unless --vocab-dir\n"
-        "says otherwise; data/get_vocab.sh fetches it.\n";
+        "GPT-2's vocabulary (encoder.json, vocab.bpe) is read from data/gpt2_vocab unless --vocab-dir\n"
+        "says otherwise; data/get_vocab.sh fetches it. encode, decode and shards take --tiktoken FILE\n"
+        "instead: a tiktoken vocabulary (cl100k_base, Llama 3's tokenizer.model), split with\n"
+        "cl100k_base's pattern.\n";
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         printf("%s", usage);
         return argc < 2 ? 1 : 0;
@@ -722,5 +789,6 @@ int main(int argc, char** argv) {
     if (cmd == "shards") return cmd_shards(argc, argv);
     if (cmd == "hellaswag") return cmd_hellaswag(argc, argv);
     if (cmd == "unicode-classes") return cmd_unicode_classes();
+    if (cmd == "pretokens") return cmd_pretokens(argc, argv);
     fail("unknown command '%s' (see ./tokenize --help)", cmd.c_str());
 }

@@ -15,31 +15,12 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=test/out/tokenizer
 VOCAB=data/gpt2_vocab
-PY=${PYTHON:-/usr/bin/python3}
-CHECK="$PY test/tokenizer/check.py"
-skip() { echo "SKIP: $*"; exit 77; }
-die() { echo "FAIL: $*"; exit 1; }
 rm -rf "$OUT" && mkdir -p "$OUT"
 
 # --- prerequisites -------------------------------------------------------------------
-apt_install() {  # the corpus and the table generator want these Debian packages
-    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >"$OUT/apt.log" 2>&1
-}
-command -v node >/dev/null && command -v npm >/dev/null || skip "node/npm not installed (apt-get install nodejs npm)"
-[ -f /usr/share/unicode/UnicodeData.txt ] || apt_install unicode-data ||
-    skip "/usr/share/unicode/UnicodeData.txt missing (apt-get install unicode-data)"
-command -v bible >/dev/null || apt_install bible-kjv || echo "note: no bible-kjv; the corpus goes without it"
-make -s tokenize || die "make tokenize failed"
+. test/tokenizer/common.sh  # defines: skip, die, expect_error, PY, REF, tokenizer_corpus, invalid_utf8_roundtrip
+CHECK="$PY test/tokenizer/check.py"
 bash data/get_vocab.sh >"$OUT/vocab.log" 2>&1 || skip "no GPT-2 vocabulary: $(tail -n 3 "$OUT/vocab.log" | tr '\n' ' ')"
-want=$(node -p 'require("./test/tokenizer/package.json").dependencies["js-tiktoken"]')
-have=$(node -p 'try { require("./test/node_modules/js-tiktoken/package.json").version } catch (e) { "" }')
-if [ "$have" != "$want" ]; then
-    # --no-save: test/ gets node_modules/ only (git-ignored), no package.json or lock file
-    npm install --no-save --no-audit --no-fund --prefix test "js-tiktoken@$want" >"$OUT/npm.log" 2>&1 ||
-        skip "cannot npm install js-tiktoken@$want (offline?): see $OUT/npm.log"
-fi
-REF="node test/tokenizer/reference.mjs"
 
 # --- 1, 2: character classes ---------------------------------------------------------
 $PY data/gen_unicode_tables.py >"$OUT/unicode_tables.h" || die "gen_unicode_tables.py failed"
@@ -50,10 +31,7 @@ $REF classes "$OUT/classes_js.txt" || die "reference.mjs classes failed"
 $CHECK classes "$OUT/classes_js.txt" "$OUT/classes_c.txt" || die "character classes differ from JavaScript's"
 
 # --- 3: the corpus, token for token --------------------------------------------------
-$REF vocab-text "$OUT/vocab.txt" || die "reference.mjs vocab-text failed"
-$PY test/tokenizer/build_corpus.py "$OUT/corpus.txt" "$OUT/vocab.txt" || die "build_corpus.py failed"
-bytes=$(stat -c %s "$OUT/corpus.txt")
-[ "$bytes" -ge 1000000 ] || die "corpus is only $bytes bytes (want >= 1 MB)"
+tokenizer_corpus "$OUT/corpus.txt"
 $REF encode "$OUT/corpus.txt" "$OUT/corpus_js.ids" || die "js-tiktoken failed on the corpus"
 start=$(date +%s%N)
 ./tokenize encode <"$OUT/corpus.txt" >"$OUT/corpus_c.ids" || die "./tokenize encode failed"
@@ -64,17 +42,7 @@ echo "  corpus: $bytes bytes encoded in ${ms} ms (including loading the vocabula
 # --- 4: round trips ------------------------------------------------------------------
 ./tokenize decode <"$OUT/corpus_c.ids" >"$OUT/corpus_back.txt" || die "./tokenize decode failed"
 cmp -s "$OUT/corpus.txt" "$OUT/corpus_back.txt" || die "decode(encode(corpus)) != corpus"
-$PY - "$OUT/invalid.bin" <<'EOF'
-import random, sys
-r = random.Random(1234)
-bad = [b"\xc0\x80", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe3\x81", b"\x80", b"\xff", b"\xf0\x9f\x98"]
-parts = [bytes(r.randrange(256) for _ in range(20000))]
-for i in range(2000):
-    parts.append(r.choice(bad) + r.choice([b"a", b" ", b"1", b"'s", "é".encode(), b"\n", b"  "]))
-open(sys.argv[1], "wb").write(b"".join(parts) + b"\xe2\x82")  # ends inside a character
-EOF
-./tokenize encode <"$OUT/invalid.bin" | ./tokenize decode >"$OUT/invalid_back.bin" || die "round trip of invalid UTF-8 failed"
-cmp -s "$OUT/invalid.bin" "$OUT/invalid_back.bin" || die "decode(encode(x)) != x for invalid UTF-8"
+invalid_utf8_roundtrip
 echo "  round trips: corpus and $(stat -c %s "$OUT/invalid.bin") bytes of invalid UTF-8 come back byte for byte"
 
 # --- 5: shards -----------------------------------------------------------------------
@@ -120,12 +88,6 @@ g++ -O1 -std=c++17 -Wall -Wextra -o "$OUT/tokenizer_file_check" test/tokenizer/t
     die "test/tokenizer/tokenizer_file_check.cpp does not compile"
 got=$("$OUT/tokenizer_file_check" "$T" 15496 50256 220 | tr '\n' ' ')
 [ "$got" = "ok 50257 50256 48656c6c6f 3c7c656e646f66746578747c3e 20 " ] || die "llmc/tokenizer.h read: $got"
-expect_error() {  # expect_error WHAT PATTERN COMMAND...: must exit non-zero, stderr matching PATTERN
-    local what=$1 pat=$2
-    shift 2
-    "$@" >"$OUT/err.out" 2>"$OUT/err.txt" </dev/null && die "$what: exit status 0"
-    grep -q -- "$pat" "$OUT/err.txt" || die "$what: stderr lacks '$pat': $(head -c 300 "$OUT/err.txt")"
-}
 got=$("$OUT/tokenizer_file_check" "$OUT/no_such_file.bin" 2>"$OUT/err.txt")
 [ "$got" = missing ] && grep -q "no_such_file.bin" "$OUT/err.txt" || die "a missing tokenizer file must warn and go on"
 head -c 5000 "$T" >"$OUT/trunc.bin"

@@ -2,14 +2,20 @@
 """Checks for test/test_tokenizer.sh. Each subcommand exits 0 when all is well, else 1
 after printing what differs.
 
-  check.py ids REF.ids GOT.ids VOCAB_DIR       token ids equal; else the first difference
+  check.py ids REF.ids GOT.ids VOCAB           token ids equal; else the first difference.
+                                               VOCAB: GPT-2's directory or a tiktoken file
+  check.py pretokens REF.txt GOT.txt TEXT     pre-token lengths equal; else the first
+                                               difference, with the text there
   check.py classes REF.txt GOT.txt             character classes equal, except at code
                                                points newer than Debian's UnicodeData.txt
-  check.py shards PREFIX DOCS.json SHARD_TOKENS VAL_RULE
+  check.py shards PREFIX DOCS.json SHARD_TOKENS VAL_RULE [EOT MAGIC]
                                                shards = EOT + ids of each doc, val split by
-                                               VAL_RULE: "docs:N" or "fraction:F"
+                                               VAL_RULE: "docs:N" or "fraction:F"; every file
+                                               with header MAGIC (default 50256, 20240520:
+                                               uint16 ids; 20240801: uint32)
   check.py tokenizer-file FILE VOCAB_DIR       llm.c tokenizer file matches encoder.json
 """
+import base64
 import glob
 import json
 import math
@@ -35,6 +41,8 @@ def gpt2_byte_alphabet():
 
 
 def load_pieces(vocab_dir):
+    if os.path.isfile(vocab_dir):  # a tiktoken file: "BASE64 RANK" lines
+        return {int(rank): base64.b64decode(tok) for tok, rank in (line.split() for line in open(vocab_dir))}
     enc = json.load(open(os.path.join(vocab_dir, "encoder.json"), encoding="utf-8"))
     u2b = gpt2_byte_alphabet()
     pieces = {}
@@ -63,6 +71,28 @@ def cmd_ids(ref_path, got_path, vocab_dir):
     print("  ./tokenize: " + show(got[i:i + 8]))
     text = b"".join(pieces[t] for t in ref[max(0, i - 5):i + 8])
     print("  text there: %r" % text.decode("utf-8", "replace"))
+    return 1
+
+
+def cmd_pretokens(ref_path, got_path, text_path):
+    ref, got = read_ids(ref_path), read_ids(got_path)
+    if ref == got:
+        print("  pretokens: %d pieces identical" % len(ref))
+        return 0
+    text = open(text_path, "rb").read()
+    i = next((k for k in range(min(len(ref), len(got))) if ref[k] != got[k]), min(len(ref), len(got)))
+    offset = sum(ref[:i])
+
+    def pieces(lengths):
+        out, pos = [], offset
+        for n in lengths[i:i + 6]:
+            out.append(text[pos:pos + n].decode("utf-8", "replace"))
+            pos += n
+        return " ".join(repr(p) for p in out)
+    print("FAIL pretokens: %d pieces from Node's regex, %d from ./tokenize; first difference at piece %d (byte %d)"
+          % (len(ref), len(got), i, offset))
+    print("  Node:       " + pieces(ref))
+    print("  ./tokenize: " + pieces(got))
     return 1
 
 
@@ -104,19 +134,24 @@ def cmd_classes(ref_path, got_path):
     return 1 if bad else 0
 
 
-def read_shard(path):
+SHARD_LAYOUTS = {20240520: (1, "H"), 20240801: (7, "I")}  # magic: version, token type
+
+
+def read_shard(path, want_magic):
     data = open(path, "rb").read()
     if len(data) < 1024:
         raise ValueError("%s: %d bytes, shorter than the header" % (path, len(data)))
     magic, version, ntok = struct.unpack("<3i", data[:12])
-    if (magic, version) != (20240520, 1):
-        raise ValueError("%s: header magic/version %d/%d" % (path, magic, version))
-    if len(data) != 1024 + 2 * ntok:
-        raise ValueError("%s: size %d != 1024 + 2*%d" % (path, len(data), ntok))
-    return list(struct.unpack("<%dH" % ntok, data[1024:])), ntok
+    want_version, kind = SHARD_LAYOUTS[want_magic]
+    if (magic, version) != (want_magic, want_version):
+        raise ValueError("%s: header magic/version %d/%d, want %d/%d" % (path, magic, version, want_magic, want_version))
+    width = struct.calcsize(kind)
+    if len(data) != 1024 + width * ntok:
+        raise ValueError("%s: size %d != 1024 + %d*%d" % (path, len(data), width, ntok))
+    return list(struct.unpack("<%d%s" % (ntok, kind), data[1024:])), ntok
 
 
-def cmd_shards(prefix, docs_path, shard_tokens, rule):
+def cmd_shards(prefix, docs_path, shard_tokens, rule, eot=EOT, magic=20240520):
     docs = json.load(open(docs_path))
     kind, value = rule.split(":")
     want = {"val": [], "train": []}
@@ -126,7 +161,7 @@ def cmd_shards(prefix, docs_path, shard_tokens, rule):
         else:
             f = float(value)
             val = math.floor((i + 1) * f) > math.floor(i * f)
-        want["val" if val else "train"] += [EOT] + ids
+        want["val" if val else "train"] += [eot] + ids
     status = 0
     for split in ("val", "train"):
         files = sorted(glob.glob("%s_%s_*.bin" % (prefix, split)))
@@ -134,7 +169,7 @@ def cmd_shards(prefix, docs_path, shard_tokens, rule):
         got = []
         try:
             for k, f in enumerate(files):
-                toks, ntok = read_shard(f)
+                toks, ntok = read_shard(f, magic)
                 if f != "%s_%s_%06d.bin" % (prefix, split, k):
                     raise ValueError("%s: unexpected name (want index %d)" % (f, k))
                 if k < len(files) - 1 and ntok != shard_tokens:
@@ -179,10 +214,12 @@ def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "ids":
         return cmd_ids(*args)
+    if cmd == "pretokens":
+        return cmd_pretokens(*args)
     if cmd == "classes":
         return cmd_classes(*args)
     if cmd == "shards":
-        return cmd_shards(args[0], args[1], int(args[2]), args[3])
+        return cmd_shards(args[0], args[1], int(args[2]), args[3], *(int(a) for a in args[4:6]))
     if cmd == "tokenizer-file":
         return cmd_tokenizer_file(*args)
     print(__doc__)
