@@ -63,7 +63,8 @@ inline const char* llama_config_problem(const LlamaConfig& c) {
 }
 
 // "llama3:l4c256h8kv2f704": L=4, C=256, NH=8, NKV=2, F=704, with Llama 3's vocabulary
-// (128,256), maxT 8192, eps 1e-5, theta 500,000. "llama3.1:8b", "llama3.1:70b",
+// (128,256), maxT 8192, eps 1e-5, theta 500,000; "llama3:l4c256h8kv2f704v50257": the same
+// with another vocabulary size (GPT-2's, to train on GPT-2-tokenized shards). "llama3.1:8b", "llama3.1:70b",
 // "llama3.1:405b": Meta's shapes (8 key/value heads, head size 128, maxT 131,072, RoPE
 // scaling factor 8, low 1, high 4, original context 8192). Returns false if the descriptor is
 // not one of these or the configuration it gives is not sane.
@@ -80,16 +81,18 @@ inline bool llama_config_from_descriptor(const char* desc, LlamaConfig* out) {
         *out = cfg;
         return true;
     }
-    long long l = 0, c = 0, h = 0, kv = 0, f = 0;
-    char check[96];
+    long long l = 0, c = 0, h = 0, kv = 0, f = 0, v = 128256;
+    char check[128];
     if (strncmp(desc, "llama3:", 7) != 0) return false;
-    if (sscanf(desc + 7, "l%lldc%lldh%lldkv%lldf%lld", &l, &c, &h, &kv, &f) != 5) return false;
+    const int fields = sscanf(desc + 7, "l%lldc%lldh%lldkv%lldf%lldv%lld", &l, &c, &h, &kv, &f, &v);
+    if (fields != 5 && fields != 6) return false;
     snprintf(check, sizeof(check), "llama3:l%lldc%lldh%lldkv%lldf%lld", l, c, h, kv, f);
+    if (fields == 6) snprintf(check + strlen(check), sizeof(check) - strlen(check), "v%lld", v);
     if (strcmp(check, desc) != 0) return false;  // no trailing text, no leading zeros or signs
     if (l < 1 || l > 1000 || c < 1 || c > 65536 || h < 1 || h > 65536 || kv < 1 || kv > 65536 || f < 1 ||
-        f > (1 << 20))
+        f > (1 << 20) || v < 2 || v > (1 << 24))
         return false;
-    LlamaConfig cfg = {8192, 128256, round_up_128(128256), (int)l, (int)h, (int)kv, (int)c, (int)f, 1e-5f, 500000.0f, {}};
+    LlamaConfig cfg = {8192, (int)v, round_up_128((int)v), (int)l, (int)h, (int)kv, (int)c, (int)f, 1e-5f, 500000.0f, {}};
     if (llama_config_problem(cfg) != nullptr) return false;
     *out = cfg;
     return true;

@@ -39,11 +39,18 @@ int main() {
     expect(small && c.num_layers == 4 && c.channels == 256 && c.num_heads == 8 && c.num_kv_heads == 2 &&
                c.ffn_hidden == 704 && c.vocab_size == 128256 && c.rope_scaling.factor == 0.0f,
            "llama3:l4c256h8kv2f704: L=4 C=256 NH=8 NKV=2 F=704, Llama 3's vocabulary, no RoPE scaling");
+    const bool gpt2_vocab = llama_config_from_descriptor("llama3:l4c256h8kv2f704v50257", &c);
+    expect(gpt2_vocab && c.num_layers == 4 && c.ffn_hidden == 704 && c.vocab_size == 50257 &&
+               c.padded_vocab_size == 50304,
+           "llama3:l4c256h8kv2f704v50257: the same with GPT-2's vocabulary (Vp 50304)");
     const char* bad[] = {"llama3:l4c256h8kv3f704",   // 8 heads do not split into 3 groups
                          "llama3:l4c256h3kv1f704",   // 256 channels do not split into 3 heads
                          "llama3:l4c96h32kv8f704",   // head size 3: odd, RoPE turns pairs
                          "llama3:l4c256h8kv2f704x",  // trailing text
                          "llama3:l04c256h8kv2f704",  // a leading zero
+                         "llama3:l4c256h8kv2f704v",       // a vocabulary without its size
+                         "llama3:l4c256h8kv2f704v1",      // a vocabulary of one token
+                         "llama3:l4c256h8kv2f704v50257x",  // trailing text
                          "llama3:l-4c256h8kv2f704", "llama3:l4c256h8kv2", "llama3.1:7b", "llama3:", "d12", ""};
     for (const char* d : bad) {
         snprintf(what, sizeof(what), "'%s' refused", d);
