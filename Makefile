@@ -17,8 +17,7 @@ MPI_LDLIBS := $(shell $(MPICXX) --showme:link)
 endif
 
 .PHONY: all test bench-cpu clean
-all: train_gpt_cpu tokenize $(if $(wildcard data/export_hf.cpp),export_hf) $(if $(wildcard data/import_hf.cpp),import_hf) \
-     $(if $(wildcard data/generate.cpp),generate)
+all: train_gpt_cpu tokenize export_hf import_hf generate
 
 train_gpt_cpu: train_gpt.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -pthread -o $@ $< $(LDLIBS) $(MPI_LDLIBS)
@@ -27,14 +26,14 @@ tokenize: data/tokenize.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS) -lpthread
 
 # Hugging Face interop: llm.c checkpoint <-> model.safetensors + config.json
-export_hf: data/export_hf.cpp $(HEADERS)
+export_hf: export_hf.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
-import_hf: data/import_hf.cpp $(HEADERS)
+import_hf: import_hf.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # sampling from a checkpoint with a KV cache (the GPU's generate_fp32/_bf16 are in cuda.mk)
-generate: data/generate.cpp $(HEADERS)
+generate: generate.cpp $(HEADERS)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # test programs: test/test_foo.cpp -> build/test_foo

@@ -45,7 +45,7 @@ cuda-dev-clean:
 # The GPU trainer and its test against PyTorch, one source each, two precisions:
 #   train_gpt_fp32, train_gpt_bf16                          (train_gpt.cu)
 #   build/test_gpt2_debug_fp32, build/test_gpt2_debug_bf16  (test/test_gpt2_debug.cu)
-#   generate_fp32, generate_bf16                            (data/generate.cu: sampling, KV cache)
+#   generate_fp32, generate_bf16                            (generate.cu: sampling, KV cache)
 # `make cuda-all` builds them and every dev/cuda program.
 CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh
 
@@ -77,8 +77,8 @@ build/test_gpt2_debug_bf16: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 
 # generation (llmc/generate.h, llmc/gpt2_cuda_kv.cuh); data/bpe.h encodes the prompt
-generate_fp32: data/generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
+generate_fp32: generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
 
-generate_bf16: data/generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
+generate_bf16: generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)

@@ -31,8 +31,8 @@ EMU_ASAN_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/asan/obj/%.o,$(EMU_LIB_SRCS
 
 # every source a GPU program may include, rewritten into build/emu/src (only changed files
 # are written, so the stamp's prerequisites decide what rebuilds)
-EMU_CU_SOURCES := train_gpt.cu $(wildcard llmc/*.h llmc/cpu/*.h llmc/cuda/*.cuh llmc/*.cuh dev/cuda/*.cu \
-                  dev/cuda/*.cuh data/*.h data/*.cu test/*.cu test/*.h)
+EMU_CU_SOURCES := train_gpt.cu generate.cu $(wildcard llmc/*.h llmc/cpu/*.h llmc/cuda/*.cuh llmc/*.cuh dev/cuda/*.cu \
+                  dev/cuda/*.cuh data/*.h test/*.cu test/*.h)
 # Each program depends on the original files it includes (its .d file, written by the compiler
 # for the rewritten copies and mapped back), and only waits for the rewrite (order-only), so
 # a change to one header rebuilds the programs that include it, not all of them.
@@ -60,9 +60,9 @@ train_gpt_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 train_gpt_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 $(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
 generate_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
-	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,,$(EMU_OBJS))
+	$(call EMU_BUILD,$@,$(EMU_SRC)/generate.cu,,$(EMU_OBJS))
 generate_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
-	$(call EMU_BUILD,$@,$(EMU_SRC)/data/generate.cu,-DENABLE_BF16,$(EMU_OBJS))
+	$(call EMU_BUILD,$@,$(EMU_SRC)/generate.cu,-DENABLE_BF16,$(EMU_OBJS))
 
 build/emu/test_gpt2_debug_fp32: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,,$(EMU_OBJS))

@@ -1,5 +1,5 @@
-// generate.h: what ./generate (CPU, data/generate.cpp) and ./generate_fp32 / _bf16 (GPU,
-// data/generate.cu) share: the flags, the prompt, and the sampling loop. The two mains
+// generate.h: what ./generate (CPU, generate.cpp) and ./generate_fp32 / _bf16 (GPU,
+// generate.cu) share: the flags, the prompt, and the sampling loop. The two mains
 // differ only in the backend that turns a sequence into the logits of its last position.
 // defines: GenerateConfig, generate_args_parse, generate_args_print_help, GeneratePrompt,
 //          generate_prepare, generate_run
@@ -120,8 +120,8 @@ inline std::vector<int> generate_parse_ids(const std::string& s, int V) {
 
 // The decode table (unless ids are printed), the EOT token, and the prompt's ids, checked
 // against the model: every id < V, at most maxT of them.
-inline void generate_prepare(const GenerateConfig& cfg, const GPT2Config& mc, GeneratePrompt* out) {
-    const int V = mc.vocab_size;
+// V, maxT: the model's vocabulary size and context.
+inline void generate_prepare(const GenerateConfig& cfg, int V, int maxT, GeneratePrompt* out) {
     out->tok.ok = false;
     std::string mismatch;  // said once the prompt is known to be good: an error stays one line
     if (!cfg.print_ids) {
@@ -159,8 +159,8 @@ inline void generate_prepare(const GenerateConfig& cfg, const GPT2Config& mc, Ge
             for (uint32_t id : enc) out->ids.push_back((int)id);
         }
     }
-    if ((int)out->ids.size() > mc.max_seq_len)
-        fail("the prompt is %zu tokens, longer than the model's context maxT=%d", out->ids.size(), mc.max_seq_len);
+    if ((int)out->ids.size() > maxT)
+        fail("the prompt is %zu tokens, longer than the model's context maxT=%d", out->ids.size(), maxT);
     if (!mismatch.empty()) fputs(mismatch.c_str(), stderr);
 }
 
@@ -183,10 +183,9 @@ inline void generate_print_token(const GenerateConfig& cfg, const GeneratePrompt
 // Generates from pr.ids with backend be; returns the generated tokens. Prints them as they
 // come (text: the prompt first; ids: only the generated ones), a summary line on stderr.
 template <typename Backend>
-inline std::vector<int> generate_run(const GenerateConfig& cfg, const GPT2Config& mc, const GeneratePrompt& pr,
+inline std::vector<int> generate_run(const GenerateConfig& cfg, int V, int maxT, const GeneratePrompt& pr,
                                      Backend& be) {
     using clock = std::chrono::steady_clock;
-    const int V = mc.vocab_size, maxT = mc.max_seq_len;
     FILE* logits_file = cfg.logits_out.empty() ? nullptr : fopen_or_fail(cfg.logits_out.c_str(), "wb");
     uint64_t rng = 0x9E3779B97F4A7C15ull ^ (uint64_t)cfg.seed;  // as the trainer seeds its samples
     std::vector<int> seq = pr.ids, out;

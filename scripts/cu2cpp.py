@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """cu2cpp.py OUTDIR: the CUDA sources as C++ for the emulated GPU (llmc/emu/emu.h).
 
-Writes every source the GPU programs include (train_gpt.cu, llmc/, dev/cuda/, data/, test/*.cu
-and test/*.h) under OUTDIR with the same relative paths, changing only CUDA's syntax that a
+Writes every source the GPU programs include (train_gpt.cu, generate.cu, llmc/, dev/cuda/,
+data/*.h, test/*.cu and test/*.h) under OUTDIR with the same relative paths, changing only CUDA's syntax that a
 host compiler cannot read; kernels and launchers are otherwise the same text:
   kernel<<<grid, block, smem, stream>>>(args)
       -> ::emu::launch_named("kernel", kernel, grid, block, smem, stream)(args)
@@ -18,8 +18,8 @@ import os
 import re
 import sys
 
-SOURCES = [("train_gpt.cu", None), ("llmc", (".h", ".cuh")), ("dev/cuda", (".cu", ".cuh")),
-           ("data", (".h", ".cu")), ("test", (".cu", ".h"))]
+SOURCES = [("train_gpt.cu", None), ("generate.cu", None), ("llmc", (".h", ".cuh")), ("dev/cuda", (".cu", ".cuh")),
+           ("data", (".h",)), ("test", (".cu", ".h"))]
 SKIP_DIRS = {os.path.join("llmc", "emu")}
 
 

@@ -27,7 +27,7 @@ of the kernel where it has one (the .maxntid in the PTX that nvcc keeps), else L
 dynamic shared memory is computed by the launchers' own functions (DYNAMIC_SMEM), compiled and
 run on the host, so the table cannot drift from them.
 
-Path: default = launched by the trainer (train_gpt.cu) or by generation (data/generate.cu) with
+Path: default = launched by the trainer (train_gpt.cu) or by generation (generate.cu) with
 default flags for some model shape, every head size counted: the bf16 trainer's tensor-core
 attention (attention_*_mma, -ak -1) and the CUDA-core one (fp32, other head sizes, -ak 0) alike.
 option = only behind a flag. dev = only in the dev/cuda programs.
@@ -47,7 +47,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 TABLE = "dev/results/kernel_resources_sm90.txt"
 
 # What is compiled: the trainer holds every kernel of llmc/cuda but two; the KV-cache attention
-# of data/generate.cu comes from its dev program (the same header, a twentieth of the compile
+# of generate.cu comes from its dev program (the same header, a twentieth of the compile
 # time), and two dev programs define kernels of their own. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
 SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu",

@@ -140,6 +140,35 @@ EOF
 cmp -s "$out/model.bin" "$out/reimported.bin" || fail "export + import is not the identity"
 echo "ok import_hf of the export: the same checkpoint, byte for byte"
 
+# --- generation: ./generate on the imported model, greedy, with and without the KV cache,
+# against the reference's own greedy decoding (its float64 logits at every step)
+make -s generate
+./generate -e "$out/model.bin" -pi 5,17,99 -g 12 -st 0 -oi 1 -ol "$out/gen_kv.f32" > "$out/gen_kv.txt" 2> "$out/gen.log" ||
+    fail "generate: $(cat "$out/gen.log")"
+./generate -e "$out/model.bin" -pi 5,17,99 -g 12 -st 0 -oi 1 -kv 0 -ol "$out/gen_full.f32" > "$out/gen_full.txt" 2>> "$out/gen.log" ||
+    fail "generate -kv 0: $(cat "$out/gen.log")"
+cmp -s "$out/gen_kv.f32" "$out/gen_full.f32" || fail "generate: the KV cache's logits differ from the full forward's"
+"$PY" - "$out/hf" "$out/gen_kv.txt" "$out/gen_kv.f32" <<'EOF'
+import sys
+import numpy as np
+import torch
+sys.path.insert(0, "test")
+import llama_reference as lr
+m = lr.read_hf(sys.argv[1])
+got = [int(t) for t in open(sys.argv[2]).read().split()]
+ours = np.fromfile(sys.argv[3], dtype="<f4").reshape(len(got), -1)
+seq, worst = [5, 17, 99], 0.0
+with torch.no_grad():
+    for i in range(len(got)):
+        logits = m(torch.tensor([seq]))[0][0, -1]
+        worst = max(worst, float((logits - torch.from_numpy(ours[i]).double()).abs().max()))
+        seq.append(int(logits.argmax()))
+assert seq[3:] == got, (seq[3:], got)
+assert worst < 1e-4, worst
+print(f"ok generate (KV cache = full forward, bit for bit): {len(got)} greedy tokens equal PyTorch's, "
+      f"logits within {worst:.1e}")
+EOF
+
 # --- config.json fields this trainer does not compute: refused, one line naming the field
 refuse() {  # refuse FIELD JSON_PYTHON_EXPR
     local field=$1 edit=$2 d="$out/bad_$1"

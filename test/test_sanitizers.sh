@@ -11,7 +11,7 @@ rm -rf "$out"; mkdir -p "$out" build/san
 SAN="-O1 -g -march=native -std=c++17 -fopenmp -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 g++ $SAN -o build/san/train_gpt_cpu train_gpt.cpp -lm
 g++ $SAN -o build/san/tokenize data/tokenize.cpp -lm -lpthread
-g++ $SAN -o build/san/import_hf data/import_hf.cpp -lm
+g++ $SAN -o build/san/import_hf import_hf.cpp -lm
 make -s train_gpt_cpu
 bash data/get_vocab.sh > /dev/null  # ./tokenize needs GPT-2's vocabulary
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:exitcode=99

@@ -1,5 +1,5 @@
 // emu.h: the emulated GPU. gptrain's CUDA sources (train_gpt.cu, llmc/cuda/*.cuh, dev/cuda,
-// test/test_gpt2_debug.cu, data/generate.cu) compile with a host compiler against this header
+// test/test_gpt2_debug.cu, generate.cu) compile with a host compiler against this header
 // and run on the CPU with CUDA's execution model:
 //   - a launch is a grid of blocks of threads; each thread is a fiber with its own stack, so
 //     __syncthreads is a real barrier and the threads of a block run up to it in an order

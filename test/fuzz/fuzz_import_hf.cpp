@@ -1,4 +1,4 @@
-// Fuzz target: ./import_hf (data/import_hf.cpp), the whole Hugging Face import: the
+// Fuzz target: ./import_hf (import_hf.cpp), the whole Hugging Face import: the
 // safetensors file, config.json, the GPT-2 shapes inferred from them, the tensors read and
 // transposed, the checkpoint written.
 // Input: two parts (fuzz_split): model.safetensors, and config.json next to it (none when
@@ -6,7 +6,7 @@
 #include "fuzz_common.h"  // defines: fuzz_write_file, fuzz_remove_file, fuzz_split, fuzz_rejected
 
 #define main import_hf_main  // the tool's main() becomes a function this target calls
-#include "../../data/import_hf.cpp"
+#include "../../import_hf.cpp"
 #undef main
 
 // the tool reports each model it writes on stdout: not in the fuzzer's log

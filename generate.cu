@@ -10,13 +10,13 @@
 #include <cstdio>
 #include <vector>
 
-#include "../llmc/generate.h"       // defines: GenerateConfig, generate_args_parse, generate_prepare, generate_run
-#include "../llmc/gpt2.h"           // defines: GPT2 (the host model the checkpoint loads into)
-#include "../llmc/checkpoint.h"     // defines: gpt2_load_checkpoint
-#include "../llmc/zero.h"           // defines: zero_layout
-#include "../llmc/cuda/common.cuh"  // defines: CudaContext, cuda_context_init, PRECISION_NAME
-#include "../llmc/gpt2_cuda.cuh"    // defines: GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state, gpt2_cuda_forward, ...
-#include "../llmc/gpt2_cuda_kv.cuh" // defines: GPT2CudaKV, gpt2_cuda_kv_init, gpt2_cuda_kv_forward, gpt2_cuda_kv_free
+#include "llmc/generate.h"       // defines: GenerateConfig, generate_args_parse, generate_prepare, generate_run
+#include "llmc/gpt2.h"           // defines: GPT2 (the host model the checkpoint loads into)
+#include "llmc/checkpoint.h"     // defines: gpt2_load_checkpoint
+#include "llmc/zero.h"           // defines: zero_layout
+#include "llmc/cuda/common.cuh"  // defines: CudaContext, cuda_context_init, PRECISION_NAME
+#include "llmc/gpt2_cuda.cuh"    // defines: GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state, gpt2_cuda_forward, ...
+#include "llmc/gpt2_cuda_kv.cuh" // defines: GPT2CudaKV, gpt2_cuda_kv_init, gpt2_cuda_kv_forward, gpt2_cuda_kv_free
 
 struct GpuKvBackend {
     const GPT2Cuda* model;
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     gpt2_load_checkpoint(&host, cfg.model.c_str());
     const GPT2Config mc = host.config;
     GeneratePrompt prompt;
-    generate_prepare(cfg, mc, &prompt);
+    generate_prepare(cfg, mc.vocab_size, mc.max_seq_len, &prompt);
 
     int device_count = 0;
     CHECK_CUDA(cudaGetDeviceCount(&device_count));
@@ -63,12 +63,12 @@ int main(int argc, char** argv) {
     if (cfg.kv_cache) {
         GpuKvBackend be{&model, {}};
         gpt2_cuda_kv_init(&be.kv, &model);
-        generate_run(cfg, mc, prompt, be);
+        generate_run(cfg, mc.vocab_size, mc.max_seq_len, prompt, be);
         gpt2_cuda_kv_free(&be.kv);
     } else {
         gpt2_cuda_alloc_state(&model, 1, mc.max_seq_len, 1);
         GpuFullBackend be{&model, {}};
-        generate_run(cfg, mc, prompt, be);
+        generate_run(cfg, mc.vocab_size, mc.max_seq_len, prompt, be);
     }
     gpt2_cuda_free(&model);
     cuda_context_free(&ctx);

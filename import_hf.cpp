@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "../llmc/utils.h"        // defines: fail, file_size_or_fail
-#include "../llmc/gpt2.h"         // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
-#include "../llmc/llama3.h"       // defines: Llama, LlamaConfig, llama_init
-#include "../llmc/checkpoint.h"   // defines: gpt2_write_checkpoint, model_write_checkpoint
-#include "../llmc/safetensors.h"  // defines: safetensors_open, safetensors_read_f32, json_parse, hf_gpt2_names
-#include "../llmc/hf_llama.h"     // defines: hf_llama_config_read, hf_llama_pieces, hf_weights_open, read_text_file
+#include "llmc/utils.h"        // defines: fail, file_size_or_fail
+#include "llmc/gpt2.h"         // defines: GPT2, GPT2Config, gpt2_init, gpt2_config_problem
+#include "llmc/llama3.h"       // defines: Llama, LlamaConfig, llama_init
+#include "llmc/checkpoint.h"   // defines: gpt2_write_checkpoint, model_write_checkpoint
+#include "llmc/safetensors.h"  // defines: safetensors_open, safetensors_read_f32, json_parse, hf_gpt2_names
+#include "llmc/hf_llama.h"     // defines: hf_llama_config_read, hf_llama_pieces, hf_weights_open, read_text_file
 
 static void usage() {
     fprintf(stderr,

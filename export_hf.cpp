@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "../llmc/utils.h"        // defines: fail
-#include "../llmc/gpt2.h"         // defines: GPT2, GPT2Config, ParamTensor
-#include "../llmc/checkpoint.h"   // defines: model_load_checkpoint, AtomicFile
-#include "../llmc/safetensors.h"  // defines: safetensors_header, float_to_bf16, hf_gpt2_names
-#include "../llmc/hf_llama.h"     // defines: hf_llama_pieces, hf_llama_config_json
+#include "llmc/utils.h"        // defines: fail
+#include "llmc/gpt2.h"         // defines: GPT2, GPT2Config, ParamTensor
+#include "llmc/checkpoint.h"   // defines: model_load_checkpoint, AtomicFile
+#include "llmc/safetensors.h"  // defines: safetensors_header, float_to_bf16, hf_gpt2_names
+#include "llmc/hf_llama.h"     // defines: hf_llama_pieces, hf_llama_config_json
 
 static void usage() {
     fprintf(stderr,
