@@ -76,7 +76,9 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     return {
     ARG("-i", ARG_STRING, train_pattern, 0, 0, "train data shard glob"),
     ARG("-j", ARG_STRING, val_pattern, 0, 0, "val data shard glob"),
-    ARG("-e", ARG_STRING, init, 0, 0, "init: checkpoint file, or d6|d12|d24|d36|d48, gpt2:dN, gpt3:cN, gpt2:l<L>c<C>[h<NH>]"),
+    ARG("-e", ARG_STRING, init, 0, 0,
+        "init: model file, or d6|d12|d24|d36|d48, gpt2:dN, gpt3:cN, gpt2:l<L>c<C>[h<NH>], "
+        "llama3:l<L>c<C>h<NH>kv<NKV>f<F>[v<V>], llama3.1:8b|70b|405b"),
     ARG("-o", ARG_STRING, output_dir, 0, 0, "output dir for main.log, metrics.jsonl, checkpoints (empty: none)"),
     ARG("-tf", ARG_STRING, tokenizer, 0, 0, "tokenizer file for samples (empty: gpt2_tokenizer.bin, data/gpt2_tokenizer.bin)"),
     ARG("-b", ARG_INT, B, 1, 1 << 20, "micro-batch size per process"),
