@@ -8,6 +8,7 @@
 
 #include "../../llmc/checkpoint.h"   // defines: gpt2_write_checkpoint, state_write, TrainState
 #include "../../llmc/safetensors.h"  // defines: safetensors_header, hf_gpt2_names, hf_tensor_shape, float_to_bf16
+#include "../../llmc/hf_llama.h"     // defines: hf_llama_pieces, hf_llama_config_json
 #include "../../data/bpe.h"          // defines: gpt2_unicode_to_byte, utf8_append
 
 static std::string out_dir;
@@ -61,6 +62,51 @@ static void model_seeds(const GPT2& m) {
     memcpy(&bf16[4], &version, 4);
     for (size_t i = 0; i < m.num_parameters; i++) put_u16(&bf16, float_to_bf16(m.params[i]));
     seed("checkpoint", "bf16", bf16);
+}
+
+// A Llama: L=1 C=8 NH=2 NKV=1 F=12 V=10 (Vp=128) maxT=6, RoPE scaled; its model file, and the
+// Hugging Face directory import_hf reads (F32 tensors by transformers' names, config.json).
+static void llama_seeds() {
+    LlamaConfig c = {6, 10, round_up_128(10), 1, 2, 1, 8, 12, 1e-5f, 500000.0f, {8.0f, 1.0f, 4.0f, 4.0f}};
+    Llama m;
+    llama_init(&m, c);
+    llama_init_random(&m, 7);
+    std::string path = out_dir + "/llama.tmp";
+    model_write_checkpoint(&m, path);
+    seed("checkpoint", "llama_fp32", read_all(path));
+    remove(path.c_str());
+    std::vector<SafeTensorSpec> specs;
+    std::string data;
+    for (const HfPiece& p : hf_llama_pieces(c, m.tensors)) {
+        specs.push_back({p.name, "F32", p.shape});
+        size_t n = 1;
+        for (uint64_t d : p.shape) n *= d;
+        put(&data, m.params + p.offset, n * sizeof(float));
+    }
+    seed("import_hf", "llama_f32", part(safetensors_header(specs, {{"format", "pt"}}) + data) +
+                                       hf_llama_config_json(c, "float32"));
+    llama_free(&m);
+}
+
+// A tiktoken file: every byte, then a few merged tokens, ranks in order; and a text.
+static void tiktoken_seeds() {
+    static const char* b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    auto encode = [](const std::string& bytes) {
+        std::string out;
+        for (size_t i = 0; i < bytes.size(); i += 3) {
+            uint32_t w = (uint8_t)bytes[i] << 16;
+            if (i + 1 < bytes.size()) w |= (uint8_t)bytes[i + 1] << 8;
+            if (i + 2 < bytes.size()) w |= (uint8_t)bytes[i + 2];
+            for (int k = 0; k < 4; k++)
+                out += k <= (int)(bytes.size() - i) ? b64[(w >> (18 - 6 * k)) & 63] : '=';
+        }
+        return out;
+    };
+    std::string ranks;
+    int rank = 0;
+    for (int c = 0; c < 256; c++) ranks += encode(std::string(1, (char)c)) + " " + std::to_string(rank++) + "\n";
+    for (const char* t : {"th", "the", " the", "ab", "12"}) ranks += encode(t) + " " + std::to_string(rank++) + "\n";
+    seed("tiktoken", "tiny", part(ranks) + "the cat ate the abba's \xe2\x82\xac 1234 \xff\r\n\n  THE'S");
 }
 
 static void state_seeds(size_t n) {
@@ -228,6 +274,8 @@ int main(int argc, char** argv) {
     evalset_seeds();
     safetensors_seeds(m);
     bpe_seeds();
+    tiktoken_seeds();
+    llama_seeds();
     args_seeds();
     regression_seeds();
     gpt2_free(&m);
