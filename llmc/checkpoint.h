@@ -175,15 +175,10 @@ inline ModelBase* model_load_checkpoint(const char* path) {
 // Loads a GPT-2 model file into *model (gpt2_free frees it): for the programs that run GPT-2 only.
 inline void gpt2_load_checkpoint(GPT2* model, const char* path) {
     ModelBase* loaded = model_load_checkpoint(path);
-    if (loaded->family != FAMILY_GPT2) {
-        model_delete(loaded);
-        fail("%s: a %s model: this program runs GPT-2 models only", path, model_family_name(loaded->family));
-    }
-    GPT2* g = static_cast<GPT2*>(loaded);
-    *model = *g;  // takes over the buffers
-    g->params = nullptr;
-    model->p = param_ptrs(model->params, model->tensors);
-    delete g;
+    if (gpt2_take_over(model, loaded)) return;
+    ModelFamily family = loaded->family;
+    model_delete(loaded);
+    fail("%s: a %s model: this program runs GPT-2 models only", path, model_family_name(family));
 }
 
 // Writes the model's parameters as an fp32 model file of its family.

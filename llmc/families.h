@@ -6,7 +6,8 @@
 // A third family adds its header, an enum value in llmc/model.h, a case in each function
 // here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
 // defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
-//          model_config_table, model_config_num_parameters, MemoryPlan, model_memory_plan, model_config_of, model_new, model_delete, model_init_random,
+//          model_config_table, model_config_num_parameters, MemoryPlan, model_memory_plan, model_config_of,
+//          gpt2_take_over, model_new, model_delete, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_grads, model_forward, model_backward,
 //          model_logits, model_losses, model_update, model_flops_per_token, model_describe
 #pragma once
@@ -114,6 +115,19 @@ inline void model_delete(ModelBase* m) {
     model_free_buffers(m);
     if (m->family == FAMILY_LLAMA3) delete static_cast<Llama*>(m);
     else delete static_cast<GPT2*>(m);
+}
+
+// For the programs that run GPT-2 only: *out takes over a GPT-2 model (its buffers; loaded is
+// deleted). Returns false, and leaves both alone, when loaded is of another family.
+inline bool gpt2_take_over(GPT2* out, ModelBase* loaded) {
+    if (loaded->family != FAMILY_GPT2) return false;
+    GPT2* g = static_cast<GPT2*>(loaded);
+    *out = *g;
+    out->p = param_ptrs(out->params, out->tensors);
+    out->g = param_ptrs(out->grads, out->tensors);
+    g->params = g->grads = g->m = g->v = g->acts_memory = nullptr;
+    delete g;
+    return true;
 }
 
 inline void model_init_random(ModelBase* m, uint32_t seed) {

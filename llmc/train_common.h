@@ -127,17 +127,11 @@ inline ModelBase* train_load_model(const TrainConfig& cfg, int resume_step) {
 // GPT-2, and another family is refused.
 inline void train_load_host_model(GPT2* model, const TrainConfig& cfg, int resume_step) {
     ModelBase* loaded = train_load_model(cfg, resume_step);
-    if (loaded->family != FAMILY_GPT2) {
-        ModelFamily family = loaded->family;
-        model_delete(loaded);
-        fail("flag -e: '%s' is a %s model: this trainer runs GPT-2 models only (train it with train_gpt_cpu)",
-             cfg.init.c_str(), model_family_name(family));
-    }
-    GPT2* g = static_cast<GPT2*>(loaded);
-    *model = *g;  // takes over the buffers
-    model->p = param_ptrs(model->params, model->tensors);
-    g->params = nullptr;
-    delete g;
+    if (gpt2_take_over(model, loaded)) return;
+    ModelFamily family = loaded->family;
+    model_delete(loaded);
+    fail("flag -e: '%s' is a %s model: this trainer runs GPT-2 models only (train it with train_gpt_cpu)",
+         cfg.init.c_str(), model_family_name(family));
 }
 
 // The batch arithmetic and the data loaders of a run.
