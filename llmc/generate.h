@@ -2,9 +2,9 @@
 // generate.cu) share: the flags, the prompt, and the sampling loop. The two mains
 // differ only in the backend that turns a sequence into the logits of its last position.
 // defines: GenerateConfig, generate_args_parse, generate_args_print_help, GeneratePrompt,
-//          generate_prepare, generate_run
+//          generate_check_prompt, generate_prepare_tiktoken, generate_prepare, generate_run
 //
-// One generation: the prompt's ids (GPT-2 BPE of -p, or -pi as given) go through the model
+// One generation: the prompt's ids (GPT-2 BPE of -p, a tiktoken file's with -tk, or -pi as given) go through the model
 // once; then, until -g tokens, EOT (-se 1) or the model's context maxT is reached: sample
 // the next token from the last logits (temperature, top-k, top-p; llmc/sampler.h), print
 // it, feed it back. A backend is anything with
@@ -40,6 +40,7 @@ struct GenerateConfig {
     int kv_cache = 1;                // -kv 0: no cache, the trainer's full forward over the sequence each step
     std::string tokenizer = "";      // -tf decode table (empty: gpt2_tokenizer.bin, then data/gpt2_tokenizer.bin)
     std::string vocab_dir = "data/gpt2_vocab";  // -vd encoder.json and vocab.bpe, to encode -p
+    std::string tiktoken = "";       // -tk a tiktoken BPE file (cl100k_base, Llama 3): encodes -p, decodes the output
     int tf32 = 0;                    // -f  TF32 matmuls (GPU fp32 build; 0 keeps the logits close to the CPU's)
 };
 
@@ -61,6 +62,7 @@ inline std::vector<ArgSpec> generate_arg_specs(GenerateConfig* c) {
     ARG("-kv", ARG_INT, kv_cache, 0, 1, "1: KV cache; 0: full forward over the sequence every step"),
     ARG("-tf", ARG_STRING, tokenizer, 0, 0, "tokenizer decode table (empty: gpt2_tokenizer.bin, data/gpt2_tokenizer.bin)"),
     ARG("-vd", ARG_STRING, vocab_dir, 0, 0, "directory of encoder.json and vocab.bpe (to encode -p)"),
+    ARG("-tk", ARG_STRING, tiktoken, 0, 0, "tiktoken BPE file: encodes -p and decodes the output (replaces -tf, -vd)"),
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU fp32)"),
     };
 #undef ARG
@@ -120,9 +122,48 @@ inline std::vector<int> generate_parse_ids(const std::string& s, int V) {
 
 // The decode table (unless ids are printed), the EOT token, and the prompt's ids, checked
 // against the model: every id < V, at most maxT of them.
+// The prompt must fit the model: every id < V, at most maxT of them.
+inline void generate_check_prompt(const std::vector<int>& ids, int V, int maxT) {
+    for (int id : ids)
+        if (id >= V) fail("the prompt holds token %d, outside the model's vocabulary of %d", id, V);
+    if ((int)ids.size() > maxT) fail("the prompt is %zu tokens, longer than the model's context maxT=%d", ids.size(), maxT);
+}
+
+// -tk FILE: a tiktoken BPE file (data/bpe.h) encodes -p (after the file's separator: 100257
+// for cl100k_base, 128000 <|begin_of_text|> for Llama 3, when -pe 1) and decodes what is
+// printed; the model's ids past the file's ranks print as <|id N|>, the separator by its name.
+inline void generate_prepare_tiktoken(const GenerateConfig& cfg, int V, int maxT, GeneratePrompt* out) {
+    Bpe bpe;
+    bpe_load_tiktoken(&bpe, cfg.tiktoken.c_str());
+    if (bpe.pieces.size() > (size_t)V)
+        fail("%s: %zu tokens, more than the model's vocabulary of %d", cfg.tiktoken.c_str(), bpe.pieces.size(), V);
+    out->eot = bpe.eot_token != UINT32_MAX && bpe.eot_token < (uint32_t)V ? (int)bpe.eot_token : V - 1;
+    Tokenizer& t = out->tok;
+    t.vocab_size = (uint32_t)V;
+    t.eot_token = (uint32_t)out->eot;
+    t.pieces.assign(V, std::string());
+    for (int id = 0; id < V; id++) {
+        const std::string* p = bpe_piece(&bpe, (uint32_t)id);
+        t.pieces[id] = p != nullptr ? *p : "<|id " + std::to_string(id) + "|>";
+    }
+    t.ok = !cfg.print_ids;
+    out->ids.clear();
+    if (!cfg.prompt_ids.empty()) {
+        out->ids = generate_parse_ids(cfg.prompt_ids, V);
+    } else {
+        if (cfg.prepend_eot || cfg.prompt.empty()) out->ids.push_back(out->eot);
+        BpeCache cache;
+        std::vector<uint32_t> enc;
+        bpe_encode(&bpe, &cache, cfg.prompt.data(), cfg.prompt.size(), &enc);
+        for (uint32_t id : enc) out->ids.push_back((int)id);
+    }
+    generate_check_prompt(out->ids, V, maxT);
+}
+
 // V, maxT: the model's vocabulary size and context.
 inline void generate_prepare(const GenerateConfig& cfg, int V, int maxT, GeneratePrompt* out) {
     out->tok.ok = false;
+    if (!cfg.tiktoken.empty()) return generate_prepare_tiktoken(cfg, V, maxT, out);
     std::string mismatch;  // said once the prompt is known to be good: an error stays one line
     if (!cfg.print_ids) {
         std::string path = cfg.tokenizer;
@@ -159,8 +200,7 @@ inline void generate_prepare(const GenerateConfig& cfg, int V, int maxT, Generat
             for (uint32_t id : enc) out->ids.push_back((int)id);
         }
     }
-    if ((int)out->ids.size() > maxT)
-        fail("the prompt is %zu tokens, longer than the model's context maxT=%d", out->ids.size(), maxT);
+    generate_check_prompt(out->ids, V, maxT);
     if (!mismatch.empty()) fputs(mismatch.c_str(), stderr);
 }
 
@@ -168,7 +208,7 @@ inline void generate_prepare(const GenerateConfig& cfg, int V, int maxT, Generat
 inline void generate_print_token(const GenerateConfig& cfg, const GeneratePrompt& pr, int id, bool first) {
     if (cfg.print_ids || !pr.tok.ok) {
         printf(first ? "%d" : " %d", id);
-    } else if (id == pr.eot) {
+    } else if (id == pr.eot && cfg.tiktoken.empty()) {
         fputs("<|endoftext|>", stdout);
     } else {
         const std::string& s = tokenizer_decode(&pr.tok, (uint32_t)id);

@@ -141,4 +141,24 @@ expect_error "not a token id" "not a token id" sh -c "echo 100256 | ./tokenize d
 expect_error "tokenizer-file --tiktoken" "not supported" ./tokenize tokenizer-file "$B/t.bin" --tiktoken "$TIK"
 ls "$B"/x_* >/dev/null 2>&1 && die "a refused ./tokenize shards wrote shards"
 echo "  damaged ranks files and wrong flags: one-line errors, non-zero exit"
+# --- 6: ./generate -tk: a one-step Llama of cl100k's vocabulary (V 100,352) prompted with text
+# encodes it as js-tiktoken does (after the separator 100257) and prints what js-tiktoken
+# decodes the prompt and the generated ids to
+G="$OUT/generate"
+rm -rf "$G"; mkdir -p "$G"
+make -s train_gpt_cpu generate
+./train_gpt_cpu -e llama3:l1c16h2kv1f32v100352 -i "$D/run1/t_train_000000.bin" -b 1 -t 4 -x 1 -v 0 -s 0 -n 1 \
+    -o "$G/run" >"$G/train.log" 2>&1 || die "a one-step Llama: $(tail -2 "$G/train.log")"
+printf "Hello world, it's 1234567 \xf0\x9f\x91\x8d" >"$G/prompt.txt"
+$REF encode "$G/prompt.txt" "$G/prompt_js.ids" || die "reference.mjs encode failed"
+gen() { ./generate -e "$G/run/model_00000001.bin" -g 12 -st 0 -se 0 "$@" 2>>"$G/gen.log"; }
+gen -pi "100257 $(cat "$G/prompt_js.ids")" -oi 1 >"$G/by_ids.txt" || die "generate -pi: $(tail -2 "$G/gen.log")"
+gen -tk "$TIK" -p "$(cat "$G/prompt.txt")" -oi 1 >"$G/by_text.txt" || die "generate -tk: $(tail -2 "$G/gen.log")"
+cmp -s "$G/by_ids.txt" "$G/by_text.txt" || die "generate -tk -p: not the continuation of js-tiktoken's ids of the prompt"
+gen -tk "$TIK" -p "$(cat "$G/prompt.txt")" >"$G/text.txt" || die "generate -tk (text): $(tail -2 "$G/gen.log")"
+echo "$(cat "$G/prompt_js.ids") $(cat "$G/by_ids.txt")" >"$G/all.ids"
+$REF decode "$G/all.ids" "$G/expect.txt" || die "reference.mjs decode failed"
+echo >>"$G/expect.txt"
+cmp -s "$G/expect.txt" "$G/text.txt" || die "generate -tk printed '$(head -c 200 "$G/text.txt")', js-tiktoken decodes '$(head -c 200 "$G/expect.txt")'"
+echo "  generate -tk: the prompt's ids and the printed text equal js-tiktoken's ($(wc -w <"$G/by_ids.txt") tokens generated)"
 echo "PASS: $bytes bytes of text, $(wc -w <"$OUT/all_js.ids") tokens identical to js-tiktoken's cl100k_base"

@@ -3,6 +3,8 @@
 // shares code with data/bpe.h. With TIKTOKEN_FILE=F set, encode and docs use the ranks of
 // the tiktoken file F (ranks 0..N-1) with ENCODING's split pattern and no special tokens.
 //   node reference.mjs encode IN OUT       ids of the whole file, space separated
+//   node reference.mjs decode IN OUT       the text of the ids in IN (space separated; special
+//                                           tokens by their names)
 //   node reference.mjs docs OUT FILE...     JSON [[ids of doc 1], ...]: a .jsonl file gives one
 //                                           doc per line (its "text"), any other file one doc
 //   node reference.mjs classes OUT          "FIRST LAST CLASS" runs over all code points,
@@ -45,6 +47,9 @@ const [mode, out, ...rest] = process.argv.slice(2);
 if (mode === "encode") {
   const text = fs.readFileSync(out, "utf8");
   fs.writeFileSync(rest[0], encode(text).join(" ") + "\n");
+} else if (mode === "decode") {
+  const ids = fs.readFileSync(out, "utf8").split(/\s+/).filter(Boolean).map(Number);
+  fs.writeFileSync(rest[0], Buffer.from(enc.decode(ids)));
 } else if (mode === "docs") {
   const docs = [];
   for (const f of rest) {
