@@ -45,9 +45,10 @@ cuda-dev-clean:
 # The GPU trainer and its test against PyTorch, one source each, two precisions:
 #   train_gpt_fp32, train_gpt_bf16                          (train_gpt.cu)
 #   build/test_gpt2_debug_fp32, build/test_gpt2_debug_bf16  (test/test_gpt2_debug.cu)
+#   build/test_llama_debug_fp32, build/test_llama_debug_bf16 (test/test_llama_debug.cu)
 #   generate_fp32, generate_bf16                            (generate.cu: sampling, KV cache)
 # `make cuda-all` builds them and every dev/cuda program.
-CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh
+CUDA_TRAINER_HEADERS := $(CUDA_HEADERS) llmc/gpt2_cuda.cuh llmc/llama_cuda.cuh llmc/model_cuda.cuh
 
 # Multi-process: MPI when make finds mpicxx (the Makefile's MPICXX), NCCL when its header is
 # there (NO_NCCL=1 builds without: several processes then stage through the host).
@@ -73,6 +74,15 @@ build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
 
 build/test_gpt2_debug_bf16: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
+
+# the GPU Llama 3 (llmc/llama_cuda.cuh) against test/llama_reference.py's debug states
+build/test_llama_debug_fp32: test/test_llama_debug.cu test/debug_checks.h $(CUDA_TRAINER_HEADERS)
+	@mkdir -p build
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
+
+build/test_llama_debug_bf16: test/test_llama_debug.cu test/debug_checks.h $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 

@@ -4,10 +4,11 @@
 #   train_gpt_fp32_emu, train_gpt_bf16_emu          the trainers (the real ones' flags)
 #   generate_fp32_emu, generate_bf16_emu            sampling with a KV cache
 #   build/emu/test_gpt2_debug_{fp32,bf16}           the PyTorch debug-state check
+#   build/emu/test_llama_debug_{fp32,bf16}          the same for Llama 3 (test/llama_reference.py)
 #   build/emu/cuda/<op>_{fp32,bf16}                 every dev/cuda program
 # and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
 # out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
-# the dev programs and two debug states so (the rest unsanitised, for time), as they do
+# the dev programs and four debug states so, two GPT-2 and two Llama (the rest unsanitised, for time), as they do
 #   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl
 #                                                   the emulator's own tests.
 # `make emu-all` builds what test/test_emu.sh runs.
@@ -72,6 +73,14 @@ build/emu/asan/test_gpt2_debug_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 build/emu/asan/test_gpt2_debug_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_gpt2_debug.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+build/emu/test_llama_debug_fp32: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,,$(EMU_OBJS))
+build/emu/test_llama_debug_bf16: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,-DENABLE_BF16,$(EMU_OBJS))
+build/emu/asan/test_llama_debug_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+build/emu/asan/test_llama_debug_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
 build/emu/cuda/%_fp32: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,,$(EMU_OBJS))
@@ -94,6 +103,8 @@ EMU_TESTS := $(patsubst test/test_emu_%,build/emu/test_emu_%,$(basename $(wildca
 emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu \
               build/emu/test_gpt2_debug_fp32 build/emu/test_gpt2_debug_bf16 \
               build/emu/asan/test_gpt2_debug_fp32 build/emu/asan/test_gpt2_debug_bf16
+emu-trainers: build/emu/test_llama_debug_fp32 build/emu/test_llama_debug_bf16 \
+              build/emu/asan/test_llama_debug_fp32 build/emu/asan/test_llama_debug_bf16
 emu-dev: $(EMU_DEV_ASAN_BINS)
 emu-tests: $(EMU_TESTS)
 emu-all: emu-trainers emu-dev emu-tests

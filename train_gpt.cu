@@ -1,24 +1,28 @@
 // train_gpt.cu: the GPU trainer. One source, two binaries: train_gpt_fp32, and
 // train_gpt_bf16 (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master
 // weights). Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the
-// model lives on the GPU (llmc/gpt2_cuda.cuh). Reading order: main() parses flags, builds
-// the model and the data loaders, prints the plan, then hands a GpuBackend to the loop both
-// trainers share (llmc/train_loop.h: validate, sample, checkpoint, one training step, log,
-// faults).
+// model lives on the GPU (llmc/gpt2_cuda.cuh for GPT-2, llmc/llama_cuda.cuh for Llama 3; what
+// they share is llmc/model_cuda.cuh's). Reading order: main() parses flags, builds the model and
+// the data loaders, prints the plan, then hands a GpuBackend to the loop both trainers share
+// (llmc/train_loop.h: validate, sample, checkpoint, one training step, log, faults).
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "llmc/utils.h"         // defines: fail, CHECK
 #include "llmc/args.h"          // defines: TrainConfig, args_parse
 #include "llmc/gpt2.h"          // defines: GPT2 (the host model: init, random init, loading), grad_clip_scale
-#include "llmc/checkpoint.h"    // defines: gpt2_load_checkpoint, TrainState
+#include "llmc/families.h"      // defines: ModelBase, model_describe, model_flops_per_token, model_delete
+#include "llmc/checkpoint.h"    // defines: model_load_checkpoint, TrainState
 #include "llmc/dataloader.h"    // defines: DataLoader (inside TrainData)
 #include "llmc/schedule.h"      // defines: LRSchedule, lr_schedule_parse
 #include "llmc/logger.h"        // defines: Logger (the loop logs)
 #include "llmc/tokenizer.h"     // defines: Tokenizer, tokenizer_init, tokenizer_decode
-#include "llmc/train_common.h"  // defines: train_prepare_output_dir, train_load_host_model, TrainData, ...
+#include "llmc/train_common.h"  // defines: train_prepare_output_dir, train_load_model, TrainData, ...
 #include "llmc/cuda/common.cuh" // defines: CudaContext, cuda_context_init, floatX, PRECISION_NAME
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
+#include "llmc/llama_cuda.cuh"  // defines: LlamaCuda, llama_cuda_forward, llama_cuda_backward, ...
+#include "llmc/model_cuda.cuh"  // defines: cuda_model_update, cuda_model_loss, cuda_model_load_state, ... (either family)
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
@@ -60,42 +64,73 @@ static double device_memory_used_mib() {
     return (total_b - free_b) / 1048576.0;
 }
 
+// ---------------------------------------------------------------------------------------
+// What differs between the families' GPU models, one overload each; everything else the
+// backend and main do is model_cuda.cuh's, on either model (M: GPT2Cuda or LlamaCuda).
+static void gpu_model_init(GPT2Cuda* m, const CudaContext* ctx, const ModelBase* host, bool master, const ZeroLayout& z) {
+    gpt2_cuda_init(m, ctx, static_cast<const GPT2*>(host), master, z);
+}
+static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase* host, bool master,
+                           const ZeroLayout& z) {
+    llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z);
+}
+static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute) { gpt2_cuda_alloc_state(m, B, T, recompute); }
+static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T); }
+static void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
+static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, 0, 0); }  // keeps every activation
+static void gpu_model_forward(GPT2Cuda* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+    gpt2_cuda_forward(m, inputs, targets, B, T, dloss);
+}
+static void gpu_model_forward(LlamaCuda* m, const int* inputs, const int* targets, int B, int T, float dloss) {
+    llama_cuda_forward(m, inputs, targets, B, T, dloss);
+}
+static void gpu_model_backward(GPT2Cuda* m, GpuGradSync* sink) { gpt2_cuda_backward(m, sink); }
+static void gpu_model_backward(LlamaCuda* m, GpuGradSync* sink) {  // GpuGradSync knows GPT-2's layers only
+    CHECK(sink == nullptr, "Llama 3 on the GPU trainer reduces no gradients during the backward");
+    llama_cuda_backward(m);
+}
+static void gpu_model_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* m, const TrainState& s) {
+    gpt2_cuda_checkpoint_write(dir, step, m, s);
+}
+static void gpu_model_checkpoint_write(const std::string& dir, int step, const LlamaCuda* m, const TrainState& s) {
+    llama_cuda_checkpoint_write(dir, step, m, s);
+}
+static void gpu_model_free(GPT2Cuda* m) { gpt2_cuda_free(m); }
+static void gpu_model_free(LlamaCuda* m) { llama_cuda_free(m); }
+
 // The weights of a checkpoint's model file into the allocated device model (reload after
-// faults); the bf16 build's master weights come back with the state file (gpt2_cuda_load_state).
-static void upload_weights(GPT2Cuda* model, const std::string& path) {
-    GPT2 host;
-    gpt2_load_checkpoint(&host, path.c_str());
+// faults); the bf16 build's master weights come back with the state file (cuda_model_load_state).
+template <typename M>
+static void upload_weights(M* model, const std::string& path) {
+    ModelBase* host = model_load_checkpoint(path.c_str());
     size_t n = model->num_parameters;
-    CHECK(host.num_parameters == n, "%zu vs %zu", host.num_parameters, n);
-    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
-    for (size_t done = 0; done < n; done += chunk.size()) {
-        size_t k = std::min(chunk.size(), n - done);
-        for (size_t i = 0; i < k; i++) chunk[i] = from_float<floatX>(host.params[done + i]);
-        CHECK_CUDA(cudaMemcpy(model->params + done, chunk.data(), k * sizeof(floatX), cudaMemcpyHostToDevice));
-    }
-    gpt2_free(&host);
+    CHECK(host->num_parameters == n, "%zu vs %zu", host->num_parameters, n);
+    cuda_upload_params(model->params, host->params, n);
+    model_delete(host);
 }
 
 // Non-finite weights (or master weights) never go into a checkpoint: refuses before writing.
-static void check_weights_finite(const GPT2Cuda* model, int step, const std::string& dir) {
+template <typename M>
+static void check_weights_finite(const M* model, int step, const std::string& dir) {
     size_t n = model->num_parameters;
+    const int count = (int)std::size(model->tensors);
     std::vector<float> host(n);
-    gpt2_cuda_download_floatx(model, model->params, host.data());
-    train_check_weights_finite(host.data(), n, model->tensors, NUM_PARAM_TENSORS, step, dir);
+    cuda_download_floatx(*model->ctx, model->params, n, host.data());
+    train_check_weights_finite(host.data(), n, model->tensors, count, step, dir);
     if (model->master != nullptr) {
         // the master covers this rank's values only: checked in place, the rest left zero
         const ZeroLayout& z = model->z;
         std::fill(host.begin(), host.end(), 0.0f);
         CHECK_CUDA(cudaMemcpy(host.data() + z.opt_begin, model->master, z.opt_count() * sizeof(float),
                               cudaMemcpyDeviceToHost));
-        train_check_weights_finite(host.data(), n, model->tensors, NUM_PARAM_TENSORS, step, dir, "master weight");
+        train_check_weights_finite(host.data(), n, model->tensors, count, step, dir, "master weight");
     }
 }
 
 // TEST HOOK (GPTRAIN_FAULT_INJECT nan_grad / nan_weight): element 0 of a device buffer := NaN,
 // in stream order. from is a pageable host value: copied out before cudaMemcpyAsync returns.
-template <typename T>
-static void poison_first(const GPT2Cuda* model, T* buf) {
+template <typename M, typename T>
+static void poison_first(const M* model, T* buf) {
     T nan_value = from_float<T>(NAN);
     CHECK_CUDA(cudaMemcpyAsync(buf, &nan_value, sizeof(T), cudaMemcpyHostToDevice, model->ctx->stream));
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
@@ -104,8 +139,9 @@ static void poison_first(const GPT2Cuda* model, T* buf) {
 // The loop's Backend (llmc/train_loop.h) for a model on the GPU, one of comm->world ranks that
 // split the parameter vector as llmc/zero.h lays it out. Work is queued on the stream;
 // losses, the grad norm and sync() (the step timer) wait for it.
+template <typename M>
 struct GpuBackend {
-    GPT2Cuda* model;
+    M* model;
     Comm* comm;
     GpuComm* gc;
     GpuGradSync* gsync;              // several ranks: reduces each layer's gradients as the backward finishes it
@@ -119,7 +155,7 @@ struct GpuBackend {
     bool step_open = false;          // a step's first micro-step ran and its step_done has not
     double step_start = 0.0;         // when that micro-step began (-pb 1's wall time)
 
-    GpuBackend(GPT2Cuda* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
+    GpuBackend(M* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
         : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
           peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size), energy(e),
           start_j(energy_meter_read(e)), last_j(start_j), last_t(now_seconds()) {}
@@ -132,34 +168,34 @@ struct GpuBackend {
             step_start = now_seconds();
             step_open = true;
         }
-        gpt2_cuda_forward(model, inputs, targets, B, T, dloss);
+        gpu_model_forward(model, inputs, targets, B, T, dloss);
         if (gsync != nullptr) gsync->communicate = model->z.stage == 2 || last_micro;
-        gpt2_cuda_backward(model, gsync);
-        return gpt2_cuda_loss(model);  // waits for this forward's losses, not for the backward
+        gpu_model_backward(model, gsync);
+        return cuda_model_loss(model);  // waits for this forward's losses, not for the backward
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
-        gpt2_cuda_forward(model, inputs, targets, B, T, 0.0f);
-        return gpt2_cuda_loss(model);
+        gpu_model_forward(model, inputs, targets, B, T, 0.0f);
+        return cuda_model_loss(model);
     }
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {
-        gpt2_cuda_forward(model, inputs, targets, B, T, 0.0f);
-        return gpt2_cuda_token_losses(model);
+        gpu_model_forward(model, inputs, targets, B, T, 0.0f);
+        return cuda_model_token_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
-        gpt2_cuda_forward(model, tokens, nullptr, 1, ctx, 0.0f);
-        gpt2_cuda_logits_row(model, ctx - 1, logits_row.data());
+        gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        cuda_model_logits_row(model, ctx - 1, logits_row.data());
         return logits_row.data();
     }
     void reduce_grads(bool last_micro) {
         if (gsync != nullptr) gpu_grad_sync_wait(gsync);
     }
     float grad_norm() {
-        double sum = gpt2_cuda_grad_sum_squares(model);
+        double sum = cuda_model_grad_sum_squares(model);
         if (model->z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
         return (float)std::sqrt(sum);
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
-        gpt2_cuda_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
+        cuda_model_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
         const ZeroLayout& z = model->z;
         if (z.world > 1 && z.stage > 0) {
             phase_mark(*model->ctx, PHASE_COMM);
@@ -169,19 +205,19 @@ struct GpuBackend {
     }
     void zero_grad() {
         phase_mark(*model->ctx, PHASE_OTHER);
-        gpt2_cuda_zero_grad(model);
+        cuda_model_zero_grad(model);
     }
     void sync() { CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream)); }
-    void poison_grad() { poison_first(model, gpt2_cuda_opt_grads(model)); }
+    void poison_grad() { poison_first(model, cuda_model_opt_grads(model)); }
     void poison_weight() {
         poison_first(model, model->params);
         if (model->master != nullptr) poison_first(model, model->master);
     }
     void write_checkpoint(const std::string& dir, int step, const TrainState& s) {
         check_weights_finite(model, step, dir);
-        gpt2_cuda_checkpoint_write(dir, step, model, s);
+        gpu_model_checkpoint_write(dir, step, model, s);
     }
-    void load_state(const std::string& dir, int step, TrainState* s) { gpt2_cuda_load_state(model, dir, step, s); }
+    void load_state(const std::string& dir, int step, TrainState* s) { cuda_model_load_state(model, dir, step, s); }
     void load_weights(const std::string& path) { upload_weights(model, path); }
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
@@ -262,87 +298,106 @@ int main(int argc, char** argv) {
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
-    GPT2Cuda model;
-    ZeroLayout z;
-    {
-        GPT2 host;
-        train_load_host_model(&host, cfg, resume_step);
+    ModelBase* host = train_load_model(cfg, resume_step);
+    // Llama 3 on the GPU: one process, its gradients straight into the buffer (the bucketed
+    // reduction, llmc/cuda/grad_sync_gpu.cuh, knows GPT-2's tensors only)
+    if (host->family == FAMILY_LLAMA3 && (world > 1 || gpu_comm_single_hook()))
+        fail("flag -e: '%s' is a Llama 3 model: the GPU trainer runs Llama on one process only (%d here%s); "
+             "train_gpt_cpu trains it on several", cfg.init.c_str(), world,
+             gpu_comm_single_hook() ? ", GPTRAIN_NCCL_SINGLE=1" : "");
+    const std::string description = model_describe(host);
+    const double flops = model_flops_per_token(host, cfg.T);
+    TrainData data;
+    Tokenizer tokenizer;
+    GpuComm gc;
+    int status = 0;
+    // the rest once per family: model is a GPT2Cuda or a LlamaCuda
+    auto train = [&](auto& model) {
+        using M = std::decay_t<decltype(model)>;
+        constexpr bool gpt2 = std::is_same<M, GPT2Cuda>::value;
         // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
         // bucketed NCCL path of every ZeRO stage
-        z = world == 1 && gpu_comm_single_hook() ? zero_layout(host.num_parameters, cfg.zero_stage, 0, 1)
-                        : train_zero_layout(cfg, host.num_parameters, rank, world);
-        gpt2_cuda_init(&model, &ctx, &host, use_master, z);
-        gpt2_free(&host);
+        ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(host->num_parameters, cfg.zero_stage, 0, 1)
+                                                           : train_zero_layout(cfg, host->num_parameters, rank, world);
+        gpu_model_init(&model, &ctx, host, use_master, z);
+        model_delete(host);
+        gpu_comm_init(&gc, &comm, !sharing);
+        const auto& mc = model.config;
+        // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
+        const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
+        if (cfg.attention_kernel == 1 && mma_problem != nullptr)
+            fail("flag -ak 1: %s (head size %d here); use -ak 0", mma_problem, mc.channels / mc.num_heads);
+        ctx.attention_mma = cfg.attention_kernel == 1 || (cfg.attention_kernel == -1 && mma_problem == nullptr);
+
+        // --- batch arithmetic and data
+        train_data_init(&data, &cfg, mc.vocab_size, rank, world);
+        int B = cfg.B, T = cfg.T;
+
+        train_tokenizer_init(cfg, &tokenizer);
+
+        gpu_model_alloc_state(&model, B, T, cfg.recompute);
+        GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
+        bool bucketed = world > 1 || gc.nccl;
+        if constexpr (gpt2) {
+            if (bucketed) gpu_grad_sync_init(&gsync, &model, &gc);
+            // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand
+            // layers to another stream mid-backward, so either keeps the launches one by one
+            model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed;
+            if (cfg.cuda_graphs == 1 && !model.graphs.enabled)
+                printf("-cg 1: CUDA graphs off (%s)\n", cfg.phase_breakdown ? "-pb 1 times every launch"
+                                                                             : "gradients are reduced during the backward");
+        } else if (cfg.cuda_graphs == 1) {
+            printf("-cg 1: CUDA graphs off (Llama 3 launches one by one)\n");
+        }
+        LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
+
+        // --- the plan
+        size_t n = model.num_parameters;
+        double peak_tflops = device_peak_tflops(ctx.props, ctx.tf32);
+        printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, attention on %s, peak %s TFLOP/s\n",
+               ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
+               ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
+               sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
+               ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
+               ctx.attention_mma ? "tensor cores" : "CUDA cores",
+               peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
+        train_print_plan(description, n, cfg, data, resume_step, world);
+        if (world == 1 && gc.nccl)
+            printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
+                   zero_stage_name(z.stage));
+        if (world > 1)
+            printf("processes: %d (%s), gradients through %s, %s; %zu parameters per rank's slice; "
+                   "%.1f MiB sent per step and process\n",
+                   world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
+                   gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),
+                   zero_stage_name(z.stage), z.shard,
+                   zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
+        gpu_model_print_memory(&model);
+
+        EnergyMeter energy;
+        int device = 0;
+        char bus_id[32];
+        CHECK_CUDA(cudaGetDevice(&device));
+        CHECK_CUDA(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
+        energy_meter_init(&energy, bus_id);
+        if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
+        else printf("energy: not measured (%s)\n", energy.why.c_str());
+        GpuBackend<M> be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
+        status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
+        gpu_grad_sync_free(&gsync);
+        gpu_model_free(&model);
+        energy_meter_free(&energy);
+    };
+    if (host->family == FAMILY_LLAMA3) {
+        LlamaCuda model;
+        train(model);
+    } else {
+        GPT2Cuda model;
+        train(model);
     }
-    GpuComm gc;
-    gpu_comm_init(&gc, &comm, !sharing);
-    const GPT2Config& mc = model.config;
-    // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
-    const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
-    if (cfg.attention_kernel == 1 && mma_problem != nullptr)
-        fail("flag -ak 1: %s (head size %d here); use -ak 0", mma_problem, mc.channels / mc.num_heads);
-    ctx.attention_mma = cfg.attention_kernel == 1 || (cfg.attention_kernel == -1 && mma_problem == nullptr);
-
-    // --- batch arithmetic and data
-    TrainData data;
-    train_data_init(&data, &cfg, mc.vocab_size, rank, world);
-    int B = cfg.B, T = cfg.T;
-
-    Tokenizer tokenizer;
-    train_tokenizer_init(cfg, &tokenizer);
-
-    gpt2_cuda_alloc_state(&model, B, T, cfg.recompute);
-    GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
-    bool bucketed = world > 1 || gc.nccl;
-    if (bucketed) gpu_grad_sync_init(&gsync, &model, &gc);
-    // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand layers
-    // to another stream mid-backward, so either keeps the launches one by one
-    model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed;
-    if (cfg.cuda_graphs == 1 && !model.graphs.enabled)
-        printf("-cg 1: CUDA graphs off (%s)\n", cfg.phase_breakdown ? "-pb 1 times every launch"
-                                                                     : "gradients are reduced during the backward");
-    LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
-
-    // --- the plan
-    size_t n = model.num_parameters;
-    double flops = flops_per_token(n, mc.num_layers, mc.channels, T);
-    double peak_tflops = device_peak_tflops(ctx.props, ctx.tf32);
-    printf("device: %s (sm_%d%d, %d SMs, %.1f GiB), %s, TF32 %s, GELU fusion %s, attention on %s, peak %s TFLOP/s\n",
-           ctx.props.name, ctx.props.major, ctx.props.minor, ctx.props.multiProcessorCount,
-           ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
-           sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
-           ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
-           ctx.attention_mma ? "tensor cores" : "CUDA cores",
-           peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
-    train_print_plan(gpt2_describe(mc), n, cfg, data, resume_step, world);
-    if (world == 1 && gc.nccl)
-        printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
-               zero_stage_name(z.stage));
-    if (world > 1)
-        printf("processes: %d (%s), gradients through %s, %s; %zu parameters per rank's slice; "
-               "%.1f MiB sent per step and process\n",
-               world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
-               gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),
-               zero_stage_name(z.stage), z.shard,
-               zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
-    gpt2_cuda_print_memory(&model);
-
-    EnergyMeter energy;
-    int device = 0;
-    char bus_id[32];
-    CHECK_CUDA(cudaGetDevice(&device));
-    CHECK_CUDA(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
-    energy_meter_init(&energy, bus_id);
-    if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
-    else printf("energy: not measured (%s)\n", energy.why.c_str());
-    GpuBackend be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
-    int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_report(phase_timer);
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
-    gpu_grad_sync_free(&gsync);
-    gpt2_cuda_free(&model);
-    energy_meter_free(&energy);
     gpu_comm_free(&gc);
     phase_timer_free(&phase_timer);
     cuda_context_free(&ctx);

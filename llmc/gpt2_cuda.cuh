@@ -40,6 +40,7 @@
 #include "gpt2.h"                // defines: GPT2Config, ParamTensor, gpt2_param_table, GPT2
 #include "checkpoint.h"          // defines: MODEL_MAGIC, AtomicFile, TrainState, state_write, state_read_range, ...
 #include "zero.h"                // defines: ZeroLayout, zero_segments, zero_state_slice
+#include "model_cuda.cuh"        // defines: cuda_malloc_or_fail, cuda_model_update, cuda_model_loss, ...
 #include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
 #include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward, EncoderBuckets
 #include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
@@ -52,16 +53,10 @@
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_* (-pb 1)
 
-// What the kernels need of a shape beyond gpt2_config_problem: every tensor (and every
-// layer's slice of it) starts on 16 bytes, which C % 8 == 0 gives for fp32 and bf16, and
-// the head size is one the attention kernels were compiled for. nullptr when fine.
+// What the kernels need of a shape beyond gpt2_config_problem (model_cuda.cuh's
+// cuda_shape_problem). nullptr when fine.
 inline const char* gpt2_cuda_config_problem(const GPT2Config& c) {
-    if (c.channels % 8 != 0) return "the GPU kernels need C to be a multiple of 8";
-    if (c.padded_vocab_size % 8 != 0) return "the GPU kernels need Vp to be a multiple of 8";
-    int hs = c.channels / c.num_heads;
-    for (int ok : {8, 16, 32, 48, 64, 80, 96, 128})
-        if (hs == ok) return nullptr;
-    return "head size C/NH is not one the attention kernels were compiled for (" ATTENTION_HEAD_SIZES ")";
+    return cuda_shape_problem(c.channels, c.padded_vocab_size, c.channels / c.num_heads);
 }
 
 // Named views into a floatX buffer laid out by the table (parameters or their gradients).
@@ -128,53 +123,18 @@ struct StepGraphs {
     cudaGraphExec_t forward = nullptr, backward = nullptr;
 };
 
-struct GPT2Cuda {
+// The buffers and host side every family has (model_cuda.cuh: CudaModelState; at ZeRO 2
+// grads_len covers only wte, wpe, lnfw, lnfb, llmc/cuda/grad_sync_gpu.cuh), and GPT-2's own.
+struct GPT2Cuda : CudaModelState {
     GPT2Config config;
     ParamTensor tensors[NUM_PARAM_TENSORS];
-    size_t num_parameters = 0;
-    const CudaContext* ctx = nullptr;  // the stream, cuBLASLt handle and workspace every launch uses
-    floatX* params = nullptr;
-    floatX* grads = nullptr;
-    float* m = nullptr;
-    float* v = nullptr;
-    float* master = nullptr;           // bf16 build with -w 1 only
-    ZeroLayout z;                      // this rank's part (llmc/zero.h): params and grads are
-                                       // z.padded long; m, v and master cover [opt_begin, opt_end)
-    floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
-    size_t grads_len = 0;              // values in grads: z.padded, or at ZeRO 2
-                                       // only wte, wpe, lnfw, lnfb (llmc/cuda/grad_sync_gpu.cuh)
     size_t grad_slots_len = 0;         // ZeRO 2: values in the layer bucket slots that sync holds
     ParamPtrsX p, g;
     GPUActivations acts;
-    void* acts_memory = nullptr;
-    size_t acts_bytes = 0;
     size_t ln_stride = 0, gelu_stride = 0;  // per-layer strides of ln1/ln2 and fch_gelu (0: one shared buffer)
-    int B = 0, T = 0;                  // what acts are sized for
     int recompute = 0;                 // -r
-    EncoderBuckets buckets;            // the positions of the last training batch, by token
-    int* io_host = nullptr;            // pinned staging of inputs | targets
-    cudaEvent_t io_copied = nullptr;   // io_host may be rewritten once this has passed
-    float* losses_host = nullptr;      // pinned (N)
-    cudaEvent_t losses_ready = nullptr;
-    float* norm_device = nullptr;      // one float
-    float* norm_host = nullptr;        // pinned, one float
-    int last_N = 0;                    // positions of the last forward
-    bool last_had_targets = false;
-    bool backward_ready = false;       // the last forward wrote dlogits for a full batch
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
 };
-
-inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
-    if (err != cudaSuccess) {
-        size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        fail("out of GPU memory allocating %s: %.1f MiB (%.1f MiB free of %.1f MiB); try a smaller -b or -r 2",
-             what, bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
-    }
-    return p;
-}
 
 // Takes the configuration and the weights of a host model (gpt2_init + gpt2_init_random, or
 // gpt2_load_checkpoint) and uploads them, rounding to bf16 to nearest in the bf16 build.
@@ -182,51 +142,17 @@ inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
 // initialized from the host's fp32. z: the ZeRO layout (zero_layout(n, 0, 0, 1) for one process).
 inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
                            const ZeroLayout& z) {
-    const char* problem = gpt2_cuda_config_problem(host->config);
-    if (problem != nullptr) fail("model config: %s", problem);
-    model->ctx = ctx;
     model->config = host->config;
     model->num_parameters = gpt2_param_table(host->config, model->tensors);
-    CHECK(model->num_parameters == host->num_parameters, "%zu vs %zu", model->num_parameters, host->num_parameters);
-    size_t n = model->num_parameters;
-    CHECK(z.n == n, "layout for %zu parameters, model has %zu", z.n, n);
-    model->z = z;
-    model->params = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "parameters");
-    CHECK_CUDA(cudaMemset(model->params, 0, z.padded * sizeof(floatX)));  // the padding stays zero
+    cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config), host, master_weights, z);
     model->p = param_ptrs_x(model->params, model->tensors);
-    // convert in chunks: a whole-model floatX copy on the host would be one more model's worth
-    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
-    for (size_t done = 0; done < n; done += chunk.size()) {
-        size_t k = std::min(chunk.size(), n - done);
-        for (size_t i = 0; i < k; i++) chunk[i] = from_float<floatX>(host->params[done + i]);
-        CHECK_CUDA(cudaMemcpy(model->params + done, chunk.data(), k * sizeof(floatX), cudaMemcpyHostToDevice));
-    }
-    bool bf16 = sizeof(floatX) == 2;
-    if (bf16 && master_weights) {
-        model->master = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "master weights");
-        CHECK_CUDA(cudaMemcpy(model->master, host->params + z.opt_begin, z.opt_count() * sizeof(float),
-                              cudaMemcpyHostToDevice));
-    }
 }
 
 // Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
 inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
     const GPT2Config& cfg = model->config;
-    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
-    const CudaContext& ctx = *model->ctx;
-    const ZeroLayout& z = model->z;
-    model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
-    model->grads_len = z.padded;
-    model->m = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW m");
-    model->v = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW v");
-    CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
-    CHECK_CUDA(cudaMemset(model->m, 0, z.opt_count() * sizeof(float)));
-    CHECK_CUDA(cudaMemset(model->v, 0, z.opt_count() * sizeof(float)));
-    if (z.stage == 2) {  // several ranks (or one through the NCCL test hook)
-        model->grad_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "gradient shard");
-        CHECK_CUDA(cudaMemset(model->grad_shard, 0, z.shard * sizeof(floatX)));
-    }
+    cuda_model_alloc_grads(model, B, T);
     model->g = param_ptrs_x(model->grads, model->tensors);
 
     // the activation plan: one row per buffer, in GPUActivations order
@@ -235,8 +161,7 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
     GPUActivations& a = model->acts;
-    struct Slot { void** ptr; size_t count, elem; };
-    const Slot slots[] = {
+    const CudaSlot slots[] = {
         {(void**)&a.encoded, N * C, X},         {(void**)&a.ln1, ln_layers * N * C, X},
         {(void**)&a.ln1_mean, L * N, F},        {(void**)&a.ln1_rstd, L * N, F},
         {(void**)&a.qkv, L * N * 3 * C, X},     {(void**)&a.atty, L * N * C, X},
@@ -253,49 +178,19 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     };
     const int count = sizeof(slots) / sizeof(slots[0]);
     static_assert(sizeof(GPUActivations) == count * sizeof(void*), "one slot per activation");
-    // every buffer starts on 256 bytes (the kernels need 16, cuBLASLt likes 256)
-    size_t total = 0;
-    for (const Slot& s : slots) total += (s.count * s.elem + 255) / 256 * 256;
-    model->acts_memory = cuda_malloc_or_fail(total, "activations");
-    model->acts_bytes = total;
-    char* cursor = (char*)model->acts_memory;
-    for (const Slot& s : slots) {
-        *s.ptr = cursor;
-        cursor += (s.count * s.elem + 255) / 256 * 256;
-    }
-    // zeroed once so that nothing reads garbage, e.g. the padded logits columns
-    CHECK_CUDA(cudaMemset(model->acts_memory, 0, total));
+    model->acts_memory = cuda_carve_slots(slots, count, &model->acts_bytes);
     model->ln_stride = recompute >= 2 ? 0 : N * C;
     model->gelu_stride = recompute >= 1 ? 0 : N * 4 * C;
     model->B = B;
     model->T = T;
     model->recompute = recompute;
 
-    encoder_buckets_init(&model->buckets, (int)N);
-    CHECK_CUDA(cudaMallocHost(&model->io_host, 2 * N * sizeof(int)));
-    CHECK_CUDA(cudaMallocHost(&model->losses_host, N * sizeof(float)));
-    CHECK_CUDA(cudaMallocHost(&model->norm_host, sizeof(float)));
-    model->norm_device = (float*)cuda_malloc_or_fail(sizeof(float), "norm");
-    CHECK_CUDA(cudaEventCreateWithFlags(&model->io_copied, cudaEventDisableTiming));
-    CHECK_CUDA(cudaEventCreateWithFlags(&model->losses_ready, cudaEventDisableTiming));
-    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
-    CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+    cuda_model_alloc_io(model, N);
     CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
-    const double MiB = 1048576.0;
-    const ZeroLayout& z = model->z;
-    double params = z.padded * sizeof(floatX) / MiB;
-    double grads =
-        (model->grads_len + model->grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
-    double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
-    double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
-    double work = model->ctx->workspace_bytes / MiB;
-    printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
-           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB; total %.1f MiB\n",
-           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, model->recompute, work,
-           params + grads + adam + master + acts + work);
+    cuda_model_print_memory(model, model->grad_slots_len, model->recompute);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -329,32 +224,10 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
 // writes dlogits (scaled by dloss, 1/(B*T*grad_accum)) over the logits, and the batch must
 // be the full allocated B x T. The losses are copied back asynchronously: gpt2_cuda_loss.
 inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* targets, int B, int T, float dloss) {
-    const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
-    CHECK(B >= 1 && T >= 1 && B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T,
-          model->B, model->T);
-    CHECK(dloss == 0.0f || (targets != nullptr && B == model->B && T == model->T),
-          "a forward for backward (dloss %g) needs targets and the full batch", dloss);
-    const int V = cfg.vocab_size, N = B * T;
-    for (int i = 0; i < N; i++)
-        CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
-    if (targets != nullptr)
-        for (int i = 0; i < N; i++)
-            CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
-
-    // the batch goes up through pinned memory: no stream sync, the GPU may still be busy
-    // with the previous micro-step's backward
-    const size_t Nmax = (size_t)model->B * model->T;
-    GPUActivations& a = model->acts;
-    CHECK_CUDA(cudaEventSynchronize(model->io_copied));
-    memcpy(model->io_host, inputs, N * sizeof(int));
-    CHECK_CUDA(cudaMemcpyAsync(a.inputs, model->io_host, N * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
-    if (targets != nullptr) {
-        memcpy(model->io_host + Nmax, targets, N * sizeof(int));
-        CHECK_CUDA(cudaMemcpyAsync(a.targets, model->io_host + Nmax, N * sizeof(int), cudaMemcpyHostToDevice,
-                                   ctx.stream));
-    }
-    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+    const int N = B * T;
+    cuda_model_check_batch(model, inputs, targets, B, T, dloss, model->config.vocab_size);
+    cuda_model_upload_batch(model, inputs, targets, N);
 
     // the layers and the classifier: launched one by one, or replayed as a graph (-cg 1)
     StepGraphs& sg = model->graphs;
@@ -370,13 +243,7 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     } else {
         gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr);
     }
-    if (targets != nullptr) {
-        // the previous losses must have been read (gpt2_cuda_loss) before they are overwritten
-        CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
-        CHECK_CUDA(cudaMemcpyAsync(model->losses_host, a.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
-                                   ctx.stream));
-        CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
-    }
+    if (targets != nullptr) cuda_model_copy_losses(model, N);
     // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
     // copied in stream order before the backward
     if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
@@ -448,35 +315,12 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     }
 }
 
-// Mean loss of the last forward with targets, summed in double as the CPU trainer does.
-// Waits only for the classifier, not for any backward queued after it.
-inline float gpt2_cuda_loss(GPT2Cuda* model) {
-    CHECK(model->last_had_targets, "the last forward had no targets");
-    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
-    double sum = 0.0;
-    for (int i = 0; i < model->last_N; i++) sum += model->losses_host[i];
-    return (float)(sum / model->last_N);
-}
-
-// The loss at each of the B*T positions of the last forward with targets (host memory,
-// valid until the next forward).
-inline const float* gpt2_cuda_token_losses(GPT2Cuda* model) {
-    CHECK(model->last_had_targets, "the last forward had no targets");
-    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
-    return model->losses_host;
-}
+// Mean loss of the last forward with targets; the loss at each position (model_cuda.cuh).
+inline float gpt2_cuda_loss(GPT2Cuda* model) { return cuda_model_loss(model); }
+inline const float* gpt2_cuda_token_losses(GPT2Cuda* model) { return cuda_model_token_losses(model); }
 
 // out (Vp floats) = the logits of position `row` (b*T + t) of the last forward without dloss.
-inline void gpt2_cuda_logits_row(GPT2Cuda* model, int row, float* out) {
-    CHECK(!model->backward_ready, "the logits were overwritten by dlogits");
-    CHECK(row >= 0 && row < model->last_N, "row=%d N=%d", row, model->last_N);
-    int Vp = model->config.padded_vocab_size;
-    std::vector<floatX> buf(Vp);
-    CHECK_CUDA(cudaMemcpyAsync(buf.data(), model->acts.logits + (size_t)row * Vp, Vp * sizeof(floatX),
-                               cudaMemcpyDeviceToHost, model->ctx->stream));
-    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
-    for (int i = 0; i < Vp; i++) out[i] = to_float(buf[i]);
-}
+inline void gpt2_cuda_logits_row(GPT2Cuda* model, int row, float* out) { cuda_model_logits_row(model, row, out); }
 
 // ---------------------------------------------------------------------------------------
 // Backward of the last forward (which had dloss > 0), accumulating (+=) into the grads, or
@@ -571,48 +415,13 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     }
 }
 
-inline void gpt2_cuda_zero_grad(GPT2Cuda* model) {
-    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->grads_len * sizeof(floatX), model->ctx->stream));
-    if (model->grad_shard != nullptr)
-        CHECK_CUDA(cudaMemsetAsync(model->grad_shard, 0, model->z.shard * sizeof(floatX), model->ctx->stream));
-}
-
-// Gradient i of the values this rank's AdamW updates (parameter z.opt_begin + i), once the
-// gradients are reduced: ZeRO 2's accumulator, else the gradient buffer from opt_begin.
-inline floatX* gpt2_cuda_opt_grads(GPT2Cuda* model) {
-    return model->grad_shard != nullptr ? model->grad_shard : model->grads + model->z.opt_begin;
-}
-
-// Sum of squares of the gradients this rank updates (waits for the backward): the global
-// norm's square with one process or ZeRO 0, this rank's part of it at ZeRO 1 and 2.
-inline double gpt2_cuda_grad_sum_squares(GPT2Cuda* model) {
-    const CudaContext& ctx = *model->ctx;
-    if (model->z.opt_count() == 0) return 0.0;
-    phase_mark(ctx, PHASE_OPTIMIZER);
-    global_norm_squared(ctx, model->norm_device, gpt2_cuda_opt_grads(model), model->z.opt_count(), false);
-    CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
-                               ctx.stream));
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    return *model->norm_host;
-}
-
-// One AdamW step over the values this rank updates, tensor piece by tensor piece (weight decay
-// is per tensor); t is the 1-based step count. The stochastic rounding seed of each tensor is
-// a hash of (t, tensor) and its bits are drawn by the index inside the tensor, so a resumed
-// run, or the same run split over other ranks, rounds the same way.
+// The gradient buffers, the norm and AdamW over the table: model_cuda.cuh's, for GPT-2.
+inline void gpt2_cuda_zero_grad(GPT2Cuda* model) { cuda_model_zero_grad(model); }
+inline floatX* gpt2_cuda_opt_grads(GPT2Cuda* model) { return cuda_model_opt_grads(model); }
+inline double gpt2_cuda_grad_sum_squares(GPT2Cuda* model) { return cuda_model_grad_sum_squares(model); }
 inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2, float eps, float weight_decay,
                              float grad_scale, int t) {
-    const ZeroLayout& z = model->z;
-    floatX* g = gpt2_cuda_opt_grads(model);
-    phase_mark(*model->ctx, PHASE_OPTIMIZER);
-    for (const ZeroSegment& seg : zero_segments(model->tensors, NUM_PARAM_TENSORS, z.opt_begin, z.opt_end)) {
-        const ParamTensor& pt = model->tensors[seg.tensor];
-        size_t o = seg.begin - z.opt_begin;
-        uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)seg.tensor + 1));
-        adamw_update(*model->ctx, model->params + seg.begin, model->master ? model->master + o : nullptr, g + o,
-                     model->m + o, model->v + o, seg.end - seg.begin, lr, beta1, beta2, eps,
-                     pt.decays ? weight_decay : 0.0f, grad_scale, t, seed, seg.begin - pt.offset);
-    }
+    cuda_model_update(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -620,14 +429,7 @@ inline void gpt2_cuda_update(GPT2Cuda* model, float lr, float beta1, float beta2
 
 // out (num_parameters floats) = a device floatX buffer laid out by the table, widened.
 inline void gpt2_cuda_download_floatx(const GPT2Cuda* model, const floatX* src, float* out) {
-    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
-    size_t n = model->num_parameters;
-    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
-    for (size_t done = 0; done < n; done += chunk.size()) {
-        size_t k = std::min(chunk.size(), n - done);
-        CHECK_CUDA(cudaMemcpy(chunk.data(), src + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
-        for (size_t i = 0; i < k; i++) out[done + i] = to_float(chunk[i]);
-    }
+    cuda_download_floatx(*model->ctx, src, model->num_parameters, out);
 }
 inline void gpt2_cuda_download_grads(const GPT2Cuda* model, float* out) {
     gpt2_cuda_download_floatx(model, model->grads, out);
@@ -658,61 +460,19 @@ inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path
 // owns), each durable on disk. The DONE marker follows once every rank is done.
 inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, TrainState s) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
-    const ZeroLayout& z = model->z;
     if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step));
-    zero_state_slice(&s, z);
-    size_t k = s.range_count, o = z.own_begin - z.opt_begin;
-    std::vector<float> m(k), v(k), master(model->master ? k : 0);
-    CHECK_CUDA(cudaMemcpy(m.data(), model->m + o, k * sizeof(float), cudaMemcpyDeviceToHost));
-    CHECK_CUDA(cudaMemcpy(v.data(), model->v + o, k * sizeof(float), cudaMemcpyDeviceToHost));
-    if (model->master)
-        CHECK_CUDA(cudaMemcpy(master.data(), model->master + o, k * sizeof(float), cudaMemcpyDeviceToHost));
-    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m.data(), v.data(),
-                model->master ? master.data() : nullptr);
-    fsync_dir(dir);
+    cuda_model_write_state(model, dir, step, s);
 }
 
-// Restores AdamW m, v and (bf16 with -w 1) the master weights of the values this rank updates
-// from the state files of the checkpoint at `step` (any number of ranks wrote them), and
-// returns rank 0's header in *s for the caller's checks. State without master weights (written
-// by a -w 0 run) leaves the master as the widened bf16 params, with a note.
+// Restores AdamW m, v and the master weights from the checkpoint at `step` (model_cuda.cuh).
 inline void gpt2_cuda_load_state(GPT2Cuda* model, const std::string& dir, int step, TrainState* s) {
-    const ZeroLayout& z = model->z;
-    size_t k = z.opt_count();
-    std::vector<float> m(k), v(k), master(model->master ? k : 0);
-    bool has_master = false;
-    std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, m.data(), v.data(),
-                                       model->master ? master.data() : nullptr, &has_master);
-    if (!err.empty()) fail("%s", err.c_str());
-    CHECK_CUDA(cudaMemcpy(model->m, m.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(model->v, v.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    if (model->master != nullptr) {
-        if (!has_master) {
-            printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n",
-                   step);
-            std::vector<float> all(z.n);
-            gpt2_cuda_download_floatx(model, model->params, all.data());
-            std::copy(all.begin() + z.opt_begin, all.begin() + z.opt_end, master.begin());
-        }
-        CHECK_CUDA(cudaMemcpy(model->master, master.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    }
+    cuda_model_load_state(model, dir, step, s);
 }
 
 inline void gpt2_cuda_free(GPT2Cuda* model) {
     CHECK_CUDA(cudaDeviceSynchronize());
-    if (model->B > 0) {
-        encoder_buckets_free(&model->buckets);
-        CHECK_CUDA(cudaFreeHost(model->io_host));
-        CHECK_CUDA(cudaFreeHost(model->losses_host));
-        CHECK_CUDA(cudaFreeHost(model->norm_host));
-        CHECK_CUDA(cudaEventDestroy(model->io_copied));
-        CHECK_CUDA(cudaEventDestroy(model->losses_ready));
-    }
     for (cudaGraphExec_t exec : {model->graphs.forward, model->graphs.backward})
         if (exec != nullptr) CHECK_CUDA(cudaGraphExecDestroy(exec));
-    void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
-                    model->norm_device, model->grad_shard};
-    for (void* b : bufs)
-        if (b != nullptr) CHECK_CUDA(cudaFree(b));
+    cuda_model_free_buffers(model);
     *model = GPT2Cuda();
 }

@@ -4,7 +4,7 @@
 // loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
 // directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, train_check_flags,
-//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_host_model, TrainData, train_data_init,
+//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
@@ -121,17 +121,6 @@ inline ModelBase* train_load_model(const TrainConfig& cfg, int resume_step) {
     if (cfg.T > model->max_seq_len)
         fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->max_seq_len);
     return model;
-}
-
-// The same for a trainer that runs GPT-2 only (the GPU trainer, for now): *model takes the
-// GPT-2, and another family is refused.
-inline void train_load_host_model(GPT2* model, const TrainConfig& cfg, int resume_step) {
-    ModelBase* loaded = train_load_model(cfg, resume_step);
-    if (gpt2_take_over(model, loaded)) return;
-    ModelFamily family = loaded->family;
-    model_delete(loaded);
-    fail("flag -e: '%s' is a %s model: this trainer runs GPT-2 models only (train it with train_gpt_cpu)",
-         cfg.init.c_str(), model_family_name(family));
 }
 
 // The batch arithmetic and the data loaders of a run.

@@ -50,9 +50,7 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # of generate.cu comes from its dev program (the same header, a twentieth of the compile
 # time), and two dev programs define kernels of their own. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
-SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu",
-           # Llama's kernels, until the trainer launches them (issue 15)
-           "dev/cuda/rmsnorm.cu", "dev/cuda/rope.cu", "dev/cuda/swiglu.cu", "dev/cuda/gqa.cu"]
+SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu"]
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -84,21 +82,21 @@ LAUNCH = {
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, the default, leaves the backward to it)"),
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, the default, recomputes GELU with it)"),
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
-    "gqa_expand_kernel": (256, "dev", "gqa.cuh gqa_expand: 256 (Llama, not yet in the trainer)"),
-    "gqa_reduce_kernel": (256, "dev", "gqa.cuh gqa_reduce: 256 (Llama)"),
+    "gqa_expand_kernel": (256, "default", "gqa.cuh gqa_expand: 256 (Llama)"),
+    "gqa_reduce_kernel": (256, "default", "gqa.cuh gqa_reduce: 256 (Llama)"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
     "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
     "layernorm_backward_partials_kernel": (256, "default", "layernorm.cuh layernorm_backward: <= 256"),
     "layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
     "matmul_bias_partials_kernel": (256, "default", "matmul.cuh matmul_bias_backward: <= 256"),
-    "rmsnorm_backward_dinp_kernel": (256, "dev", "rmsnorm.cuh rmsnorm_backward: 256 (Llama, not yet in the trainer)"),
-    "rmsnorm_backward_partials_kernel": (256, "dev", "rmsnorm.cuh rmsnorm_backward: <= 256 (Llama)"),
-    "rmsnorm_forward_kernel": (256, "dev", "rmsnorm.cuh rmsnorm_forward: 256 (Llama)"),
-    "rope_rotate_kernel": (256, "dev", "rope.cuh rope_launch: 256 (Llama)"),
+    "rmsnorm_backward_dinp_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: 256 (Llama)"),
+    "rmsnorm_backward_partials_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: <= 256 (Llama)"),
+    "rmsnorm_forward_kernel": (256, "default", "rmsnorm.cuh rmsnorm_forward: 256 (Llama)"),
+    "rope_rotate_kernel": (256, "default", "rope.cuh rope_launch: 256 (Llama)"),
     "shard_accumulate_kernel": (256, "option", "comm_gpu.cuh shard_accumulate: 256 (-z 2 only)"),
     "stochastic_round_mean_kernel": (1024, "dev", "dev/cuda/adamw.cu: <<<1, 1024>>>"),
-    "swiglu_backward_kernel": (256, "dev", "swiglu.cuh swiglu_backward: 256 (Llama)"),
-    "swiglu_forward_kernel": (256, "dev", "swiglu.cuh swiglu_forward: 256 (Llama)"),
+    "swiglu_backward_kernel": (256, "default", "swiglu.cuh swiglu_backward: 256 (Llama)"),
+    "swiglu_forward_kernel": (256, "default", "swiglu.cuh swiglu_forward: 256 (Llama)"),
 }
 
 # Kernels with dynamic shared memory: the launcher's function of the head size (template argument)

@@ -16,7 +16,8 @@
 // ---------------------------------------------------------------------------------------
 // kernels
 
-// out (N,C) = wte[inp[n]] + wpe[n % T]; one thread per 16-byte group of channels
+// out (N,C) = wte[inp[n]] + wpe[n % T] (wpe nullptr: no position term, Llama's lookup); one
+// thread per 16-byte group of channels
 __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte,
                                        const floatX* wpe, int N, int T, int C) {
     const int groups = C / x128::size;
@@ -26,6 +27,10 @@ __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX
     int c = (int)(idx % groups) * x128::size;
     int t = n % T;
     x128 tok = load128(wte + (size_t)inp[n] * C + c);
+    if (wpe == nullptr) {
+        store128(out + (size_t)n * C + c, tok);
+        return;
+    }
     x128 pos = load128(wpe + (size_t)t * C + c);
     x128 o;
     for (int k = 0; k < x128::size; k++) o[k] = from_float<floatX>(to_float(tok[k]) + to_float(pos[k]));
@@ -78,7 +83,8 @@ __global__ void encoder_backward_wte_kernel(floatX* dwte, const floatX* dout, co
 // launchers
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T) token ids on the device, all < rows of
-// wte (the trainer checks them on the host before upload). wte (Vp,C), wpe (maxT,C), T <= maxT.
+// wte (the trainer checks them on the host before upload). wte (Vp,C), wpe (maxT,C), T <= maxT;
+// wpe nullptr: out = wte[inp] alone (a family without learned positions).
 inline void encoder_forward(const CudaContext& ctx, floatX* out, const int* inp, const floatX* wte,
                             const floatX* wpe, int B, int T, int C) {
     CHECK(B > 0 && T > 0 && C > 0, "B=%d T=%d C=%d", B, T, C);
@@ -161,7 +167,7 @@ inline void encoder_buckets_build(const CudaContext& ctx, EncoderBuckets* eb, co
 }
 
 // Accumulates (+=) dwte (Vp,C) and dwpe (maxT,C) from dout (B,T,C), deterministically.
-// eb must have been built for this batch (same B, T).
+// eb must have been built for this batch (same B, T). dwpe nullptr: no position embedding.
 inline void encoder_backward(const CudaContext& ctx, floatX* dwte, floatX* dwpe, const floatX* dout,
                              const EncoderBuckets& eb, int B, int T, int C) {
     CHECK(B > 0 && T > 0 && C > 0, "B=%d T=%d C=%d", B, T, C);
@@ -172,9 +178,11 @@ inline void encoder_backward(const CudaContext& ctx, floatX* dwte, floatX* dwpe,
           (void*)dwte, (void*)dwpe, (const void*)dout);
     const int groups = C / x128::size;
     const int block = 256;
-    size_t grid_wpe = ceil_div((size_t)T * groups, block);
-    encoder_backward_wpe_kernel<<<(unsigned)grid_wpe, block, 0, ctx.stream>>>(dwpe, dout, B, T, C);
-    CHECK_LAUNCH();
+    if (dwpe != nullptr) {
+        size_t grid_wpe = ceil_div((size_t)T * groups, block);
+        encoder_backward_wpe_kernel<<<(unsigned)grid_wpe, block, 0, ctx.stream>>>(dwpe, dout, B, T, C);
+        CHECK_LAUNCH();
+    }
     // small C: fewer threads per block so a bucket does not leave most of a block idle
     int wte_block = std::min(256, (groups + 31) / 32 * 32);
     dim3 grid_wte(eb.num_buckets, (unsigned)ceil_div(groups, wte_block));

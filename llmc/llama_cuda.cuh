@@ -1,0 +1,354 @@
+// llama_cuda.cuh: the Llama 3 model on the GPU. The same model as llmc/llama3.h (which stays
+// the reference: configuration, parameter table, random init and model files all happen
+// there, on the host), with the step run as launches of the llmc/cuda kernels, in the same
+// order: llama_cuda_forward, llama_cuda_backward, llama_cuda_update. The buffers, the batch's
+// way up and the losses' way back, the norm and AdamW over the table are GPT-2's
+// (llmc/model_cuda.cuh).
+// defines: llama_cuda_config_problem, LlamaPtrsX, LlamaLayerX, llama_layer_x, LlamaActivationsX, LlamaCuda,
+//          llama_cuda_layout, llama_ptrs_x, llama_cuda_init, llama_cuda_alloc_state, llama_matmul_residual,
+//          llama_cuda_forward, llama_cuda_loss, llama_cuda_backward, llama_cuda_zero_grad,
+//          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_checkpoint_write, llama_cuda_download_grads,
+//          llama_cuda_free
+//
+// Glossary (as llmc/llama3.h): B batch, T sequence length, C channels, NH query heads, NKV
+// key/value heads, hs = C/NH, QKV = (NH + 2 NKV) hs, F the MLP's hidden size, L layers, V
+// vocabulary, Vp padded vocabulary. N = B*T positions.
+//
+// Memory, allocated once as GPT-2's (gpt2_cuda.cuh explains params, grads, m, v, master and
+// the ZeRO layout), laid out by llama_param_table; the activations below, all kept (no
+// recompute). Grouped-query attention goes through the multi-head attention kernels
+// (llmc/cuda/gqa.cuh): with NKV < NH the key/value heads are repeated into one (N,3C) buffer
+// before the attention, rebuilt from the kept qkv in the backward, and the repeats'
+// gradients are summed back; with NKV == NH qkv is already the multi-head layout.
+// Every kernel sums in a fixed order (no float atomics): the same run twice gives the same bits.
+#pragma once
+#include <vector>
+
+#include "llama3.h"              // defines: LlamaConfig, llama_param_table, llama_layout, Llama, rope_table
+#include "checkpoint.h"          // defines: model_write_checkpoint, checkpoint_path, TrainState
+#include "model_cuda.cuh"        // defines: cuda_model_init_params, cuda_model_update, cuda_carve_slots, ...
+#include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, ...
+#include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward (wpe nullptr: the lookup alone)
+#include "cuda/rmsnorm.cuh"      // defines: rmsnorm_forward, rmsnorm_backward
+#include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward, matmul_cublaslt
+#include "cuda/rope.cuh"         // defines: rope_forward, rope_backward
+#include "cuda/gqa.cuh"          // defines: gqa_expand, gqa_reduce
+#include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
+#include "cuda/swiglu.cuh"       // defines: swiglu_forward, swiglu_backward
+#include "cuda/classifier.cuh"   // defines: classifier_forward_backward
+#include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
+
+// What the kernels need of a shape beyond llama_config_problem. nullptr when fine.
+inline const char* llama_cuda_config_problem(const LlamaConfig& c) {
+    if (c.ffn_hidden % 8 != 0) return "the GPU kernels need the MLP's hidden size F to be a multiple of 8";
+    return cuda_shape_problem(c.channels, c.padded_vocab_size, c.channels / c.num_heads);
+}
+
+// Named views of a buffer laid out by the table (parameters or gradients): the whole tensors;
+// a layer's rows come from layer_slices.
+struct LlamaPtrsX {
+    floatX *wte, *rmsfw, *lmheadw;
+};
+
+// One layer's slices, in the table's per-layer order (what layer_slices and a GradSink give).
+struct LlamaLayerX {
+    floatX *rms1w, *qkvw, *attprojw, *rms2w, *fcw, *fcprojw;
+};
+
+inline LlamaLayerX llama_layer_x(floatX* const slices[LLAMA_NUM_LAYER_TENSORS]) {
+    return {slices[0], slices[1], slices[2], slices[3], slices[4], slices[5]};
+}
+
+// Activations and scratch, sized for the (B, T) of llama_cuda_alloc_state. Per-layer tensors
+// are L slices of the allocated N; a smaller forward uses a prefix of each slice.
+struct LlamaActivationsX {
+    floatX* encoded;      // (N,C) wte[tokens]
+    floatX* rms1;         // (L,N,C) RMSNorm 1 outputs
+    float* rms1_rstd;     // (L,N)
+    floatX* qkv;          // (L,N,QKV) [q | k | v] after RoPE
+    floatX* qkv_mha;      // (N,3C) k and v repeated to NH heads (NKV < NH; else unused)
+    floatX* atty;         // (L,N,C) attention output (before o_proj)
+    float* att_lse;       // (L,B,NH,T) log-sum-exp of each query's scores, for the backward
+    floatX* residual2;    // (L,N,C) residual stream after attention
+    floatX* rms2;         // (L,N,C)
+    float* rms2_rstd;     // (L,N)
+    floatX* fch;          // (L,N,2F) [gate | up]
+    floatX* fch_swiglu;   // (L,N,F)
+    floatX* residual3;    // (L,N,C) residual stream after the MLP
+    floatX* rmsf;         // (N,C)
+    float* rmsf_rstd;     // (N)
+    floatX* logits;       // (N,Vp); after a training forward it holds dlogits
+    float* losses;        // (N)
+    floatX* dres;         // (N,C) backward: gradient of the residual stream
+    floatX* dtmp;         // (N,C) backward: gradient of an RMSNorm output / attention output
+    floatX* dqkv;         // (N,QKV)
+    floatX* dqkv_mha;     // (N,3C) (NKV < NH; else unused)
+    floatX* dfch;         // (N,2F)
+    floatX* dfch_swiglu;  // (N,F)
+    float* rope_cos;      // (T, hs/2) RoPE's angles (the CPU's rope_table)
+    float* rope_sin;      // (T, hs/2)
+    int* inputs;          // (N) token ids
+    int* targets;         // (N)
+};
+
+// The buffers and host side every family has (model_cuda.cuh: CudaModelState), and Llama's own.
+struct LlamaCuda : CudaModelState {
+    LlamaConfig config;
+    ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
+    LlamaPtrsX p, g;
+    LlamaActivationsX acts;
+};
+
+inline ParamLayout llama_cuda_layout(const LlamaCuda* model) {
+    return llama_layout(model->tensors, model->config.num_layers);
+}
+
+inline LlamaPtrsX llama_ptrs_x(floatX* base, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
+    return {base + table[0].offset, base + table[7].offset, base + table[8].offset};
+}
+
+// Takes the configuration and the weights of a host Llama (llama_init + llama_init_random, or
+// a model file) and uploads them (master weights and z as gpt2_cuda_init's).
+inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
+                            const ZeroLayout& z) {
+    model->config = host->config;
+    model->num_parameters = llama_param_table(host->config, model->tensors);
+    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z);
+    model->p = llama_ptrs_x(model->params, model->tensors);
+}
+
+// Gradients, AdamW state and activations for micro-batch B x T.
+inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
+    const LlamaConfig& cfg = model->config;
+    cuda_model_alloc_grads(model, B, T);
+    model->g = llama_ptrs_x(model->grads, model->tensors);
+
+    // the activation plan: one row per buffer, in LlamaActivationsX order
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t F2 = 2 * (size_t)cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * hs;
+    const size_t N = (size_t)B * T, mha = cfg.num_kv_heads < cfg.num_heads ? N * 3 * C : 0;
+    const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
+    LlamaActivationsX& a = model->acts;
+    const CudaSlot slots[] = {
+        {(void**)&a.encoded, N * C, X},         {(void**)&a.rms1, L * N * C, X},
+        {(void**)&a.rms1_rstd, L * N, FL},      {(void**)&a.qkv, L * N * QKV, X},
+        {(void**)&a.qkv_mha, mha, X},           {(void**)&a.atty, L * N * C, X},
+        {(void**)&a.att_lse, L * B * NH * T, FL}, {(void**)&a.residual2, L * N * C, X},
+        {(void**)&a.rms2, L * N * C, X},        {(void**)&a.rms2_rstd, L * N, FL},
+        {(void**)&a.fch, L * N * F2, X},        {(void**)&a.fch_swiglu, L * N * F2 / 2, X},
+        {(void**)&a.residual3, L * N * C, X},   {(void**)&a.rmsf, N * C, X},
+        {(void**)&a.rmsf_rstd, N, FL},          {(void**)&a.logits, N * Vp, X},
+        {(void**)&a.losses, N, FL},             {(void**)&a.dres, N * C, X},
+        {(void**)&a.dtmp, N * C, X},            {(void**)&a.dqkv, N * QKV, X},
+        {(void**)&a.dqkv_mha, mha, X},          {(void**)&a.dfch, N * F2, X},
+        {(void**)&a.dfch_swiglu, N * F2 / 2, X}, {(void**)&a.rope_cos, T * hs / 2, FL},
+        {(void**)&a.rope_sin, T * hs / 2, FL},  {(void**)&a.inputs, N, I},
+        {(void**)&a.targets, N, I},
+    };
+    const int count = sizeof(slots) / sizeof(slots[0]);
+    static_assert(sizeof(LlamaActivationsX) == count * sizeof(void*), "one slot per activation");
+    model->acts_memory = cuda_carve_slots(slots, count, &model->acts_bytes);
+    // RoPE's angles from the CPU's table, so that both sides turn by the same floats
+    std::vector<float> cos_t, sin_t;
+    rope_table(&cos_t, &sin_t, T, (int)hs, cfg.rope_theta, cfg.rope_scaling);
+    CHECK_CUDA(cudaMemcpy(a.rope_cos, cos_t.data(), cos_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(a.rope_sin, sin_t.data(), sin_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+    model->B = B;
+    model->T = T;
+    cuda_model_alloc_io(model, N);
+    CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+// out (BT,OC) = residual + inp (BT,K) @ weight (OC,K)^T: the residual copied into out, then the
+// product added by cuBLASLt (D += A B), so no projection buffer and no add kernel. out may be
+// residual itself.
+inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const floatX* residual, const floatX* inp,
+                                  const floatX* weight, int BT, int K, int OC) {
+    if (out != residual)
+        CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)BT * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                   ctx.stream));
+    bool ok = matmul_cublaslt(ctx, out, weight, inp, nullptr, nullptr, OC, BT, K, true, false, true);
+    CHECK(ok, "cuBLASLt has no algorithm for the residual matmul BT=%d K=%d OC=%d", BT, K, OC);
+}
+
+// ---------------------------------------------------------------------------------------
+// Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
+// smaller than allocated. dloss > 0 means a backward follows: the classifier then also writes
+// dlogits (scaled by dloss) over the logits, and the batch must be the full allocated B x T.
+// The losses are copied back asynchronously: llama_cuda_loss.
+inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* targets, int B, int T, float dloss) {
+    const LlamaConfig& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    const int N = B * T;
+    cuda_model_check_batch(model, inputs, targets, B, T, dloss, cfg.vocab_size);
+    cuda_model_upload_batch(model, inputs, targets, N);
+
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
+    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
+    const int QKV = (NH + 2 * NKV) * hs;
+    const float eps = cfg.norm_eps;
+    const size_t Nmax = (size_t)model->B * model->T, NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
+    LlamaActivationsX& a = model->acts;
+    const ParamLayout layout = llama_cuda_layout(model);
+    phase_mark(ctx, PHASE_ENCODER);
+    encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C);
+    for (int l = 0; l < L; l++) {
+        floatX* slices[LLAMA_NUM_LAYER_TENSORS];
+        layer_slices(model->params, layout, l, slices);
+        const LlamaLayerX lp = llama_layer_x(slices);
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
+        floatX* rms1 = a.rms1 + l * NC;
+        floatX* qkv = a.qkv + l * Nmax * QKV;
+        floatX* atty = a.atty + l * NC;
+        floatX* residual2 = a.residual2 + l * NC;
+        floatX* rms2 = a.rms2 + l * NC;
+        floatX* fch = a.fch + l * Nmax * 2 * F;
+        floatX* fch_swiglu = a.fch_swiglu + l * Nmax * F;
+        // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
+        phase_mark(ctx, PHASE_LAYERNORM);
+        rmsnorm_forward(ctx, rms1, a.rms1_rstd + l * Nmax, residual, lp.rms1w, N, C, eps);
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_forward(ctx, qkv, nullptr, rms1, lp.qkvw, nullptr, N, C, QKV);
+        phase_mark(ctx, PHASE_ATTENTION_FWD);
+        rope_forward(ctx, qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
+        const floatX* mha = qkv;
+        if (NKV < NH) {
+            gqa_expand(ctx, a.qkv_mha, qkv, B, T, NH, NKV, hs);
+            mha = a.qkv_mha;
+        }
+        attention_forward_chosen(ctx, atty, a.att_lse + l * lse_stride, mha, B, T, C, NH);
+        phase_mark(ctx, PHASE_MATMUL);
+        llama_matmul_residual(ctx, residual2, residual, atty, lp.attprojw, N, C, C);
+        // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
+        phase_mark(ctx, PHASE_LAYERNORM);
+        rmsnorm_forward(ctx, rms2, a.rms2_rstd + l * Nmax, residual2, lp.rms2w, N, C, eps);
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_forward(ctx, fch, nullptr, rms2, lp.fcw, nullptr, N, C, 2 * F);
+        phase_mark(ctx, PHASE_GELU);
+        swiglu_forward(ctx, fch_swiglu, fch, N, F);
+        phase_mark(ctx, PHASE_MATMUL);
+        llama_matmul_residual(ctx, a.residual3 + l * NC, residual2, fch_swiglu, lp.fcprojw, N, F, C);
+    }
+    phase_mark(ctx, PHASE_LAYERNORM);
+    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * NC, model->p.rmsfw, N, C, eps);
+    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
+    matmul_forward(ctx, a.logits, nullptr, a.rmsf, model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
+    if (targets != nullptr) {
+        phase_mark(ctx, PHASE_CLASSIFIER);
+        classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+        cuda_model_copy_losses(model, N);
+    }
+    phase_mark(ctx, PHASE_OTHER);
+    // the embedding backward's buckets: sorted on the host while the GPU runs the forward
+    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
+    model->last_N = N;
+    model->last_had_targets = targets != nullptr;
+    model->backward_ready = dloss > 0.0f;
+}
+
+inline float llama_cuda_loss(LlamaCuda* model) { return cuda_model_loss(model); }
+
+// ---------------------------------------------------------------------------------------
+// Backward of the last forward (which had dloss > 0), accumulating (+=) into the grads, or
+// where sink says for the layers (llmc/model.h: GradSinkOf, slices in the order rms1w, qkvw,
+// attprojw, rms2w, fcw, fcprojw). Reverse order of the forward; dres carries the residual
+// stream's gradient down.
+inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nullptr) {
+    CHECK(model->backward_ready, "llama_cuda_backward needs a forward with targets and dloss > 0 just before");
+    const LlamaConfig& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    const int B = model->B, T = model->T, N = B * T;
+    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
+    const int Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * NKV) * hs;
+    const LlamaPtrsX& p = model->p;
+    const LlamaPtrsX& g = model->g;
+    LlamaActivationsX& a = model->acts;
+    const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
+    const ParamLayout layout = llama_cuda_layout(model);
+
+    // logits hold dlogits (the classifier wrote them in the forward)
+    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
+    matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, N, C, Vp, false);
+    phase_mark(ctx, PHASE_LAYERNORM);
+    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
+    rmsnorm_backward(ctx, a.dres, g.rmsfw, a.dtmp, a.residual3 + (L - 1) * NC, p.rmsfw, a.rmsf_rstd, N, C);
+    for (int l = L - 1; l >= 0; l--) {
+        // room for any family's per-layer rows: a sink is told only where they go (and the
+        // compiler, which may inline another family's sink here on speculation, sees no overrun)
+        floatX* slices[MAX_PARAM_TENSORS];
+        layer_slices(model->params, layout, l, slices);
+        const LlamaLayerX lp = llama_layer_x(slices);
+        if (sink != nullptr) sink->layer_grads(l, slices);
+        else layer_slices(model->grads, layout, l, slices);
+        const LlamaLayerX lg = llama_layer_x(slices);
+        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
+        const floatX* qkv = a.qkv + l * N * QKV;
+        const floatX* atty = a.atty + l * NC;
+        const float* lse = a.att_lse + l * lse_stride;
+        // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, a.dres, a.fch_swiglu + l * N * F, lp.fcprojw, N, F,
+                        C, false);
+        phase_mark(ctx, PHASE_GELU);
+        CHECK_CUDA(cudaMemsetAsync(a.dfch, 0, (size_t)N * 2 * F * sizeof(floatX), ctx.stream));
+        swiglu_backward(ctx, a.dfch, a.fch + l * N * 2 * F, a.dfch_swiglu, N, F);
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, a.rms2 + l * NC, lp.fcw, N, C, 2 * F, false);
+        phase_mark(ctx, PHASE_LAYERNORM);
+        rmsnorm_backward(ctx, a.dres, lg.rms2w, a.dtmp, a.residual2 + l * NC, lp.rms2w, a.rms2_rstd + l * N, N, C);
+        // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, atty, lp.attprojw, N, C, C, false);
+        phase_mark(ctx, PHASE_ATTENTION_BWD);
+        if (NKV < NH) {  // the repeated heads again, and their gradients summed back
+            gqa_expand(ctx, a.qkv_mha, qkv, B, T, NH, NKV, hs);
+            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, atty, lse, B, T, C, NH);
+            gqa_reduce(ctx, a.dqkv, a.dqkv_mha, B, T, NH, NKV, hs);
+        } else {
+            attention_backward_chosen(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+        }
+        rope_backward(ctx, a.dqkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
+        phase_mark(ctx, PHASE_MATMUL);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, a.rms1 + l * NC, lp.qkvw, N, C, QKV, false);
+        phase_mark(ctx, PHASE_LAYERNORM);
+        rmsnorm_backward(ctx, a.dres, lg.rms1w, a.dtmp, residual, lp.rms1w, a.rms1_rstd + l * N, N, C);
+        phase_mark(ctx, PHASE_OTHER);
+        if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
+    }
+    phase_mark(ctx, PHASE_ENCODER);
+    encoder_backward(ctx, g.wte, nullptr, a.dres, model->buckets, B, T, C);
+    phase_mark(ctx, PHASE_OTHER);
+    if (sink != nullptr) sink->backward_done();
+    model->backward_ready = false;
+}
+
+// The gradient buffers, the norm and AdamW over the table (weight decay where it says): model_cuda.cuh's.
+inline void llama_cuda_zero_grad(LlamaCuda* model) { cuda_model_zero_grad(model); }
+inline double llama_cuda_grad_sum_squares(LlamaCuda* model) { return cuda_model_grad_sum_squares(model); }
+inline void llama_cuda_update(LlamaCuda* model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t) {
+    cuda_model_update(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+
+// As gpt2_cuda_checkpoint_write: the model file (rank 0; an fp32 Llama model file, llmc/checkpoint.h,
+// which holds bf16 weights exactly) and this rank's state file, each durable on disk.
+inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s) {
+    if (s.rank == 0) {
+        Llama host;
+        llama_init(&host, model->config);
+        cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
+        model_write_checkpoint(&host, checkpoint_path(dir, "model", step));
+        llama_free(&host);
+    }
+    cuda_model_write_state(model, dir, step, s);
+}
+
+// out (num_parameters floats) = the gradients, widened
+inline void llama_cuda_download_grads(const LlamaCuda* model, float* out) {
+    cuda_download_floatx(*model->ctx, model->grads, model->num_parameters, out);
+}
+
+inline void llama_cuda_free(LlamaCuda* model) {
+    cuda_model_free_buffers(model);
+    *model = LlamaCuda();
+}

@@ -1,0 +1,404 @@
+// model_cuda.cuh: what every model family's GPU model shares (GPT-2 in gpt2_cuda.cuh, Llama 3 in
+// llama_cuda.cuh): the device buffers laid out by the family's parameter table, their upload
+// and download, the activation plan, the loss readback, the gradient norm and AdamW over the table.
+// defines: CudaModelState, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot, cuda_carve_slots,
+//          cuda_model_init_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
+//          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
+//          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
+//          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_load_state,
+//          cuda_model_print_memory, cuda_model_free_buffers
+//
+// The cuda_model_* templates take a family's model struct M: a CudaModelState (below) with the
+// family's config (padded_vocab_size, max_seq_len), tensors[] (its table) and acts (inputs,
+// targets, losses, logits among them).
+#pragma once
+#include <algorithm>
+#include <iterator>
+#include <vector>
+
+#include "model.h"               // defines: ParamTensor
+#include "checkpoint.h"          // defines: TrainState, state_write, state_read_range, checkpoint_path, fsync_dir
+#include "zero.h"                // defines: ZeroLayout, zero_segments
+#include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
+#include "cuda/encoder.cuh"      // defines: EncoderBuckets, encoder_buckets_init, encoder_buckets_free
+#include "cuda/attention.cuh"    // defines: ATTENTION_HEAD_SIZES
+#include "cuda/global_norm.cuh"  // defines: global_norm_squared
+#include "cuda/adamw.cuh"        // defines: adamw_update
+#include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
+
+inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes == 0 ? 16 : bytes);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fail("out of GPU memory allocating %s: %.1f MiB (%.1f MiB free of %.1f MiB); try a smaller -b or -r 2",
+             what, bytes / 1048576.0, free_b / 1048576.0, total_b / 1048576.0);
+    }
+    return p;
+}
+
+// dst (n floatX, device) = src (n floats, host), rounded to bf16 to nearest in the bf16 build.
+// In chunks: a whole-model floatX copy on the host would be one more model's worth.
+inline void cuda_upload_params(floatX* dst, const float* src, size_t n) {
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        for (size_t i = 0; i < k; i++) chunk[i] = from_float<floatX>(src[done + i]);
+        CHECK_CUDA(cudaMemcpy(dst + done, chunk.data(), k * sizeof(floatX), cudaMemcpyHostToDevice));
+    }
+}
+
+// out (n floats, host) = src (n floatX, device), widened, once the stream's work is done.
+inline void cuda_download_floatx(const CudaContext& ctx, const floatX* src, size_t n, float* out) {
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
+    for (size_t done = 0; done < n; done += chunk.size()) {
+        size_t k = std::min(chunk.size(), n - done);
+        CHECK_CUDA(cudaMemcpy(chunk.data(), src + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < k; i++) out[done + i] = to_float(chunk[i]);
+    }
+}
+
+// One row of an activation plan: where the buffer's pointer goes, its elements and their size.
+struct CudaSlot {
+    void** ptr;
+    size_t count, elem;
+};
+
+// One zeroed device allocation cut into the slots' buffers, in order, each starting on 256
+// bytes (the kernels need 16, cuBLASLt likes 256). Returns it (*bytes: its size).
+inline void* cuda_carve_slots(const CudaSlot* slots, int count, size_t* bytes) {
+    size_t total = 0;
+    for (int i = 0; i < count; i++) total += (slots[i].count * slots[i].elem + 255) / 256 * 256;
+    void* memory = cuda_malloc_or_fail(total, "activations");
+    char* cursor = (char*)memory;
+    for (int i = 0; i < count; i++) {
+        *slots[i].ptr = cursor;
+        cursor += (slots[i].count * slots[i].elem + 255) / 256 * 256;
+    }
+    // zeroed once so that nothing reads garbage, e.g. the padded logits columns
+    CHECK_CUDA(cudaMemset(memory, 0, total));
+    *bytes = total;
+    return memory;
+}
+
+// What every family's kernels need of its shape: every tensor (and every layer's slice of it)
+// starts on 16 bytes, which C % 8 == 0 and Vp % 8 == 0 give for fp32 and bf16, and the head
+// size hs is one the attention kernels were compiled for. nullptr when fine.
+inline const char* cuda_shape_problem(int C, int Vp, int hs) {
+    if (C % 8 != 0) return "the GPU kernels need C to be a multiple of 8";
+    if (Vp % 8 != 0) return "the GPU kernels need Vp to be a multiple of 8";
+    for (int ok : {8, 16, 32, 48, 64, 80, 96, 128})
+        if (hs == ok) return nullptr;
+    return "head size C/NH is not one the attention kernels were compiled for (" ATTENTION_HEAD_SIZES ")";
+}
+
+// ---------------------------------------------------------------------------------------
+// the buffers laid out by the table
+
+// What a family's GPU model holds besides its configuration, table, named views and activations.
+struct CudaModelState {
+    const CudaContext* ctx = nullptr;  // the stream, cuBLASLt handle and workspace every launch uses
+    size_t num_parameters = 0;
+    floatX* params = nullptr;          // one allocation laid out by the family's table
+    floatX* grads = nullptr;           // the same layout; micro-steps accumulate into it (+=)
+    float* m = nullptr;                // AdamW moments of the values this rank updates
+    float* v = nullptr;
+    float* master = nullptr;           // bf16 build with master weights (-w 1) only
+    ZeroLayout z;                      // this rank's part (llmc/zero.h): params and grads are
+                                       // z.padded long; m, v and master cover [opt_begin, opt_end)
+    floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
+    size_t grads_len = 0;              // values in grads: z.padded (less at ZeRO 2 with bucket slots)
+    void* acts_memory = nullptr;       // the activations' one allocation (cuda_carve_slots)
+    size_t acts_bytes = 0;
+    int B = 0, T = 0;                  // what acts are sized for
+    EncoderBuckets buckets;            // the positions of the last training batch, by token
+    int* io_host = nullptr;            // pinned staging of inputs | targets
+    cudaEvent_t io_copied = nullptr;   // io_host may be rewritten once this has passed
+    float* losses_host = nullptr;      // pinned (N)
+    cudaEvent_t losses_ready = nullptr;
+    float* norm_device = nullptr;      // one float
+    float* norm_host = nullptr;        // pinned, one float
+    int last_N = 0;                    // positions of the last forward
+    bool last_had_targets = false;
+    bool backward_ready = false;       // the last forward wrote dlogits for a full batch
+};
+
+// The parameters (z.padded values, the padding zero) uploaded from the host model's fp32 ones,
+// rounded to bf16 to nearest in the bf16 build, and with master_weights (bf16 build) an fp32
+// master copy of the values this rank updates. The family has filled in model->config, tensors
+// and num_parameters; problem is what its kernels find wrong with the shape (nullptr: nothing).
+template <typename M>
+inline void cuda_model_init_params(M* model, const CudaContext* ctx, const char* problem, const ModelBase* host,
+                                   bool master_weights, const ZeroLayout& z) {
+    if (problem != nullptr) fail("model config: %s", problem);
+    model->ctx = ctx;
+    const size_t n = model->num_parameters;
+    CHECK(n == host->num_parameters, "%zu vs %zu", n, host->num_parameters);
+    CHECK(z.n == n, "layout for %zu parameters, model has %zu", z.n, n);
+    const float* host_params = host->params;
+    model->z = z;
+    model->params = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "parameters");
+    CHECK_CUDA(cudaMemset(model->params, 0, z.padded * sizeof(floatX)));  // the padding stays zero
+    cuda_upload_params(model->params, host_params, n);
+    bool bf16 = sizeof(floatX) == 2;
+    if (bf16 && master_weights) {
+        model->master = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "master weights");
+        CHECK_CUDA(cudaMemcpy(model->master, host_params + z.opt_begin, z.opt_count() * sizeof(float),
+                              cudaMemcpyHostToDevice));
+    }
+}
+
+// The gradients (z.padded), AdamW's m and v (the values this rank updates), ZeRO 2's gradient
+// shard, all zeroed, for micro-batches of B x T.
+template <typename M>
+inline void cuda_model_alloc_grads(M* model, int B, int T) {
+    CHECK(B >= 1 && T >= 1 && T <= model->config.max_seq_len, "B=%d T=%d maxT=%d", B, T, model->config.max_seq_len);
+    const ZeroLayout& z = model->z;
+    model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
+    model->grads_len = z.padded;
+    model->m = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW m");
+    model->v = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW v");
+    CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
+    CHECK_CUDA(cudaMemset(model->m, 0, z.opt_count() * sizeof(float)));
+    CHECK_CUDA(cudaMemset(model->v, 0, z.opt_count() * sizeof(float)));
+    if (z.stage == 2) {  // several ranks (or one through the NCCL test hook)
+        model->grad_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "gradient shard");
+        CHECK_CUDA(cudaMemset(model->grad_shard, 0, z.shard * sizeof(floatX)));
+    }
+}
+
+// The host side of a micro-batch of N positions: pinned staging of the inputs and targets and
+// of the losses, the gradient norm's float, the encoder backward's buckets, and their events.
+template <typename M>
+inline void cuda_model_alloc_io(M* model, size_t N) {
+    const CudaContext& ctx = *model->ctx;
+    encoder_buckets_init(&model->buckets, (int)N);
+    CHECK_CUDA(cudaMallocHost(&model->io_host, 2 * N * sizeof(int)));
+    CHECK_CUDA(cudaMallocHost(&model->losses_host, N * sizeof(float)));
+    CHECK_CUDA(cudaMallocHost(&model->norm_host, sizeof(float)));
+    model->norm_device = (float*)cuda_malloc_or_fail(sizeof(float), "norm");
+    CHECK_CUDA(cudaEventCreateWithFlags(&model->io_copied, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventCreateWithFlags(&model->losses_ready, cudaEventDisableTiming));
+    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+    CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+}
+
+// What cuda_model_alloc_io allocated (after a cudaDeviceSynchronize).
+template <typename M>
+inline void cuda_model_free_io(M* model) {
+    encoder_buckets_free(&model->buckets);
+    CHECK_CUDA(cudaFreeHost(model->io_host));
+    CHECK_CUDA(cudaFreeHost(model->losses_host));
+    CHECK_CUDA(cudaFreeHost(model->norm_host));
+    CHECK_CUDA(cudaEventDestroy(model->io_copied));
+    CHECK_CUDA(cudaEventDestroy(model->losses_ready));
+}
+
+// ---------------------------------------------------------------------------------------
+// the step's host side
+
+// A forward's batch: B, T within what the state is sized for, a forward for backward (dloss
+// > 0) has targets and the full batch, every token and target in [0, V).
+template <typename M>
+inline void cuda_model_check_batch(const M* model, const int* inputs, const int* targets, int B, int T, float dloss,
+                                   int V) {
+    CHECK(B >= 1 && T >= 1 && B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T,
+          model->B, model->T);
+    CHECK(dloss == 0.0f || (targets != nullptr && B == model->B && T == model->T),
+          "a forward for backward (dloss %g) needs targets and the full batch", dloss);
+    const int N = B * T;
+    for (int i = 0; i < N; i++)
+        CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
+    if (targets != nullptr)
+        for (int i = 0; i < N; i++)
+            CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
+}
+
+// The batch (N positions; targets may be nullptr) up to acts.inputs / acts.targets through
+// pinned memory: no stream sync, the GPU may still be busy with the previous micro-step's backward.
+template <typename M>
+inline void cuda_model_upload_batch(M* model, const int* inputs, const int* targets, int N) {
+    const CudaContext& ctx = *model->ctx;
+    const size_t Nmax = (size_t)model->B * model->T;
+    CHECK_CUDA(cudaEventSynchronize(model->io_copied));
+    memcpy(model->io_host, inputs, N * sizeof(int));
+    CHECK_CUDA(cudaMemcpyAsync(model->acts.inputs, model->io_host, N * sizeof(int), cudaMemcpyHostToDevice,
+                               ctx.stream));
+    if (targets != nullptr) {
+        memcpy(model->io_host + Nmax, targets, N * sizeof(int));
+        CHECK_CUDA(cudaMemcpyAsync(model->acts.targets, model->io_host + Nmax, N * sizeof(int),
+                                   cudaMemcpyHostToDevice, ctx.stream));
+    }
+    CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+}
+
+// Queues the copy of the N losses the classifier wrote back to the host (cuda_model_loss reads them).
+template <typename M>
+inline void cuda_model_copy_losses(M* model, int N) {
+    const CudaContext& ctx = *model->ctx;
+    // the previous losses must have been read before they are overwritten
+    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+    CHECK_CUDA(cudaMemcpyAsync(model->losses_host, model->acts.losses, N * sizeof(float), cudaMemcpyDeviceToHost,
+                               ctx.stream));
+    CHECK_CUDA(cudaEventRecord(model->losses_ready, ctx.stream));
+}
+
+// Mean loss of the last forward with targets, summed in double as the CPU trainer does.
+// Waits only for the classifier, not for any backward queued after it.
+template <typename M>
+inline float cuda_model_loss(M* model) {
+    CHECK(model->last_had_targets, "the last forward had no targets");
+    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+    double sum = 0.0;
+    for (int i = 0; i < model->last_N; i++) sum += model->losses_host[i];
+    return (float)(sum / model->last_N);
+}
+
+// The loss at each of the B*T positions of the last forward with targets (host memory,
+// valid until the next forward).
+template <typename M>
+inline const float* cuda_model_token_losses(M* model) {
+    CHECK(model->last_had_targets, "the last forward had no targets");
+    CHECK_CUDA(cudaEventSynchronize(model->losses_ready));
+    return model->losses_host;
+}
+
+template <typename M>
+inline void cuda_model_zero_grad(M* model) {
+    CHECK_CUDA(cudaMemsetAsync(model->grads, 0, model->grads_len * sizeof(floatX), model->ctx->stream));
+    if (model->grad_shard != nullptr)
+        CHECK_CUDA(cudaMemsetAsync(model->grad_shard, 0, model->z.shard * sizeof(floatX), model->ctx->stream));
+}
+
+// Gradient i of the values this rank's AdamW updates (parameter z.opt_begin + i), once the
+// gradients are reduced: ZeRO 2's accumulator, else the gradient buffer from opt_begin.
+template <typename M>
+inline floatX* cuda_model_opt_grads(M* model) {
+    return model->grad_shard != nullptr ? model->grad_shard : model->grads + model->z.opt_begin;
+}
+
+// Sum of squares of the gradients this rank updates (waits for the backward): the global
+// norm's square with one process or ZeRO 0, this rank's part of it at ZeRO 1 and 2.
+template <typename M>
+inline double cuda_model_grad_sum_squares(M* model) {
+    const CudaContext& ctx = *model->ctx;
+    if (model->z.opt_count() == 0) return 0.0;
+    phase_mark(ctx, PHASE_OPTIMIZER);
+    global_norm_squared(ctx, model->norm_device, cuda_model_opt_grads(model), model->z.opt_count(), false);
+    CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
+                               ctx.stream));
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    return *model->norm_host;
+}
+
+// One AdamW step over the values this rank updates, tensor piece by tensor piece (weight decay
+// is per tensor, where the table says); t is the 1-based step count. The stochastic rounding
+// seed of each tensor is a hash of (t, tensor) and its bits are drawn by the index inside the
+// tensor, so a resumed run, or the same run split over other ranks, rounds the same way.
+template <typename M>
+inline void cuda_model_update(M* model, float lr, float beta1, float beta2, float eps, float weight_decay,
+                              float grad_scale, int t) {
+    const ZeroLayout& z = model->z;
+    const int count = (int)std::size(model->tensors);
+    floatX* g = cuda_model_opt_grads(model);
+    phase_mark(*model->ctx, PHASE_OPTIMIZER);
+    for (const ZeroSegment& seg : zero_segments(model->tensors, count, z.opt_begin, z.opt_end)) {
+        const ParamTensor& pt = model->tensors[seg.tensor];
+        size_t o = seg.begin - z.opt_begin;
+        uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)seg.tensor + 1));
+        adamw_update(*model->ctx, model->params + seg.begin, model->master ? model->master + o : nullptr, g + o,
+                     model->m + o, model->v + o, seg.end - seg.begin, lr, beta1, beta2, eps,
+                     pt.decays ? weight_decay : 0.0f, grad_scale, t, seed, seg.begin - pt.offset);
+    }
+}
+
+// out (Vp floats) = the logits of position `row` (b*T + t) of the last forward without dloss.
+template <typename M>
+inline void cuda_model_logits_row(M* model, int row, float* out) {
+    CHECK(!model->backward_ready, "the logits were overwritten by dlogits");
+    CHECK(row >= 0 && row < model->last_N, "row=%d N=%d", row, model->last_N);
+    int Vp = model->config.padded_vocab_size;
+    std::vector<floatX> buf(Vp);
+    CHECK_CUDA(cudaMemcpyAsync(buf.data(), model->acts.logits + (size_t)row * Vp, Vp * sizeof(floatX),
+                               cudaMemcpyDeviceToHost, model->ctx->stream));
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    for (int i = 0; i < Vp; i++) out[i] = to_float(buf[i]);
+}
+
+// This rank's state file of the checkpoint at `step` (as checkpoint_write_model_and_state in
+// llmc/checkpoint.h): AdamW m, v and the master weights when there are any, of the slice it
+// owns, durable on disk. The model file is the family's; the DONE marker follows once every
+// rank is done.
+template <typename M>
+inline void cuda_model_write_state(const M* model, const std::string& dir, int step, TrainState s) {
+    CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
+    const ZeroLayout& z = model->z;
+    zero_state_slice(&s, z);
+    size_t k = s.range_count, o = z.own_begin - z.opt_begin;
+    std::vector<float> m(k), v(k), master(model->master ? k : 0);
+    CHECK_CUDA(cudaMemcpy(m.data(), model->m + o, k * sizeof(float), cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(v.data(), model->v + o, k * sizeof(float), cudaMemcpyDeviceToHost));
+    if (model->master)
+        CHECK_CUDA(cudaMemcpy(master.data(), model->master + o, k * sizeof(float), cudaMemcpyDeviceToHost));
+    state_write(checkpoint_path(dir, "state", step, (int)s.rank), s, m.data(), v.data(),
+                model->master ? master.data() : nullptr);
+    fsync_dir(dir);
+}
+
+// Restores AdamW m, v and (bf16 with master weights) the master weights of the values this rank
+// updates from the state files of the checkpoint at `step` (any number of ranks wrote them), and
+// returns rank 0's header in *s for the caller's checks. State without master weights (written
+// by a -w 0 run) leaves the master as the widened bf16 params, with a note.
+template <typename M>
+inline void cuda_model_load_state(M* model, const std::string& dir, int step, TrainState* s) {
+    const ZeroLayout& z = model->z;
+    size_t k = z.opt_count();
+    std::vector<float> m(k), v(k), master(model->master ? k : 0);
+    bool has_master = false;
+    std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, m.data(), v.data(),
+                                       model->master ? master.data() : nullptr, &has_master);
+    if (!err.empty()) fail("%s", err.c_str());
+    CHECK_CUDA(cudaMemcpy(model->m, m.data(), k * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(model->v, v.data(), k * sizeof(float), cudaMemcpyHostToDevice));
+    if (model->master != nullptr) {
+        if (!has_master) {
+            printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n",
+                   step);
+            std::vector<float> all(z.n);
+            cuda_download_floatx(*model->ctx, model->params, z.n, all.data());
+            std::copy(all.begin() + z.opt_begin, all.begin() + z.opt_end, master.begin());
+        }
+        CHECK_CUDA(cudaMemcpy(model->master, master.data(), k * sizeof(float), cudaMemcpyHostToDevice));
+    }
+}
+
+// The device memory plan, one line: grad_slots_len gradient values held beside the buffer (a
+// data-parallel trainer's bucket slots), recompute the -r level the activations were sized for.
+template <typename M>
+inline void cuda_model_print_memory(const M* model, size_t grad_slots_len, int recompute) {
+    const double MiB = 1048576.0;
+    const ZeroLayout& z = model->z;
+    double params = z.padded * sizeof(floatX) / MiB;
+    double grads =
+        (model->grads_len + grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
+    double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
+    double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
+    double work = model->ctx->workspace_bytes / MiB;
+    printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
+           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB; total %.1f MiB\n",
+           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work,
+           params + grads + adam + master + acts + work);
+}
+
+// Every device buffer and the host side of cuda_model_alloc_io (once the device is idle).
+template <typename M>
+inline void cuda_model_free_buffers(M* model) {
+    CHECK_CUDA(cudaDeviceSynchronize());
+    if (model->B > 0) cuda_model_free_io(model);
+    void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
+                    model->norm_device, model->grad_shard};
+    for (void* b : bufs)
+        if (b != nullptr) CHECK_CUDA(cudaFree(b));
+}
