@@ -61,7 +61,8 @@ CUDA_MP_LIBS += $(addprefix -L,$(shell $(MPICXX) --showme:libdirs)) $(addprefix 
 endif
 
 .PHONY: cuda-all
-cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 generate_fp32 generate_bf16 cuda-dev
+cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 \
+          build/test_llama_debug_fp32 build/test_llama_debug_bf16 generate_fp32 generate_bf16 cuda-dev
 
 train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
