@@ -263,32 +263,19 @@ inline void gpt2_init(GPT2* model, const GPT2Config& cfg) {
     const char* problem = gpt2_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
-    model->family = FAMILY_GPT2;
-    model->num_parameters = gpt2_param_table(cfg, model->tensors);
-    model->num_tensors = NUM_PARAM_TENSORS;
-    model->first_layer_tensor = FIRST_LAYER_TENSOR;
-    model->num_layer_tensors = NUM_LAYER_TENSORS;
-    model->num_layers = cfg.num_layers; model->channels = cfg.channels; model->vocab_size = cfg.vocab_size;
-    model->padded_vocab_size = cfg.padded_vocab_size; model->max_seq_len = cfg.max_seq_len;
-    model->params = xcalloc_floats(model->num_parameters);
+    const size_t n = gpt2_param_table(cfg, model->tensors);
+    model_base_init(model, FAMILY_GPT2, gpt2_layout(model->tensors, cfg.num_layers), n, cfg.channels, cfg.vocab_size,
+                    cfg.padded_vocab_size, cfg.max_seq_len);
     model->p = param_ptrs(model->params, model->tensors);
 }
 
 // Gradients, optimizer moments and activations for micro-batch B x T.
 inline void gpt2_alloc_state(GPT2* model, int B, int T) {
-    const GPT2Config& cfg = model->config;
-    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
-    size_t n = model->num_parameters;
-    model->grads = xcalloc_floats(n);
-    model->m = xcalloc_floats(n);
-    model->v = xcalloc_floats(n);
+    model_base_alloc_state(model, B, T);
     model->g = param_ptrs(model->grads, model->tensors);
-
     size_t sizes[GPT2_NUM_ACTIVATIONS];
-    gpt2_activation_sizes(cfg, B, T, sizes);
+    gpt2_activation_sizes(model->config, B, T, sizes);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
-    model->B = B;
-    model->T = T;
 }
 
 

@@ -204,32 +204,20 @@ inline void llama_init(Llama* model, const LlamaConfig& cfg) {
     const char* problem = llama_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
-    model->family = FAMILY_LLAMA3;
-    model->num_parameters = llama_param_table(cfg, model->tensors);
-    model->num_tensors = LLAMA_NUM_PARAM_TENSORS;
-    model->first_layer_tensor = LLAMA_FIRST_LAYER_TENSOR;
-    model->num_layer_tensors = LLAMA_NUM_LAYER_TENSORS;
-    model->num_layers = cfg.num_layers; model->channels = cfg.channels; model->vocab_size = cfg.vocab_size;
-    model->padded_vocab_size = cfg.padded_vocab_size; model->max_seq_len = cfg.max_seq_len;
-    model->params = xcalloc_floats(model->num_parameters);
+    const size_t n = llama_param_table(cfg, model->tensors);
+    model_base_init(model, FAMILY_LLAMA3, llama_layout(model->tensors, cfg.num_layers), n, cfg.channels, cfg.vocab_size,
+                    cfg.padded_vocab_size, cfg.max_seq_len);
     model->p = llama_param_ptrs(model->params, model->tensors);
 }
 
 inline void llama_alloc_state(Llama* model, int B, int T) {
     const LlamaConfig& cfg = model->config;
-    CHECK(B >= 1 && T >= 1 && T <= cfg.max_seq_len, "B=%d T=%d maxT=%d", B, T, cfg.max_seq_len);
-    const size_t n = model->num_parameters;
-    model->grads = xcalloc_floats(n);
-    model->m = xcalloc_floats(n);
-    model->v = xcalloc_floats(n);
+    model_base_alloc_state(model, B, T);
     model->g = llama_param_ptrs(model->grads, model->tensors);
-
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
     llama_activation_sizes(cfg, B, T, sizes);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
-    model->B = B;
-    model->T = T;
 }
 
 // Gradient views from where each row's gradient lives (a per-layer row's is unused when a

@@ -4,7 +4,8 @@
 // are listed in one place, llmc/families.h.
 // defines: ParamTensor, ParamRow, param_table_build, MAX_PARAM_TENSORS, ParamLayout, layer_slices,
 //          layer_slices_packed, GradSinkOf, GradSink, ModelFamily, ModelBase, xcalloc_floats, carve_buffers,
-//          NormalRng, grad_sum_squares, grad_clip_scale, adamw_update_table, flops_per_token, model_free_buffers
+//          NormalRng, grad_sum_squares, grad_clip_scale, adamw_update_table, flops_per_token, model_base_init,
+//          model_base_alloc_state, model_free_buffers
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -219,6 +220,30 @@ inline void adamw_update_table(const ParamTensor* table, int n, float* params, c
         adamw_update(params + o, grads + o, m + o, v + o, pt.numel, lr, beta1, beta2, eps,
                      pt.decays ? weight_decay : 0.0f, grad_scale, t);
     }
+}
+
+// What every family's init sets once its table is in m->tensors: the family, the table's
+// layout, the dimensions, and the parameters (zeroed). n: the table's total.
+inline void model_base_init(ModelBase* m, ModelFamily family, const ParamLayout& t, size_t n, int C, int V, int Vp,
+                            int maxT) {
+    m->family = family;
+    m->num_parameters = n;
+    m->num_tensors = t.count;
+    m->first_layer_tensor = t.first_layer;
+    m->num_layer_tensors = t.layers;
+    m->num_layers = t.L; m->channels = C; m->vocab_size = V; m->padded_vocab_size = Vp; m->max_seq_len = maxT;
+    m->params = xcalloc_floats(n);
+}
+
+// What every family's alloc_state sets before its activations: gradients and AdamW moments
+// (zeroed), and the micro-batch B x T the activations are sized for.
+inline void model_base_alloc_state(ModelBase* m, int B, int T) {
+    CHECK(B >= 1 && T >= 1 && T <= m->max_seq_len, "B=%d T=%d maxT=%d", B, T, m->max_seq_len);
+    m->grads = xcalloc_floats(m->num_parameters);
+    m->m = xcalloc_floats(m->num_parameters);
+    m->v = xcalloc_floats(m->num_parameters);
+    m->B = B;
+    m->T = T;
 }
 
 // The buffers of a model (parameters, gradients, AdamW moments, activations).
