@@ -197,6 +197,11 @@ int main(int argc, char** argv) {
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
+    // the CPU's collectives are MPI's: the sockets of -pi fs|tcp only bootstrap the GPU's NCCL
+    if ((cfg.init_method == "fs" || cfg.init_method == "tcp") && cfg.num_processes > 1)
+        fail("flag -pi %s: train_gpt_cpu's processes share their work through MPI: start them with mpirun -np %d "
+             "(-pi fs and -pi tcp start the GPU trainers, whose collectives are NCCL's)",
+             cfg.init_method.c_str(), cfg.num_processes);
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
@@ -231,8 +236,7 @@ int main(int argc, char** argv) {
     train_print_plan(model_describe(model), n, cfg, data, resume_step, world);
     const double MiB = 1048576.0;
     if (world > 1)
-        printf("processes: %d (%s), %s, %zu parameters per rank's slice\n", world,
-               comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets", zero_stage_name(z.stage), z.shard);
+        printf("processes: %d (MPI), %s, %zu parameters per rank's slice\n", world, zero_stage_name(z.stage), z.shard);
     // several ranks: each layer's gradients are reduced while the backward runs the layers below
     GradSync sync;
     if (world > 1) grad_sync_init(&sync, model, &comm, z, grad_shard);

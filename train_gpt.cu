@@ -5,6 +5,7 @@
 // they share is llmc/model_cuda.cuh's). Reading order: main() parses flags, builds the model and
 // the data loaders, prints the plan, then hands a GpuBackend to the loop both trainers share
 // (llmc/train_loop.h: validate, sample, checkpoint, one training step, log, faults).
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -282,11 +283,25 @@ int main(int argc, char** argv) {
     FaultInject inject = fault_inject_from_env();
 
     // --- the device: local rank i drives GPU i; more ranks than GPUs on a node share them,
-    // and then their collectives go through the host (NCCL refuses two ranks on one GPU)
+    // and then their collectives go through the host and MPI (NCCL refuses two ranks on one GPU)
     int device_count = 0;
     CHECK_CUDA(cudaGetDeviceCount(&device_count));
     if (device_count == 0) fail("no CUDA device found");
-    bool sharing = comm_sum(&comm, comm.local_rank >= device_count ? 1.0 : 0.0) > 0.0;
+    const char shares = comm.local_rank >= device_count;
+    std::vector<char> shared(world);
+    comm_exchange(&comm, &shares, 1, shared.data());
+    const bool sharing = std::find(shared.begin(), shared.end(), 1) != shared.end();
+    if (world > 1 && comm.transport == COMM_TRANSPORT_SOCKET) {
+        // the sockets only bootstrap NCCL: every collective after that is NCCL's
+        if (sharing)
+            fail("rank %d: -pi %s: more ranks than GPUs on a node (local rank %d, %d GPU%s here): NCCL needs a GPU "
+                 "per rank; start ranks that share GPUs with mpirun (their collectives then go through the host)",
+                 rank, cfg.init_method.c_str(), comm.local_rank, device_count, device_count == 1 ? "" : "s");
+#ifndef USE_NCCL
+        fail("rank %d: -pi %s: this binary was built without NCCL, whose collectives the sockets bootstrap; "
+             "build with NCCL, or start the ranks with mpirun", rank, cfg.init_method.c_str());
+#endif
+    }
     CudaContext ctx;
     cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
@@ -294,6 +309,9 @@ int main(int argc, char** argv) {
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
+    // NCCL first: from here on every collective is NCCL's (unless the ranks share a GPU)
+    GpuComm gc;
+    gpu_comm_init(&gc, &comm, &ctx, !sharing);
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
@@ -309,7 +327,6 @@ int main(int argc, char** argv) {
     const double flops = model_flops_per_token(host, cfg.T);
     TrainData data;
     Tokenizer tokenizer;
-    GpuComm gc;
     int status = 0;
     // the rest once per family: model is a GPT2Cuda or a LlamaCuda
     auto train = [&](auto& model) {
@@ -321,7 +338,6 @@ int main(int argc, char** argv) {
                                                            : train_zero_layout(cfg, host->num_parameters, rank, world);
         gpu_model_init(&model, &ctx, host, use_master, z);
         model_delete(host);
-        gpu_comm_init(&gc, &comm, !sharing);
         const auto& mc = model.config;
         // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
         const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
@@ -366,7 +382,7 @@ int main(int argc, char** argv) {
             printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
                    zero_stage_name(z.stage));
         if (world > 1)
-            printf("processes: %d (%s), gradients through %s, %s; %zu parameters per rank's slice; "
+            printf("processes: %d (%s), collectives through %s, %s; %zu parameters per rank's slice; "
                    "%.1f MiB sent per step and process\n",
                    world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
                    gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),

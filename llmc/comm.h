@@ -1,23 +1,28 @@
 // comm.h: the processes of one training run: rank, world size, local rank (which GPU), and
-// the host-side collectives the trainers use. One interface, two transports:
-//   MPI     (-pi mpi, the default) processes started by mpirun, or srun with PMIx; built in
-//           when make finds mpicxx (USE_MPI)
-//   sockets (-pi fs | tcp, llmc/comm_socket.h) processes started by any launcher with -pn
-//           and -pr; they meet through a file in a shared directory (-pf) or rank 0's
-//           address (-ps), then talk over TCP
-// The CPU trainer moves its gradients and parameters through these collectives; the GPU
-// trainer uses them to bootstrap NCCL, or stages its buffers through the host when several
-// ranks share one GPU (the sharding logic above them is the same code, llmc/zero.h).
-// defines: Comm, comm_init, comm_free, comm_reduce_scatter_v_f32, comm_all_gather_v,
-//          comm_all_gather, comm_broadcast, comm_sum_f64, comm_sum, comm_barrier
+// the collectives the trainers use. One collective engine per device:
+//   CPU  MPI: processes started by mpirun, or srun with PMIx (-pi mpi, the default); built in
+//        when make finds mpicxx (USE_MPI)
+//   GPU  NCCL (llmc/cuda/comm_gpu.cuh): once it is up it takes over every collective here
+//        (comm_set_engine), the host's small sums and broadcasts included; it is started
+//        from MPI, or without MPI from llmc/comm_socket.h's bootstrap (-pi fs | tcp: any
+//        launcher, -pn and -pr; the processes meet through a file in a shared directory
+//        (-pf) or at rank 0's address (-ps), and exchange NCCL's id)
+// Before an engine is up only comm_exchange (MPI or the bootstrap's sockets) runs: the small
+// records the processes need to agree on one (which GPU each drives, NCCL's id). Ranks that
+// share one GPU cannot have NCCL (it refuses two ranks on a device): their GPU trainer stages
+// its buffers through the host and MPI's collectives, so it needs mpirun.
+// defines: Comm, CommEngine, comm_init, comm_free, comm_set_engine, comm_exchange,
+//          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_gather, comm_broadcast,
+//          comm_sum_f64, comm_sum, comm_barrier
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
-// rank order on rank 0 and broadcast. So the ranks' weights never drift apart, and a step
-// guard (llmc/faults.h) judging the same loss and norm reaches the same verdict everywhere.
+// rank order (on rank 0 and broadcast, or on every rank from the same gathered values). So the
+// ranks' weights never drift apart, and a step guard (llmc/faults.h) judging the same loss
+// and norm reaches the same verdict everywhere.
 //
 // No wait is unbounded: a collective that has not completed within -pt seconds stops this
-// process with an error naming it (another rank hung or died). The socket transport polls
+// process with an error naming it (another rank hung or died). The sockets and NCCL poll
 // with that timeout; MPI calls cannot time out, so a watchdog thread ends the process, and
 // mpirun (or srun --kill-on-bad-exit) then stops the rest.
 #pragma once
@@ -36,15 +41,27 @@
 
 #include "utils.h"        // defines: fail, CHECK
 #include "args.h"         // defines: TrainConfig
-#include "comm_socket.h"  // defines: SocketComm, socket_comm_create, socket_reduce_scatter_f32, ...
+#include "comm_socket.h"  // defines: SocketComm, socket_comm_create, socket_exchange
 
+// How the processes started: mpirun (MPI), or the sockets' bootstrap (-pi fs | tcp).
 enum CommTransport { COMM_TRANSPORT_NONE, COMM_TRANSPORT_MPI, COMM_TRANSPORT_SOCKET };
+
+// The device's collective engine (the GPU trainer's NCCL), in place on host buffers: each
+// call returns once the collective completed on every rank, or stops the process.
+struct CommEngine {
+    const char* name = nullptr;  // nullptr: none set
+    void* self = nullptr;
+    // buf holds world records of `bytes`; this rank's is its input; afterwards every rank's
+    void (*all_gather)(void* self, void* buf, size_t bytes) = nullptr;
+    void (*broadcast)(void* self, void* buf, size_t bytes, int root) = nullptr;
+};
 
 struct Comm {
     int rank = 0, world = 1;
     int local_rank = 0;                          // index of this process on its node: its GPU
     CommTransport transport = COMM_TRANSPORT_NONE;
-    SocketComm* sock = nullptr;
+    SocketComm* sock = nullptr;                  // the bootstrap (-pi fs | tcp)
+    CommEngine engine;                           // set by the device once it is up
     double timeout_s = 600.0;                    // -pt
     bool threads_ok = true;                      // collectives may run on another thread than main's
     // the MPI watchdog: when the collective in progress started (0: none), and its name
@@ -109,7 +126,7 @@ inline void comm_init(Comm* c, const TrainConfig& cfg, int* argc, char*** argv) 
     if (method == "mpi") {
         if (!comm_under_mpi_launcher_()) {
             if (cfg.num_processes != 1)
-                fail("-pn %d with -pi mpi: start the processes with mpirun -np %d (or srun), or use -pi fs / -pi tcp",
+                fail("-pn %d with -pi mpi: start the processes with mpirun -np %d (or srun), or (GPU trainers) use -pi fs / -pi tcp",
                      cfg.num_processes, cfg.num_processes);
             return;  // one process, nothing to set up
         }
@@ -126,8 +143,8 @@ inline void comm_init(Comm* c, const TrainConfig& cfg, int* argc, char*** argv) 
             fail("-pn %d but mpirun started %d processes", cfg.num_processes, c->world);
         c->watchdog = std::thread(comm_watchdog_run_, c);
 #else
-        fail("this binary was built without MPI (make found no mpicxx): start it without mpirun, "
-             "or use -pi fs -pf DIR / -pi tcp -ps HOST with -pn and -pr");
+        fail("this binary was built without MPI (make found no mpicxx): start one process without mpirun, "
+             "or (GPU trainers) use -pi fs -pf DIR / -pi tcp -ps HOST with -pn and -pr");
 #endif
     } else {
         if (cfg.process_rank >= cfg.num_processes)
@@ -161,14 +178,43 @@ inline void comm_free(Comm* c) {
     if (c->sock != nullptr) socket_comm_destroy(c->sock);
     c->sock = nullptr;
     c->transport = COMM_TRANSPORT_NONE;
+    c->engine = CommEngine();
+}
+
+// From now on the collectives below run on `e` (the GPU's NCCL); a default CommEngine goes
+// back to MPI.
+inline void comm_set_engine(Comm* c, const CommEngine& e) { c->engine = e; }
+
+inline bool comm_has_engine_(const Comm* c) { return c->engine.name != nullptr; }
+
+// A collective with neither an engine nor MPI: the bootstrap's sockets carry no collectives.
+[[noreturn]] inline void comm_no_engine_(const Comm* c, const char* what) {
+    fail("rank %d: %s across %d processes needs MPI (start them with mpirun) or the GPU's NCCL; "
+         "-pi fs|tcp only bootstraps NCCL", c->rank, what, c->world);
+}
+
+// The bootstrap's collective, on every transport: each rank's record of `bytes` (the same on
+// every rank; small) to every rank: all[r * bytes, (r + 1) * bytes) is rank r's afterwards.
+inline void comm_exchange(Comm* c, const void* mine, size_t bytes, void* all) {
+    if (c->world == 1) {
+        if (bytes > 0) memmove(all, mine, bytes);
+        return;
+    }
+    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_exchange(c->sock, mine, bytes, all);
+#ifdef USE_MPI
+    CHECK(bytes <= (size_t)INT32_MAX / (size_t)c->world, "bytes=%zu: MPI counts are int", bytes);
+    CommBusy busy(c, "exchange");
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+#endif
 }
 
 // In place: buf holds the parts of counts[0..world) floats back to back (part r is rank r's;
 // parts may differ in size or be empty); afterwards this rank's part holds the sum over ranks
-// of that part (the other parts are left as scratch).
+// of that part (the other parts are left as scratch). MPI only: the CPU trainer's, and the
+// GPU trainer's when its ranks share a GPU (NCCL's reductions run on device buffers).
 inline void comm_reduce_scatter_v_f32(Comm* c, float* buf, const size_t* counts) {
     if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_reduce_scatter_v_f32(c->sock, buf, counts);
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a reduce-scatter");
 #ifdef USE_MPI
     std::vector<int> n(c->world);
     size_t own = 0;
@@ -185,15 +231,12 @@ inline void comm_reduce_scatter_v_f32(Comm* c, float* buf, const size_t* counts)
 }
 
 // In place: buf holds the parts of counts[0..world) values of elem_bytes (2 or 4) each, back
-// to back; this rank's part is its input; afterwards every rank holds every part.
+// to back; this rank's part is its input; afterwards every rank holds every part. MPI only,
+// like comm_reduce_scatter_v_f32.
 inline void comm_all_gather_v(Comm* c, void* buf, const size_t* counts, size_t elem_bytes) {
     if (c->world == 1) return;
     CHECK(elem_bytes == 2 || elem_bytes == 4, "elem_bytes=%zu", elem_bytes);
-    if (c->transport == COMM_TRANSPORT_SOCKET) {
-        std::vector<size_t> bytes(c->world);
-        for (int r = 0; r < c->world; r++) bytes[r] = counts[r] * elem_bytes;
-        return socket_all_gather_v(c->sock, buf, bytes.data());
-    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "an all-gather");
 #ifdef USE_MPI
     std::vector<int> n(c->world), displs(c->world);
     size_t at = 0;
@@ -219,7 +262,8 @@ inline void comm_all_gather(Comm* c, void* buf, size_t shard, size_t elem_bytes)
 
 inline void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
     if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_broadcast(c->sock, buf, bytes, root);
+    if (comm_has_engine_(c)) return c->engine.broadcast(c->engine.self, buf, bytes, root);
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a broadcast");
 #ifdef USE_MPI
     CHECK(bytes <= (size_t)INT32_MAX, "bytes=%zu", bytes);
     CommBusy busy(c, "broadcast");
@@ -227,10 +271,22 @@ inline void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
 #endif
 }
 
-// x[0..n) := the sum over ranks, added in rank order on rank 0, then broadcast.
+// x[0..n) := the sum over ranks, added in rank order ((x0 + x1) + x2) + ...: with an engine
+// every rank adds the gathered values; with MPI rank 0 adds them and broadcasts.
 inline void comm_sum_f64(Comm* c, double* x, int n) {
-    if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_sum_f64(c->sock, x, n);
+    if (c->world == 1 || n == 0) return;
+    if (comm_has_engine_(c)) {
+        std::vector<double> all((size_t)n * c->world);
+        memcpy(all.data() + (size_t)c->rank * n, x, (size_t)n * sizeof(double));
+        c->engine.all_gather(c->engine.self, all.data(), (size_t)n * sizeof(double));
+        for (int i = 0; i < n; i++) {
+            double s = all[i];
+            for (int r = 1; r < c->world; r++) s += all[(size_t)r * n + i];
+            x[i] = s;
+        }
+        return;
+    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a sum");
 #ifdef USE_MPI
     CommBusy busy(c, "sum");
     std::vector<double> all(c->rank == 0 ? (size_t)n * c->world : 0);
@@ -253,7 +309,11 @@ inline double comm_sum(Comm* c, double x) {
 
 inline void comm_barrier(Comm* c) {
     if (c->world == 1) return;
-    if (c->transport == COMM_TRANSPORT_SOCKET) return socket_barrier(c->sock);
+    if (comm_has_engine_(c)) {
+        std::vector<char> all(c->world);
+        return c->engine.all_gather(c->engine.self, all.data(), 1);
+    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a barrier");
 #ifdef USE_MPI
     CommBusy busy(c, "barrier");
     MPI_Barrier(MPI_COMM_WORLD);

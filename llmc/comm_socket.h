@@ -1,17 +1,17 @@
-// comm_socket.h: collectives between the trainer's processes over TCP sockets, without MPI.
-// Any launcher starts the processes, each knowing its rank and the world size; they meet at
-// rank 0 (its address read from a file in a shared directory, or given as HOST:PORT), then keep
-// a star (rank 0 <-> every rank: handshake, barrier, f64 sums) and a ring (rank r -> r+1:
-// reduce-scatter, all-gather, broadcast). No wait is unbounded: a peer that closes its socket,
-// or sends nothing for timeout_s, stops this process with one "error:" line and exit 1, which
-// closes its own sockets, so the whole world stops instead of hanging.
+// comm_socket.h: the bootstrap of processes started without MPI (-pi fs, -pi tcp). Any
+// launcher starts them, each knowing its rank and the world size; they meet at rank 0 (its
+// address read from a file in a shared directory, or given as HOST:PORT), each rank proving it
+// knows the job's secret, and keep that star (rank 0 <-> every rank) for one collective: the
+// exchange of a small record per rank (which GPU each rank drives, NCCL's id). That is all the
+// sockets carry: the training's collectives are NCCL's on the GPU and MPI's on the CPU
+// (llmc/comm.h), so a job without MPI is a GPU job. No wait is unbounded: a peer that closes
+// its socket, or sends nothing for timeout_s, stops this process with one "error:" line and
+// exit 1, which closes its own sockets, so the whole world stops instead of hanging.
 //
-// Who may join, and where ranks listen: llmc/socket_handshake.h (the job secret, a
-// challenge-response on every connection, GPTRAIN_SOCKET_IFNAME). The transport's state and
-// data mover: llmc/socket_base.h.
-// defines: SocketComm, socket_comm_create, socket_comm_destroy, socket_reduce_scatter_f32,
-//          socket_reduce_scatter_v_f32, socket_all_gather_v,
-//          socket_all_gather, socket_broadcast, socket_sum_f64, socket_barrier
+// Who may join, and where rank 0 listens: llmc/socket_handshake.h (the job secret, a
+// challenge-response on every connection, GPTRAIN_SOCKET_IFNAME). The state and data mover:
+// llmc/socket_base.h.
+// defines: SocketComm, socket_comm_create, socket_comm_destroy, socket_exchange
 #pragma once
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "utils.h"             // defines: fail, CHECK, parse_int
-#include "socket_base.h"       // defines: SocketComm, SocketAddr, SocketTransfer, socket_run, socket_send1, ...
+#include "socket_base.h"       // defines: SocketComm, SocketTransfer, socket_run, socket_send1, ...
 #include "socket_handshake.h"  // defines: socket_handshake_connect, socket_accept_rank, socket_write_secret, ...
 
 // ----------------------------------------------------------------------------------------
@@ -53,10 +53,9 @@ inline void socket_write_rendezvous(SocketComm* c, const std::string& path, cons
     c->rendezvous_text = text;
 }
 
-// Rank 0: admits world-1 ranks on the star listener (refusing whatever else connects) and fills
-// their rows of the ring address table. `where` names what the ranks were told to look at.
-inline void socket_rank0_gather(SocketComm* c, int listen_fd, const std::string& where,
-                                std::vector<SocketAddr>* table) {
+// Rank 0: admits world-1 ranks on the star listener (refusing whatever else connects). `where`
+// names what the ranks were told to look at.
+inline void socket_rank0_gather(SocketComm* c, int listen_fd, const std::string& where) {
     std::vector<std::string> from(c->world);
     std::vector<SocketPending> pending;
     double until = socket_now() + c->timeout_s;
@@ -76,7 +75,6 @@ inline void socket_rank0_gather(SocketComm* c, int listen_fd, const std::string&
                  r, from[r].c_str(), j.from.c_str());
         c->star[r] = j.fd;
         from[r] = j.from;
-        (*table)[r] = {j.hello.ipv4, j.hello.port, 0};
     }
     socket_refuse_pending(c, &pending, "rendezvous");
 }
@@ -129,63 +127,40 @@ inline int socket_connect_rank0(SocketComm* c, const char* method, const char* f
          c->timeout_s, server, last.c_str());
 }
 
-// Ring: connect to rank+1's listener and prove who we are; admit rank-1 on ours. A connector
-// waits for its listener's challenge, so if every rank connected first the ring would wait on
-// itself: rank 0 connects first and every other rank admits first, and the links come up in
-// turn, 0 -> 1, 1 -> 2, ..., world-1 -> 0.
-inline void socket_connect_ring(SocketComm* c, const std::vector<SocketAddr>& table, int ring_listen_fd) {
-    int next = (c->rank + 1) % c->world, prev = (c->rank - 1 + c->world) % c->world;
-    for (int step = 0; step < 2; step++) {
-        double until = socket_now() + c->timeout_s;
-        if ((step == 0) == (c->rank == 0)) {
-            const SocketAddr& a = table[next];
-            std::string next_addr = socket_addr_text(a.ipv4, ntohs(a.port));
-            int err = 0;
-            while (c->next_fd < 0) {
-                c->next_fd = socket_connect_until(a.ipv4, ntohs(a.port), until);
-                if (c->next_fd >= 0) break;
-                if (errno != ETIMEDOUT || err == 0) err = errno;  // keep the reason, not the deadline
-                if (socket_now() >= until)
-                    fail("rank %d: cannot connect to rank %d at %s within %.0f s (%s); stopping", c->rank,
-                         next, next_addr.c_str(), c->timeout_s, strerror(err));
-                usleep(50 * 1000);
-            }
-            socket_set_options(c->next_fd);
-            socket_handshake_connect(c, c->next_fd, next, next_addr, 0, 0);
-        } else {
-            std::vector<SocketPending> pending;
-            SocketJoined j = socket_accept_rank(c, ring_listen_fd, "ring", until, &pending);
-            if (j.fd < 0)
-                fail("rank %d: rank %d did not connect to this rank's ring port within %.0f s; stopping",
-                     c->rank, prev, c->timeout_s);
-            int r = (int)ntohl((uint32_t)j.hello.rank);
-            if (r != prev)
-                fail("rank %d: the ring connection that should come from rank %d comes from rank %d",
-                     c->rank, prev, r);
-            c->prev_fd = j.fd;
-            socket_refuse_pending(c, &pending, "ring");
-        }
-    }
-}
-
 // ----------------------------------------------------------------------------------------
-// collectives
+// the exchange
 
-// Every rank waits until all have arrived: one byte to rank 0 and one byte back, on the star.
-inline void socket_barrier(SocketComm* c) {
+// Each rank's record of `bytes` (the same size on every rank) to every rank, through rank 0:
+// afterwards all[r * bytes, (r + 1) * bytes) holds rank r's. Every rank waits until all have
+// arrived, so it is a barrier too.
+inline void socket_exchange(SocketComm* c, const void* mine, size_t bytes, void* all) {
+    char* out = (char*)all;
+    if (bytes > 0) memmove(out + (size_t)c->rank * bytes, mine, bytes);
     if (c->world == 1) return;
-    std::vector<char> bytes(c->world, 'b');
-    std::vector<SocketTransfer> t;
-    if (c->rank == 0) {
-        for (int r = 1; r < c->world; r++) t.push_back(socket_recv_of(c->star[r], r, &bytes[r], 1));
-        socket_run(c, t.data(), (int)t.size());
-        t.clear();
-        for (int r = 1; r < c->world; r++) t.push_back(socket_send_of(c->star[r], r, &bytes[r], 1));
-        socket_run(c, t.data(), (int)t.size());
-    } else {
-        socket_send1(c, c->star[0], 0, &bytes[0], 1);
-        socket_recv1(c, c->star[0], 0, &bytes[0], 1);
+    size_t total = (size_t)c->world * bytes;
+    if (c->rank != 0) {
+        // a byte more than the record, so a 0-byte exchange still waits for everyone
+        std::vector<char> wire(bytes + 1, 'x');
+        if (bytes > 0) memcpy(wire.data(), mine, bytes);
+        socket_send1(c, c->star[0], 0, wire.data(), wire.size());
+        std::vector<char> back(total + 1);
+        socket_recv1(c, c->star[0], 0, back.data(), back.size());
+        if (total > 0) memcpy(out, back.data(), total);
+        return;
     }
+    std::vector<char> got((size_t)c->world * (bytes + 1));
+    std::vector<SocketTransfer> t;
+    for (int r = 1; r < c->world; r++)
+        t.push_back(socket_recv_of(c->star[r], r, got.data() + (size_t)r * (bytes + 1), bytes + 1));
+    socket_run(c, t.data(), (int)t.size());
+    std::vector<char> wire(total + 1, 'x');
+    for (int r = 0; r < c->world; r++) {
+        if (r > 0 && bytes > 0) memcpy(out + (size_t)r * bytes, got.data() + (size_t)r * (bytes + 1), bytes);
+        if (bytes > 0) memcpy(wire.data() + (size_t)r * bytes, out + (size_t)r * bytes, bytes);
+    }
+    t.clear();
+    for (int r = 1; r < c->world; r++) t.push_back(socket_send_of(c->star[r], r, wire.data(), wire.size()));
+    socket_run(c, t.data(), (int)t.size());
 }
 
 // -pi tcp without GPTRAIN_SOCKET_SECRET runs only where nothing off this machine can reach it:
@@ -223,8 +198,7 @@ inline SocketComm* socket_comm_create(int rank, int world, const char* method, c
     c->timeout_s = timeout_s;
     c->handshake_s = std::min(SOCKET_HANDSHAKE_S, std::max(1.0, timeout_s / 4));
     c->star.assign(world, -1);
-    if (world == 1) return c;  // nothing to connect: every collective is a no-op
-    c->scratch.resize(SOCKET_SCRATCH_BYTES / sizeof(float));
+    if (world == 1) return c;  // nothing to connect: the exchange is a copy
     const char* ifname = getenv(SOCKET_IFNAME_ENV);
     if (ifname != nullptr && *ifname != '\0') c->bind_ipv4 = socket_ifname_ipv4(rank, ifname);
     const char* secret = getenv(SOCKET_SECRET_ENV);
@@ -240,10 +214,6 @@ inline SocketComm* socket_comm_create(int rank, int world, const char* method, c
     if (tcp && !socket_parse_host_port(server, &server_ip, &server_port, &server_literal))
         fail("rank %d: cannot resolve the rendezvous server \"%s\" (want HOST or HOST:PORT)", rank, server);
 
-    std::vector<SocketAddr> table(world);
-    int ring_listen_fd = -1;
-    uint32_t ring_ip = 0;
-    int ring_port = 0;
     if (rank == 0) {
         int star_listen_fd = -1, port = 0;
         std::string where = server != nullptr ? server : "";
@@ -264,31 +234,18 @@ inline SocketComm* socket_comm_create(int rank, int world, const char* method, c
             if (c->secret.empty()) socket_check_secretless(c, ip, server_port);
             star_listen_fd = socket_listen(rank, ip, server_port, &port);
         }
-        socket_rank0_gather(c, star_listen_fd, where, &table);
+        socket_rank0_gather(c, star_listen_fd, where);
         close(star_listen_fd);
         if (!c->secret_path.empty()) unlink(c->secret_path.c_str());  // every rank has read it
         c->secret_path.clear();
-        // rank world-1 connects to rank 0's ring listener: at the address it reached us at
-        ring_ip = c->bind_ipv4 != 0 ? c->bind_ipv4 : socket_peer_ipv4(c->star[world - 1], true);
-        ring_listen_fd = socket_listen(rank, ring_ip, 0, &ring_port);
-        table[0] = {ring_ip, htons((uint16_t)ring_port), 0};
-        std::vector<SocketTransfer> tables;
-        for (int r = 1; r < world; r++)
-            tables.push_back(socket_send_of(c->star[r], r, table.data(), table.size() * sizeof(SocketAddr)));
-        socket_run(c, tables.data(), (int)tables.size());
     } else {
         if (tcp && c->secret.empty()) socket_check_secretless(c, server_ip, server_port);
         int fd = socket_connect_rank0(c, method, fs_dir, server);
         socket_set_options(fd);
         c->star[0] = fd;
-        ring_ip = c->bind_ipv4 != 0 ? c->bind_ipv4 : socket_peer_ipv4(fd, true);
-        ring_listen_fd = socket_listen(rank, ring_ip, 0, &ring_port);
-        socket_handshake_connect(c, fd, 0, socket_fd_text(fd, false), ring_ip, ring_port);
-        socket_recv1(c, fd, 0, table.data(), table.size() * sizeof(SocketAddr));
+        socket_handshake_connect(c, fd, 0, socket_fd_text(fd, false));
     }
-    socket_connect_ring(c, table, ring_listen_fd);
-    close(ring_listen_fd);
-    socket_barrier(c);  // every ring link is up before any rank returns
+    socket_exchange(c, nullptr, 0, nullptr);  // every rank has joined before any returns
     return c;
 }
 
@@ -298,110 +255,8 @@ inline void socket_comm_destroy(SocketComm* c) {
     if (c == nullptr) return;
     for (int fd : c->star)
         if (fd >= 0) close(fd);
-    if (c->next_fd >= 0) close(c->next_fd);
-    if (c->prev_fd >= 0) close(c->prev_fd);
     if (!c->rendezvous_path.empty() && socket_read_small_file(c->rendezvous_path) == c->rendezvous_text)
         unlink(c->rendezvous_path.c_str());
     delete c;
 }
 
-
-// The slice `back` places behind `rank` on the ring: (rank - back) mod world.
-inline size_t socket_ring_slice(int rank, int back, int world) {
-    return (size_t)(((rank - back) % world + world) % world);
-}
-
-// Where each rank's part of a buffer cut into consecutive parts of counts[0..world) starts.
-inline std::vector<size_t> socket_offsets(const size_t* counts, int world) {
-    std::vector<size_t> off(world + 1, 0);
-    for (int r = 0; r < world; r++) off[r + 1] = off[r] + counts[r];
-    return off;
-}
-
-// Ring reduce-scatter of float sums, in place. buf holds the parts of counts[0..world) floats
-// back to back (part s belongs to rank s; parts may differ in size, or be empty); afterwards
-// this rank's part holds the sum over ranks of that part, the other parts hold partial sums.
-// At step k = 0..world-2 rank r sends part r-k-1 to rank r+1 and adds part r-k-2 arriving from
-// rank r-1 into its own (indices mod world). So part s starts at rank s+1 and travels
-// s+1 -> s+2 -> ... -> s, each rank adding its values as it passes: every element of part s is
-// (((x[s+1] + x[s+2]) + x[s+3]) + ...) + x[s], in that order whatever the timing, hence the
-// same bits on every run.
-inline void socket_reduce_scatter_v_f32(SocketComm* c, float* buf, const size_t* counts) {
-    int W = c->world, r = c->rank, next = (r + 1) % W, prev = (r - 1 + W) % W;
-    if (W == 1) return;
-    std::vector<size_t> off = socket_offsets(counts, W);
-    for (int k = 0; k < W - 1; k++) {
-        size_t out = socket_ring_slice(r, k + 1, W), in = socket_ring_slice(r, k + 2, W);
-        SocketTransfer t[2] = {socket_send_of(c->next_fd, next, buf + off[out], counts[out] * sizeof(float)),
-                               socket_recv_of(c->prev_fd, prev, buf + off[in], counts[in] * sizeof(float))};
-        t[1].add_f32 = true;
-        socket_run(c, t, 2);
-    }
-}
-
-// The same with equal parts: buf holds world*shard floats, rank r's part at r*shard.
-inline void socket_reduce_scatter_f32(SocketComm* c, float* buf, size_t shard) {
-    std::vector<size_t> counts(c->world, shard);
-    socket_reduce_scatter_v_f32(c, buf, counts.data());
-}
-
-// Ring all-gather in place, any element type: buf holds parts of counts_bytes[0..world) bytes
-// back to back; this rank's part is its input, and afterwards every rank holds every part.
-// At step k rank r passes on part r-k and receives part r-k-1.
-inline void socket_all_gather_v(SocketComm* c, void* buf, const size_t* counts_bytes) {
-    int W = c->world, r = c->rank, next = (r + 1) % W, prev = (r - 1 + W) % W;
-    if (W == 1) return;
-    std::vector<size_t> off = socket_offsets(counts_bytes, W);
-    char* b = (char*)buf;
-    for (int k = 0; k < W - 1; k++) {
-        size_t out = socket_ring_slice(r, k, W), in = socket_ring_slice(r, k + 1, W);
-        SocketTransfer t[2] = {socket_send_of(c->next_fd, next, b + off[out], counts_bytes[out]),
-                               socket_recv_of(c->prev_fd, prev, b + off[in], counts_bytes[in])};
-        socket_run(c, t, 2);
-    }
-}
-
-// The same with equal parts of shard_bytes, rank r's at r*shard_bytes.
-inline void socket_all_gather(SocketComm* c, void* buf, size_t shard_bytes) {
-    std::vector<size_t> counts(c->world, shard_bytes);
-    socket_all_gather_v(c, buf, counts.data());
-}
-
-// buf (bytes) from root to every rank, along the ring: each rank forwards bytes as they arrive,
-// so a big buffer crosses each link once, pipelined.
-inline void socket_broadcast(SocketComm* c, void* buf, size_t bytes, int root) {
-    CHECK(root >= 0 && root < c->world, "root=%d world=%d", root, c->world);
-    if (c->world == 1 || bytes == 0) return;
-    int W = c->world, r = c->rank, next = (r + 1) % W, prev = (r - 1 + W) % W;
-    if (r == root) {
-        socket_send1(c, c->next_fd, next, buf, bytes);
-        return;
-    }
-    SocketTransfer t[2] = {socket_recv_of(c->prev_fd, prev, buf, bytes),
-                           socket_send_of(c->next_fd, next, buf, bytes)};
-    t[1].ready = &t[0].done;
-    socket_run(c, t, next == root ? 1 : 2);  // the last rank before root forwards nothing
-}
-
-// x[0..n) := the sum over ranks, added in rank order ((x0 + x1) + x2) + ... on rank 0, then
-// sent back: the same bits on every rank.
-inline void socket_sum_f64(SocketComm* c, double* x, int n) {
-    CHECK(n >= 0, "n=%d", n);
-    if (c->world == 1 || n == 0) return;
-    size_t bytes = (size_t)n * sizeof(double);
-    if (c->rank != 0) {
-        socket_send1(c, c->star[0], 0, x, bytes);
-        socket_recv1(c, c->star[0], 0, x, bytes);
-        return;
-    }
-    std::vector<double> theirs((size_t)(c->world - 1) * n);
-    std::vector<SocketTransfer> t;
-    for (int r = 1; r < c->world; r++)
-        t.push_back(socket_recv_of(c->star[r], r, theirs.data() + (size_t)(r - 1) * n, bytes));
-    socket_run(c, t.data(), (int)t.size());
-    for (int r = 1; r < c->world; r++)
-        for (int i = 0; i < n; i++) x[i] += theirs[(size_t)(r - 1) * n + i];
-    t.clear();
-    for (int r = 1; r < c->world; r++) t.push_back(socket_send_of(c->star[r], r, x, bytes));
-    socket_run(c, t.data(), (int)t.size());
-}

@@ -1,8 +1,8 @@
-// socket_base.h: what llmc/comm_socket.h's transport is made of: its state (SocketComm), the
+// socket_base.h: what llmc/comm_socket.h's bootstrap is made of: its state (SocketComm), the
 // handshake's messages, addresses, listen / connect / accept with deadlines, and the data
-// mover every collective and handshake runs on (transfers under one poll(), each bounded by
+// mover every handshake and exchange runs on (transfers under one poll(), each bounded by
 // timeout_s).
-// defines: SocketComm, SocketHello, SocketChallenge, SocketProof, SocketVerdict, SocketAddr, socket_now,
+// defines: SocketComm, SocketHello, SocketChallenge, SocketProof, SocketVerdict, socket_now,
 //          socket_listen, socket_connect_until, SocketTransfer, socket_run, socket_send1, socket_recv1, ...
 #pragma once
 #include <arpa/inet.h>
@@ -23,12 +23,12 @@
 
 #include "utils.h"   // defines: fail, CHECK, parse_int
 
-enum { SOCKET_MAGIC = 0x67707463, SOCKET_VERSION = 2, SOCKET_DEFAULT_PORT = 12345 };
+// version 3: the bootstrap only (versions 1 and 2 also carried the collectives, over a ring)
+enum { SOCKET_MAGIC = 0x67707463, SOCKET_VERSION = 3, SOCKET_DEFAULT_PORT = 12345 };
 constexpr const char* SOCKET_RENDEZVOUS_FILE = "gptrain_rendezvous";
 constexpr const char* SOCKET_SECRET_FILE = "gptrain_secret";
 constexpr const char* SOCKET_SECRET_ENV = "GPTRAIN_SOCKET_SECRET";
 constexpr const char* SOCKET_IFNAME_ENV = "GPTRAIN_SOCKET_IFNAME";
-constexpr size_t SOCKET_SCRATCH_BYTES = 1 << 20;  // reduce-scatter receives through this
 constexpr size_t SOCKET_SECRET_MIN_CHARS = 16;    // of GPTRAIN_SOCKET_SECRET
 constexpr double SOCKET_HANDSHAKE_S = 5;          // to prove itself (less when timeout_s / 4 is: >= 1 s)
 constexpr size_t SOCKET_MAX_PENDING = 64;         // handshakes under way at once; more wait to be accepted
@@ -40,25 +40,19 @@ struct SocketComm {
     double handshake_s = 0;     // longest wait for a new connection to prove itself
     std::vector<int> star;      // rank 0: star[q] = socket to rank q (star[0] unused, -1);
                                 // rank r > 0: star[0] = socket to rank 0
-    int next_fd = -1;           // ring: socket to rank (rank+1) % world
-    int prev_fd = -1;           // ring: socket from rank (rank-1+world) % world
     std::string secret;         // the HMAC key every handshake proves; empty only on loopback tcp
     uint32_t bind_ipv4 = 0;     // GPTRAIN_SOCKET_IFNAME's address (network order); 0: not set
     int refused = 0;            // connections this rank refused
     std::string rendezvous_path, rendezvous_text;  // rank 0, method fs: the file it wrote
     std::string secret_path;    // rank 0, method fs: the secret file, until every rank has joined
-    std::vector<float> scratch; // SOCKET_SCRATCH_BYTES; float so the adds read aligned floats
 };
 
-// The handshake on every connection (star and ring), in network byte order. The connecting
+// The handshake on every connection, in network byte order. The connecting
 // rank sends its hello as soon as it is connected, the listening rank its challenge as soon as
 // it accepted; then the connector sends its proof, and the listener its verdict.
 struct SocketHello {
     uint32_t magic, version;
     int32_t world, rank;
-    uint32_t ipv4;      // star only: this rank's ring listener (in_addr.s_addr, network order)
-    uint16_t port;      // network order
-    uint16_t unused;
     uint8_t nonce[32];  // fresh random bytes, so a recorded answer of the listener is worthless
 };
 struct SocketChallenge {
@@ -74,13 +68,8 @@ struct SocketVerdict {
     uint8_t mac[32];  // accepted: HMAC(secret, "gptrain listener\0" || hello || challenge)
 };
 enum { SOCKET_ACCEPTED = 0, SOCKET_REFUSED_VERSION = 1, SOCKET_REFUSED_PROOF = 2, SOCKET_REFUSED_WORLD = 3 };
-static_assert(sizeof(SocketHello) == 56 && sizeof(SocketChallenge) == 48 && sizeof(SocketVerdict) == 36,
+static_assert(sizeof(SocketHello) == 48 && sizeof(SocketChallenge) == 48 && sizeof(SocketVerdict) == 36,
               "handshake messages are hashed and sent as bytes: no padding");
-struct SocketAddr {
-    uint32_t ipv4;  // network order
-    uint16_t port;  // network order
-    uint16_t unused;
-};
 
 // ----------------------------------------------------------------------------------------
 // small helpers: clock, addresses, connect / listen with deadlines
@@ -263,17 +252,9 @@ inline int socket_connect_until(uint32_t ipv4_net, int port, double until) {
     return -1;
 }
 
-inline uint32_t socket_peer_ipv4(int fd, bool local) {
-    sockaddr_in sa;
-    socklen_t len = sizeof sa;
-    memset(&sa, 0, sizeof sa);
-    if (local) getsockname(fd, (sockaddr*)&sa, &len);
-    else getpeername(fd, (sockaddr*)&sa, &len);
-    return sa.sin_addr.s_addr;
-}
-
 // ----------------------------------------------------------------------------------------
-// the data mover: every collective is a few of these transfers, run together under one poll()
+// the data mover: every handshake and exchange is a few of these transfers, run together
+// under one poll()
 
 // One direction of one socket: send `bytes` from data, or receive them into data.
 struct SocketTransfer {
@@ -281,8 +262,6 @@ struct SocketTransfer {
     bool send = false;
     char* data = nullptr;
     size_t bytes = 0, done = 0;
-    bool add_f32 = false;            // receive: data (floats) += what arrives, via c->scratch
-    const size_t* ready = nullptr;   // send: only data[0, *ready) may go yet (a forwarded receive)
 };
 
 inline std::string socket_peer_name(int peer) {
@@ -305,30 +284,12 @@ inline int socket_error_of(int fd) {
 inline bool socket_transfer_step(SocketComm* c, SocketTransfer* t, short revents) {
     ssize_t k;
     if (t->send) {
-        size_t limit = t->ready != nullptr ? *t->ready : t->bytes;
-        k = send(t->fd, t->data + t->done, limit - t->done, MSG_NOSIGNAL);
-        if (k > 0) t->done += (size_t)k;
-    } else if (!t->add_f32) {
+        k = send(t->fd, t->data + t->done, t->bytes - t->done, MSG_NOSIGNAL);
+    } else {
         k = recv(t->fd, t->data + t->done, t->bytes - t->done, 0);
         if (k == 0) socket_lost(c, t->peer, 0);
-        if (k > 0) t->done += (size_t)k;
-    } else {
-        // The bytes of a float split across two receives wait at the front of the scratch.
-        char* s = (char*)c->scratch.data();
-        size_t pending = t->done % sizeof(float);
-        size_t first = (t->done - pending) / sizeof(float);  // float index s[0] lands on
-        size_t want = std::min(SOCKET_SCRATCH_BYTES - pending, t->bytes - t->done);
-        k = recv(t->fd, s + pending, want, 0);
-        if (k == 0) socket_lost(c, t->peer, 0);
-        if (k > 0) {
-            t->done += (size_t)k;
-            size_t have = pending + (size_t)k, nf = have / sizeof(float);
-            float* dst = (float*)t->data + first;
-            const float* src = c->scratch.data();
-            for (size_t i = 0; i < nf; i++) dst[i] += src[i];
-            memmove(s, s + nf * sizeof(float), have - nf * sizeof(float));
-        }
     }
+    if (k > 0) t->done += (size_t)k;
     if (k > 0) return true;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
         if (revents & (POLLERR | POLLHUP)) socket_lost(c, t->peer, socket_error_of(t->fd));
@@ -349,12 +310,10 @@ inline void socket_run(SocketComm* c, SocketTransfer* t, int n) {
         for (int i = 0; i < n; i++) {
             if (t[i].done == t[i].bytes) continue;
             if (stalled < 0 || (!t[i].send && t[stalled].send)) stalled = i;  // prefer a receive
-            if (t[i].send && t[i].ready != nullptr && *t[i].ready == t[i].done) continue;
             fds[m] = {t[i].fd, (short)(t[i].send ? POLLOUT : POLLIN), 0};
             which[m++] = i;
         }
         if (stalled < 0) return;
-        CHECK(m > 0, "transfer %d waits on a forwarded receive that is finished", stalled);
         int ms = socket_poll_ms(last_progress + c->timeout_s);
         if (ms == 0) {
             const SocketTransfer& s = t[stalled];

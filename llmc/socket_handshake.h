@@ -1,7 +1,7 @@
 // socket_handshake.h: who may join a run of llmc/comm_socket.h: the job secret, and the
-// challenge-response every connection (star and ring) opens with.
+// challenge-response every connection opens with.
 //
-// Who may join. Every connection, star or ring, opens with a challenge-response on a job secret
+// Who may join. Every connection to rank 0 opens with a challenge-response on a job secret
 // that never crosses the wire: each side sends a fresh random nonce, the connecting rank proves
 // it knows the secret with HMAC-SHA256(secret, its hello || the listener's challenge), and only
 // then does the listener prove itself back the same way (another label), so no rank talks on to
@@ -17,13 +17,14 @@
 //                          their user's and closed to others) and rank 0 deletes it once all joined
 //   -pi tcp                otherwise only a loopback -ps (127.x.x.x, localhost) may run, with a
 //                          warning that any process on the machine could join; others are an error
-// Where it listens. GPTRAIN_SOCKET_IFNAME=NAME (an interface's exact name, as `ip addr` shows it):
-// every listener binds NAME's IPv4 address, and that is the address the others are told.
-// Without it rank 0 listens on the address it advertises (-pi fs: the host name's), or on -ps's
-// HOST when that is an address (10.0.0.5, 127.0.0.1, localhost), else (a host name) on every
-// interface; each ring listener listens on the address its rank reached rank 0 from.
-// The bytes after the handshakes are neither encrypted nor authenticated: like NCCL's and MPI's
-// traffic, they belong on a network only the job's machines reach.
+// Where it listens (rank 0 only: the other ranks connect and never listen).
+// GPTRAIN_SOCKET_IFNAME=NAME (an interface's exact name, as `ip addr` shows it): rank 0 binds
+// NAME's IPv4 address, and (-pi fs) that is the address the others are told. Without it rank 0
+// listens on the address it advertises (-pi fs: the host name's), or on -ps's HOST when that is
+// an address (10.0.0.5, 127.0.0.1, localhost), else (a host name) on every interface.
+// The bytes after the handshakes (the exchanged records: NCCL's id) are neither encrypted nor
+// authenticated: like NCCL's and MPI's traffic, they belong on a network only the job's
+// machines reach.
 // defines: socket_random_bytes, socket_write_secret, socket_read_secret, socket_hello, socket_mac,
 //          socket_handshake_connect, SocketPending, SocketJoined, socket_refuse, socket_accept_rank,
 //          socket_refuse_pending
@@ -123,15 +124,12 @@ inline bool socket_read_secret(SocketComm* c, const std::string& path, std::stri
 // ----------------------------------------------------------------------------------------
 // the handshake: who may connect
 
-inline SocketHello socket_hello(const SocketComm* c, uint32_t ipv4_net, int port) {
+inline SocketHello socket_hello(const SocketComm* c) {
     SocketHello h;
     h.magic = htonl(SOCKET_MAGIC);
     h.version = htonl(SOCKET_VERSION);
     h.world = (int32_t)htonl((uint32_t)c->world);
     h.rank = (int32_t)htonl((uint32_t)c->rank);
-    h.ipv4 = ipv4_net;
-    h.port = htons((uint16_t)port);
-    h.unused = 0;
     socket_random_bytes(h.nonce, sizeof h.nonce);
     return h;
 }
@@ -152,9 +150,8 @@ inline void socket_mac(const SocketComm* c, const char* label, const SocketHello
 // Connector side, on a fresh connection to rank `peer` at `where`: hello, the listener's
 // challenge, this rank's proof, then the verdict and the listener's own proof. Returns once the
 // listener proved it is rank `peer` of this job; fails with one line otherwise.
-inline void socket_handshake_connect(SocketComm* c, int fd, int peer, const std::string& where,
-                                     uint32_t ring_ipv4, int ring_port) {
-    SocketHello h = socket_hello(c, ring_ipv4, ring_port);
+inline void socket_handshake_connect(SocketComm* c, int fd, int peer, const std::string& where) {
+    SocketHello h = socket_hello(c);
     socket_send1(c, fd, peer, &h, sizeof h);
     SocketChallenge ch;
     socket_recv1(c, fd, peer, &ch, sizeof ch);

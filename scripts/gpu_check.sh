@@ -208,6 +208,9 @@ TRAINER_RESULTS=()
 BENCH_ROWS=()
 # the trainer talks NCCL: linked to libnccl, or the emulated NCCL (always built in)
 has_nccl() { [ "$EMU" = 1 ] || ldd "$1" | grep -q libnccl; }
+has_mpi() { command -v mpirun > /dev/null && ldd "$1" | grep -q libmpi; }
+# Open MPI refuses root without these (containers often run as root); more ranks than cores is fine
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 record() {  # name result detail...
     local name=$1 result=$2
     shift 2
@@ -425,10 +428,11 @@ if has_part trainer; then
     fi
 
     # 4. several processes (issue 4). NCCL over one rank (GPTRAIN_NCCL_SINGLE=1, a test
-    #    hook) must leave the run bit-identical to the plain one; two ranks sharing this GPU
-    #    (sockets, -pi fs; gradients staged through the host) at ZeRO 1 and 2 with -b 2 must
-    #    train like one process with -b 4: every loss within 1% (fp32, TF32 matmuls of other
-    #    shapes) or 2% (bf16).
+    #    hook) must leave the run bit-identical to the plain one; two ranks at ZeRO 0, 1 and 2
+    #    with -b 2 must train like one process with -b 4, every loss within 1% (fp32, TF32
+    #    matmuls of other shapes) or 2% (bf16): sharing this GPU (mpirun; gradients staged
+    #    through the host and MPI), and, where there are two GPUs, a GPU each (NCCL for every
+    #    collective), started by the sockets' bootstrap (-pi fs) and by mpirun.
     for prec in fp32 bf16; do
         bin=./train_gpt_$prec$SFX
         a="$LOGDIR/resume_$prec/plain-a"
@@ -480,31 +484,43 @@ if has_part trainer; then
                 fi
             done
         fi
-        # two ranks sharing one GPU (host-staged) and, where there are two GPUs (the emulator
-        # has two), two ranks with a GPU each (NCCL, the bucketed reduction on its own stream)
+        # two ranks sharing one GPU (host-staged, under mpirun) and, where there are two GPUs
+        # (the emulator has two), two ranks with a GPU each (NCCL, the bucketed reduction on its
+        # own stream), bootstrapped over sockets (-pi fs) and by MPI
         ngpus=2
         [ "$EMU" = 1 ] || ngpus=$(nvidia-smi -L 2> /dev/null | wc -l)
-        for mode in share own; do
+        for mode in share own own-mpi; do
             for z in 0 1 2; do
-                name="2 ranks share GPU -z $z $prec" detail="host-staged"
+                name="2 ranks share GPU -z $z $prec" detail="mpirun, host-staged"
                 devices=(CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1)
-                if [ $mode = own ]; then
-                    name="2 ranks 2 GPUs -z $z $prec" detail="NCCL"
+                if [ $mode != share ]; then
+                    name="2 ranks 2 GPUs -z $z $prec" detail="-pi fs, NCCL"
+                    [ $mode = own-mpi ] && name="2 ranks 2 GPUs mpirun -z $z $prec" detail="mpirun, NCCL"
                     devices=(EMU_DEVICES=2)
                     if [ "$ngpus" -lt 2 ]; then record "$name" SKIP "one GPU here"; continue; fi
                 fi
+                if [ $mode != own ] && ! has_mpi "$bin"; then
+                    record "$name" SKIP "no mpirun, or $bin built without MPI"
+                    continue
+                fi
                 d="$out/$mode-z$z"
-                mkdir -p "$d.rdv"
-                pids=()
-                for r in 0 1; do
-                    env "${devices[@]}" timeout $((300 * SLOW)) "$bin" "${base[@]}" -b 2 -z $z -pi fs -pf "$d.rdv" -pn 2 \
-                        -pr $r -pt 120 -o "$d" > "$d.stdout.$r" 2>&1 &
-                    pids+=($!)
-                done
                 st=0
-                for p in "${pids[@]}"; do wait "$p" || st=1; done
+                if [ $mode = own ]; then
+                    mkdir -p "$d.rdv"
+                    pids=()
+                    for r in 0 1; do
+                        env "${devices[@]}" timeout $((300 * SLOW)) "$bin" "${base[@]}" -b 2 -z $z -pi fs -pf "$d.rdv" \
+                            -pn 2 -pr $r -pt 120 -o "$d" > "$d.stdout.$r" 2>&1 &
+                        pids+=($!)
+                    done
+                    for p in "${pids[@]}"; do wait "$p" || st=1; done
+                else
+                    # rank 0's output (mpirun tags nothing: the other ranks' stdout is /dev/null)
+                    env "${devices[@]}" timeout $((300 * SLOW)) mpirun -np 2 \
+                        "$bin" "${base[@]}" -b 2 -z $z -pt 120 -o "$d" > "$d.stdout.0" 2>&1 || st=1
+                fi
                 read -r maxrel count nref <<< "$(max_loss_diff "$a/main.log" "$d/main.log")"
-                if [ $mode = own ] && ! grep -qi "nccl" "$d.stdout.0"; then
+                if [ $mode != share ] && ! grep -q "collectives through NCCL" "$d.stdout.0"; then
                     record "$name" FAIL "rank 0 does not say it uses NCCL: $(tail -n 1 "$d.stdout.0")"
                 elif [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
                     record "$name" PASS "$detail, -b 2 x 2 vs -b 4: max loss rel diff $maxrel over $count lines"
@@ -513,6 +529,24 @@ if has_part trainer; then
                 fi
             done
         done
+        # the sockets only bootstrap NCCL: two ranks sharing a GPU without MPI are refused,
+        # each rank with one line, before any work
+        d="$out/share-sockets"
+        mkdir -p "$d.rdv"
+        pids=()
+        for r in 0 1; do
+            CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1 timeout $((120 * SLOW)) "$bin" "${base[@]}" -b 2 -pi fs -pf "$d.rdv" \
+                -pn 2 -pr $r -pt 60 -o "$d" > "$d.stdout.$r" 2>&1 &
+            pids+=($!)
+        done
+        st=0
+        for p in "${pids[@]}"; do wait "$p" && st=1; done
+        if [ $st = 0 ] && grep -q "NCCL needs a GPU per rank; start ranks that share GPUs with mpirun" "$d.stdout.0" &&
+           grep -q "NCCL needs a GPU per rank" "$d.stdout.1" && [ ! -e "$d/main.log" ]; then
+            record "2 ranks share GPU -pi fs $prec" PASS "refused: $(grep -m 1 error: "$d.stdout.0" | cut -c1-100)..."
+        else
+            record "2 ranks share GPU -pi fs $prec" FAIL "not refused as it should be: $(tail -n 1 "$d.stdout.0")"
+        fi
     done
 
     # 3. compute-sanitizer memcheck over a short run with everything on: gradient

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The training recipes in scripts/ run end to end, with the CPU trainer standing in for the
-# GPU one (BIN=./train_gpt_cpu takes the same flags), a tiny model and tiny shards:
+# GPU one (BIN=./train_gpt_cpu takes the same flags), a tiny model and tiny shards; except
+# run_slurm_nompi.sbatch, whose ranks meet over sockets, which only bootstrap NCCL: it runs the
+# GPU trainer on the emulated GPU (train_gpt_fp32_emu, two emulated GPUs, one per task):
 #  - run_1gpu.sh; run_8gpu.sh with NGPUS=2 (mpirun); run_multinode_mpirun.sh on a hostfile
 #    "localhost slots=2"; run_slurm_nompi.sbatch and run_slurm_mpi.sbatch run with bash from
 #    a copy in a spool directory (as Slurm does), with SLURM_* set as sbatch sets them and a
@@ -120,7 +122,9 @@ if [ $have_mpi = 1 ]; then
 else
     echo "skip: run_8gpu.sh, run_multinode_mpirun.sh, run_slurm_mpi.sbatch (no mpirun, or train_gpt_cpu built without MPI)"
 fi
-BATCH=5 run_recipe run_slurm_nompi 4 2 sockets "$fake/sbatch" scripts/run_slurm_nompi.sbatch
+make -s train_gpt_fp32_emu
+BIN=./train_gpt_fp32_emu EMU_DEVICES=2 BATCH=5 run_recipe run_slurm_nompi 4 2 sockets "$fake/sbatch" \
+    scripts/run_slurm_nompi.sbatch
 [ "$(find "$out/run_slurm_nompi/rendezvous" -mindepth 1 -maxdepth 1 | wc -l)" = 2 ] || fail "run_slurm_nompi: not 2 rendezvous directories (one per job)"
 
 # a missing binary: one clear line, exit 1, from every recipe

@@ -1,10 +1,14 @@
-// comm_gpu.cuh: the ZeRO collectives on device buffers (llmc/zero.h's layout), two ways:
+// comm_gpu.cuh: the GPU trainer's collectives, two ways:
 //   NCCL         each rank drives its own GPU (production): the parameters' in-place
 //                ncclAllGather on the trainer's stream; the gradients go bucket by bucket
-//                on a stream of their own (llmc/cuda/grad_sync_gpu.cuh)
-//   host-staged  the buffers go through host memory and llmc/comm.h's collectives (MPI or
-//                sockets): for several ranks sharing one GPU (NCCL refuses two ranks on one
-//                device), and for builds without NCCL. Slow, and exact in the same sense.
+//                on a stream of their own (llmc/cuda/grad_sync_gpu.cuh); and llmc/comm.h's
+//                host collectives (the loss and norm sums, broadcasts, barriers) become
+//                NCCL's too, through a small device buffer (comm_set_engine): NCCL is the
+//                GPU's one collective engine, whether MPI or the sockets started it
+//   host-staged  the buffers go through host memory and MPI's collectives (llmc/comm.h):
+//                for several ranks sharing one GPU (NCCL refuses two ranks on one device),
+//                and for builds without NCCL; so only under mpirun. Slow, and exact in the
+//                same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
 //          shard_accumulate, nccl_type_floatx, CHECK_NCCL
@@ -19,7 +23,7 @@
 #endif
 
 #include "common.cuh"     // defines: CudaContext, floatX, CHECK_CUDA, to_float, from_float
-#include "../comm.h"      // defines: Comm, comm_all_gather, comm_clock_
+#include "../comm.h"      // defines: Comm, CommEngine, comm_set_engine, comm_exchange, comm_all_gather, comm_clock_
 
 #ifdef USE_NCCL
 #define CHECK_NCCL(call)                                                                          \
@@ -35,11 +39,14 @@
 
 struct GpuComm {
     Comm* host = nullptr;
+    const CudaContext* ctx = nullptr; // its stream runs the host collectives' NCCL calls
     bool nccl = false;                // false: host-staged
 #ifdef USE_NCCL
     ncclComm_t nccl_comm = nullptr;
 #endif
     std::vector<floatX> staging_x;    // host-staged: the buffer as the device holds it
+    char* device_bytes = nullptr;     // NCCL: where llmc/comm.h's host collectives go through
+    size_t device_bytes_size = 0;
 };
 
 // TEST HOOK: GPTRAIN_NCCL_SINGLE=1 asks one process to go through NCCL anyway (and to keep
@@ -48,28 +55,6 @@ struct GpuComm {
 inline bool gpu_comm_single_hook() {
     const char* single = getenv("GPTRAIN_NCCL_SINGLE");
     return single != nullptr && strcmp(single, "1") == 0;
-}
-
-// want_nccl: the ranks each have their own GPU (the caller decides; all ranks must agree).
-// One process needs no communicator, unless gpu_comm_single_hook() asks for one.
-inline void gpu_comm_init(GpuComm* gc, Comm* host, bool want_nccl) {
-    gc->host = host;
-    gc->nccl = false;
-    if ((host->world == 1 && !gpu_comm_single_hook()) || !want_nccl) return;
-#ifdef USE_NCCL
-    ncclUniqueId id;
-    if (host->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
-    comm_broadcast(host, &id, sizeof(id), 0);  // NCCL's bootstrap address, through MPI or the sockets
-    CHECK_NCCL(ncclCommInitRank(&gc->nccl_comm, host->world, id, host->rank));
-    gc->nccl = true;
-#endif
-}
-
-inline void gpu_comm_free(GpuComm* gc) {
-#ifdef USE_NCCL
-    if (gc->nccl) CHECK_NCCL(ncclCommDestroy(gc->nccl_comm));
-#endif
-    gc->nccl = false;
 }
 
 #ifdef USE_NCCL
@@ -104,6 +89,83 @@ inline void gpu_comm_wait(GpuComm* gc, const CudaContext& ctx, const char* what)
         usleep(100);
     }
 #endif
+}
+
+#ifdef USE_NCCL
+// llmc/comm.h's host collectives through NCCL (CommEngine): the host bytes go to a device
+// buffer, NCCL runs on the trainer's stream, and the bytes come back once gpu_comm_wait saw
+// it finish (waiting with -pt and NCCL's error polling, not in a blocking copy).
+inline char* gpu_comm_device_bytes_(GpuComm* gc, size_t bytes) {
+    if (bytes > gc->device_bytes_size) {
+        if (gc->device_bytes != nullptr) CHECK_CUDA(cudaFree(gc->device_bytes));
+        CHECK_CUDA(cudaMalloc(&gc->device_bytes, bytes));
+        gc->device_bytes_size = bytes;
+    }
+    return gc->device_bytes;
+}
+
+inline void gpu_comm_host_all_gather_(void* self, void* buf, size_t bytes) {
+    GpuComm* gc = (GpuComm*)self;
+    const int rank = gc->host->rank;
+    const size_t total = bytes * gc->host->world;
+    cudaStream_t stream = gc->ctx->stream;
+    char* d = gpu_comm_device_bytes_(gc, total);
+    char* h = (char*)buf;
+    CHECK_CUDA(cudaMemcpyAsync(d + rank * bytes, h + rank * bytes, bytes, cudaMemcpyHostToDevice, stream));
+    CHECK_NCCL(ncclAllGather(d + rank * bytes, d, bytes, ncclUint8, gc->nccl_comm, stream));
+    gpu_comm_wait(gc, *gc->ctx, "an all-gather of host values");
+    CHECK_CUDA(cudaMemcpyAsync(h, d, total, cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+}
+
+inline void gpu_comm_host_broadcast_(void* self, void* buf, size_t bytes, int root) {
+    GpuComm* gc = (GpuComm*)self;
+    if (bytes == 0) return;
+    cudaStream_t stream = gc->ctx->stream;
+    char* d = gpu_comm_device_bytes_(gc, bytes);
+    if (gc->host->rank == root) CHECK_CUDA(cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, stream));
+    CHECK_NCCL(ncclBroadcast(d, d, bytes, ncclUint8, root, gc->nccl_comm, stream));
+    gpu_comm_wait(gc, *gc->ctx, "a broadcast of host values");
+    CHECK_CUDA(cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, stream));
+    CHECK_CUDA(cudaStreamSynchronize(stream));
+}
+#endif
+
+// want_nccl: the ranks each have their own GPU (the caller decides; all ranks must agree).
+// One process needs no communicator, unless gpu_comm_single_hook() asks for one. With NCCL up,
+// llmc/comm.h's collectives run on it from here on.
+inline void gpu_comm_init(GpuComm* gc, Comm* host, const CudaContext* ctx, bool want_nccl) {
+    gc->host = host;
+    gc->ctx = ctx;
+    gc->nccl = false;
+    if ((host->world == 1 && !gpu_comm_single_hook()) || !want_nccl) return;
+#ifdef USE_NCCL
+    // NCCL's bootstrap address, rank 0's, to every rank: through MPI or the sockets
+    ncclUniqueId id;
+    memset(&id, 0, sizeof(id));
+    if (host->rank == 0) CHECK_NCCL(ncclGetUniqueId(&id));
+    std::vector<ncclUniqueId> ids(host->world);
+    comm_exchange(host, &id, sizeof(id), ids.data());
+    CHECK_NCCL(ncclCommInitRank(&gc->nccl_comm, host->world, ids[0], host->rank));
+    gc->nccl = true;
+    CommEngine e;
+    e.name = "NCCL";
+    e.self = gc;
+    e.all_gather = gpu_comm_host_all_gather_;
+    e.broadcast = gpu_comm_host_broadcast_;
+    comm_set_engine(host, e);
+#endif
+}
+
+inline void gpu_comm_free(GpuComm* gc) {
+    if (gc->host != nullptr && gc->nccl) comm_set_engine(gc->host, CommEngine());
+#ifdef USE_NCCL
+    if (gc->nccl) CHECK_NCCL(ncclCommDestroy(gc->nccl_comm));
+#endif
+    if (gc->device_bytes != nullptr) CHECK_CUDA(cudaFree(gc->device_bytes));
+    gc->device_bytes = nullptr;
+    gc->device_bytes_size = 0;
+    gc->nccl = false;
 }
 
 // In place: every rank's slice of buf (world*shard values) to every rank.
