@@ -508,15 +508,17 @@ inline bool base64_decode(const char* s, size_t n, std::string* out) {
 }
 
 // Known tiktoken files, told apart by their number of ranks: the special token that
-// separates documents, which is not in the file.
+// separates documents, which is not in the file, and the vocabulary with all the special
+// tokens (a model's V: tiktoken's n_vocab for cl100k_base, Llama 3's 128,256).
 struct TiktokenSpecial {
     size_t ranks;
     uint32_t id;
     const char* text;
+    uint32_t vocab;
 };
 static const TiktokenSpecial TIKTOKEN_KNOWN[] = {
-    {100256, 100257, "<|endoftext|>"},      // cl100k_base
-    {128000, 128000, "<|begin_of_text|>"},  // Llama 3
+    {100256, 100257, "<|endoftext|>", 100277},      // cl100k_base
+    {128000, 128000, "<|begin_of_text|>", 128256},  // Llama 3
 };
 
 // Real vocabularies' longest tokens have 128 bytes (cl100k_base) or 256. The cap keeps

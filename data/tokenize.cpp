@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "../llmc/utils.h"  // defines: fail, CHECK, checked file I/O, parse_int, parse_float
+#include "../llmc/tokenizer.h"  // defines: TOKENIZER_MAGIC, TOKENIZER_MAX_VOCAB (the file the trainers read)
 #include "bpe.h"            // defines: Bpe, bpe_load, bpe_load_tiktoken, bpe_encode, bpe_piece, json_read_string
 
 static const int32_t SHARD_MAGIC = 20240520;  // uint16 tokens
 static const int32_t SHARD_VERSION = 1;
 static const int32_t SHARD_MAGIC_U32 = 20240801;  // uint32 tokens: llm.c's Llama 3 shards
 static const int32_t SHARD_VERSION_U32 = 7;
-static const uint32_t TOKENIZER_FILE_MAGIC = 20240328;
 
 static double now_seconds() {
     using namespace std::chrono;
@@ -185,15 +185,26 @@ static int cmd_decode(int argc, char** argv) {
 
 static int cmd_tokenizer_file(int argc, char** argv) {
     const char* usage =
-        "usage: ./tokenize tokenizer-file OUT.bin [--vocab-dir DIR]\n"
+        "usage: ./tokenize tokenizer-file OUT.bin [--vocab-dir DIR | --tiktoken FILE] [--vocab-size V]\n"
         "  Writes llm.c's tokenizer file (version 2): 256 x uint32 header [20240328, 2, V, EOT],\n"
-        "  then per token a uint8 length and its bytes. Trainers read it to print samples.\n";
+        "  then per token a uint8 length and its bytes. Trainers read it to print samples, when\n"
+        "  its V is the model's.\n"
+        "  With --tiktoken, EOT is the document separator (100257 <|endoftext|> for cl100k_base,\n"
+        "  128000 <|begin_of_text|> for Llama 3) and V the vocabulary with its special tokens\n"
+        "  (100277, 128256); the other special tokens are written as \"<|special N|>\", and a\n"
+        "  token longer than 255 bytes (the format's limit) as its first 255, with a warning.\n"
+        "  --vocab-size V        write V tokens (a model's vocabulary; at least the file's ranks)\n";
     const char* out = nullptr;
     VocabFlags v;
+    long long vocab_size = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { printf("%s", usage); return 0; }
         if (vocab_flag(argc, argv, &i, &v, "tokenizer-file")) continue;
-        if (argv[i][0] == '-') {
+        if (!strcmp(argv[i], "--vocab-size")) {
+            if (i + 1 >= argc) fail("tokenizer-file: --vocab-size needs a value");
+            if (!parse_int(argv[++i], 1, TOKENIZER_MAX_VOCAB, &vocab_size))
+                fail("tokenizer-file: --vocab-size '%s': expected 1..%u", argv[i], TOKENIZER_MAX_VOCAB);
+        } else if (argv[i][0] == '-') {
             fail("tokenizer-file: unknown option '%s' (see --help)", argv[i]);
         } else if (out == nullptr) {
             out = argv[i];
@@ -202,27 +213,46 @@ static int cmd_tokenizer_file(int argc, char** argv) {
         }
     }
     if (out == nullptr) fail("tokenizer-file: missing OUT.bin (see --help)");
-    if (v.tiktoken != nullptr) fail("tokenizer-file: --tiktoken: not supported yet (GPT-2's vocabulary only)");
     Bpe bpe;
     vocab_load(&bpe, v, "tokenizer-file");
-    const char* dir = v.dir != nullptr ? v.dir : default_vocab_dir();
+    const char* source = v.tiktoken != nullptr ? v.tiktoken : v.dir != nullptr ? v.dir : default_vocab_dir();
+    if (bpe.eot_token == UINT32_MAX)
+        fail("%s: %zu ranks, not a vocabulary whose document separator is known, so no EOT for the file", source,
+             bpe.pieces.size());
+    // V: the vocabulary with its special tokens, as a model of it has
+    size_t V = std::max(bpe.pieces.size(), (size_t)bpe.eot_token + 1);
+    for (const TiktokenSpecial& k : TIKTOKEN_KNOWN)
+        if (v.tiktoken != nullptr && k.ranks == bpe.pieces.size()) V = k.vocab;
+    if (vocab_size > 0) {
+        if ((size_t)vocab_size < bpe.pieces.size() || (size_t)vocab_size <= bpe.eot_token)
+            fail("tokenizer-file: --vocab-size %lld is below the vocabulary's %zu tokens (EOT %u)", vocab_size,
+                 std::max(bpe.pieces.size(), (size_t)bpe.eot_token + 1), bpe.eot_token);
+        V = (size_t)vocab_size;
+    }
     uint32_t header[256] = {0};
-    header[0] = TOKENIZER_FILE_MAGIC;
+    header[0] = TOKENIZER_MAGIC;
     header[1] = 2;
-    header[2] = (uint32_t)bpe.pieces.size();
+    header[2] = (uint32_t)V;
     header[3] = bpe.eot_token;
     AtomicFile f;
     atomic_open(&f, out);
     fwrite_or_fail(header, sizeof(header), 1, f.f, f.tmp.c_str());
-    for (size_t id = 0; id < bpe.pieces.size(); id++) {
-        const std::string& p = bpe.pieces[id];
-        if (p.empty() || p.size() > 255) fail("%s: token %zu has %zu bytes; the file stores 1..255", dir, id, p.size());
-        uint8_t len = (uint8_t)p.size();
+    size_t cut = 0;
+    for (size_t id = 0; id < V; id++) {
+        const std::string* piece = bpe_piece(&bpe, (uint32_t)id);
+        std::string special = "<|special " + std::to_string(id) + "|>";
+        const std::string& p = piece != nullptr ? *piece : special;
+        if (p.empty()) fail("%s: token %zu has no bytes; the file stores 1..255", source, id);
+        if (p.size() > 255 && cut++ == 0)
+            fprintf(stderr, "warning: %s: token %zu has %zu bytes, the file keeps its first 255 (samples print it "
+                    "short)\n", source, id, p.size());
+        uint8_t len = (uint8_t)std::min<size_t>(p.size(), 255);
         fwrite_or_fail(&len, 1, 1, f.f, f.tmp.c_str());
-        fwrite_or_fail(p.data(), 1, p.size(), f.f, f.tmp.c_str());
+        fwrite_or_fail(p.data(), 1, len, f.f, f.tmp.c_str());
     }
     atomic_commit(&f);
-    printf("wrote %s: %zu tokens, EOT %u\n", out, bpe.pieces.size(), bpe.eot_token);
+    printf("wrote %s: %zu tokens, EOT %u%s\n", out, V, bpe.eot_token,
+           cut > 1 ? (", " + std::to_string(cut) + " of them cut to 255 bytes").c_str() : "");
     return 0;
 }
 

@@ -15,6 +15,9 @@
 #     js-tiktoken's ids of each document; --bos-id; uint16 shards (20240520, 1) for a
 #     vocabulary that fits
 #  5. damaged ranks files and wrong flags: a one-line error naming the file, exit non-zero
+#  6. ./generate -tk encodes its prompt and decodes its output as js-tiktoken does
+#  7. `./tokenize tokenizer-file --tiktoken`: every token as the ranks file has it, the
+#     special ids up to V; the trainer samples with it
 set -u
 cd "$(dirname "$0")/.."
 OUT=test/out/tiktoken
@@ -138,7 +141,10 @@ expect_error "--vocab-dir and --tiktoken" "not both" ./tokenize encode --vocab-d
 expect_error "no known separator" "pass --bos-id" ./tokenize shards --tiktoken "$OUT/first3000.tiktoken" --out "$B/x" "$D/docs"
 expect_error "bad --bos-id" "expected 0.." ./tokenize shards --tiktoken "$TIK" --bos-id -1 --out "$B/x" "$D/docs"
 expect_error "not a token id" "not a token id" sh -c "echo 100256 | ./tokenize decode --tiktoken '$TIK'"
-expect_error "tokenizer-file --tiktoken" "not supported" ./tokenize tokenizer-file "$B/t.bin" --tiktoken "$TIK"
+expect_error "tokenizer-file --vocab-size too small" "below the vocabulary" \
+    ./tokenize tokenizer-file "$B/t.bin" --tiktoken "$TIK" --vocab-size 100257
+expect_error "tokenizer-file, no known separator" "no EOT" ./tokenize tokenizer-file "$B/t.bin" --tiktoken "$OUT/first3000.tiktoken"
+[ -e "$B/t.bin" ] && die "a refused ./tokenize tokenizer-file wrote $B/t.bin"
 ls "$B"/x_* >/dev/null 2>&1 && die "a refused ./tokenize shards wrote shards"
 echo "  damaged ranks files and wrong flags: one-line errors, non-zero exit"
 # --- 6: ./generate -tk: a one-step Llama of cl100k's vocabulary (V 100,352) prompted with text
@@ -161,4 +167,36 @@ $REF decode "$G/all.ids" "$G/expect.txt" || die "reference.mjs decode failed"
 echo >>"$G/expect.txt"
 cmp -s "$G/expect.txt" "$G/text.txt" || die "generate -tk printed '$(head -c 200 "$G/text.txt")', js-tiktoken decodes '$(head -c 200 "$G/expect.txt")'"
 echo "  generate -tk: the prompt's ids and the printed text equal js-tiktoken's ($(wc -w <"$G/by_ids.txt") tokens generated)"
+# --- 7: the trainers' tokenizer file from the ranks: header [20240328, 2, V, EOT], then every
+# rank's bytes as js-tiktoken's file has them, <|endoftext|> at 100257, "<|special N|>" for the
+# other special ids up to V (cl100k's 100,277 by default, or --vocab-size); the trainer decodes
+# its samples with it
+./tokenize tokenizer-file "$G/cl100k.bin" --tiktoken "$TIK" >"$G/tokfile.log" || die "tokenizer-file --tiktoken failed"
+./tokenize tokenizer-file "$G/cl100k_padded.bin" --tiktoken "$TIK" --vocab-size 100352 >>"$G/tokfile.log" ||
+    die "tokenizer-file --tiktoken --vocab-size failed"
+"$PY" - "$TIK" "$G/cl100k.bin" 100277 "$G/cl100k_padded.bin" 100352 <<'PYCHECK' || die "the tokenizer file is wrong"
+import base64, struct, sys
+ranks = {}
+for line in open(sys.argv[1], "rb"):
+    tok, rank = line.split()
+    ranks[int(rank)] = base64.b64decode(tok)
+for path, V in ((sys.argv[2], int(sys.argv[3])), (sys.argv[4], int(sys.argv[5]))):
+    data = open(path, "rb").read()
+    header = struct.unpack("<256I", data[:1024])
+    assert header[:4] == (20240328, 2, V, 100257), (path, header[:4])
+    at, bad = 1024, 0
+    for i in range(V):
+        n = data[at]
+        got = data[at + 1:at + 1 + n]
+        at += 1 + n
+        want = ranks.get(i, b"<|endoftext|>" if i == 100257 else b"<|special %d|>" % i)
+        bad += got != want
+    assert bad == 0 and at == len(data), (path, bad, at, len(data))
+    print("  %s: %d tokens as the ranks file has them" % (path, V))
+PYCHECK
+./train_gpt_cpu -e "$G/run/model_00000001.bin" -i "$D/run1/t_train_000000.bin" -b 1 -t 4 -x 1 -v 0 -s 1 -g 8 -n 0 \
+    -tf "$G/cl100k_padded.bin" -o "$G/sampled" >"$G/sample.log" 2>&1 || die "a Llama sampling with the tokenizer file failed"
+grep -q "^generating:" "$G/sample.log" && ! grep -q "warning\|error" "$G/sample.log" ||
+    die "the trainer did not sample with the tokenizer file: $(head -c 300 "$G/sample.log")"
+echo "  tokenizer-file --tiktoken: every token as js-tiktoken's ranks file has it; the trainer samples with it"
 echo "PASS: $bytes bytes of text, $(wc -w <"$OUT/all_js.ids") tokens identical to js-tiktoken's cl100k_base"
