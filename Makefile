@@ -41,6 +41,9 @@ build/%: test/%.cpp $(HEADERS)
 	@mkdir -p build
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
+# the test headers a program includes (test/*.h is not in HEADERS)
+build/test_llama_debug: test/debug_checks.h test/llama_debug_state.h
+
 build/bench_cpu: dev/bench_cpu.cpp $(HEADERS)
 	@mkdir -p build
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)

@@ -79,11 +79,11 @@ build/test_gpt2_debug_bf16: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 
 # the GPU Llama 3 (llmc/llama_cuda.cuh) against test/llama_reference.py's debug states
-build/test_llama_debug_fp32: test/test_llama_debug.cu test/debug_checks.h $(CUDA_TRAINER_HEADERS)
+build/test_llama_debug_fp32: test/test_llama_debug.cu test/debug_checks.h test/llama_debug_state.h $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
 
-build/test_llama_debug_bf16: test/test_llama_debug.cu test/debug_checks.h $(CUDA_TRAINER_HEADERS)
+build/test_llama_debug_bf16: test/test_llama_debug.cu test/debug_checks.h test/llama_debug_state.h $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 

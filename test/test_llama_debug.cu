@@ -1,6 +1,6 @@
 // test_llama_debug.cu: the GPU Llama 3 model (llmc/llama_cuda.cuh) against PyTorch, as
 // test_llama_debug.cpp does for the CPU. Reads a debug state written by test/llama_reference.py
-// (its format: that script's docstring) and checks logits, loss, every gradient tensor and
+// (read by test/llama_debug_state.h) and checks logits, loss, every gradient tensor and
 // the losses and gradient norms of 10 AdamW steps with clipping.
 // usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1]
 //
@@ -20,59 +20,8 @@
 
 #include "../llmc/llama3.h"       // defines: LlamaConfig, Llama, llama_init, grad_clip_scale
 #include "debug_checks.h"         // defines: debug_expect, debug_check_logits, debug_check_grads, debug_check_step
+#include "llama_debug_state.h"    // defines: LlamaDebug, llama_debug_read
 #include "../llmc/llama_cuda.cuh" // defines: LlamaCuda, llama_cuda_forward, llama_cuda_backward, ...
-
-// A llama_reference.py debug state, read whole: the host model holds the initial parameters.
-struct LlamaDebug {
-    int B = 0, T = 0, nsteps = 0;
-    float lr, beta1, beta2, eps, weight_decay, grad_clip, loss;
-    std::vector<int> x, y;
-    std::vector<float> logits, grads, losses, norms;
-};
-
-// Cursor over the file's bytes: each take() copies the next n values or fails naming them.
-struct ByteReader {
-    std::vector<char> bytes;
-    size_t at = 0;
-    const char* path;
-    template <typename V>
-    void take(V* dst, size_t n, const char* what) {
-        if (bytes.size() - at < n * sizeof(V)) fail("%s: truncated while reading %s", path, what);
-        memcpy(dst, bytes.data() + at, n * sizeof(V));
-        at += n * sizeof(V);
-    }
-};
-
-static void llama_debug_read(const char* path, Llama* host, LlamaDebug* d) {
-    ByteReader r;
-    r.path = path;
-    FILE* f = fopen_or_fail(path, "rb");
-    char buf[1 << 16];
-    for (size_t k; (k = fread(buf, 1, sizeof(buf), f)) > 0;) r.bytes.insert(r.bytes.end(), buf, buf + k);
-    fclose(f);
-    int32_t h[256];
-    r.take(h, 256, "the header");
-    if (h[0] != 20241124 || h[1] != 1) fail("%s: not a Llama debug state (magic %d version %d)", path, h[0], h[1]);
-    float fl[12];  // header words 20..31 are float32 bits
-    memcpy(fl, h + 20, sizeof(fl));
-    LlamaConfig c = {h[11], h[4], h[5], h[7], h[8], h[9], h[6], h[10], fl[0], fl[1], {fl[8], fl[9], fl[10], fl[11]}};
-    const char* problem = llama_config_problem(c);
-    if (problem != nullptr) fail("%s: config: %s", path, problem);
-    d->B = h[2]; d->T = h[3]; d->nsteps = h[12];
-    d->lr = fl[2]; d->beta1 = fl[3]; d->beta2 = fl[4]; d->eps = fl[5]; d->weight_decay = fl[6]; d->grad_clip = fl[7];
-    llama_init(host, c);
-    const size_t BT = (size_t)d->B * d->T, n = host->num_parameters;
-    d->x.resize(BT); d->y.resize(BT); d->logits.resize(BT * c.vocab_size); d->grads.resize(n);
-    d->losses.resize(d->nsteps); d->norms.resize(d->nsteps);
-    r.take(d->x.data(), BT, "x");
-    r.take(d->y.data(), BT, "y");
-    r.take(host->params, n, "the parameters");
-    r.take(d->logits.data(), d->logits.size(), "the logits");
-    r.take(&d->loss, 1, "the loss");
-    r.take(d->grads.data(), n, "the gradients");
-    r.take(d->losses.data(), d->nsteps, "the step losses");
-    r.take(d->norms.data(), d->nsteps, "the step norms");
-}
 
 // A sink as a data-parallel trainer's (llmc/model.h): layer l's gradients go to slot l of a
 // device buffer of L packed layers; it records the order it was told things in.
