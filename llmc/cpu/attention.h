@@ -1,6 +1,7 @@
 // attention.h: causal multi-head self-attention on the CPU (fp32, OpenMP), forward and backward.
-// defines: attention_gather_transposed, attention_query_row, attention_forward_gqa, attention_backward_gqa,
-//          attention_forward, attention_backward
+// defines: attention_gather_transposed, attention_softmax_row, attention_query_row, attention_head_forward,
+//          attention_head_backward, attention_forward_gqa, attention_backward_gqa, attention_forward,
+//          attention_backward
 //
 // GPT-2: qkv (B,T,3C) holds per position [q (C) | k (C) | v (C)]; head h uses channels
 // h*hs..(h+1)*hs-1 of each, hs = C/NH. Llama's grouped-query attention is the general case
@@ -12,18 +13,45 @@
 // here are written as axpy's (y[j] += a * x[j] over contiguous j), never as dot products.
 // For the q.k scores that means holding this head's keys transposed, kT (hs,T): then
 // score[s] += q[i] * kT[i][s] runs along s. Same for the values in the backward pass.
+// Forward and backward work on blocks of ATT_QB query rows x ATT_KB keys (or channels) held
+// in registers while the loop runs over the sum's index, so each key (value) vector loaded
+// serves ATT_QB rows; every element is still summed in the same order as one row at a time
+// (attention_query_row, which generation uses), so both give the same bits.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include "../utils.h"
+#include "vmath.h"  // defines: exp_f32
+
+constexpr int ATT_QB = 4;   // query rows per block
+constexpr int ATT_KB = 16;  // keys (channels) per block: one AVX-512 vector, two AVX2 ones
+// ATT_KB floats as one value (GCC's vector extension), so a block's sums stay in registers
+typedef float AttVec __attribute__((vector_size(ATT_KB * sizeof(float))));
+inline AttVec att_load(const float* p) {
+    AttVec v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
 
 // Copies channels [off, off+hs) of the T rows of x (row stride ld) into dst (hs,T), transposed.
 inline void attention_gather_transposed(float* dst, const float* x, size_t ld, int T, int hs) {
     for (int t = 0; t < T; t++) {
         for (int i = 0; i < hs; i++) dst[(size_t)i * T + t] = x[t * ld + i];
     }
+}
+
+// row[0..t] := softmax(row[0..t]), shifted by the max for stability.
+inline void attention_softmax_row(float* row, int t) {
+    float maxval = row[0];
+    for (int s = 1; s <= t; s++) maxval = fmaxf(maxval, row[s]);
+    for (int s = 0; s <= t; s++) row[s] = exp_f32(row[s] - maxval);
+    float sum = 0.0f;
+    for (int s = 0; s <= t; s++) sum += row[s];
+    const float inv = 1.0f / sum;
+    for (int s = 0; s <= t; s++) row[s] *= inv;
 }
 
 // One query (position t of one head): row[0..t] = softmax(scale * q . k_s) over the keys
@@ -39,22 +67,65 @@ inline void attention_query_row(float* row, float* o, const float* q, const floa
         const float* k_i = kT + (size_t)i * ld;
         for (int s = 0; s <= t; s++) row[s] += qi * k_i[s];
     }
-    // softmax over 0..t, shifted by the max for stability
-    float maxval = row[0];
-    for (int s = 1; s <= t; s++) maxval = fmaxf(maxval, row[s]);
-    float sum = 0.0f;
-    for (int s = 0; s <= t; s++) {
-        row[s] = expf(row[s] - maxval);
-        sum += row[s];
-    }
-    const float inv = 1.0f / sum;
-    for (int s = 0; s <= t; s++) row[s] *= inv;
+    attention_softmax_row(row, t);
     // o = sum_s row[s] v_s
     for (int i = 0; i < hs; i++) o[i] = 0.0f;
     for (int s = 0; s <= t; s++) {
         const float a = row[s];
         const float* vs = v + s * ldv;
         for (int i = 0; i < hs; i++) o[i] += a * vs[i];
+    }
+}
+
+// One head of the forward, ATT_QB query rows at a time. q (T rows, stride ldq) this head's
+// queries; kT (hs, ldk) its keys transposed, zero from T to ldk (a multiple of ATT_KB); v (T
+// rows, stride ldv) its values. att (T,T): the probabilities, zero past the diagonal; out (T
+// rows, stride ldo): this head's output. sc: scratch of ATT_QB * ldk + ATT_QB * hs floats.
+inline void attention_head_forward(float* att, float* out, size_t ldo, const float* q, size_t ldq, const float* kT,
+                                   size_t ldk, const float* v, size_t ldv, int T, int hs, float scale, float* sc) {
+    float* qs = sc + ATT_QB * ldk;  // the block's queries, scaled (rows past T: zero)
+    for (int t0 = 0; t0 < T; t0 += ATT_QB) {
+        const int nq = std::min(ATT_QB, T - t0), tmax = t0 + nq - 1;
+        for (int r = 0; r < ATT_QB; r++)
+            for (int i = 0; i < hs; i++) qs[r * hs + i] = r < nq ? q[(t0 + r) * ldq + i] * scale : 0.0f;
+        // scores of keys 0..tmax, a block of ATT_KB keys at a time, summed over the channels
+        const int nk = (tmax / ATT_KB + 1) * ATT_KB;
+        for (int s0 = 0; s0 < nk; s0 += ATT_KB) {
+            AttVec acc[ATT_QB] = {};
+            for (int i = 0; i < hs; i++) {
+                const AttVec k = att_load(kT + (size_t)i * ldk + s0);
+                for (int r = 0; r < ATT_QB; r++) acc[r] += qs[r * hs + i] * k;
+            }
+            for (int r = 0; r < ATT_QB; r++) memcpy(sc + r * ldk + s0, &acc[r], sizeof(acc[r]));
+        }
+        // each row's softmax over its keys 0..t; the rest of the block zero
+        for (int r = 0; r < ATT_QB; r++) {
+            float* row = sc + r * ldk;
+            const int t = t0 + r;
+            if (r < nq) attention_softmax_row(row, t);
+            for (int s = r < nq ? t + 1 : 0; s < nk; s++) row[s] = 0.0f;
+            if (r < nq) {
+                float* arow = att + (size_t)t * T;
+                memcpy(arow, row, (size_t)(t + 1) * sizeof(float));
+                for (int s = t + 1; s < T; s++) arow[s] = 0.0f;  // the masked future
+            }
+        }
+        // out = probabilities . values, ATT_KB channels at a time, summed over keys 0..tmax
+        for (int i0 = 0; i0 < hs; i0 += ATT_KB) {
+            const int ni = std::min(ATT_KB, hs - i0);
+            AttVec acc[ATT_QB] = {};
+            for (int s = 0; s <= tmax; s++) {
+                AttVec vs;
+                if (ni == ATT_KB) {
+                    vs = att_load(v + s * ldv + i0);
+                } else {  // a head size that is not a multiple of ATT_KB: the last channels
+                    vs = AttVec{};
+                    memcpy(&vs, v + s * ldv + i0, (size_t)ni * sizeof(float));
+                }
+                for (int r = 0; r < ATT_QB; r++) acc[r] += sc[r * ldk + s] * vs;
+            }
+            for (int r = 0; r < nq; r++) memcpy(out + (t0 + r) * ldo + i0, &acc[r], (size_t)ni * sizeof(float));
+        }
     }
 }
 
@@ -72,24 +143,25 @@ inline void attention_forward_gqa(float* out, float* att, const float* qkv, int 
     const size_t ld = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
     const size_t k_off = C, v_off = C + (size_t)NKV * hs;
     const float scale = 1.0f / sqrtf((float)hs);
+    const size_t ldk = ((size_t)T + ATT_KB - 1) / ATT_KB * ATT_KB;  // keys padded to whole blocks
 #pragma omp parallel
     {
-        float* kT = (float*)xmalloc((size_t)hs * T * sizeof(float));  // this head's keys (hs,T)
+        float* kT = (float*)xmalloc((size_t)hs * ldk * sizeof(float));     // this head's keys (hs,ldk)
+        memset(kT, 0, (size_t)hs * ldk * sizeof(float));                  // the padding stays zero
+        float* sc = (float*)xmalloc((ATT_QB * ldk + ATT_QB * (size_t)hs) * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int h = 0; h < NH; h++) {
                 const float* qkv_b = qkv + (size_t)b * T * ld;
                 const size_t kv = (size_t)(h / group) * hs;
-                attention_gather_transposed(kT, qkv_b + k_off + kv, ld, T, hs);
-                for (int t = 0; t < T; t++) {
-                    float* row = att + (((size_t)b * NH + h) * T + t) * T;
-                    attention_query_row(row, out + ((size_t)b * T + t) * C + (size_t)h * hs, qkv_b + t * ld + h * hs, kT,
-                                        T, qkv_b + v_off + kv, ld, t, hs, scale);
-                    for (int s = t + 1; s < T; s++) row[s] = 0.0f;  // the masked future
-                }
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < hs; i++) kT[(size_t)i * ldk + t] = qkv_b[t * ld + k_off + kv + i];
+                attention_head_forward(att + ((size_t)b * NH + h) * T * T, out + (size_t)b * T * C + (size_t)h * hs, C,
+                                       qkv_b + (size_t)h * hs, ld, kT, ldk, qkv_b + v_off + kv, ld, T, hs, scale, sc);
             }
         }
         free(kT);
+        free(sc);
     }
 }
 
@@ -97,6 +169,76 @@ inline void attention_forward_gqa(float* out, float* att, const float* qkv, int 
 inline void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C, int NH) {
     CHECK(NH > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
     attention_forward_gqa(out, att, qkv, B, T, NH, NH, C / NH);
+}
+
+// y[0..n) += a * x[0..n), ATT_KB at a time in registers (n any size).
+inline void att_axpy(float* y, float a, const float* x, int n) {
+    int i = 0;
+    for (; i + ATT_KB <= n; i += ATT_KB) {
+        AttVec acc = att_load(y + i);
+        acc += a * att_load(x + i);
+        memcpy(y + i, &acc, sizeof(acc));
+    }
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+// One query head of the backward, ATT_QB query rows at a time: accumulates (+=) the gradients
+// of its queries into dq (T rows, stride ld) and of its key/value head into dk, dv (the same
+// rows, other channels). q, k: its queries and keys (stride ld); vT (hs, ldk) its values
+// transposed, zero from T to ldk; att (T,T) its probabilities; dout (T rows, stride ldo) the
+// output's gradient. sc: scratch of ATT_QB * ldk + ATT_QB * hs floats. Every element is summed
+// in the order of the one-row-at-a-time loop (rows t ascending, then s or i ascending).
+inline void attention_head_backward(float* dq, float* dk, float* dv, size_t ld, const float* q, const float* k,
+                                    const float* vT, size_t ldk, const float* att, const float* dout, size_t ldo,
+                                    int T, int hs, float scale, float* sc) {
+    float* ds = sc + ATT_QB * ldk;  // the block's output gradients (rows past T: zero)
+    for (int t0 = 0; t0 < T; t0 += ATT_QB) {
+        const int nq = std::min(ATT_QB, T - t0), tmax = t0 + nq - 1;
+        for (int r = 0; r < ATT_QB; r++)
+            for (int i = 0; i < hs; i++) ds[r * hs + i] = r < nq ? dout[(t0 + r) * ldo + i] : 0.0f;
+        // through out_t = sum_s att[t][s] v_s: datt[s] = dout_t . v_s (in sc's rows), and
+        // dv_s += att[t][s] dout_t
+        const int nk = (tmax / ATT_KB + 1) * ATT_KB;
+        for (int s0 = 0; s0 < nk; s0 += ATT_KB) {
+            AttVec acc[ATT_QB] = {};
+            for (int i = 0; i < hs; i++) {
+                const AttVec v = att_load(vT + (size_t)i * ldk + s0);
+                for (int r = 0; r < ATT_QB; r++) acc[r] += ds[r * hs + i] * v;
+            }
+            for (int r = 0; r < ATT_QB; r++) memcpy(sc + r * ldk + s0, &acc[r], sizeof(acc[r]));
+        }
+        for (int s = 0; s <= tmax; s++)
+            for (int r = std::max(0, s - t0); r < nq; r++)
+                att_axpy(dv + s * ld, att[(size_t)(t0 + r) * T + s], ds + r * hs, hs);
+        // through the softmax; the scale of the scores folds in here
+        for (int r = 0; r < nq; r++) {
+            const int t = t0 + r;
+            const float* row = att + (size_t)t * T;
+            float* g = sc + r * ldk;
+            float dot = 0.0f;
+            for (int s = 0; s <= t; s++) dot += row[s] * g[s];
+            for (int s = 0; s <= t; s++) g[s] = row[s] * (g[s] - dot) * scale;
+        }
+        // through score[s] = q_t . k_s: dq_t += sum_s g[s] k_s, dk_s += g[s] q_t
+        for (int r = 0; r < nq; r++) {
+            const int t = t0 + r;
+            const float* g = sc + r * ldk;
+            float* dqt = dq + t * ld;
+            for (int i0 = 0; i0 < hs; i0 += ATT_KB) {
+                if (i0 + ATT_KB > hs) {  // the last channels of a head size not a multiple of ATT_KB
+                    for (int s = 0; s <= t; s++)
+                        for (int i = i0; i < hs; i++) dqt[i] += g[s] * k[s * ld + i];
+                    break;
+                }
+                AttVec acc = att_load(dqt + i0);
+                for (int s = 0; s <= t; s++) acc += g[s] * att_load(k + s * ld + i0);
+                memcpy(dqt + i0, &acc, sizeof(acc));
+            }
+        }
+        for (int s = 0; s <= tmax; s++)
+            for (int r = std::max(0, s - t0); r < nq; r++)
+                att_axpy(dk + s * ld, sc[r * ldk + s], q + (t0 + r) * ld, hs);
+    }
 }
 
 // Accumulates (+=) into dqkv (B,T,(NH+2NKV)*hs) the gradient of attention_forward_gqa, given
@@ -114,55 +256,29 @@ inline void attention_backward_gqa(float* dqkv, const float* dout, const float* 
     const size_t ld = (size_t)(NH + 2 * NKV) * hs, C = (size_t)NH * hs;
     const size_t k_off = C, v_off = C + (size_t)NKV * hs;
     const float scale = 1.0f / sqrtf((float)hs);
+    const size_t ldk = ((size_t)T + ATT_KB - 1) / ATT_KB * ATT_KB;  // keys padded to whole blocks
 #pragma omp parallel
     {
-        float* vT = (float*)xmalloc((size_t)hs * T * sizeof(float));  // this head's values (hs,T)
-        float* datt = (float*)xmalloc((size_t)T * sizeof(float));     // one row's gradient
+        float* vT = (float*)xmalloc((size_t)hs * ldk * sizeof(float));  // this head's values (hs,ldk)
+        memset(vT, 0, (size_t)hs * ldk * sizeof(float));               // the padding stays zero
+        float* sc = (float*)xmalloc((ATT_QB * ldk + ATT_QB * (size_t)hs) * sizeof(float));
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++) {
             for (int kvh = 0; kvh < NKV; kvh++) {
                 const float* qkv_b = qkv + (size_t)b * T * ld;
                 float* dqkv_b = dqkv + (size_t)b * T * ld;
                 const size_t kv = (size_t)kvh * hs;
-                attention_gather_transposed(vT, qkv_b + v_off + kv, ld, T, hs);
-                for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-                    for (int t = 0; t < T; t++) {
-                        const float* row = att + (((size_t)b * NH + h) * T + t) * T;
-                        const float* d = dout + ((size_t)b * T + t) * C + (size_t)h * hs;
-                        // through out_t = sum_s row[s] v_s
-                        for (int s = 0; s <= t; s++) datt[s] = 0.0f;
-                        for (int i = 0; i < hs; i++) {
-                            const float di = d[i];
-                            const float* v_i = vT + (size_t)i * T;
-                            for (int s = 0; s <= t; s++) datt[s] += di * v_i[s];
-                        }
-                        for (int s = 0; s <= t; s++) {
-                            const float a = row[s];
-                            float* dv = dqkv_b + s * ld + v_off + kv;
-                            for (int i = 0; i < hs; i++) dv[i] += a * d[i];
-                        }
-                        // through the softmax; the scale of the scores folds in here
-                        float dot = 0.0f;
-                        for (int s = 0; s <= t; s++) dot += row[s] * datt[s];
-                        for (int s = 0; s <= t; s++) datt[s] = row[s] * (datt[s] - dot) * scale;
-                        // through score[s] = q_t . k_s
-                        const float* q = qkv_b + t * ld + (size_t)h * hs;
-                        float* dq = dqkv_b + t * ld + (size_t)h * hs;
-                        for (int s = 0; s <= t; s++) {
-                            const float g = datt[s];
-                            const float* k = qkv_b + s * ld + k_off + kv;
-                            float* dk = dqkv_b + s * ld + k_off + kv;
-                            for (int i = 0; i < hs; i++) {
-                                dq[i] += g * k[i];
-                                dk[i] += g * q[i];
-                            }
-                        }
-                    }
-                }
+                for (int t = 0; t < T; t++)
+                    for (int i = 0; i < hs; i++) vT[(size_t)i * ldk + t] = qkv_b[t * ld + v_off + kv + i];
+                for (int h = kvh * group; h < (kvh + 1) * group; h++)
+                    attention_head_backward(dqkv_b + (size_t)h * hs, dqkv_b + k_off + kv, dqkv_b + v_off + kv, ld,
+                                            qkv_b + (size_t)h * hs, qkv_b + k_off + kv, vT, ldk,
+                                            att + ((size_t)b * NH + h) * T * T, dout + (size_t)b * T * C + (size_t)h * hs,
+                                            C, T, hs, scale, sc);
             }
         }
         free(vT);
-        free(datt);
+        free(sc);
     }
 }
 

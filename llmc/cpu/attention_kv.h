@@ -7,9 +7,10 @@
 // The n new positions t0..t0+n-1 have their rows written already (by the qkv matmul);
 // position t attends to rows 0..t.
 //
-// Each query row is attention_forward's own function (attention_query_row, llmc/cpu/attention.h):
-// the same operations in the same order, so a row computed here equals the full forward's
-// bit for bit, and generation with the cache picks the same tokens as recomputing the sequence.
+// Each query row is attention_query_row (llmc/cpu/attention.h), which does for one row what
+// attention_forward does for blocks of rows: the same operations in the same order, so a row
+// computed here equals the full forward's bit for bit, and generation with the cache picks
+// the same tokens as recomputing the sequence.
 #pragma once
 #include <cmath>
 #include <cstddef>
