@@ -171,15 +171,17 @@ inline void attention_forward(float* out, float* att, const float* qkv, int B, i
     attention_forward_gqa(out, att, qkv, B, T, NH, NH, C / NH);
 }
 
-// y[0..n) += a * x[0..n), ATT_KB at a time in registers (n any size).
-inline void att_axpy(float* y, float a, const float* x, int n) {
+// y[0..n) += a[r] * x[r*ldx + 0..n) for r = r0..r1-1 in turn, ATT_KB at a time in registers
+// (n any size): y is loaded and stored once for all the rows.
+inline void att_axpy_rows(float* y, const float* a, size_t lda, const float* x, size_t ldx, int r0, int r1, int n) {
     int i = 0;
     for (; i + ATT_KB <= n; i += ATT_KB) {
         AttVec acc = att_load(y + i);
-        acc += a * att_load(x + i);
+        for (int r = r0; r < r1; r++) acc += a[r * lda] * att_load(x + r * ldx + i);
         memcpy(y + i, &acc, sizeof(acc));
     }
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; i < n; i++)
+        for (int r = r0; r < r1; r++) y[i] += a[r * lda] * x[r * ldx + i];
 }
 
 // One query head of the backward, ATT_QB query rows at a time: accumulates (+=) the gradients
@@ -207,9 +209,9 @@ inline void attention_head_backward(float* dq, float* dk, float* dv, size_t ld, 
             }
             for (int r = 0; r < ATT_QB; r++) memcpy(sc + r * ldk + s0, &acc[r], sizeof(acc[r]));
         }
+        const float* att0 = att + (size_t)t0 * T;  // the block's first row
         for (int s = 0; s <= tmax; s++)
-            for (int r = std::max(0, s - t0); r < nq; r++)
-                att_axpy(dv + s * ld, att[(size_t)(t0 + r) * T + s], ds + r * hs, hs);
+            att_axpy_rows(dv + s * ld, att0 + s, T, ds, hs, std::max(0, s - t0), nq, hs);
         // through the softmax; the scale of the scores folds in here
         for (int r = 0; r < nq; r++) {
             const int t = t0 + r;
@@ -236,8 +238,7 @@ inline void attention_head_backward(float* dq, float* dk, float* dv, size_t ld, 
             }
         }
         for (int s = 0; s <= tmax; s++)
-            for (int r = std::max(0, s - t0); r < nq; r++)
-                att_axpy(dk + s * ld, sc[r * ldk + s], q + (t0 + r) * ld, hs);
+            att_axpy_rows(dk + s * ld, sc + s, ldk, q + t0 * ld, ld, std::max(0, s - t0), nq, hs);
     }
 }
 
