@@ -6,8 +6,8 @@
 #  - every step's train loss and every val loss within 1e-5 relative, grad norms within 1e-4,
 #    the lr identical (gradient accumulation included: -d is 2 micro-steps per rank)
 #  - checkpoint + resume on the same number of ranks is bit-exact (main.log, final model)
-#  - resume on another number of ranks (2 -> 4, 4 -> 2) re-shards the AdamW state and
-#    continues like the uninterrupted run (1e-5)
+#  - resume on another number of ranks (2 -> 4, 4 -> 2; a Llama 3 too) re-shards the AdamW
+#    state and continues like the uninterrupted run (1e-5)
 #  - the gradients go out in buckets, one per layer plus one for wte/wpe/lnf, each reduced as
 #    the backward finishes it (ZeRO 2: every micro-step), some while the backward still runs;
 #    ZeRO 2 holds no full gradient (its memory line, checked against the arithmetic at d12)
@@ -145,6 +145,14 @@ if [ $have_mpi = 1 ]; then
             echo "ok -z $z: saved on $1 ranks at step 8, resumed on $2: continues like the uninterrupted run: $msg"
         done
     done
+    # a Llama 3 too: saved by 2 ranks at ZeRO 2, resumed on 4 (its table re-sharded)
+    d=$out/mpi-llama-reshard
+    run_mpi 2 "$d" $lflags -b 4 -z 2
+    for s in 12 16; do rm -f "$d/DONE_000000$s"; done
+    run_mpi 4 "$d" $lflags -b 2 -z 2 -y 1
+    grep -q "re-sharded" "$d.stdout" || fail "Llama -z 2 2 -> 4 ranks: no re-shard message"
+    msg=$(compare_logs "$out/llama-ref/main.log" "$d/main.log") || fail "Llama -z 2 2 -> 4 ranks: $msg"
+    echo "ok Llama 3 -z 2: saved on 2 ranks at step 8, resumed on 4: continues like the uninterrupted run: $msg"
     # a different processes x -b would change the data order: refused
     d=$out/mpi-resume-z1
     if timeout 60 mpirun -np 4 ./train_gpt_cpu $flags -b 4 -d 1024 -z 1 -o "$d" -y 1 > /dev/null 2> "$d.bad"; then
