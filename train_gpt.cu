@@ -78,7 +78,11 @@ static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase
 static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute) { gpt2_cuda_alloc_state(m, B, T, recompute); }
 static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T); }
 static void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
-static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, 0, 0); }  // keeps every activation
+static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, 0); }  // keeps every activation
+static ParamLayout gpu_model_layout(const GPT2Cuda* m) { return gpt2_cuda_layout(m); }
+static ParamLayout gpu_model_layout(const LlamaCuda* m) { return llama_cuda_layout(m); }
+static void gpu_model_bind_grads(GPT2Cuda* m, floatX* const* views) { gpt2_cuda_bind_grads(m, views); }
+static void gpu_model_bind_grads(LlamaCuda* m, floatX* const* views) { llama_cuda_bind_grads(m, views); }
 static void gpu_model_forward(GPT2Cuda* m, const int* inputs, const int* targets, int B, int T, float dloss) {
     gpt2_cuda_forward(m, inputs, targets, B, T, dloss);
 }
@@ -86,10 +90,7 @@ static void gpu_model_forward(LlamaCuda* m, const int* inputs, const int* target
     llama_cuda_forward(m, inputs, targets, B, T, dloss);
 }
 static void gpu_model_backward(GPT2Cuda* m, GpuGradSync* sink) { gpt2_cuda_backward(m, sink); }
-static void gpu_model_backward(LlamaCuda* m, GpuGradSync* sink) {  // GpuGradSync knows GPT-2's layers only
-    CHECK(sink == nullptr, "Llama 3 on the GPU trainer reduces no gradients during the backward");
-    llama_cuda_backward(m);
-}
+static void gpu_model_backward(LlamaCuda* m, GpuGradSync* sink) { llama_cuda_backward(m, sink); }
 static void gpu_model_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* m, const TrainState& s) {
     gpt2_cuda_checkpoint_write(dir, step, m, s);
 }
@@ -269,6 +270,46 @@ struct GpuBackend {
     size_t num_parameters() const { return model->num_parameters; }
 };
 
+// Before the host model is built (Llama 3.1 8B is 32 GB of fp32 there): what this process's GPU
+// will hold at ZeRO `stage`, from the configuration alone (llmc/families.h's model_memory_plan
+// with floatX values and master weights, the family's activation plan, cuBLASLt's workspace),
+// against what the device has free. Refuses with one line when it does not fit, saying how many
+// such GPUs ZeRO 2 would need, if any number would.
+static void gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
+                             const CudaContext& ctx) {
+    const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
+    auto plan = [&](int w, int z) {
+        MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T)
+                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, cfg.recompute);
+        p.scratch = ctx.workspace_bytes;
+        return p;
+    };
+    size_t free_b = 0, total_b = 0;
+    CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    const MemoryPlan p = plan(world, stage);
+    if (p.total() <= free_b) return;
+    // ZeRO 2 shards everything but the parameters and the activations over the processes
+    int enough = 0;
+    for (int w = 2; w <= 65536 && enough == 0; w++)
+        if (plan(w, 2).total() <= free_b) enough = w;
+    const double GiB = 1073741824.0;
+    char help[256];
+    if (enough > 0)
+        snprintf(help, sizeof(help), "-z 2 over %d or more such GPUs would fit it; -b and -t shrink the activations%s",
+                 enough, master ? ", -w 0 drops the master weights" : "");
+    else
+        snprintf(help, sizeof(help), "every GPU holds all the parameters at any ZeRO stage, as there is no ZeRO 3 or "
+                 "tensor parallelism here: a smaller model, or GPUs with more memory");
+    fail("%s (%s, %zu parameters) does not fit on the GPU: %.1f GiB per GPU (params %.1f %s, grads %.1f, AdamW "
+         "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, workspace %.2f; %d process%s, ZeRO %d), "
+         "and %s has %.1f GiB free (%s)",
+         cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
+         p.params / GiB, PRECISION_NAME, p.grads / GiB, p.adamw / GiB, p.master / GiB, p.activations / GiB, cfg.B,
+         cfg.T, mc.family == FAMILY_LLAMA3 ? 0 : cfg.recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
+         ctx.props.name, free_b / GiB, help);
+}
+
 int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
@@ -316,13 +357,9 @@ int main(int argc, char** argv) {
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
+    gpu_check_memory(train_model_config(cfg, resume_step), cfg, world,
+                     world > 1 || gpu_comm_single_hook() ? cfg.zero_stage : 0, use_master, ctx);
     ModelBase* host = train_load_model(cfg, resume_step);
-    // Llama 3 on the GPU: one process, its gradients straight into the buffer (the bucketed
-    // reduction, llmc/cuda/grad_sync_gpu.cuh, knows GPT-2's tensors only)
-    if (host->family == FAMILY_LLAMA3 && (world > 1 || gpu_comm_single_hook()))
-        fail("flag -e: '%s' is a Llama 3 model: the GPU trainer runs Llama on one process only (%d here%s); "
-             "train_gpt_cpu trains it on several", cfg.init.c_str(), world,
-             gpu_comm_single_hook() ? ", GPTRAIN_NCCL_SINGLE=1" : "");
     const std::string description = model_describe(host);
     const double flops = model_flops_per_token(host, cfg.T);
     TrainData data;
@@ -354,8 +391,12 @@ int main(int argc, char** argv) {
         gpu_model_alloc_state(&model, B, T, cfg.recompute);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = world > 1 || gc.nccl;
+        if (bucketed) {
+            floatX* grad_views[MAX_PARAM_TENSORS];  // where each row's gradient lives (ZeRO 2 moves them)
+            gpu_grad_sync_init(&gsync, &model, gpu_model_layout(&model), &gc, grad_views);
+            gpu_model_bind_grads(&model, grad_views);
+        }
         if constexpr (gpt2) {
-            if (bucketed) gpu_grad_sync_init(&gsync, &model, &gc);
             // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand
             // layers to another stream mid-backward, so either keeps the launches one by one
             model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed;

@@ -6,7 +6,7 @@
 // A third family adds its header, an enum value in llmc/model.h, a case in each function
 // here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
 // defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
-//          model_config_table, model_config_num_parameters, MemoryPlan, model_memory_plan, model_config_of,
+//          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_grads, model_forward, model_backward,
 //          model_logits, model_losses, model_update, model_flops_per_token, model_describe
@@ -63,27 +63,39 @@ inline size_t model_config_num_parameters(const ModelConfig& c) {
     return model_config_table(c, table, &layout);
 }
 
-// What one process of the CPU trainer holds, in bytes, at micro-batch B x T on `world`
-// processes at ZeRO `stage` (llmc/zero.h): the parameters (all of them, padded to the
-// layout), the gradients (ZeRO 2: the front and tail rows, two layer buckets and the owned
-// slice), AdamW's m and v (ZeRO 1 and 2: the owned slice) and the activations.
-struct MemoryPlan {
-    double params = 0, grads = 0, adamw = 0, activations = 0;
-    double total() const { return params + grads + adamw + activations; }
+// Bytes per value of what a process holds. The defaults are the CPU trainer's (fp32, no master
+// copy); the GPU trainers' parameters and gradients are floatX (2 bytes in the bf16 build, which
+// with -w 1 also keeps an fp32 master copy of the values it updates). AdamW's m and v are fp32.
+struct ValueBytes {
+    double param = 4, grad = 4, master = 0;  // master 0: no master weights
 };
 
-inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int world, int stage) {
+// What one process holds, in bytes, at micro-batch B x T on `world` processes at ZeRO `stage`
+// (llmc/zero.h): the parameters (all of them, padded to the layout), the gradients (ZeRO 2: the
+// front and tail rows, two layer buckets and the owned slice; else all of them, and with
+// several processes two layer buckets), AdamW's m and v and the master weights (ZeRO 1 and 2:
+// the owned slice) and the CPU trainer's activations. The GPU trainers replace activations by
+// their own plan's and count their scratch (train_gpt.cu).
+struct MemoryPlan {
+    double params = 0, grads = 0, adamw = 0, master = 0, activations = 0, scratch = 0;
+    double total() const { return params + grads + adamw + master + activations + scratch; }
+};
+
+inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int world, int stage,
+                                    const ValueBytes& bytes = ValueBytes()) {
     ParamTensor table[MAX_PARAM_TENSORS];
     ParamLayout t;
     const double n = (double)model_config_table(c, table, &t);
     const double shard = std::ceil(n / world), padded = shard * world;
+    const double updated = stage == 0 ? n : shard;  // the values this process's AdamW updates
     double layer = 0;
     for (int i = 0; i < t.layers; i++) layer += (double)table[t.first_layer + i].numel / t.L;
     MemoryPlan p;
-    p.params = 4 * padded;
-    p.grads = stage == 2 ? 4 * ((double)t.front_len() + (n - (double)t.tail_begin()) + 2 * layer + shard)
-                         : 4 * padded + (world > 1 ? 8 * layer : 0);
-    p.adamw = 8 * (stage == 0 ? n : shard);
+    p.params = bytes.param * padded;
+    p.grads = stage == 2 ? bytes.grad * ((double)t.front_len() + (n - (double)t.tail_begin()) + 2 * layer + shard)
+                         : bytes.grad * (padded + (world > 1 ? 2 * layer : 0));
+    p.adamw = 8 * updated;
+    p.master = bytes.master * updated;
     size_t sizes[LLAMA_NUM_ACTIVATIONS > GPT2_NUM_ACTIVATIONS ? LLAMA_NUM_ACTIVATIONS : GPT2_NUM_ACTIVATIONS];
     p.activations = 4 * (double)(c.family == FAMILY_LLAMA3 ? llama_activation_sizes(c.llama, B, T, sizes)
                                                            : gpt2_activation_sizes(c.gpt2, B, T, sizes));

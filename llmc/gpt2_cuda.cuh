@@ -2,7 +2,8 @@
 // reference: configuration, parameter table, random init and checkpoint loading all happen
 // there, on the host), with the step run as launches of the llmc/cuda kernels, in the same
 // order: gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update.
-// defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_init, gpt2_cuda_alloc_state,
+// defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_layout, gpt2_cuda_bind_grads, gpt2_cuda_init,
+//          gpt2_cuda_activation_plan, gpt2_cuda_activation_bytes, gpt2_cuda_alloc_state,
 //          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_token_losses, gpt2_cuda_logits_row,
 //          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_opt_grads, gpt2_cuda_grad_sum_squares,
 //          gpt2_cuda_update,
@@ -33,7 +34,9 @@
 // is run-to-run deterministic for one stream, one workspace and one GPU model; so the
 // same run twice, or a run resumed from a checkpoint, gives the same bits.
 #pragma once
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -59,19 +62,27 @@ inline const char* gpt2_cuda_config_problem(const GPT2Config& c) {
     return cuda_shape_problem(c.channels, c.padded_vocab_size, c.channels / c.num_heads);
 }
 
-// Named views into a floatX buffer laid out by the table (parameters or their gradients).
+// Named views into floatX buffers laid out by the table (parameters or their gradients).
 struct ParamPtrsX {
     floatX *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
     floatX *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb, *lnfw, *lnfb;
 };
 
-inline ParamPtrsX param_ptrs_x(floatX* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+// The views from where each row starts (views[i]: row i's).
+inline ParamPtrsX param_ptrs_x_of(floatX* const views[NUM_PARAM_TENSORS]) {
     ParamPtrsX v;
     floatX** fields[NUM_PARAM_TENSORS] = {&v.wte, &v.wpe, &v.ln1w, &v.ln1b, &v.qkvw, &v.qkvb,
         &v.attprojw, &v.attprojb, &v.ln2w, &v.ln2b, &v.fcw, &v.fcb, &v.fcprojw, &v.fcprojb,
         &v.lnfw, &v.lnfb};
-    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = base + table[i].offset;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) *fields[i] = views[i];
     return v;
+}
+
+// The views of one buffer laid out by the table.
+inline ParamPtrsX param_ptrs_x(floatX* base, const ParamTensor table[NUM_PARAM_TENSORS]) {
+    floatX* views[NUM_PARAM_TENSORS];
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) views[i] = base + table[i].offset;
+    return param_ptrs_x_of(views);
 }
 
 // Activations and scratch, sized for the (B, T) of gpt2_cuda_alloc_state. Per-layer
@@ -128,13 +139,22 @@ struct StepGraphs {
 struct GPT2Cuda : CudaModelState {
     GPT2Config config;
     ParamTensor tensors[NUM_PARAM_TENSORS];
-    size_t grad_slots_len = 0;         // ZeRO 2: values in the layer bucket slots that sync holds
     ParamPtrsX p, g;
     GPUActivations acts;
     size_t ln_stride = 0, gelu_stride = 0;  // per-layer strides of ln1/ln2 and fch_gelu (0: one shared buffer)
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
 };
+
+inline ParamLayout gpt2_cuda_layout(const GPT2Cuda* model) {
+    return gpt2_layout(model->tensors, model->config.num_layers);
+}
+
+// The gradient views from where each row's gradient lives (views[i]; a data-parallel trainer
+// moves them at ZeRO 2, llmc/cuda/grad_sync_gpu.cuh).
+inline void gpt2_cuda_bind_grads(GPT2Cuda* model, floatX* const views[NUM_PARAM_TENSORS]) {
+    model->g = param_ptrs_x_of(views);
+}
 
 // Takes the configuration and the weights of a host model (gpt2_init + gpt2_init_random, or
 // gpt2_load_checkpoint) and uploads them, rounding to bf16 to nearest in the bf16 build.
@@ -148,37 +168,53 @@ inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* 
     model->p = param_ptrs_x(model->params, model->tensors);
 }
 
-// Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
-inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
-    const GPT2Config& cfg = model->config;
-    CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
-    cuda_model_alloc_grads(model, B, T);
-    model->g = param_ptrs_x(model->grads, model->tensors);
+enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
 
-    // the activation plan: one row per buffer, in GPUActivations order
+// The activation plan for micro-batch B x T at recompute level 0..2: one row per buffer, in
+// GPUActivations order, each pointing at its field of *a.
+inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int recompute, GPUActivations* a,
+                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS]) {
     size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
     size_t N = (size_t)B * T;
     size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
-    GPUActivations& a = model->acts;
-    const CudaSlot slots[] = {
-        {(void**)&a.encoded, N * C, X},         {(void**)&a.ln1, ln_layers * N * C, X},
-        {(void**)&a.ln1_mean, L * N, F},        {(void**)&a.ln1_rstd, L * N, F},
-        {(void**)&a.qkv, L * N * 3 * C, X},     {(void**)&a.atty, L * N * C, X},
-        {(void**)&a.att_lse, L * B * NH * T, F}, {(void**)&a.residual2, L * N * C, X},
-        {(void**)&a.ln2, ln_layers * N * C, X}, {(void**)&a.ln2_mean, L * N, F},
-        {(void**)&a.ln2_rstd, L * N, F},        {(void**)&a.fch, L * N * 4 * C, X},
-        {(void**)&a.fch_gelu, gelu_layers * N * 4 * C, X}, {(void**)&a.residual3, L * N * C, X},
-        {(void**)&a.lnf, N * C, X},             {(void**)&a.lnf_mean, N, F},
-        {(void**)&a.lnf_rstd, N, F},            {(void**)&a.logits, N * Vp, X},
-        {(void**)&a.losses, N, F},              {(void**)&a.proj, N * C, X},
-        {(void**)&a.dres, N * C, X},            {(void**)&a.dtmp, N * C, X},
-        {(void**)&a.dqkv, N * 3 * C, X},        {(void**)&a.dfch, N * 4 * C, X},
-        {(void**)&a.inputs, N, I},              {(void**)&a.targets, N, I},
+    const CudaSlot plan[] = {
+        {(void**)&a->encoded, N * C, X},         {(void**)&a->ln1, ln_layers * N * C, X},
+        {(void**)&a->ln1_mean, L * N, F},        {(void**)&a->ln1_rstd, L * N, F},
+        {(void**)&a->qkv, L * N * 3 * C, X},     {(void**)&a->atty, L * N * C, X},
+        {(void**)&a->att_lse, L * B * NH * T, F}, {(void**)&a->residual2, L * N * C, X},
+        {(void**)&a->ln2, ln_layers * N * C, X}, {(void**)&a->ln2_mean, L * N, F},
+        {(void**)&a->ln2_rstd, L * N, F},        {(void**)&a->fch, L * N * 4 * C, X},
+        {(void**)&a->fch_gelu, gelu_layers * N * 4 * C, X}, {(void**)&a->residual3, L * N * C, X},
+        {(void**)&a->lnf, N * C, X},             {(void**)&a->lnf_mean, N, F},
+        {(void**)&a->lnf_rstd, N, F},            {(void**)&a->logits, N * Vp, X},
+        {(void**)&a->losses, N, F},              {(void**)&a->proj, N * C, X},
+        {(void**)&a->dres, N * C, X},            {(void**)&a->dtmp, N * C, X},
+        {(void**)&a->dqkv, N * 3 * C, X},        {(void**)&a->dfch, N * 4 * C, X},
+        {(void**)&a->inputs, N, I},              {(void**)&a->targets, N, I},
     };
-    const int count = sizeof(slots) / sizeof(slots[0]);
-    static_assert(sizeof(GPUActivations) == count * sizeof(void*), "one slot per activation");
-    model->acts_memory = cuda_carve_slots(slots, count, &model->acts_bytes);
+    static_assert(sizeof(plan) / sizeof(plan[0]) == GPT2_CUDA_NUM_ACTIVATIONS, "one slot per activation");
+    std::copy(std::begin(plan), std::end(plan), slots);
+}
+
+// The bytes the activations of that plan take, before anything is allocated (the memory plan).
+inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute) {
+    GPUActivations a;
+    CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
+    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
+    return cuda_slots_bytes(slots, GPT2_CUDA_NUM_ACTIVATIONS);
+}
+
+// Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
+inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
+    CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
+    cuda_model_alloc_grads(model, B, T);
+    model->g = param_ptrs_x(model->grads, model->tensors);
+
+    CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
+    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots);
+    model->acts_memory = cuda_carve_slots(slots, GPT2_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
+    const size_t N = (size_t)B * T, C = model->config.channels;
     model->ln_stride = recompute >= 2 ? 0 : N * C;
     model->gelu_stride = recompute >= 1 ? 0 : N * 4 * C;
     model->B = B;
@@ -190,7 +226,7 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
 }
 
 inline void gpt2_cuda_print_memory(const GPT2Cuda* model) {
-    cuda_model_print_memory(model, model->grad_slots_len, model->recompute);
+    cuda_model_print_memory(model, model->recompute);
 }
 
 // ---------------------------------------------------------------------------------------

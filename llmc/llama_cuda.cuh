@@ -5,7 +5,8 @@
 // way up and the losses' way back, the norm and AdamW over the table are GPT-2's
 // (llmc/model_cuda.cuh).
 // defines: llama_cuda_config_problem, LlamaPtrsX, LlamaLayerX, llama_layer_x, LlamaActivationsX, LlamaCuda,
-//          llama_cuda_layout, llama_ptrs_x, llama_cuda_init, llama_cuda_alloc_state, llama_matmul_residual,
+//          llama_cuda_layout, llama_ptrs_x, llama_cuda_bind_grads, llama_cuda_init, llama_cuda_activation_plan,
+//          llama_cuda_activation_bytes, llama_cuda_alloc_state, llama_matmul_residual,
 //          llama_cuda_forward, llama_cuda_loss, llama_cuda_backward, llama_cuda_zero_grad,
 //          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_checkpoint_write, llama_cuda_download_grads,
 //          llama_cuda_free
@@ -22,6 +23,8 @@
 // gradients are summed back; with NKV == NH qkv is already the multi-head layout.
 // Every kernel sums in a fixed order (no float atomics): the same run twice gives the same bits.
 #pragma once
+#include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "llama3.h"              // defines: LlamaConfig, llama_param_table, llama_layout, Llama, rope_table
@@ -103,8 +106,22 @@ inline ParamLayout llama_cuda_layout(const LlamaCuda* model) {
     return llama_layout(model->tensors, model->config.num_layers);
 }
 
+// The views from where each row starts (views[i]: row i's).
+inline LlamaPtrsX llama_ptrs_x_of(floatX* const views[LLAMA_NUM_PARAM_TENSORS]) {
+    return {views[0], views[7], views[8]};
+}
+
+// The views of one buffer laid out by the table.
 inline LlamaPtrsX llama_ptrs_x(floatX* base, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]) {
-    return {base + table[0].offset, base + table[7].offset, base + table[8].offset};
+    floatX* views[LLAMA_NUM_PARAM_TENSORS];
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) views[i] = base + table[i].offset;
+    return llama_ptrs_x_of(views);
+}
+
+// The gradient views from where each row's gradient lives (views[i]; a data-parallel trainer
+// moves them at ZeRO 2, llmc/cuda/grad_sync_gpu.cuh).
+inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NUM_PARAM_TENSORS]) {
+    model->g = llama_ptrs_x_of(views);
 }
 
 // Takes the configuration and the weights of a host Llama (llama_init + llama_init_random, or
@@ -117,37 +134,55 @@ inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llam
     model->p = llama_ptrs_x(model->params, model->tensors);
 }
 
+enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
+
+// The activation plan for micro-batch B x T: one row per buffer, in LlamaActivationsX order,
+// each pointing at its field of *a.
+inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, LlamaActivationsX* a,
+                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS]) {
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const size_t F2 = 2 * (size_t)cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * hs;
+    const size_t N = (size_t)B * T, mha = cfg.num_kv_heads < cfg.num_heads ? N * 3 * C : 0;
+    const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
+    const CudaSlot plan[] = {
+        {(void**)&a->encoded, N * C, X},         {(void**)&a->rms1, L * N * C, X},
+        {(void**)&a->rms1_rstd, L * N, FL},      {(void**)&a->qkv, L * N * QKV, X},
+        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, L * N * C, X},
+        {(void**)&a->att_lse, L * B * NH * T, FL}, {(void**)&a->residual2, L * N * C, X},
+        {(void**)&a->rms2, L * N * C, X},        {(void**)&a->rms2_rstd, L * N, FL},
+        {(void**)&a->fch, L * N * F2, X},        {(void**)&a->fch_swiglu, L * N * F2 / 2, X},
+        {(void**)&a->residual3, L * N * C, X},   {(void**)&a->rmsf, N * C, X},
+        {(void**)&a->rmsf_rstd, N, FL},          {(void**)&a->logits, N * Vp, X},
+        {(void**)&a->losses, N, FL},             {(void**)&a->dres, N * C, X},
+        {(void**)&a->dtmp, N * C, X},            {(void**)&a->dqkv, N * QKV, X},
+        {(void**)&a->dqkv_mha, mha, X},          {(void**)&a->dfch, N * F2, X},
+        {(void**)&a->dfch_swiglu, N * F2 / 2, X}, {(void**)&a->rope_cos, T * hs / 2, FL},
+        {(void**)&a->rope_sin, T * hs / 2, FL},  {(void**)&a->inputs, N, I},
+        {(void**)&a->targets, N, I},
+    };
+    static_assert(sizeof(plan) / sizeof(plan[0]) == LLAMA_CUDA_NUM_ACTIVATIONS, "one slot per activation");
+    std::copy(std::begin(plan), std::end(plan), slots);
+}
+
+// The bytes the activations of that plan take, before anything is allocated (the memory plan).
+inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T) {
+    LlamaActivationsX a;
+    CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
+    llama_cuda_activation_plan(cfg, B, T, &a, slots);
+    return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
+}
+
 // Gradients, AdamW state and activations for micro-batch B x T.
 inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
     const LlamaConfig& cfg = model->config;
     cuda_model_alloc_grads(model, B, T);
     model->g = llama_ptrs_x(model->grads, model->tensors);
 
-    // the activation plan: one row per buffer, in LlamaActivationsX order
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t F2 = 2 * (size_t)cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * hs;
-    const size_t N = (size_t)B * T, mha = cfg.num_kv_heads < cfg.num_heads ? N * 3 * C : 0;
-    const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
+    CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
     LlamaActivationsX& a = model->acts;
-    const CudaSlot slots[] = {
-        {(void**)&a.encoded, N * C, X},         {(void**)&a.rms1, L * N * C, X},
-        {(void**)&a.rms1_rstd, L * N, FL},      {(void**)&a.qkv, L * N * QKV, X},
-        {(void**)&a.qkv_mha, mha, X},           {(void**)&a.atty, L * N * C, X},
-        {(void**)&a.att_lse, L * B * NH * T, FL}, {(void**)&a.residual2, L * N * C, X},
-        {(void**)&a.rms2, L * N * C, X},        {(void**)&a.rms2_rstd, L * N, FL},
-        {(void**)&a.fch, L * N * F2, X},        {(void**)&a.fch_swiglu, L * N * F2 / 2, X},
-        {(void**)&a.residual3, L * N * C, X},   {(void**)&a.rmsf, N * C, X},
-        {(void**)&a.rmsf_rstd, N, FL},          {(void**)&a.logits, N * Vp, X},
-        {(void**)&a.losses, N, FL},             {(void**)&a.dres, N * C, X},
-        {(void**)&a.dtmp, N * C, X},            {(void**)&a.dqkv, N * QKV, X},
-        {(void**)&a.dqkv_mha, mha, X},          {(void**)&a.dfch, N * F2, X},
-        {(void**)&a.dfch_swiglu, N * F2 / 2, X}, {(void**)&a.rope_cos, T * hs / 2, FL},
-        {(void**)&a.rope_sin, T * hs / 2, FL},  {(void**)&a.inputs, N, I},
-        {(void**)&a.targets, N, I},
-    };
-    const int count = sizeof(slots) / sizeof(slots[0]);
-    static_assert(sizeof(LlamaActivationsX) == count * sizeof(void*), "one slot per activation");
-    model->acts_memory = cuda_carve_slots(slots, count, &model->acts_bytes);
+    llama_cuda_activation_plan(cfg, B, T, &a, slots);
+    model->acts_memory = cuda_carve_slots(slots, LLAMA_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
+    const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
     // RoPE's angles from the CPU's table, so that both sides turn by the same floats
     std::vector<float> cos_t, sin_t;
     rope_table(&cos_t, &sin_t, T, (int)hs, cfg.rope_theta, cfg.rope_scaling);

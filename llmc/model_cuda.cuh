@@ -1,7 +1,8 @@
 // model_cuda.cuh: what every model family's GPU model shares (GPT-2 in gpt2_cuda.cuh, Llama 3 in
 // llama_cuda.cuh): the device buffers laid out by the family's parameter table, their upload
 // and download, the activation plan, the loss readback, the gradient norm and AdamW over the table.
-// defines: CudaModelState, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot, cuda_carve_slots,
+// defines: CudaModelState, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot,
+//          cuda_slots_bytes, cuda_carve_slots,
 //          cuda_model_init_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
 //          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
 //          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
@@ -66,11 +67,19 @@ struct CudaSlot {
     size_t count, elem;
 };
 
-// One zeroed device allocation cut into the slots' buffers, in order, each starting on 256
-// bytes (the kernels need 16, cuBLASLt likes 256). Returns it (*bytes: its size).
-inline void* cuda_carve_slots(const CudaSlot* slots, int count, size_t* bytes) {
+// The bytes of the slots' buffers one after the other, each starting on 256 bytes (the
+// kernels need 16, cuBLASLt likes 256): what cuda_carve_slots allocates, and what the memory
+// plan counts before anything is allocated.
+inline size_t cuda_slots_bytes(const CudaSlot* slots, int count) {
     size_t total = 0;
     for (int i = 0; i < count; i++) total += (slots[i].count * slots[i].elem + 255) / 256 * 256;
+    return total;
+}
+
+// One zeroed device allocation cut into the slots' buffers, in order (cuda_slots_bytes).
+// Returns it (*bytes: its size).
+inline void* cuda_carve_slots(const CudaSlot* slots, int count, size_t* bytes) {
+    const size_t total = cuda_slots_bytes(slots, count);
     void* memory = cuda_malloc_or_fail(total, "activations");
     char* cursor = (char*)memory;
     for (int i = 0; i < count; i++) {
@@ -110,6 +119,8 @@ struct CudaModelState {
                                        // z.padded long; m, v and master cover [opt_begin, opt_end)
     floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
     size_t grads_len = 0;              // values in grads: z.padded (less at ZeRO 2 with bucket slots)
+    size_t grad_slots_len = 0;         // values in the layer bucket slots held beside grads
+                                       // (several ranks: llmc/cuda/grad_sync_gpu.cuh)
     void* acts_memory = nullptr;       // the activations' one allocation (cuda_carve_slots)
     size_t acts_bytes = 0;
     int B = 0, T = 0;                  // what acts are sized for
@@ -374,15 +385,15 @@ inline void cuda_model_load_state(M* model, const std::string& dir, int step, Tr
     }
 }
 
-// The device memory plan, one line: grad_slots_len gradient values held beside the buffer (a
-// data-parallel trainer's bucket slots), recompute the -r level the activations were sized for.
+// The device memory plan, one line, as allocated: recompute is the -r level the activations
+// were sized for.
 template <typename M>
-inline void cuda_model_print_memory(const M* model, size_t grad_slots_len, int recompute) {
+inline void cuda_model_print_memory(const M* model, int recompute) {
     const double MiB = 1048576.0;
     const ZeroLayout& z = model->z;
     double params = z.padded * sizeof(floatX) / MiB;
     double grads =
-        (model->grads_len + grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
+        (model->grads_len + model->grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
     double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
     double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
     double work = model->ctx->workspace_bytes / MiB;

@@ -14,7 +14,8 @@
 #      (sharing a GPU, and on two emulated GPUs through the emulated NCCL) against 1 rank;
 #      generate against the CPU's; test_faults and test_kill_trials on the emulated trainers.
 #      And the GPU Llama 3: test_llama_debug against test/llama_reference.py's debug states,
-#      the emulated trainers on a Llama against train_gpt_cpu, and their resume.
+#      the emulated trainers on a Llama against train_gpt_cpu, their resume, 2 ranks at ZeRO
+#      0/1/2 against 1, and the memory plan's one-line refusal of Meta's 8B, 70B and 405B.
 # EMU_CHECK_PARTS overrides the gpu_check parts (default "dev trainer faults").
 set -u
 cd "$(dirname "$0")/.."
@@ -161,7 +162,101 @@ else
             echo "FAIL Llama train_gpt_${prec}_emu resumed from step 4 differs"; tail -n 3 "$b.2.stdout"; fail=1
         fi
     done
+    # Llama on several processes (llmc/cuda/grad_sync_gpu.cuh's buckets over Llama's table) against
+    # the one-process runs above (-b 4): the bucketed NCCL path over one rank (GPTRAIN_NCCL_SINGLE=1)
+    # gives the same main.log at ZeRO 0 and 1, and at ZeRO 2 (the slice accumulator) the same losses
+    # within the tolerance; 2 ranks under mpirun with -b 2, each on its own emulated GPU (NCCL) or
+    # both on one (host-staged), train like them: every loss within 1e-5 relative in fp32 (TF32 is
+    # off; gpu_check.sh allows GPT-2 1% on real GPUs' TF32) and 1e-3 in bf16
+    llama_loss_diff() {  # REF RUN: "max-rel-diff lines ref-lines" over main.log's losses, line by line
+        awk 'FNR == NR { split($2, a, ":"); ref[FNR] = a[2]; n = FNR; next }
+             { split($2, b, ":"); d = (b[2] - ref[FNR]) / ref[FNR]; if (d < 0) d = -d; if (d > m) m = d; c++ }
+             END { printf "%.3g %d %d", m, c, n }' "$1/main.log" "$2/main.log" 2> /dev/null
+    }
+    llama_check_losses() {  # NAME REF RUN TOL RC
+        local maxrel count nref
+        read -r maxrel count nref <<< "$(llama_loss_diff "$2" "$3")"
+        if [ "$5" -eq 0 ] && [ "${count:-0}" = 8 ] && [ "$nref" = 8 ] &&
+               awk -v m="$maxrel" -v t="$4" 'BEGIN { exit !(m <= t) }'; then
+            echo "ok   Llama $1: max rel loss diff $maxrel over $count steps (tol $4)"
+        else
+            echo "FAIL Llama $1: rc=$5, max rel loss diff $maxrel, $count/$nref steps (tol $4)"
+            tail -n 2 "$3.stdout"; fail=1
+        fi
+    }
+    for z in 0 1 2; do
+        d="$LLAMA_RUN/nccl1_z$z"
+        GPTRAIN_NCCL_SINGLE=1 ./train_gpt_fp32_emu "${llama_flags[@]}" -n 0 -ak 0 -f 0 -z $z -o "$d" > "$d.stdout" 2>&1
+        st=$?
+        if ! grep -q "through NCCL over one rank" "$d.stdout"; then
+            echo "FAIL Llama GPTRAIN_NCCL_SINGLE=1 -z $z: rc=$st, not through NCCL: $(tail -n 1 "$d.stdout")"; fail=1
+        elif [ $z = 2 ]; then
+            llama_check_losses "train_gpt_fp32_emu GPTRAIN_NCCL_SINGLE=1 -z 2 vs one process" "$LLAMA_RUN/fp32_ak0" "$d" 1e-5 $st
+        elif [ $st -eq 0 ] && cmp -s "$LLAMA_RUN/fp32_ak0/main.log" "$d/main.log"; then
+            echo "ok   Llama train_gpt_fp32_emu GPTRAIN_NCCL_SINGLE=1 -z $z: the buckets through NCCL, same main.log"
+        else
+            echo "FAIL Llama train_gpt_fp32_emu GPTRAIN_NCCL_SINGLE=1 -z $z: rc=$st, main.log differs"; fail=1
+        fi
+    done
+    if command -v mpirun > /dev/null && ldd ./train_gpt_fp32_emu | grep -q libmpi; then
+        for run in "own 0 fp32 0 1e-5" "own 1 fp32 0 1e-5" "own 2 fp32 0 1e-5" "share 1 fp32 0 1e-5" \
+                   "share 2 fp32 0 1e-5" "own 2 bf16 1 1e-3" "share 1 bf16 1 1e-3"; do
+            read -r mode z prec tf32 tol <<< "$run"
+            devices=(EMU_DEVICES=2) via="through NCCL" how="2 emulated GPUs, NCCL"
+            if [ $mode = share ]; then
+                devices=(CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1) via="through the host" how="1 GPU, host-staged"
+            fi
+            d="$LLAMA_RUN/np2_${mode}_z${z}_$prec"
+            OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 \
+                mpirun -np 2 env "${devices[@]}" ./train_gpt_${prec}_emu "${llama_flags[@]}" -n 0 -ak 0 -f "$tf32" -b 2 \
+                -z $z -o "$d" > "$d.stdout" 2>&1
+            st=$?
+            if grep -q "^processes: 2 .*$via" "$d.stdout"; then
+                llama_check_losses "train_gpt_${prec}_emu mpirun -np 2 -b 2 -z $z ($how) vs -b 4" "$LLAMA_RUN/${prec}_ak0" \
+                    "$d" "$tol" $st
+            else
+                echo "FAIL Llama train_gpt_${prec}_emu mpirun -np 2 -z $z: rc=$st, not $via: $(tail -n 1 "$d.stdout")"
+                fail=1
+            fi
+        done
+    else
+        echo "skip Llama on 2 ranks: no mpirun, or the emulated trainers were built without MPI"
+    fi
 fi
+# The GPU trainers' memory plan (train_gpt.cu: gpu_check_memory) refuses Meta's Llamas on the
+# emulated GPU (an H100's 79.6 GiB) with one line before anything is built (8B is 32 GB of fp32 on
+# the host; ulimit -v makes sure nothing that size is tried): the parameter count of
+# test_llama_configs.cpp's independent formula, and for 8B on one process the bf16 params and
+# gradients, AdamW's m and v and the fp32 master weights from it (2, 2, 8 and 4 bytes a value)
+for run in "llama3.1:8b 8030261248 1 0" "llama3.1:70b 70553706496 1 0" "llama3.1:405b 405853388800 1 0" \
+           "llama3.1:70b 70553706496 2 1"; do
+    read -r model count np z <<< "$run"
+    log="$OUT/memory_plan_${model#llama3.1:}_np$np.log"
+    start=$SECONDS
+    if [ "$np" = 1 ]; then
+        (ulimit -v 8000000; timeout 60 ./train_gpt_bf16_emu -e "$model" -z "$z" > "$log" 2>&1)
+    elif command -v mpirun > /dev/null && ldd ./train_gpt_bf16_emu | grep -q libmpi; then
+        (ulimit -v 8000000; OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
+             EMU_DEVICES=2 timeout 60 mpirun -np "$np" ./train_gpt_bf16_emu -e "$model" -z "$z" > "$log" 2>&1)
+    else
+        echo "skip the memory plan of $model on $np ranks: no mpirun"; continue
+    fi
+    st=$?
+    secs=$((SECONDS - start))
+    line=$(grep -m 1 "does not fit on the GPU" "$log")
+    expect="$count parameters)"
+    [ "$model" = llama3.1:8b ] && expect=$(awk -v n="$count" 'BEGIN { g = 1073741824
+        printf "params %.1f bf16, grads %.1f, AdamW %.1f, master weights %.1f", 2 * n / g, 2 * n / g, 8 * n / g, 4 * n / g }')
+    procs="1 process, ZeRO 0"
+    [ "$np" = 2 ] && procs="2 processes, ZeRO $z"
+    if [ $st -ne 0 ] && [[ "$line" == *"$count parameters)"* && "$line" == *"$expect"* && "$line" == *"$procs)"* ]] &&
+           [ "$(grep -c '^error:' "$log")" = "$np" ]; then
+        echo "ok   train_gpt_bf16_emu -e $model on $np rank(s) refused in ${secs}s: ${line:7:150}"
+    else
+        echo "FAIL train_gpt_bf16_emu -e $model on $np rank(s): rc=$st, wanted '$expect', '$procs': $(tail -n 2 "$log")"
+        fail=1
+    fi
+done
 GPU_CHECK_EMU=1 GPU_CHECK_PARTS="${EMU_CHECK_PARTS:-dev trainer faults}" GPU_INPUTS="$INPUTS" OUT="$OUT/gpu_check" \
     GPU_CHECK_JOBS=2 PYTHON="$PY" bash scripts/gpu_check.sh > "$OUT/gpu_check.log" 2>&1
 rc=$?

@@ -1,8 +1,10 @@
 // grad_sync_gpu.cuh: the GPU trainer's gradient reduction across ranks, bucket by bucket on a
-// communication stream while the backward goes on. The CPU trainer's llmc/grad_sync.h explains
-// the buckets (one per layer, then wte/wpe/lnf) and how ZeRO cuts them into parts per owner;
-// the pieces, runs and part sizes here are the same (llmc/zero.h: zero_bucket_pieces,
-// zero_run_counts).
+// communication stream while the backward goes on, for any model family: it sees the family's
+// table through its ParamLayout (llmc/model.h) and the buffers every family's GPU model has
+// (llmc/model_cuda.cuh: CudaModelState). The CPU trainer's llmc/grad_sync.h explains the
+// buckets (one per layer, then the front and tail rows: GPT-2's wte/wpe/lnf, Llama's
+// wte/rmsfw/lmheadw) and how ZeRO cuts them into parts per owner; the pieces, runs and part sizes
+// here are the same (llmc/zero.h: zero_bucket_pieces, zero_run_counts).
 // defines: GpuGradSync, gpu_grad_sync_init, gpu_grad_sync_wait, gpu_grad_sync_free
 //
 // NCCL: when the backward has finished a bucket, the main stream records an event, the
@@ -25,11 +27,13 @@
 #include "common.cuh"      // defines: CudaContext, floatX, CHECK_CUDA, to_float, from_float
 #include "comm_gpu.cuh"    // defines: GpuComm, gpu_comm_wait, shard_accumulate, CHECK_NCCL, nccl_type_floatx
 #include "../zero.h"       // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
-#include "../gpt2_cuda.cuh" // defines: GPT2Cuda, GradSinkOf, gpt2_layout, layer_slices, layer_slices_packed
+#include "../model.h"      // defines: ParamLayout, GradSinkOf, layer_slices, layer_slices_packed, MAX_PARAM_TENSORS
+#include "../model_cuda.cuh" // defines: CudaModelState, cuda_malloc_or_fail
 #include "phases.cuh"      // defines: phase_mark (-pb 1)
 
 struct GpuGradSync final : GradSinkOf<floatX> {
-    GPT2Cuda* model = nullptr;
+    CudaModelState* model = nullptr;
+    ParamLayout table;                 // the family's table (in the model) and its layout
     GpuComm* gc = nullptr;
     ZeroLayout z;
     bool communicate = false;          // this micro-step's gradients go out (ZeRO 2: every one; else the last)
@@ -39,11 +43,9 @@ struct GpuGradSync final : GradSinkOf<floatX> {
     cudaEvent_t done = nullptr;        // communication stream: every bucket so far is reduced
     cudaEvent_t slot_free[2] = {nullptr, nullptr};  // ZeRO 2: the slot is reduced and zeroed
     floatX* slots[2] = {nullptr, nullptr};          // one layer's gradients each, packed
-    size_t layer_n = 0, front_n = 0;   // values of one layer; of wte + wpe
+    size_t layer_n = 0;                // values of one layer
     std::vector<float> staging;        // host-staged: a run widened to fp32 (as a floatX
                                        // run it goes through gc->staging_x)
-
-    int num_layers() const { return model->config.num_layers; }
 
     // Host-staged: the run summed over ranks through host memory, each part rounded to floatX
     // by its owner (ZeRO 0: then all-gathered, so every rank has the same bits); the owned
@@ -118,11 +120,11 @@ struct GpuGradSync final : GradSinkOf<floatX> {
     // Bucket b across ranks: queued on the communication stream (NCCL), or done now through
     // the host. A layer bucket is packed in its slot (ZeRO 0 and 1 copy it there from
     // model->grads; ZeRO 2's backward wrote it there), the rest is in model->grads (packed
-    // at ZeRO 2; else wte+wpe and lnfw+lnfb where the vector has them).
+    // at ZeRO 2; else the front and the tail rows where the vector has them).
     void launch(int b) {
         const CudaContext& ctx = *model->ctx;
-        const int L = num_layers();
-        std::vector<ZeroPiece> pieces = zero_bucket_pieces(gpt2_layout(model->tensors, L), b);
+        const int L = table.L;
+        std::vector<ZeroPiece> pieces = zero_bucket_pieces(table, b);
         cudaStream_t s = ctx.stream;
         if (gc->nccl) {
             s = stream;
@@ -149,7 +151,6 @@ struct GpuGradSync final : GradSinkOf<floatX> {
     }
 
     void layer_grads(int l, floatX** slices) override {
-        const ParamLayout table = gpt2_layout(model->tensors, num_layers());
         if (z.stage != 2) return layer_slices(model->grads, table, l, slices);
         // the slot's previous layer (l + 2) must be reduced and the slot zeroed first
         CHECK_CUDA(cudaStreamWaitEvent(model->ctx->stream, slot_free[l % 2], 0));
@@ -159,21 +160,22 @@ struct GpuGradSync final : GradSinkOf<floatX> {
         if (communicate) launch(l);
     }
     void backward_done() override {
-        if (communicate) launch(num_layers());
+        if (communicate) launch(table.L);
     }
 };
 
 // Sets up the reduction for the model's ZeRO layout (several ranks, or the single-rank NCCL
-// test hook): two bucket slots of one layer each. At ZeRO 2 model->grads shrinks to wte, wpe,
-// lnfw, lnfb, so no rank holds a full gradient.
-inline void gpu_grad_sync_init(GpuGradSync* gs, GPT2Cuda* model, GpuComm* gc) {
+// test hook) over its family's table: two bucket slots of one layer each. At ZeRO 2
+// model->grads shrinks to the front rows, then the tail rows, so no rank holds a full gradient.
+// grad_views[i] is where row i's gradient lives from now on, for the family's named views (at
+// ZeRO 2 a per-layer row has none: the sink places the layers).
+inline void gpu_grad_sync_init(GpuGradSync* gs, CudaModelState* model, const ParamLayout& table, GpuComm* gc,
+                               floatX* grad_views[MAX_PARAM_TENSORS]) {
     gs->model = model;
+    gs->table = table;
     gs->gc = gc;
     gs->z = model->z;
-    const int L = model->config.num_layers;
-    const size_t C = model->config.channels;
-    gs->layer_n = zero_run_len(zero_bucket_pieces(gpt2_layout(model->tensors, L), 0));  // one layer's values
-    gs->front_n = model->tensors[FIRST_LAYER_TENSOR].offset;
+    gs->layer_n = zero_run_len(zero_bucket_pieces(table, 0));  // one layer's values
     CHECK_CUDA(cudaStreamCreateWithFlags(&gs->stream, cudaStreamNonBlocking));
     for (cudaEvent_t* e : {&gs->ready, &gs->done, &gs->slot_free[0], &gs->slot_free[1]})
         CHECK_CUDA(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
@@ -183,16 +185,20 @@ inline void gpu_grad_sync_init(GpuGradSync* gs, GPT2Cuda* model, GpuComm* gc) {
         CHECK_CUDA(cudaMemset(s, 0, gs->layer_n * sizeof(floatX)));
     }
     model->grad_slots_len = 2 * gs->layer_n;
+    for (int i = 0; i < table.count; i++) grad_views[i] = model->grads + table.tensors[i].offset;
     if (gs->z.stage == 2) {
+        const size_t front_n = table.front_len(), tail_n = model->num_parameters - table.tail_begin();
         CHECK_CUDA(cudaFree(model->grads));
-        model->grads_len = gs->front_n + 2 * C;
-        model->grads = (floatX*)cuda_malloc_or_fail(model->grads_len * sizeof(floatX), "gradients (wte, wpe, lnf)");
+        model->grads_len = front_n + tail_n;
+        model->grads =
+            (floatX*)cuda_malloc_or_fail(model->grads_len * sizeof(floatX), "gradients (front and tail rows)");
         CHECK_CUDA(cudaMemset(model->grads, 0, model->grads_len * sizeof(floatX)));
-        model->g = ParamPtrsX{};
-        model->g.wte = model->grads;
-        model->g.wpe = model->grads + model->tensors[1].offset;
-        model->g.lnfw = model->grads + gs->front_n;
-        model->g.lnfb = model->grads + gs->front_n + C;
+        // the front rows where they were, the tail rows right after them; no layer rows
+        for (int i = 0; i < table.count; i++) {
+            const size_t o = table.tensors[i].offset;
+            grad_views[i] =
+                table.per_layer(i) ? nullptr : model->grads + (o < front_n ? o : front_n + o - table.tail_begin());
+        }
     }
 }
 
