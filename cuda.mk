@@ -87,9 +87,10 @@ build/test_llama_debug_bf16: test/test_llama_debug.cu test/debug_checks.h test/l
 	@mkdir -p build
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 
-# generation (llmc/generate.h, llmc/gpt2_cuda_kv.cuh); data/bpe.h encodes the prompt
-generate_fp32: generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
+# generation (llmc/generate.h, the families' KV caches); data/bpe.h encodes the prompt
+GENERATE_HEADERS := llmc/model_cuda_kv.cuh llmc/gpt2_cuda_kv.cuh llmc/llama_cuda_kv.cuh $(wildcard data/*.h)
+generate_fp32: generate.cu $(CUDA_TRAINER_HEADERS) $(GENERATE_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -o $@ $< $(NVCC_LDLIBS)
 
-generate_bf16: generate.cu $(CUDA_TRAINER_HEADERS) llmc/gpt2_cuda_kv.cuh $(wildcard data/*.h)
+generate_bf16: generate.cu $(CUDA_TRAINER_HEADERS) $(GENERATE_HEADERS)
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)

@@ -588,6 +588,12 @@ if has_part trainer; then
     #    cache (-kv 0: the trainer's gpt2_cuda_forward over the sequence each step) against the
     #    GPU with it; fp32 sampling with a seed draws the CPU's tokens; compute-sanitizer
     #    memcheck of a cached run; and with PyTorch, a d12 (GPT-2 124M shape) for tokens/s.
+    #    The same checks on Llama 3 (llmc/llama_cuda_kv.cuh: RoPE at each token's position, query
+    #    heads on a cache of NKV key/value heads), with PyTorch: test/llama_reference.py's gqa1
+    #    (4 query heads on 1 key/value head) and scaled (Llama 3.1's RoPE scaling, generated to
+    #    maxT 128, twice its original context), random init through ./import_hf, against the
+    #    CPU's ./generate (itself equal to PyTorch, test/test_llama_hf.sh). Their logits are
+    #    small (std about 0.2, top two 0.04 apart), so bf16's TOL is 0.03: 0.25 would pass anything.
     out="$LOGDIR/generate"
     rm -rf "$out"; mkdir -p "$out"
     gen_model="$LOGDIR/resume_fp32/plain-a/$FINAL"
@@ -626,45 +632,65 @@ if has_part trainer; then
         timeout $((120 * SLOW)) "$bin" -e "$gen_model" -oi 1 -se 0 -g 1000 -ol "$out/$name.lg" "$@" > "$out/$name.ids" 2> "$out/$name.err" ||
             echo "$bin failed: $(tail -n 1 "$out/$name.err")" >> "$out/failures.txt"
     }
+    # gen_checks PREFIX LABEL BF16_TOL: the checks above on $gen_model, files $out/PREFIX*, names "generate LABEL..."
+    gen_checks() {
+        local p=$1 label=$2 tol16=$3 V prec log rc
+        V=$(od -An -t d4 -j 12 -N 4 "$gen_model" | tr -d ' ')
+        local greedy=(-pi "$((V - 1)),1,2" -st 0)
+        gen_run "${p}cpu" ./generate "${greedy[@]}"
+        for prec in fp32 bf16; do
+            gen_run "${p}gpu_$prec" ./generate_$prec$SFX "${greedy[@]}"
+            gen_run "${p}gpu_${prec}_nokv" ./generate_$prec$SFX "${greedy[@]}" -kv 0
+        done
+        gen_compare "generate ${label}greedy fp32 vs CPU" 1e-3 "${p}cpu" "${p}gpu_fp32"
+        gen_compare "generate ${label}greedy fp32 KV vs -kv 0" 1e-3 "${p}gpu_fp32_nokv" "${p}gpu_fp32"
+        gen_compare "generate ${label}greedy bf16 vs CPU" "$tol16" "${p}cpu" "${p}gpu_bf16"
+        gen_compare "generate ${label}greedy bf16 KV vs -kv 0" "$tol16" "${p}gpu_bf16_nokv" "${p}gpu_bf16"
+        # a 20-token prompt (flash prefill of 20 rows), sampled with a seed: the CPU's draws
+        local sampled=(-pi "$((V - 1)),$(seq -s, 1 19)" -st 1 -sk 40 -sp 0.95 -sd 7)
+        gen_run "${p}cpu_sampled" ./generate "${sampled[@]}"
+        gen_run "${p}gpu_fp32_sampled" ./generate_fp32$SFX "${sampled[@]}"
+        if [ -s "$out/${p}cpu_sampled.ids" ] && cmp -s "$out/${p}cpu_sampled.ids" "$out/${p}gpu_fp32_sampled.ids"; then
+            record "generate ${label}sampled fp32 vs CPU" PASS "-sd 7 -sk 40 -sp 0.95: the same $(wc -w < "$out/${p}cpu_sampled.ids") tokens"
+        else
+            record "generate ${label}sampled fp32 vs CPU" FAIL "CPU: $(head -c 120 "$out/${p}cpu_sampled.ids") GPU: $(head -c 120 "$out/${p}gpu_fp32_sampled.ids")"
+        fi
+        if command -v compute-sanitizer > /dev/null; then
+            for prec in fp32 bf16; do
+                log="$out/${p}memcheck_$prec.log"
+                timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 ./generate_$prec$SFX -e "$gen_model" \
+                    -pi "$((V - 1)),1,2,3,4" -g 20 -sd 3 -oi 1 > "$log" 2>&1
+                rc=$?
+                if [ $rc -eq 0 ]; then record "memcheck generate ${label}$prec" PASS "5-token prompt, 20 sampled tokens"
+                else
+                    record "memcheck generate ${label}$prec" FAIL "rc=$rc (see generate/$(basename "$log"))"
+                    grep -m 5 -E "=========.*(Error|error|Invalid)|^error" "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+                fi
+            done
+        fi
+    }
     if ! make -s generate > "$out/build_cpu.log" 2>&1; then
         record "generate (CPU build)" FAIL "make generate failed, see generate/build_cpu.log"
     elif [ ! -x ./generate_fp32$SFX ] || [ ! -x ./generate_bf16$SFX ] || [ ! -f "$gen_model" ]; then
         record "generate" FAIL "no generate_fp32/_bf16 or no $gen_model"
     else
-        V=$(od -An -t d4 -j 12 -N 4 "$gen_model" | tr -d ' ')
-        greedy=(-pi "$((V - 1)),1,2" -st 0)
-        gen_run cpu ./generate "${greedy[@]}"
-        for prec in fp32 bf16; do
-            gen_run "gpu_$prec" ./generate_$prec$SFX "${greedy[@]}"
-            gen_run "gpu_${prec}_nokv" ./generate_$prec$SFX "${greedy[@]}" -kv 0
-        done
-        gen_compare "generate greedy fp32 vs CPU" 1e-3 cpu gpu_fp32
-        gen_compare "generate greedy fp32 KV vs -kv 0" 1e-3 gpu_fp32_nokv gpu_fp32
-        gen_compare "generate greedy bf16 vs CPU" 0.25 cpu gpu_bf16
-        gen_compare "generate greedy bf16 KV vs -kv 0" 0.25 gpu_bf16_nokv gpu_bf16
-        # a 20-token prompt (flash prefill of 20 rows), sampled with a seed: the CPU's draws
-        sampled=(-pi "$((V - 1)),$(seq -s, 1 19)" -st 1 -sk 40 -sp 0.95 -sd 7)
-        gen_run cpu_sampled ./generate "${sampled[@]}"
-        gen_run gpu_fp32_sampled ./generate_fp32$SFX "${sampled[@]}"
-        if [ -s "$out/cpu_sampled.ids" ] && cmp -s "$out/cpu_sampled.ids" "$out/gpu_fp32_sampled.ids"; then
-            record "generate sampled fp32 vs CPU" PASS "-sd 7 -sk 40 -sp 0.95: the same $(wc -w < "$out/cpu_sampled.ids") tokens"
+        gen_checks "" "" 0.25
+        if [ -z "$TORCH_PY" ]; then
+            record "generate Llama" SKIP "no python3 with torch to write the Llama models"
+        elif ! make -s import_hf > "$out/build_import_hf.log" 2>&1; then
+            record "generate Llama" FAIL "make import_hf failed, see generate/build_import_hf.log"
         else
-            record "generate sampled fp32 vs CPU" FAIL "CPU: $(head -c 120 "$out/cpu_sampled.ids") GPU: $(head -c 120 "$out/gpu_fp32_sampled.ids")"
-        fi
-        [ -f "$out/failures.txt" ] && { record "generate runs" FAIL "$(head -n 1 "$out/failures.txt")"; }
-        if command -v compute-sanitizer > /dev/null; then
-            for prec in fp32 bf16; do
-                log="$out/memcheck_$prec.log"
-                timeout 300 compute-sanitizer --tool memcheck --error-exitcode 99 ./generate_$prec$SFX -e "$gen_model" \
-                    -pi "$((V - 1)),1,2,3,4" -g 20 -sd 3 -oi 1 > "$log" 2>&1
-                rc=$?
-                if [ $rc -eq 0 ]; then record "memcheck generate $prec" PASS "5-token prompt, 20 sampled tokens"
+            for llama in gqa1 scaled; do
+                gen_model="$out/llama_$llama.bin"
+                if "$TORCH_PY" test/llama_reference.py --write-hf "$out/llama_$llama" --config $llama > "$out/llama_$llama.log" 2>&1 &&
+                   ./import_hf "$out/llama_$llama/model.safetensors" "$gen_model" >> "$out/llama_$llama.log" 2>&1; then
+                    gen_checks "llama_${llama}_" "Llama $llama " 0.03
                 else
-                    record "memcheck generate $prec" FAIL "rc=$rc (see generate/$(basename "$log"))"
-                    grep -m 5 -E "=========.*(Error|error|Invalid)|^error" "$log" | sed 's/^/    /' | tee -a "$SUMMARY"
+                    record "generate Llama $llama" FAIL "no model (see generate/llama_$llama.log)"
                 fi
             done
         fi
+        [ -f "$out/failures.txt" ] && { record "generate runs" FAIL "$(head -n 1 "$out/failures.txt")"; }
         # tokens/s at GPT-2 124M's shape, random init, 1000 tokens from EOT (to T=1001)
         if [ "$EMU" = 1 ]; then
             record "generate d12 speed" SKIP "the emulated GPU's speed says nothing of a GPU's"

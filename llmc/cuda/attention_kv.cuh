@@ -1,14 +1,16 @@
 // attention_kv.cuh: causal self-attention for generation on the GPU: a few new queries
 // (one, when decoding token by token) against the KV cache of every earlier position.
 // Forward only, fp32 arithmetic for the fp32 and the bf16 build.
-// defines: attention_kv_forward, ATT_KV_MAX_HS
+// defines: attention_kv_forward_gqa, attention_kv_forward, ATT_KV_MAX_HS
 // CPU reference: llmc/cpu/attention_kv.h
 //
-// Layout (as llmc/cuda/attention.cuh): the cache is qkv (T,3C), row t = [q | k | v] of
-// position t, head h at channels h*HS..(h+1)*HS-1; out (n,C) for the new positions
-// t0..t0+n-1, whose rows the qkv matmul has written already; position t sees rows 0..t.
+// Layout: the cache is qkv (T,QKV), row t = [q (NH heads) | k (NKV heads) | v (NKV heads)] of
+// position t, HS channels a head, QKV = (NH + 2 NKV) HS; query head h reads key/value head
+// h / (NH/NKV) (grouped-query attention, Llama; GPT-2's is NKV = NH, rows (T,3C) as in
+// llmc/cuda/attention.cuh). out (n,C), C = NH HS, for the new positions t0..t0+n-1, whose rows
+// the qkv matmul has written already; position t sees rows 0..t.
 //
-// One block per (new position, head), ATT_KV_WARPS warps. Warp w takes keys w, w+W, ...;
+// One block per (new position, query head), ATT_KV_WARPS warps. Warp w takes keys w, w+W, ...;
 // per key its 32 lanes hold the channels d = lane + 32j (j < HS/32, up to 4) of q, k and v:
 // score = warp sum of q.k, then an online softmax keeps a running max m, sum l and output
 // o (rescaled by exp(m_old - m_new) when the max grows). No T x T scores, no shared memory
@@ -28,16 +30,18 @@ constexpr int ATT_KV_DIMS = ATT_KV_MAX_HS / 32;  // channels per lane
 
 // grid (n, NH): block (i, h) writes out[i, h*HS .. h*HS+HS)
 __global__ void __launch_bounds__(ATT_KV_THREADS)
-attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int C, int NH) {
+attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int NH, int NKV, int HS) {
     const int i = blockIdx.x, h = blockIdx.y;
     const int t = t0 + i;  // this query's position: it sees keys 0..t
-    const int HS = C / NH;
-    const size_t C3 = 3 * (size_t)C;
+    const int C = NH * HS;
+    const size_t ld = (size_t)(NH + 2 * NKV) * HS;  // a cache row
+    // this query head's key and value head, from the start of a row
+    const size_t k_at = C + (size_t)(h / (NH / NKV)) * HS, v_at = k_at + (size_t)NKV * HS;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const float scale = 1.0f / sqrtf((float)HS);
 
     float q[ATT_KV_DIMS], o[ATT_KV_DIMS];
-    const floatX* qrow = qkv + (size_t)t * C3 + h * HS;
+    const floatX* qrow = qkv + (size_t)t * ld + h * HS;
 #pragma unroll
     for (int j = 0; j < ATT_KV_DIMS; j++) {
         const int d = lane + 32 * j;
@@ -46,8 +50,8 @@ attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int C, int N
     }
     float m = -INFINITY, l = 0.0f;
     for (int s = warp; s <= t; s += ATT_KV_WARPS) {
-        const floatX* k = qkv + (size_t)s * C3 + C + h * HS;
-        const floatX* v = k + C;
+        const floatX* k = qkv + (size_t)s * ld + k_at;
+        const floatX* v = qkv + (size_t)s * ld + v_at;
         float dot = 0.0f;
 #pragma unroll
         for (int j = 0; j < ATT_KV_DIMS; j++) {
@@ -93,15 +97,24 @@ attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int C, int N
     }
 }
 
-// out (n,C) = attention of the new positions t0..t0+n-1 over the cache qkv (t0+n, 3C):
-// per head causal softmax(q k^T / sqrt(HS)) v. Any head size up to ATT_KV_MAX_HS.
-inline void attention_kv_forward(const CudaContext& ctx, floatX* out, const floatX* qkv, int t0, int n, int C,
-                                 int NH) {
-    CHECK(n > 0 && t0 >= 0 && NH > 0 && C > 0 && C % NH == 0, "t0=%d n=%d C=%d NH=%d", t0, n, C, NH);
-    CHECK(C / NH <= ATT_KV_MAX_HS, "head size C/NH=%d above %d", C / NH, ATT_KV_MAX_HS);
+// out (n, NH*HS) = attention of the new positions t0..t0+n-1 over the cache qkv (t0+n, QKV): per
+// query head causal softmax(q k^T / sqrt(HS)) v, head h on key/value head h / (NH/NKV). Any
+// head size up to ATT_KV_MAX_HS.
+inline void attention_kv_forward_gqa(const CudaContext& ctx, floatX* out, const floatX* qkv, int t0, int n, int NH,
+                                     int NKV, int HS) {
+    CHECK(n > 0 && t0 >= 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && HS > 0, "t0=%d n=%d NH=%d NKV=%d HS=%d", t0, n,
+          NH, NKV, HS);
+    CHECK(HS <= ATT_KV_MAX_HS, "head size %d above %d", HS, ATT_KV_MAX_HS);
     CHECK(NH <= 65535, "NH=%d exceeds the grid's y limit", NH);
     CHECK(out != nullptr && qkv != nullptr, "out=%p qkv=%p", (void*)out, (const void*)qkv);
     dim3 grid((unsigned)n, (unsigned)NH);
-    attention_kv_forward_kernel<<<grid, ATT_KV_THREADS, 0, ctx.stream>>>(out, qkv, t0, C, NH);
+    attention_kv_forward_kernel<<<grid, ATT_KV_THREADS, 0, ctx.stream>>>(out, qkv, t0, NH, NKV, HS);
     CHECK_LAUNCH();
+}
+
+// GPT-2's: qkv rows [q | k | v] of C each, NH heads of C/NH
+inline void attention_kv_forward(const CudaContext& ctx, floatX* out, const floatX* qkv, int t0, int n, int C,
+                                 int NH) {
+    CHECK(NH > 0 && C > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    attention_kv_forward_gqa(ctx, out, qkv, t0, n, NH, NH, C / NH);
 }
