@@ -30,11 +30,11 @@ constexpr int ATT_QB = 4;   // query rows per block
 constexpr int ATT_KB = 16;  // keys (channels) per block: one AVX-512 vector, two AVX2 ones
 // ATT_KB floats as one value (GCC's vector extension), so a block's sums stay in registers
 typedef float AttVec __attribute__((vector_size(ATT_KB * sizeof(float))));
-inline AttVec att_load(const float* p) {
-    AttVec v;
-    memcpy(&v, p, sizeof(v));
-    return v;
-}
+// The same type at any float's alignment, allowed to alias the floats: *att_at(p) loads
+// ATT_KB floats from p (a pointer rather than a function that returns an AttVec, whose
+// 64-byte return GCC warns about in builds without AVX-512, -Wpsabi)
+typedef float AttVecAt __attribute__((vector_size(ATT_KB * sizeof(float)), aligned(alignof(float)), may_alias));
+inline const AttVecAt* att_at(const float* p) { return reinterpret_cast<const AttVecAt*>(p); }
 
 // Copies channels [off, off+hs) of the T rows of x (row stride ld) into dst (hs,T), transposed.
 inline void attention_gather_transposed(float* dst, const float* x, size_t ld, int T, int hs) {
@@ -93,7 +93,7 @@ inline void attention_head_forward(float* att, float* out, size_t ldo, const flo
         for (int s0 = 0; s0 < nk; s0 += ATT_KB) {
             AttVec acc[ATT_QB] = {};
             for (int i = 0; i < hs; i++) {
-                const AttVec k = att_load(kT + (size_t)i * ldk + s0);
+                const AttVec k = *att_at(kT + (size_t)i * ldk + s0);
                 for (int r = 0; r < ATT_QB; r++) acc[r] += qs[r * hs + i] * k;
             }
             for (int r = 0; r < ATT_QB; r++) memcpy(sc + r * ldk + s0, &acc[r], sizeof(acc[r]));
@@ -117,7 +117,7 @@ inline void attention_head_forward(float* att, float* out, size_t ldo, const flo
             for (int s = 0; s <= tmax; s++) {
                 AttVec vs;
                 if (ni == ATT_KB) {
-                    vs = att_load(v + s * ldv + i0);
+                    vs = *att_at(v + s * ldv + i0);
                 } else {  // a head size that is not a multiple of ATT_KB: the last channels
                     vs = AttVec{};
                     memcpy(&vs, v + s * ldv + i0, (size_t)ni * sizeof(float));
@@ -176,8 +176,8 @@ inline void attention_forward(float* out, float* att, const float* qkv, int B, i
 inline void att_axpy_rows(float* y, const float* a, size_t lda, const float* x, size_t ldx, int r0, int r1, int n) {
     int i = 0;
     for (; i + ATT_KB <= n; i += ATT_KB) {
-        AttVec acc = att_load(y + i);
-        for (int r = r0; r < r1; r++) acc += a[r * lda] * att_load(x + r * ldx + i);
+        AttVec acc = *att_at(y + i);
+        for (int r = r0; r < r1; r++) acc += a[r * lda] * *att_at(x + r * ldx + i);
         memcpy(y + i, &acc, sizeof(acc));
     }
     for (; i < n; i++)
@@ -204,7 +204,7 @@ inline void attention_head_backward(float* dq, float* dk, float* dv, size_t ld, 
         for (int s0 = 0; s0 < nk; s0 += ATT_KB) {
             AttVec acc[ATT_QB] = {};
             for (int i = 0; i < hs; i++) {
-                const AttVec v = att_load(vT + (size_t)i * ldk + s0);
+                const AttVec v = *att_at(vT + (size_t)i * ldk + s0);
                 for (int r = 0; r < ATT_QB; r++) acc[r] += ds[r * hs + i] * v;
             }
             for (int r = 0; r < ATT_QB; r++) memcpy(sc + r * ldk + s0, &acc[r], sizeof(acc[r]));
@@ -232,8 +232,8 @@ inline void attention_head_backward(float* dq, float* dk, float* dv, size_t ld, 
                         for (int i = i0; i < hs; i++) dqt[i] += g[s] * k[s * ld + i];
                     break;
                 }
-                AttVec acc = att_load(dqt + i0);
-                for (int s = 0; s <= t; s++) acc += g[s] * att_load(k + s * ld + i0);
+                AttVec acc = *att_at(dqt + i0);
+                for (int s = 0; s <= t; s++) acc += g[s] * *att_at(k + s * ld + i0);
                 memcpy(dqt + i0, &acc, sizeof(acc));
             }
         }
