@@ -3,8 +3,8 @@
 # (make bench-cpu). Machines differ from day to day, so only the ratios in one run mean much.
 #   1. build/bench_cpu: the matmul kernel's GFLOP/s and share of the FMA peak, then d12 training
 #      steps with the per-phase breakdown, and the step's share of the FMA peak;
-#   2. on an AVX-512 machine, the same step built with -mno-avx512f (the AVX2+FMA kernel, as a
-#      machine without AVX-512 builds it), against its own peak;
+#   2. on an AVX-512 machine, the matmul table and the step built with -mno-avx512f (the
+#      AVX2+FMA kernel, as a machine without AVX-512 builds it), against its own peak;
 #   3. dev/bench_pytorch.py: the same model and step in PyTorch (Debian's python3-torch), if
 #      it is installed; then the native build once more, so a machine that got slower or
 #      faster during the run shows;
@@ -27,7 +27,10 @@ trap 'rm -rf "$tmp"' EXIT
 make -s build/bench_cpu || exit 1
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) CPUs," \
+# the family and model numbers tell apart CPUs that a VM names alike (AMD: family 25 is Zen 3/4, 26 Zen 5)
+echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
+     "(family $(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' '),"  \
+     "model $(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), $(nproc) CPUs," \
      "$(grep -m1 -o -w avx512f /proc/cpuinfo > /dev/null && echo AVX-512 || (grep -m1 -o -w avx2 /proc/cpuinfo > /dev/null && echo AVX2 || echo 'no AVX2'))"
 echo "compiler: $($CXX --version | head -n1); threads: ${OMP_NUM_THREADS:-all CPUs}"
 echo
@@ -39,7 +42,7 @@ echo
 if $CXX -march=native -dM -E -x c++ /dev/null | grep -q __AVX512F__; then
     echo "=== 2. the same step built with -mno-avx512f (the AVX2+FMA kernel)"
     $CXX $CXXFLAGS -mno-avx512f -o build/bench_cpu_avx2 dev/bench_cpu.cpp -lm || exit 1
-    ./build/bench_cpu_avx2 "$desc" "$B" "$T" "$steps" 0 | tee "$tmp/avx2.txt"
+    ./build/bench_cpu_avx2 "$desc" "$B" "$T" "$steps" | tee "$tmp/avx2.txt"
     echo
 fi
 
