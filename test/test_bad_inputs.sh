@@ -100,7 +100,9 @@ expect bad_descriptor "flag -e: 'd13' is neither a model descriptor" $good -e d1
 expect batch_not_multiple "flag -d: 100 is not a positive multiple" $good -d 100
 expect zero_stage "flag -z: expected an integer in" $good -z 3
 expect multi_process "-pn 2 with -pi mpi: start the processes with mpirun" $good -pn 2
-expect rank_range "-pr 2: the rank must be below -pn 2" $good -pi fs -pf /tmp -pn 2 -pr 2
+expect rank_range "-pr 1: the rank must be below -pn 1" $good -pi fs -pf /tmp -pn 1 -pr 1
+expect cpu_sockets "flag -pi fs: train_gpt_cpu's processes share their work through MPI: start them with mpirun -np 2" \
+    $good -pi fs -pf /tmp -pn 2 -pr 1
 expect init_method "flag -pi: unknown init method 'nfs'" $good -pi nfs
 NO_OUT=1 expect resume_needs_dir "flag -y 1 needs an output directory" $good -y 1
 
