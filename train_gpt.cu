@@ -278,10 +278,12 @@ struct GpuBackend {
 static void gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                              const CudaContext& ctx) {
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
+    const double activations = mc.family == FAMILY_LLAMA3
+                                   ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T)
+                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, cfg.recompute);
     auto plan = [&](int w, int z) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T)
-                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, cfg.recompute);
+        p.activations = activations;
         p.scratch = ctx.workspace_bytes;
         return p;
     };
@@ -357,9 +359,16 @@ int main(int argc, char** argv) {
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
-    gpu_check_memory(train_model_config(cfg, resume_step), cfg, world,
-                     world > 1 || gpu_comm_single_hook() ? cfg.zero_stage : 0, use_master, ctx);
+    const ModelConfig start_config = train_model_config(cfg, resume_step);
+    const size_t num_parameters = model_config_num_parameters(start_config);
+    // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
+    // bucketed NCCL path of every ZeRO stage
+    const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
+                                                              : train_zero_layout(cfg, num_parameters, rank, world);
+    gpu_check_memory(start_config, cfg, world, z.stage, use_master, ctx);
     ModelBase* host = train_load_model(cfg, resume_step);
+    CHECK(host->num_parameters == num_parameters, "model has %zu parameters, its configuration %zu",
+          host->num_parameters, num_parameters);
     const std::string description = model_describe(host);
     const double flops = model_flops_per_token(host, cfg.T);
     TrainData data;
@@ -369,10 +378,6 @@ int main(int argc, char** argv) {
     auto train = [&](auto& model) {
         using M = std::decay_t<decltype(model)>;
         constexpr bool gpt2 = std::is_same<M, GPT2Cuda>::value;
-        // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
-        // bucketed NCCL path of every ZeRO stage
-        ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(host->num_parameters, cfg.zero_stage, 0, 1)
-                                                           : train_zero_layout(cfg, host->num_parameters, rank, world);
         gpu_model_init(&model, &ctx, host, use_master, z);
         model_delete(host);
         const auto& mc = model.config;
