@@ -5,6 +5,7 @@
 #   generate_fp32_emu, generate_bf16_emu            sampling with a KV cache
 #   build/emu/test_gpt2_debug_{fp32,bf16}           the PyTorch debug-state check
 #   build/emu/test_llama_debug_{fp32,bf16}          the same for Llama 3 (test/llama_reference.py)
+#   build/emu/test_offsets                          per-layer offsets at 8B-405B shapes (test_offsets.sh)
 #   build/emu/cuda/<op>_{fp32,bf16}                 every dev/cuda program
 # and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
 # out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
@@ -81,6 +82,10 @@ build/emu/asan/test_llama_debug_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,$(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 build/emu/asan/test_llama_debug_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_llama_debug.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+
+# the per-layer offsets of both families at 8B/70B/405B and GPT-3 175B shapes (test/test_offsets.sh)
+build/emu/test_offsets: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/test/test_offsets.cu,,$(EMU_OBJS))
 
 build/emu/cuda/%_fp32: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,,$(EMU_OBJS))

@@ -304,6 +304,36 @@ inline void gpt2_init_random(GPT2* model, uint32_t seed) {
     }
 }
 
+// Layer l's slices of the kept activations, and the residual stream it reads, for the
+// allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout:
+// test_offsets checks them at GPT-3 175B's shape.
+struct GPT2LayerActs {
+    const float* residual;  // (B,T,C) the layer's input: encoded, or the previous layer's residual3
+    float *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *residual2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
+        *residual3;
+};
+inline GPT2LayerActs gpt2_layer_acts(const GPT2* model, int l) {
+    const Activations& a = model->acts;
+    const size_t BT = (size_t)model->B * model->T, BTC = BT * model->config.channels, li = (size_t)l;
+    const size_t att_stride = BT * model->config.num_heads * model->T;
+    GPT2LayerActs v;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
+    v.ln1 = a.ln1 + li * BTC;
+    v.ln1_mean = a.ln1_mean + li * BT;
+    v.ln1_rstd = a.ln1_rstd + li * BT;
+    v.qkv = a.qkv + li * 3 * BTC;
+    v.atty = a.atty + li * BTC;
+    v.att = a.att + li * att_stride;
+    v.residual2 = a.residual2 + li * BTC;
+    v.ln2 = a.ln2 + li * BTC;
+    v.ln2_mean = a.ln2_mean + li * BT;
+    v.ln2_rstd = a.ln2_rstd + li * BT;
+    v.fch = a.fch + li * 4 * BTC;
+    v.fch_gelu = a.fch_gelu + li * 4 * BTC;
+    v.residual3 = a.residual3 + li * BTC;
+    return v;
+}
+
 // ---------------------------------------------------------------------------------------
 // Forward: inputs (B,T) token ids; targets (B,T) or nullptr. With targets, fills
 // acts.losses and model->mean_loss. B and T may be smaller than what was allocated.
@@ -315,47 +345,35 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const ParamPtrs& p = model->p;
     Activations& a = model->acts;
-    // per-layer strides use the allocated B, T so a smaller batch is a prefix of each slot
-    size_t BTC = (size_t)model->B * model->T * C, BT = (size_t)model->B * model->T;
-    size_t att_stride = (size_t)model->B * NH * model->T * model->T;
     int N = B * T;
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
     phase(PHASE_ENCODER);
     encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
     for (int l = 0; l < L; l++) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
-        float* ln1 = a.ln1 + l * BTC;
-        float* qkv = a.qkv + l * 3 * BTC;
-        float* atty = a.atty + l * BTC;
-        float* residual2 = a.residual2 + l * BTC;
-        float* ln2 = a.ln2 + l * BTC;
-        float* fch = a.fch + l * 4 * BTC;
-        float* fch_gelu = a.fch_gelu + l * 4 * BTC;
+        const GPT2LayerActs la = gpt2_layer_acts(model, l);
         size_t lC = (size_t)l * C;
         phase(PHASE_LAYERNORM);
-        layernorm_forward(ln1, a.ln1_mean + l * BT, a.ln1_rstd + l * BT, residual,
-                          p.ln1w + lC, p.ln1b + lC, N, C);
+        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, p.ln1w + lC, p.ln1b + lC, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(qkv, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, B, T, C, 3 * C);
+        matmul_forward(la.qkv, la.ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, B, T, C, 3 * C);
         phase(PHASE_ATTENTION_FWD);
-        attention_forward(atty, a.att + l * att_stride, qkv, B, T, C, NH);
+        attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, atty, p.attprojw + lC * C, p.attprojb + lC, B, T, C, C);
+        matmul_forward(a.proj, la.atty, p.attprojw + lC * C, p.attprojb + lC, B, T, C, C);
         phase(PHASE_LAYERNORM);
-        residual_forward(residual2, residual, a.proj, (size_t)N * C);
-        layernorm_forward(ln2, a.ln2_mean + l * BT, a.ln2_rstd + l * BT, residual2,
-                          p.ln2w + lC, p.ln2b + lC, N, C);
+        residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
+        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln2w + lC, p.ln2b + lC, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, B, T, C, 4 * C);
+        matmul_forward(la.fch, la.ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, B, T, C, 4 * C);
         phase(PHASE_GELU);
-        gelu_forward(fch_gelu, fch, (size_t)N * 4 * C);
+        gelu_forward(la.fch_gelu, la.fch, (size_t)N * 4 * C);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, B, T, 4 * C, C);
+        matmul_forward(a.proj, la.fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, B, T, 4 * C, C);
         phase(PHASE_LAYERNORM);
-        residual_forward(a.residual3 + l * BTC, residual2, a.proj, (size_t)N * C);
+        residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
     }
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.residual3 + (L - 1) * BTC, p.lnfw, p.lnfb, N, C);
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, p.lnfb, N, C);
     phase(PHASE_CLASSIFIER_MATMUL);
     matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vp);  // tied head: wte is the classifier
     if (targets != nullptr) {
@@ -381,8 +399,7 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     const ParamPtrs& p = model->p;
     const ParamPtrs& g = model->g;
     Activations& a = model->acts;
-    size_t BTC = (size_t)B * T * C, BT = (size_t)B * T;
-    size_t att_stride = (size_t)B * NH * T * T;
+    size_t BTC = (size_t)B * T * C;
     int N = B * T;
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
@@ -393,11 +410,10 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vp);
     phase(PHASE_LAYERNORM);
     memset(a.dres, 0, BTC * sizeof(float));
-    layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * BTC, p.lnfw,
-                       a.lnf_mean, a.lnf_rstd, N, C);
+    layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, a.lnf_mean,
+                       a.lnf_rstd, N, C);
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
         LayerPtrs lp = layer_ptrs(model->params, model->tensors, l, L);
         LayerPtrs lg = layer_ptrs(model->grads, model->tensors, l, L);
         if (sink != nullptr) {
@@ -405,33 +421,31 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
             sink->layer_grads(l, slice);
             lg = layer_ptrs_of(slice);
         }
+        const GPT2LayerActs la = gpt2_layer_acts(model, l);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
-        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, a.fch_gelu + l * 4 * BTC, lp.fcprojw, B, T,
-                        4 * C, C);
+        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C);
         phase(PHASE_GELU);
         memset(a.dfch, 0, 4 * BTC * sizeof(float));
-        gelu_backward(a.dfch, a.fch + l * 4 * BTC, a.dfch_gelu, 4 * BTC);
+        gelu_backward(a.dfch, la.fch, a.dfch_gelu, 4 * BTC);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, a.ln2 + l * BTC, lp.fcw, B, T, C, 4 * C);
+        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, B, T, C, 4 * C);
         phase(PHASE_LAYERNORM);
-        layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, a.residual2 + l * BTC, lp.ln2w, a.ln2_mean + l * BT,
-                           a.ln2_rstd + l * BT, N, C);
+        layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, a.atty + l * BTC, lp.attprojw, B, T, C, C);
+        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, B, T, C, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, 3 * BTC * sizeof(float));
-        attention_backward(a.dqkv, a.dtmp, a.qkv + l * 3 * BTC, a.att + l * att_stride, B, T, C, NH);
+        attention_backward(a.dqkv, a.dtmp, la.qkv, la.att, B, T, C, NH);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, a.ln1 + l * BTC, lp.qkvw, B, T, C, 3 * C);
+        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, B, T, C, 3 * C);
         phase(PHASE_LAYERNORM);
-        layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, a.ln1_mean + l * BT,
-                           a.ln1_rstd + l * BT, N, C);
+        layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N, C);
         if (sink != nullptr) {
             phase(PHASE_COMM);
             sink->layer_done(l);  // its reduction may start now

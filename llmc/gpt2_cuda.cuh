@@ -141,7 +141,6 @@ struct GPT2Cuda : CudaModelState {
     ParamTensor tensors[NUM_PARAM_TENSORS];
     ParamPtrsX p, g;
     GPUActivations acts;
-    size_t ln_stride = 0, gelu_stride = 0;  // per-layer strides of ln1/ln2 and fch_gelu (0: one shared buffer)
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
 };
@@ -214,9 +213,7 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
     gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots);
     model->acts_memory = cuda_carve_slots(slots, GPT2_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
-    const size_t N = (size_t)B * T, C = model->config.channels;
-    model->ln_stride = recompute >= 2 ? 0 : N * C;
-    model->gelu_stride = recompute >= 1 ? 0 : N * 4 * C;
+    const size_t N = (size_t)B * T;
     model->B = B;
     model->T = T;
     model->recompute = recompute;
@@ -288,6 +285,38 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     model->backward_ready = dloss > 0.0f;
 }
 
+// Layer l's slices of the kept activations (ln1/ln2 and fch_gelu: the one shared buffer when
+// recomputed), and the residual stream it reads, for the allocated B x T (a smaller forward
+// batch is a prefix of each slice). size_t throughout: l * 4 * N * C passes 2^31 at d48 and B*T=32K.
+struct GPT2LayerActsX {
+    const floatX* residual;  // (N,C) the layer's input: encoded, or the previous layer's residual3
+    floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
+    float *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
+};
+inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
+    const GPUActivations& a = model->acts;
+    const size_t N = (size_t)model->B * model->T, NC = N * model->config.channels, li = (size_t)l;
+    const size_t lse_stride = N * model->config.num_heads;
+    // -r 2 recomputes ln1 and ln2 into one buffer each, -r 1 the GELU output
+    const size_t ln_stride = model->recompute >= 2 ? 0 : NC, gelu_stride = model->recompute >= 1 ? 0 : 4 * NC;
+    GPT2LayerActsX v;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
+    v.ln1 = a.ln1 + li * ln_stride;
+    v.qkv = a.qkv + li * 3 * NC;
+    v.atty = a.atty + li * NC;
+    v.residual2 = a.residual2 + li * NC;
+    v.ln2 = a.ln2 + li * ln_stride;
+    v.fch = a.fch + li * 4 * NC;
+    v.fch_gelu = a.fch_gelu + li * gelu_stride;
+    v.residual3 = a.residual3 + li * NC;
+    v.ln1_mean = a.ln1_mean + li * N;
+    v.ln1_rstd = a.ln1_rstd + li * N;
+    v.att_lse = a.att_lse + li * lse_stride;
+    v.ln2_mean = a.ln2_mean + li * N;
+    v.ln2_rstd = a.ln2_rstd + li * N;
+    return v;
+}
+
 // The forward's launches, from the embedding to the classifier (which, with targets, writes
 // the losses and, with dloss > 0, dlogits over the logits); the inputs and targets are on
 // the device already. Nothing here touches the host: -cg 1 captures it as it stands.
@@ -296,49 +325,38 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     const CudaContext& ctx = *model->ctx;
     const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size;
     const int Vp = cfg.padded_vocab_size, N = B * T;
-    const size_t Nmax = (size_t)model->B * model->T;
     GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
-    const size_t NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
     phase_mark(ctx, PHASE_ENCODER);
     encoder_forward(ctx, a.encoded, a.inputs, p.wte, p.wpe, B, T, C);
     phase_mark(ctx, PHASE_LAYERNORM);
     layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C);
     for (int l = 0; l < L; l++) {
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
         const size_t lC = (size_t)l * C;
-        floatX* ln1 = a.ln1 + l * model->ln_stride;
-        floatX* qkv = a.qkv + l * 3 * NC;
-        floatX* atty = a.atty + l * NC;
-        float* lse = a.att_lse + l * lse_stride;
-        floatX* residual2 = a.residual2 + l * NC;
-        floatX* ln2 = a.ln2 + l * model->ln_stride;
-        floatX* fch = a.fch + l * 4 * NC;
-        floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
-        floatX* residual3 = a.residual3 + l * NC;
+        const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, qkv, nullptr, ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
+        matmul_forward(ctx, la.qkv, nullptr, la.ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
-        attention_forward_chosen(ctx, atty, lse, qkv, B, T, C, NH);
+        attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, C, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, a.proj, nullptr, atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
+        matmul_forward(ctx, a.proj, nullptr, la.atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
         phase_mark(ctx, PHASE_LAYERNORM);
-        fused_residual_layernorm_forward(ctx, residual2, ln2, a.ln2_mean + l * Nmax, a.ln2_rstd + l * Nmax,
-                                         residual, a.proj, p.ln2w + lC, p.ln2b + lC, N, C);
+        fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a.proj,
+                                         p.ln2w + lC, p.ln2b + lC, N, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, fch_gelu, fch, ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, N, C, 4 * C);
-        matmul_forward(ctx, a.proj, nullptr, fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, N, 4 * C, C);
+        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, N, C, 4 * C);
+        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, N, 4 * C, C);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1, or after the last layer lnf
         phase_mark(ctx, PHASE_LAYERNORM);
         if (l + 1 < L) {
-            fused_residual_layernorm_forward(ctx, residual3, a.ln1 + (l + 1) * model->ln_stride,
-                                             a.ln1_mean + (l + 1) * Nmax, a.ln1_rstd + (l + 1) * Nmax, residual2,
+            const GPT2LayerActsX next = gpt2_cuda_layer_acts(model, l + 1);
+            fused_residual_layernorm_forward(ctx, la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2,
                                              a.proj, p.ln1w + lC + C, p.ln1b + lC + C, N, C);
         } else {
-            fused_residual_layernorm_forward(ctx, residual3, a.lnf, a.lnf_mean, a.lnf_rstd, residual2, a.proj,
+            fused_residual_layernorm_forward(ctx, la.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.residual2, a.proj,
                                              p.lnfw, p.lnfb, N, C);
         }
     }
@@ -392,7 +410,7 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     const ParamPtrsX& p = model->p;
     const ParamPtrsX& g = model->g;
     GPUActivations& a = model->acts;
-    const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
+    const size_t NC = (size_t)N * C;
 
     // logits hold dlogits (the classifier wrote them in the forward)
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
@@ -402,7 +420,6 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
                        a.lnf_rstd, N, C);
     for (int l = L - 1; l >= 0; l--) {
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
         LayerPtrsOf<floatX> lp = layer_ptrs(model->params, model->tensors, l, L);
         LayerPtrsOf<floatX> lg = layer_ptrs(model->grads, model->tensors, l, L);
         if (sink != nullptr) {
@@ -410,42 +427,34 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
             sink->layer_grads(l, slice);
             lg = layer_ptrs_of(slice);
         }
-        floatX* ln1 = a.ln1 + l * model->ln_stride;
-        float* ln1_mean = a.ln1_mean + l * N;
-        float* ln1_rstd = a.ln1_rstd + l * N;
-        const floatX* qkv = a.qkv + l * 3 * NC;
-        const floatX* atty = a.atty + l * NC;
-        const float* lse = a.att_lse + l * lse_stride;
-        const floatX* residual2 = a.residual2 + l * NC;
-        floatX* ln2 = a.ln2 + l * model->ln_stride;
-        float* ln2_mean = a.ln2_mean + l * N;
-        float* ln2_rstd = a.ln2_rstd + l * N;
-        const floatX* fch = a.fch + l * 4 * NC;
-        floatX* fch_gelu = a.fch_gelu + l * model->gelu_stride;
+        const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // what the forward did not keep
         if (model->recompute >= 2) {
             phase_mark(ctx, PHASE_LAYERNORM);
-            layernorm_forward(ctx, ln1, nullptr, nullptr, residual, lp.ln1w, lp.ln1b, N, C);
-            layernorm_forward(ctx, ln2, nullptr, nullptr, residual2, lp.ln2w, lp.ln2b, N, C);
+            layernorm_forward(ctx, la.ln1, nullptr, nullptr, la.residual, lp.ln1w, lp.ln1b, N, C);
+            layernorm_forward(ctx, la.ln2, nullptr, nullptr, la.residual2, lp.ln2w, lp.ln2b, N, C);
         }
         phase_mark(ctx, PHASE_GELU);
-        if (model->recompute >= 1) gelu_forward(ctx, fch_gelu, fch, (size_t)N * 4 * C);
+        if (model->recompute >= 1) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * 4 * C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
-        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, fch_gelu, lp.fcprojw, N, 4 * C, C, false, fch);
-        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ln2, lp.fcw, N, C, 4 * C, false);
+        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, N, 4 * C, C, false,
+                        la.fch);
+        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, N, C, 4 * C, false);
         phase_mark(ctx, PHASE_LAYERNORM);
-        layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, residual2, lp.ln2w, ln2_mean, ln2_rstd, N, C);
+        layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N,
+                           C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, atty, lp.attprojw, N, C, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, N, C, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
-        attention_backward_chosen(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, C, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ln1, lp.qkvw, N, C, 3 * C, false);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, N, C, 3 * C, false);
         phase_mark(ctx, PHASE_LAYERNORM);
-        layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, residual, lp.ln1w, ln1_mean, ln1_rstd, N, C);
+        layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N,
+                           C);
         phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }

@@ -220,6 +220,35 @@ inline void llama_alloc_state(Llama* model, int B, int T) {
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
 }
 
+// Layer l's slices of the kept activations, and the residual stream it reads, for the
+// allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout:
+// l * B*T * 2F passes 2^31 at Llama 3.1 8B and T=4096 (test_offsets checks 8B, 70B, 405B).
+struct LlamaLayerActs {
+    const float* residual;  // (B,T,C) the layer's input: encoded, or the previous layer's residual3
+    float *rms1, *rms1_rstd, *qkv, *atty, *att, *residual2, *rms2, *rms2_rstd, *fch, *fch_swiglu, *residual3;
+};
+inline LlamaLayerActs llama_layer_acts(const Llama* model, int l) {
+    const LlamaConfig& cfg = model->config;
+    const LlamaActivations& a = model->acts;
+    const size_t C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
+    const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
+    const size_t BT = (size_t)model->B * model->T, BTC = BT * C, li = (size_t)l;
+    LlamaLayerActs v;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
+    v.rms1 = a.rms1 + li * BTC;
+    v.rms1_rstd = a.rms1_rstd + li * BT;
+    v.qkv = a.qkv + li * BT * QKV;
+    v.atty = a.atty + li * BTC;
+    v.att = a.att + li * BT * NH * model->T;
+    v.residual2 = a.residual2 + li * BTC;
+    v.rms2 = a.rms2 + li * BTC;
+    v.rms2_rstd = a.rms2_rstd + li * BT;
+    v.fch = a.fch + li * BT * 2 * F;
+    v.fch_swiglu = a.fch_swiglu + li * BT * F;
+    v.residual3 = a.residual3 + li * BTC;
+    return v;
+}
+
 // Gradient views from where each row's gradient lives (a per-layer row's is unused when a
 // GradSink places the layers).
 inline void llama_bind_grads(Llama* model, float* const views[LLAMA_NUM_PARAM_TENSORS]) {
@@ -259,46 +288,38 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const LlamaParams& p = model->p;
     LlamaActivations& a = model->acts;
-    // per-layer strides use the allocated B, T so a smaller batch is a prefix of each slot
-    const size_t BT = (size_t)model->B * model->T, BTC = BT * C;
-    const size_t att_stride = (size_t)model->B * NH * model->T * model->T;
+    const ParamLayout layout = llama_layout(model->tensors, L);
     const int N = B * T;
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
     phase(PHASE_ENCODER);
     for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
     for (int l = 0; l < L; l++) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
-        float* rms1 = a.rms1 + l * BTC;
-        float* qkv = a.qkv + l * BT * QKV;
-        float* atty = a.atty + l * BTC;
-        float* residual2 = a.residual2 + l * BTC;
-        float* rms2 = a.rms2 + l * BTC;
-        float* fch = a.fch + l * BT * 2 * F;
-        float* fch_swiglu = a.fch_swiglu + l * BT * F;
-        const size_t lC = (size_t)l * C;
+        float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
+        layer_slices(model->params, layout, l, lp);
+        const LlamaLayerActs la = llama_layer_acts(model, l);
         phase(PHASE_LAYERNORM);
-        rmsnorm_forward(rms1, a.rms1_rstd + l * BT, residual, p.rms1w + lC, N, C, cfg.norm_eps);
+        rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
         phase(PHASE_MATMUL);
-        matmul_forward(qkv, rms1, p.qkvw + (size_t)l * QKV * C, nullptr, B, T, C, QKV);
+        matmul_forward(la.qkv, la.rms1, lp[1], nullptr, B, T, C, QKV);
         phase(PHASE_ATTENTION_FWD);
-        rope_forward(qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
-        attention_forward_gqa(atty, a.att + l * att_stride, qkv, B, T, NH, NKV, hs);
+        rope_forward(la.qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
+        attention_forward_gqa(la.atty, la.att, la.qkv, B, T, NH, NKV, hs);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, atty, p.attprojw + lC * C, nullptr, B, T, C, C);
+        matmul_forward(a.proj, la.atty, lp[2], nullptr, B, T, C, C);
         phase(PHASE_LAYERNORM);
-        residual_forward(residual2, residual, a.proj, (size_t)N * C);
-        rmsnorm_forward(rms2, a.rms2_rstd + l * BT, residual2, p.rms2w + lC, N, C, cfg.norm_eps);
+        residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
+        rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
         phase(PHASE_MATMUL);
-        matmul_forward(fch, rms2, p.fcw + lC * 2 * F, nullptr, B, T, C, 2 * F);
+        matmul_forward(la.fch, la.rms2, lp[4], nullptr, B, T, C, 2 * F);
         phase(PHASE_GELU);
-        swiglu_forward(fch_swiglu, fch, N, F);
+        swiglu_forward(la.fch_swiglu, la.fch, N, F);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, fch_swiglu, p.fcprojw + lC * F, nullptr, B, T, F, C);
+        matmul_forward(a.proj, la.fch_swiglu, lp[5], nullptr, B, T, F, C);
         phase(PHASE_LAYERNORM);
-        residual_forward(a.residual3 + l * BTC, residual2, a.proj, (size_t)N * C);
+        residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
     }
-    rmsnorm_forward(a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * BTC, p.rmsfw, N, C, cfg.norm_eps);
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, N, C, cfg.norm_eps);
     phase(PHASE_CLASSIFIER_MATMUL);
     matmul_forward(a.logits, a.rmsf, p.lmheadw, nullptr, B, T, C, Vp);
     if (targets != nullptr) {
@@ -327,7 +348,7 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     const LlamaParams& g = model->g;
     LlamaActivations& a = model->acts;
     const size_t BT = (size_t)B * T, BTC = BT * C;
-    const size_t att_stride = (size_t)B * NH * T * T;
+    const ParamLayout layout = llama_layout(model->tensors, L);
     const int N = B * T;
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
@@ -338,45 +359,40 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, Vp);
     phase(PHASE_LAYERNORM);
     memset(a.dres, 0, BTC * sizeof(float));
-    rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, a.residual3 + (L - 1) * BTC, p.rmsfw, a.rmsf_rstd, N, C);
+    rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, N, C);
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
-        const float* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * BTC;
-        const size_t lC = (size_t)l * C;
-        // where this layer's gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
-        float* lg[LLAMA_NUM_LAYER_TENSORS];
+        // this layer's weights and where its gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
+        float *lp[LLAMA_NUM_LAYER_TENSORS], *lg[LLAMA_NUM_LAYER_TENSORS];
+        layer_slices(model->params, layout, l, lp);
         if (sink != nullptr) sink->layer_grads(l, lg);
-        else layer_slices(model->grads, llama_layout(model->tensors, L), l, lg);
+        else layer_slices(model->grads, layout, l, lg);
+        const LlamaLayerActs la = llama_layer_acts(model, l);
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_swiglu, 0, BT * F * sizeof(float));
-        matmul_backward(a.dfch_swiglu, lg[5], nullptr, a.dres, a.fch_swiglu + l * BT * F,
-                        p.fcprojw + lC * F, B, T, F, C);
+        matmul_backward(a.dfch_swiglu, lg[5], nullptr, a.dres, la.fch_swiglu, lp[5], B, T, F, C);
         phase(PHASE_GELU);
         memset(a.dfch, 0, BT * 2 * F * sizeof(float));
-        swiglu_backward(a.dfch, a.fch + l * BT * 2 * F, a.dfch_swiglu, N, F);
+        swiglu_backward(a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, a.rms2 + l * BTC, p.fcw + lC * 2 * F, B, T, C,
-                        2 * F);
+        matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, la.rms2, lp[4], B, T, C, 2 * F);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, lg[3], a.dtmp, a.residual2 + l * BTC, p.rms2w + lC, a.rms2_rstd + l * BT, N,
-                         C);
+        rmsnorm_backward(a.dres, lg[3], a.dtmp, la.residual2, lp[3], la.rms2_rstd, N, C);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, a.atty + l * BTC, p.attprojw + lC * C, B, T,
-                        C, C);
+        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, la.atty, lp[2], B, T, C, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, BT * QKV * sizeof(float));
-        attention_backward_gqa(a.dqkv, a.dtmp, a.qkv + l * BT * QKV, a.att + l * att_stride, B, T, NH, NKV, hs);
+        attention_backward_gqa(a.dqkv, a.dtmp, la.qkv, la.att, B, T, NH, NKV, hs);
         rope_backward(a.dqkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, a.rms1 + l * BTC,
-                        p.qkvw + (size_t)l * QKV * C, B, T, C, QKV);
+        matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, la.rms1, lp[1], B, T, C, QKV);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, lg[0], a.dtmp, residual, p.rms1w + lC, a.rms1_rstd + l * BT, N, C);
+        rmsnorm_backward(a.dres, lg[0], a.dtmp, la.residual, lp[0], la.rms1_rstd, N, C);
         if (sink != nullptr) {
             phase(PHASE_COMM);
             sink->layer_done(l);  // its reduction may start now

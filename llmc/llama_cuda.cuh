@@ -194,6 +194,35 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
     CHECK_CUDA(cudaDeviceSynchronize());
 }
 
+// Layer l's slices of the kept activations, and the residual stream it reads, for the
+// allocated B x T (a smaller forward batch is a prefix of each slice).
+struct LlamaLayerActsX {
+    const floatX* residual;  // (N,C) the layer's input: encoded, or the previous layer's residual3
+    floatX *rms1, *qkv, *atty, *residual2, *rms2, *fch, *fch_swiglu, *residual3;
+    float *rms1_rstd, *rms2_rstd, *att_lse;
+};
+inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
+    const LlamaConfig& cfg = model->config;
+    const LlamaActivationsX& a = model->acts;
+    const int N = model->B * model->T, C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
+    const int QKV = (NH + 2 * cfg.num_kv_heads) * (C / NH);
+    const size_t NC = (size_t)N * C, lse_stride = (size_t)model->B * NH * model->T;
+    LlamaLayerActsX v;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
+    v.rms1 = a.rms1 + l * NC;
+    v.qkv = a.qkv + l * N * QKV;
+    v.atty = a.atty + l * NC;
+    v.residual2 = a.residual2 + l * NC;
+    v.rms2 = a.rms2 + l * NC;
+    v.fch = a.fch + l * N * 2 * F;
+    v.fch_swiglu = a.fch_swiglu + l * N * F;
+    v.residual3 = a.residual3 + l * NC;
+    v.rms1_rstd = a.rms1_rstd + l * N;
+    v.rms2_rstd = a.rms2_rstd + l * N;
+    v.att_lse = a.att_lse + l * lse_stride;
+    return v;
+}
+
 // out (BT,OC) = residual + inp (BT,K) @ weight (OC,K)^T: the residual copied into out, then the
 // product added by cuBLASLt (D += A B), so no projection buffer and no add kernel. out may be
 // residual itself.
@@ -222,7 +251,6 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
     const int QKV = (NH + 2 * NKV) * hs;
     const float eps = cfg.norm_eps;
-    const size_t Nmax = (size_t)model->B * model->T, NC = Nmax * C, lse_stride = (size_t)model->B * NH * model->T;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
     phase_mark(ctx, PHASE_ENCODER);
@@ -231,41 +259,34 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
         layer_slices(model->params, layout, l, slices);
         const LlamaLayerX lp = llama_layer_x(slices);
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
-        floatX* rms1 = a.rms1 + l * NC;
-        floatX* qkv = a.qkv + l * Nmax * QKV;
-        floatX* atty = a.atty + l * NC;
-        floatX* residual2 = a.residual2 + l * NC;
-        floatX* rms2 = a.rms2 + l * NC;
-        floatX* fch = a.fch + l * Nmax * 2 * F;
-        floatX* fch_swiglu = a.fch_swiglu + l * Nmax * F;
+        const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_forward(ctx, rms1, a.rms1_rstd + l * Nmax, residual, lp.rms1w, N, C, eps);
+        rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, eps);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, qkv, nullptr, rms1, lp.qkvw, nullptr, N, C, QKV);
+        matmul_forward(ctx, la.qkv, nullptr, la.rms1, lp.qkvw, nullptr, N, C, QKV);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
-        rope_forward(ctx, qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
-        const floatX* mha = qkv;
+        rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
+        const floatX* mha = la.qkv;
         if (NKV < NH) {
-            gqa_expand(ctx, a.qkv_mha, qkv, B, T, NH, NKV, hs);
+            gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
             mha = a.qkv_mha;
         }
-        attention_forward_chosen(ctx, atty, a.att_lse + l * lse_stride, mha, B, T, C, NH);
+        attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, C, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        llama_matmul_residual(ctx, residual2, residual, atty, lp.attprojw, N, C, C);
+        llama_matmul_residual(ctx, la.residual2, la.residual, la.atty, lp.attprojw, N, C, C);
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_forward(ctx, rms2, a.rms2_rstd + l * Nmax, residual2, lp.rms2w, N, C, eps);
+        rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, eps);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, fch, nullptr, rms2, lp.fcw, nullptr, N, C, 2 * F);
+        matmul_forward(ctx, la.fch, nullptr, la.rms2, lp.fcw, nullptr, N, C, 2 * F);
         phase_mark(ctx, PHASE_GELU);
-        swiglu_forward(ctx, fch_swiglu, fch, N, F);
+        swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
         phase_mark(ctx, PHASE_MATMUL);
-        llama_matmul_residual(ctx, a.residual3 + l * NC, residual2, fch_swiglu, lp.fcprojw, N, F, C);
+        llama_matmul_residual(ctx, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
     }
     phase_mark(ctx, PHASE_LAYERNORM);
-    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, a.residual3 + (L - 1) * NC, model->p.rmsfw, N, C, eps);
+    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw, N, C, eps);
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, a.rmsf, model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
     if (targets != nullptr) {
@@ -298,7 +319,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     const LlamaPtrsX& p = model->p;
     const LlamaPtrsX& g = model->g;
     LlamaActivationsX& a = model->acts;
-    const size_t NC = (size_t)N * C, lse_stride = (size_t)B * NH * T;
+    const size_t NC = (size_t)N * C;
     const ParamLayout layout = llama_cuda_layout(model);
 
     // logits hold dlogits (the classifier wrote them in the forward)
@@ -306,7 +327,8 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, N, C, Vp, false);
     phase_mark(ctx, PHASE_LAYERNORM);
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
-    rmsnorm_backward(ctx, a.dres, g.rmsfw, a.dtmp, a.residual3 + (L - 1) * NC, p.rmsfw, a.rmsf_rstd, N, C);
+    rmsnorm_backward(ctx, a.dres, g.rmsfw, a.dtmp, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd,
+                     N, C);
     for (int l = L - 1; l >= 0; l--) {
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
@@ -316,37 +338,33 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         if (sink != nullptr) sink->layer_grads(l, slices);
         else layer_slices(model->grads, layout, l, slices);
         const LlamaLayerX lg = llama_layer_x(slices);
-        const floatX* residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
-        const floatX* qkv = a.qkv + l * N * QKV;
-        const floatX* atty = a.atty + l * NC;
-        const float* lse = a.att_lse + l * lse_stride;
+        const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, a.dres, a.fch_swiglu + l * N * F, lp.fcprojw, N, F,
-                        C, false);
+        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, a.dres, la.fch_swiglu, lp.fcprojw, N, F, C, false);
         phase_mark(ctx, PHASE_GELU);
         CHECK_CUDA(cudaMemsetAsync(a.dfch, 0, (size_t)N * 2 * F * sizeof(floatX), ctx.stream));
-        swiglu_backward(ctx, a.dfch, a.fch + l * N * 2 * F, a.dfch_swiglu, N, F);
+        swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, a.rms2 + l * NC, lp.fcw, N, C, 2 * F, false);
+        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, la.rms2, lp.fcw, N, C, 2 * F, false);
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_backward(ctx, a.dres, lg.rms2w, a.dtmp, a.residual2 + l * NC, lp.rms2w, a.rms2_rstd + l * N, N, C);
+        rmsnorm_backward(ctx, a.dres, lg.rms2w, a.dtmp, la.residual2, lp.rms2w, la.rms2_rstd, N, C);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, atty, lp.attprojw, N, C, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, la.atty, lp.attprojw, N, C, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         if (NKV < NH) {  // the repeated heads again, and their gradients summed back
-            gqa_expand(ctx, a.qkv_mha, qkv, B, T, NH, NKV, hs);
-            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, atty, lse, B, T, C, NH);
+            gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
+            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, la.atty, la.att_lse, B, T, C, NH);
             gqa_reduce(ctx, a.dqkv, a.dqkv_mha, B, T, NH, NKV, hs);
         } else {
-            attention_backward_chosen(ctx, a.dqkv, a.dtmp, qkv, atty, lse, B, T, C, NH);
+            attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, C, NH);
         }
         rope_backward(ctx, a.dqkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, a.rms1 + l * NC, lp.qkvw, N, C, QKV, false);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, la.rms1, lp.qkvw, N, C, QKV, false);
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_backward(ctx, a.dres, lg.rms1w, a.dtmp, residual, lp.rms1w, a.rms1_rstd + l * N, N, C);
+        rmsnorm_backward(ctx, a.dres, lg.rms1w, a.dtmp, la.residual, lp.rms1w, la.rms1_rstd, N, C);
         phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
