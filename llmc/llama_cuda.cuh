@@ -195,7 +195,9 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
 }
 
 // Layer l's slices of the kept activations, and the residual stream it reads, for the
-// allocated B x T (a smaller forward batch is a prefix of each slice).
+// allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout: the
+// backward's l * N * 2F in int wrapped on an H200 at L=24, N=8192, F=16384 (and does at Llama
+// 3.1 8B from T=4096); test_offsets checks 8B, 70B and 405B at T=8192.
 struct LlamaLayerActsX {
     const floatX* residual;  // (N,C) the layer's input: encoded, or the previous layer's residual3
     floatX *rms1, *qkv, *atty, *residual2, *rms2, *fch, *fch_swiglu, *residual3;
@@ -204,22 +206,21 @@ struct LlamaLayerActsX {
 inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     const LlamaConfig& cfg = model->config;
     const LlamaActivationsX& a = model->acts;
-    const int N = model->B * model->T, C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
-    const int QKV = (NH + 2 * cfg.num_kv_heads) * (C / NH);
-    const size_t NC = (size_t)N * C, lse_stride = (size_t)model->B * NH * model->T;
+    const size_t N = (size_t)model->B * model->T, C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
+    const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH), NC = N * C, li = (size_t)l;
     LlamaLayerActsX v;
-    v.residual = l == 0 ? a.encoded : a.residual3 + (l - 1) * NC;
-    v.rms1 = a.rms1 + l * NC;
-    v.qkv = a.qkv + l * N * QKV;
-    v.atty = a.atty + l * NC;
-    v.residual2 = a.residual2 + l * NC;
-    v.rms2 = a.rms2 + l * NC;
-    v.fch = a.fch + l * N * 2 * F;
-    v.fch_swiglu = a.fch_swiglu + l * N * F;
-    v.residual3 = a.residual3 + l * NC;
-    v.rms1_rstd = a.rms1_rstd + l * N;
-    v.rms2_rstd = a.rms2_rstd + l * N;
-    v.att_lse = a.att_lse + l * lse_stride;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
+    v.rms1 = a.rms1 + li * NC;
+    v.qkv = a.qkv + li * N * QKV;
+    v.atty = a.atty + li * NC;
+    v.residual2 = a.residual2 + li * NC;
+    v.rms2 = a.rms2 + li * NC;
+    v.fch = a.fch + li * N * 2 * F;
+    v.fch_swiglu = a.fch_swiglu + li * N * F;
+    v.residual3 = a.residual3 + li * NC;
+    v.rms1_rstd = a.rms1_rstd + li * N;
+    v.rms2_rstd = a.rms2_rstd + li * N;
+    v.att_lse = a.att_lse + li * N * NH;
     return v;
 }
 
