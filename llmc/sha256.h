@@ -38,7 +38,7 @@ inline uint32_t sha256_rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n
 // FIPS 180-4 6.2.2: one 512-bit block into the hash value. The block's words are big-endian.
 inline void sha256_compress(Sha256* s, const uint8_t* block) {
     uint32_t w[64];
-    for (int t = 0; t < 16; t++)
+    for (size_t t = 0; t < 16; t++)
         w[t] = (uint32_t)block[4 * t] << 24 | (uint32_t)block[4 * t + 1] << 16 |
                (uint32_t)block[4 * t + 2] << 8 | (uint32_t)block[4 * t + 3];
     for (int t = 16; t < 64; t++) {
@@ -94,7 +94,7 @@ inline void sha256_final(Sha256* s, uint8_t out[SHA256_DIGEST_BYTES]) {
     uint8_t len[8];
     for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
     sha256_update(s, len, 8);  // completes the last block
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         out[4 * i] = (uint8_t)(s->h[i] >> 24);
         out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
         out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);

@@ -27,6 +27,7 @@ if [ "${1:-}" = "--test" ]; then
     need python3-matplotlib /usr/bin/python3 -c "import matplotlib"
     need openmpi-bin command -v mpirun      # multi-process tests (test_multirank.sh)
     need libopenmpi-dev command -v mpicxx
+    need clang-tidy command -v clang-tidy   # the int-widening check (test_int_widening.sh)
     need clang command -v clang++           # fuzz targets (test_fuzz.sh), and libFuzzer, which clang
     need libclang-rt-dev sh -c 'ls /usr/lib/llvm-*/lib/clang/*/lib/*/libclang_rt.fuzzer*.a'  # only recommends
 fi

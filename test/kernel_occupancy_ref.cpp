@@ -20,10 +20,10 @@ int main() {
     prop.regsPerBlock = 65536;
     prop.regsPerMultiprocessor = 65536;
     prop.warpSize = 32;
-    prop.sharedMemPerBlock = 48 * 1024;
-    prop.sharedMemPerMultiprocessor = 228 * 1024;
+    prop.sharedMemPerBlock = (size_t)48 * 1024;
+    prop.sharedMemPerMultiprocessor = (size_t)228 * 1024;
     prop.numSms = 132;
-    prop.sharedMemPerBlockOptin = 227 * 1024;
+    prop.sharedMemPerBlockOptin = (size_t)227 * 1024;
     prop.reservedSharedMemPerBlock = 1024;
     cudaOccDeviceState state;  // the default carveout, as the trainer leaves it
 

@@ -39,14 +39,14 @@ int main() {
 
     // GPT-2 init statistics
     const ParamTensor* t = a.tensors;
-    double wte_std = tensor_std(a.p.wte, 300 * 64), fcw_std = tensor_std(a.p.fcw, t[10].numel);
+    double wte_std = tensor_std(a.p.wte, (size_t)300 * 64), fcw_std = tensor_std(a.p.fcw, t[10].numel);
     double proj_std = tensor_std(a.p.fcprojw, t[12].numel), want_proj = 0.02 / std::sqrt(6.0);
     expect(std::fabs(wte_std - 0.02) < 0.001 && std::fabs(fcw_std - 0.02) < 0.0005,
            "weights ~ N(0, 0.02): wte std " + std::to_string(wte_std) + ", fcw std " + std::to_string(fcw_std));
     expect(std::fabs(proj_std - want_proj) < 0.0005,
            "residual projections ~ N(0, 0.02/sqrt(2L)): std " + std::to_string(proj_std));
     bool pad_zero = true, ln_one = true, bias_zero = true;
-    for (size_t i = 300 * 64; i < 384 * 64; i++) pad_zero &= a.p.wte[i] == 0.0f;
+    for (size_t i = (size_t)300 * 64; i < (size_t)384 * 64; i++) pad_zero &= a.p.wte[i] == 0.0f;
     for (size_t i = 0; i < t[2].numel; i++) ln_one &= a.p.ln1w[i] == 1.0f && a.p.ln1b[i] == 0.0f;
     for (size_t i = 0; i < t[5].numel; i++) bias_zero &= a.p.qkvb[i] == 0.0f;
     expect(pad_zero, "padded wte rows are zero");

@@ -102,11 +102,11 @@ static void ref_attention_forward(std::vector<double>& out, std::vector<double>&
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
-                const float* q = &qkv[((size_t)b * T + t) * 3 * C + h * hs];
+                const float* q = &qkv[((size_t)b * T + t) * 3 * C + (size_t)h * hs];
                 std::vector<double> p(t + 1);
                 double mx = -1e300, sum = 0.0;
                 for (int s = 0; s <= t; s++) {
-                    const float* k = &qkv[((size_t)b * T + s) * 3 * C + C + h * hs];
+                    const float* k = &qkv[((size_t)b * T + s) * 3 * C + C + (size_t)h * hs];
                     double d = 0.0;
                     for (int i = 0; i < hs; i++) d += (double)q[i] * k[i];
                     p[s] = d * scale;
@@ -117,8 +117,8 @@ static void ref_attention_forward(std::vector<double>& out, std::vector<double>&
                 for (int s = 0; s <= t; s++) a[s] = p[s] / sum;
                 for (int i = 0; i < hs; i++) {
                     double o = 0.0;
-                    for (int s = 0; s <= t; s++) o += a[s] * qkv[((size_t)b * T + s) * 3 * C + 2 * C + h * hs + i];
-                    out[((size_t)b * T + t) * C + h * hs + i] = o;
+                    for (int s = 0; s <= t; s++) o += a[s] * qkv[((size_t)b * T + s) * 3 * C + 2 * (size_t)C + (size_t)h * hs + i];
+                    out[((size_t)b * T + t) * C + (size_t)h * hs + i] = o;
                 }
             }
         }
@@ -135,13 +135,13 @@ static void ref_attention_backward(std::vector<double>& dqkv, const Buf& dout, c
         for (int h = 0; h < NH; h++) {
             for (int t = 0; t < T; t++) {
                 const float* a = &att[(((size_t)b * NH + h) * T + t) * T];
-                const float* d = &dout[((size_t)b * T + t) * C + h * hs];
+                const float* d = &dout[((size_t)b * T + t) * C + (size_t)h * hs];
                 std::vector<double> datt(t + 1), dpre(t + 1);
                 for (int s = 0; s <= t; s++) {
                     double x = 0.0;
                     for (int i = 0; i < hs; i++) {
-                        x += (double)d[i] * qkv[Q(b, s) + 2 * C + h * hs + i];
-                        dqkv[Q(b, s) + 2 * C + h * hs + i] += (double)a[s] * d[i];  // dv
+                        x += (double)d[i] * qkv[Q(b, s) + 2 * (size_t)C + (size_t)h * hs + i];
+                        dqkv[Q(b, s) + 2 * (size_t)C + (size_t)h * hs + i] += (double)a[s] * d[i];  // dv
                     }
                     datt[s] = x;
                 }
@@ -153,8 +153,8 @@ static void ref_attention_backward(std::vector<double>& dqkv, const Buf& dout, c
                 }
                 for (int s = 0; s <= t; s++) {
                     for (int i = 0; i < hs; i++) {
-                        dqkv[Q(b, t) + h * hs + i] += dpre[s] * scale * qkv[Q(b, s) + C + h * hs + i];  // dq
-                        dqkv[Q(b, s) + C + h * hs + i] += dpre[s] * scale * qkv[Q(b, t) + h * hs + i];  // dk
+                        dqkv[Q(b, t) + (size_t)h * hs + i] += dpre[s] * scale * qkv[Q(b, s) + C + (size_t)h * hs + i];  // dq
+                        dqkv[Q(b, s) + C + (size_t)h * hs + i] += dpre[s] * scale * qkv[Q(b, t) + (size_t)h * hs + i];  // dk
                     }
                 }
             }

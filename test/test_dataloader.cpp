@@ -616,7 +616,7 @@ static void test_u32_shards(Tally& t, const std::string& root) {
     for (int batch = 0; batch < 12 && equal; batch++) {
         dataloader_next_batch(&a);
         dataloader_next_batch(&b);
-        equal = memcmp(a.inputs, b.inputs, B * T * sizeof(int)) == 0 && memcmp(a.targets, b.targets, B * T * sizeof(int)) == 0;
+        equal = memcmp(a.inputs, b.inputs, (size_t)B * T * sizeof(int)) == 0 && memcmp(a.targets, b.targets, (size_t)B * T * sizeof(int)) == 0;
     }
     dataloader_free(&a);
     dataloader_free(&b);

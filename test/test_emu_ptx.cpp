@@ -96,7 +96,7 @@ static void mma_fragments_kernel(const uint16_t* A, const uint16_t* B, const flo
             if (o.lane == lane) d[o.elem] = C[r * 8 + c];
         }
     uint32_t areg[4];
-    for (int i = 0; i < 4; i++) areg[i] = (uint32_t)a[2 * i] | ((uint32_t)a[2 * i + 1] << 16);
+    for (size_t i = 0; i < 4; i++) areg[i] = (uint32_t)a[2 * i] | ((uint32_t)a[2 * i + 1] << 16);
     const uint32_t b0 = (uint32_t)b[0] | ((uint32_t)b[1] << 16), b1 = (uint32_t)b[2] | ((uint32_t)b[3] << 16);
     ptx_mma_m16n8k16_bf16_f32(d, areg, b0, b1);
     for (int r = 0; r < 16; r++)
@@ -117,7 +117,7 @@ static void mma_ldmatrix_kernel(const uint16_t* A, const uint16_t* B, float* D) 
     for (int i = lane; i < 128; i += 32) Bs[i / 8][i % 8] = B[i];
     __syncthreads();
     uint32_t a[4], b[2];
-    ptx_ldmatrix_x4(a, &As[lane % 16][8 * (lane / 16)]);
+    ptx_ldmatrix_x4(a, &As[lane % 16][8 * (size_t)(lane / 16)]);
     ptx_ldmatrix_x2_trans(b, &Bs[lane % 16][0]);
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     ptx_mma_m16n8k16_bf16_f32(d, a, b[0], b[1]);
@@ -254,11 +254,11 @@ static void ldmatrix_kernel(uint32_t* out) {
 
 static void test_ldmatrix() {
     uint32_t* d_out = nullptr;
-    CHECK_CUDA(cudaMalloc(&d_out, 6 * 32 * 4 * sizeof(uint32_t)));
+    CHECK_CUDA(cudaMalloc(&d_out, sizeof(uint32_t) * 6 * 32 * 4));
     ::emu::launch_named("ldmatrix_kernel", ldmatrix_kernel, dim3(1), dim3(32))(d_out);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<uint32_t> out = from_device(d_out, 6 * 32 * 4);
+    std::vector<uint32_t> out = from_device(d_out, (size_t)6 * 32 * 4);
     CHECK_CUDA(cudaFree(d_out));
     const char* names[6] = {"ldmatrix m8n8.x1.b16", "ldmatrix m8n8.x2.b16", "ldmatrix m8n8.x4.b16",
                             "ldmatrix m8n8.x1.trans.b16", "ldmatrix m8n8.x2.trans.b16",
@@ -333,10 +333,10 @@ static void cp_async_kernel(const uint8_t* src, int* ok) {
     const int lane = ::emu::lane_id();
     const uint8_t* s[4];
     for (int b = 0; b < 4; b++) {
-        s[b] = src + b * 512 + lane * 16;
+        s[b] = src + (size_t)b * 512 + (size_t)lane * 16;
         memset(dst[b][lane], 0xAB, 16);  // the "old" contents
     }
-    int* res = ok + lane * CP_CHECKS;
+    int* res = ok + (size_t)lane * CP_CHECKS;
 
     ptx_cp_async_16(dst[0][lane], s[0]);
     ptx_cp_async_commit();
@@ -362,24 +362,24 @@ static void cp_async_kernel(const uint8_t* src, int* ok) {
 
     __syncthreads();
     const int other = (lane + 1) % 32;
-    res[CP_OTHER_THREAD] = bytes_are(dst[0][other], src + other * 16, 16) &&
-                           bytes_are(dst[1][other], src + 512 + other * 16, 16);
+    res[CP_OTHER_THREAD] = bytes_are(dst[0][other], src + (size_t)other * 16, 16) &&
+                           bytes_are(dst[1][other], src + 512 + (size_t)other * 16, 16);
 }
 
 static void test_cp_async() {
-    std::vector<uint8_t> src(4 * 512);
+    std::vector<uint8_t> src((size_t)4 * 512);
     for (auto& x : src) {
         x = (uint8_t)(rand_u32() >> 24);
         if (x == 0xAB || x == 0) x = 0x11;  // never the old bytes nor a zero fill
     }
     uint8_t* d_src = to_device(src);
     int* d_ok = nullptr;
-    CHECK_CUDA(cudaMalloc(&d_ok, 32 * CP_CHECKS * sizeof(int)));
-    CHECK_CUDA(cudaMemset(d_ok, 0, 32 * CP_CHECKS * sizeof(int)));
+    CHECK_CUDA(cudaMalloc(&d_ok, sizeof(int) * 32 * CP_CHECKS));
+    CHECK_CUDA(cudaMemset(d_ok, 0, sizeof(int) * 32 * CP_CHECKS));
     ::emu::launch_named("cp_async_kernel", cp_async_kernel, dim3(1), dim3(32))(d_src, d_ok);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
-    std::vector<int> ok = from_device(d_ok, 32 * CP_CHECKS);
+    std::vector<int> ok = from_device(d_ok, (size_t)32 * CP_CHECKS);
     for (int c = 0; c < CP_CHECKS; c++) {
         int held = 0, first_bad = -1;
         for (int lane = 0; lane < 32; lane++) {

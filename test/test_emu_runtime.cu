@@ -131,7 +131,7 @@ int main(int argc, char** argv) {
     // barriers: the tree sum is exact on integers whatever the order
     {
         const int blocks = 5;
-        std::vector<float> h(blocks * 256);
+        std::vector<float> h((size_t)blocks * 256);
         for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 13);
         float *in, *out;
         OK(cudaMalloc(&in, h.size() * sizeof(float)));
@@ -153,9 +153,9 @@ int main(int argc, char** argv) {
     // warp operations
     {
         int* d;
-        OK(cudaMalloc(&d, 7 * 32 * sizeof(int)));
+        OK(cudaMalloc(&d, sizeof(int) * 7 * 32));
         warp_ops_kernel<<<1, 32>>>(d);
-        std::vector<int> h(7 * 32);
+        std::vector<int> h((size_t)7 * 32);
         OK(cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost));
         bool x = true, dn = true, up = true, bc = true, w8 = true, bal = true, vote = true;
         unsigned ballot = 0;
@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
         check(cudaGetLastError() == cudaSuccess, "cudaGetLastError resets the error");
         cudaDeviceProp p;
         OK(cudaGetDeviceProperties(&p, 0));
-        check(p.major == 9 && p.multiProcessorCount == 132 && p.sharedMemPerBlockOptin == 227 * 1024,
+        check(p.major == 9 && p.multiProcessorCount == 132 && p.sharedMemPerBlockOptin == (size_t)227 * 1024,
               "cudaGetDeviceProperties: an H100 SXM");
         check(cudaMemcpy(d, d, 8, cudaMemcpyDeviceToDevice) == cudaErrorInvalidValue,
               "a copy past the end of an allocation fails");

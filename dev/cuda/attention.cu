@@ -26,10 +26,10 @@ static std::vector<float> ref_lse(const std::vector<float>& qkv, int B, int T, i
         for (int h = 0; h < NH; h++) {
             std::vector<double> s(T);
             for (int t = 0; t < T; t++) {
-                const float* q = &qkv[((size_t)b * T + t) * 3 * C + h * HS];
+                const float* q = &qkv[((size_t)b * T + t) * 3 * C + (size_t)h * HS];
                 double mx = -1e300;
                 for (int j = 0; j <= t; j++) {
-                    const float* k = &qkv[((size_t)b * T + j) * 3 * C + C + h * HS];
+                    const float* k = &qkv[((size_t)b * T + j) * 3 * C + C + (size_t)h * HS];
                     double acc = 0.0;
                     for (int i = 0; i < HS; i++) acc += (double)q[i] * k[i];
                     s[j] = acc * scale;
@@ -55,8 +55,8 @@ static void check_dqkv(const char* op, const std::string& w, const std::vector<f
         r.reserve(BT * C);
         for (size_t bt = 0; bt < BT; bt++) {
             for (int c = 0; c < C; c++) {
-                g.push_back(got[bt * 3 * C + part * C + c]);
-                r.push_back(ref[bt * 3 * C + part * C + c]);
+                g.push_back(got[bt * 3 * C + (size_t)part * C + c]);
+                r.push_back(ref[bt * 3 * C + (size_t)part * C + c]);
             }
         }
         dev_check(op, (w + names[part]).c_str(), g, r, tol);

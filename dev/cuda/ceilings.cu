@@ -19,7 +19,7 @@ __global__ void ceiling_copy_kernel(int4* dst, const int4* src, size_t n) {
 
 static void ceiling_copy(const CudaContext& ctx, int4* dst, const int4* src, size_t n) {
     const int block = 512;
-    const unsigned grid = (unsigned)std::min<size_t>(ceil_div(n, (size_t)block), 8u * ctx.props.multiProcessorCount);
+    const unsigned grid = (unsigned)std::min<size_t>(ceil_div(n, (size_t)block), 8 * (size_t)ctx.props.multiProcessorCount);
     ceiling_copy_kernel<<<grid, block, 0, ctx.stream>>>(dst, src, n);
     CHECK_LAUNCH();
 }

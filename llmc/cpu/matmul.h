@@ -90,6 +90,8 @@ constexpr int GEMM_KC = 256;  // K slice: a B micro-panel is KC*NR*4 = 16-32 KB,
 constexpr int GEMM_MC = 264;  // rows per macro-tile (22*12, 44*6): the B*T=256 rows of a step at once
 constexpr int GEMM_NC = 768;  // most columns per macro-tile: C tile MC*NC*4 = 811 KB stays in L2
 static_assert(GEMM_MC % GEMM_MR == 0 && GEMM_NC % GEMM_NR == 0, "macro-tiles are whole micro-tiles");
+// A packed panel's indices stay int: p < kc <= KC rows of at most NR floats.
+static_assert(GEMM_KC * 32 < (1 << 20), "panel indices");  // int-bound: gemm_panel
 
 // A strided read-only view of a matrix: element (i, j) is at p[i*rs + j*cs].
 // A transposed matrix is the same memory with rs and cs swapped.
@@ -116,7 +118,7 @@ inline void gemm_pack_a(float* dst, GemmView A, size_t i0, int mc, size_t p0, in
                 for (int p = 0; p < kc; p += 16) __builtin_prefetch(src + 2 * A.rs + p, 0, 2);
             }
             float* d = dst + (i / GEMM_MR) * panel + i % GEMM_MR;
-            for (int p = 0; p < kc; p++) d[p * GEMM_MR] = src[p];
+            for (int p = 0; p < kc; p++) d[p * GEMM_MR] = src[p];  // int-bound(gemm_panel)
         }
     } else {
         // columns of A are contiguous (dout^T in dweight): read along each column, all mc
@@ -128,7 +130,7 @@ inline void gemm_pack_a(float* dst, GemmView A, size_t i0, int mc, size_t p0, in
                 const float* ahead = &A.p[i0 * A.rs + (p0 + p + 2) * A.cs];
                 for (int i = 0; i < mc; i += 16) __builtin_prefetch(ahead + i * A.rs, 0, 2);
             }
-            float* d = dst + p * GEMM_MR;
+            float* d = dst + p * GEMM_MR;  // int-bound(gemm_panel)
             for (int ir = 0; ir < mc; ir += GEMM_MR, d += panel) {
                 const int rows = std::min(GEMM_MR, mc - ir);
                 for (int r = 0; r < rows; r++) d[r] = A.at(i0 + ir + r, p0 + p);
@@ -155,7 +157,7 @@ inline void gemm_pack_b(float* dst, GemmView B, size_t p0, int kc, size_t j0, in
             // for the hardware prefetcher to see a stream.
             for (int p = 0; p < kc; p++) {
                 const float* src = B.p + (p0 + p) * B.rs + j0 + jr;
-                float* d = dst + p * GEMM_NR;
+                float* d = dst + p * GEMM_NR;  // int-bound(gemm_panel)
                 for (int q = 0; q < GEMM_NR; q += 16) __builtin_prefetch(src + GEMM_NR + q, 0, 2);
                 for (int c = 0; c < cols; c++) d[c] = src[c];
                 for (int c = cols; c < GEMM_NR; c++) d[c] = 0.0f;

@@ -33,6 +33,9 @@ constexpr int ATT_WARPS = 4;
 constexpr int ATT_RPW = ATT_TILE / ATT_WARPS;       // rows per warp: 8
 constexpr int ATT_THREADS = ATT_WARPS * 32;
 constexpr int ATT_PSTRIDE = ATT_TILE + 4;           // row stride of the P / dS tiles
+// Indices into a shared-memory tile stay int: a tile is ATT_TILE rows of at most HS + 4 (HS up to
+// 128) or ATT_PSTRIDE floats, far from 2^31; the lines that rely on it say int-bound(att_tile).
+static_assert(ATT_TILE * (128 + 4) < (1 << 16) && ATT_TILE * ATT_PSTRIDE < (1 << 16), "tile indices");  // int-bound: att_tile
 #define ATTENTION_HEAD_SIZES "8, 16, 32, 48, 64, 80, 96, 128"
 
 // ---------------------------------------------------------------------------------------
@@ -45,7 +48,7 @@ __device__ inline void attention_load_tile(float* dst, const floatX* src, size_t
     constexpr int PAD = HS + 4, GROUPS = HS / x128::size;
     for (int idx = threadIdx.x; idx < ATT_TILE * GROUPS; idx += ATT_THREADS) {
         int r = idx / GROUPS, c = (idx % GROUPS) * x128::size;
-        float* d = dst + r * PAD + c;
+        float* d = dst + r * PAD + c;  // int-bound(att_tile)
         if (r0 + r < T) {
             x128 v = load128(src + (size_t)(r0 + r) * ld + c);
             for (int k = 0; k < x128::size; k++) d[k] = to_float(v[k]) * mult;
@@ -61,13 +64,13 @@ __device__ inline void attention_dot_rows(float acc[ATT_RPW], const float* A, co
     constexpr int PAD = HS + 4;
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) acc[r] = 0.0f;
-    const float* b = Bm + lane * PAD;
+    const float* b = Bm + lane * PAD;  // int-bound(att_tile)
 #pragma unroll 4
     for (int d = 0; d < HS; d += 4) {
         float4 bv = *reinterpret_cast<const float4*>(b + d);
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) {
-            float4 av = *reinterpret_cast<const float4*>(A + (row0 + r) * PAD + d);
+            float4 av = *reinterpret_cast<const float4*>(A + (row0 + r) * PAD + d);  // int-bound(att_tile)
             acc[r] = fmaf(av.x, bv.x, acc[r]);
             acc[r] = fmaf(av.y, bv.y, acc[r]);
             acc[r] = fmaf(av.z, bv.z, acc[r]);
@@ -95,7 +98,7 @@ __device__ inline void attention_accumulate(float acc[ATT_RPW][(HS + 31) / 32], 
         }
 #pragma unroll
         for (int r = 0; r < ATT_RPW; r++) {
-            float4 w = *reinterpret_cast<const float4*>(W + (row0 + r) * wstride + j);
+            float4 w = *reinterpret_cast<const float4*>(W + (row0 + r) * wstride + j);  // int-bound(att_tile)
 #pragma unroll
             for (int i = 0; i < NDIM; i++) {
                 acc[r][i] = fmaf(w.x, m[0][i], acc[r][i]);
@@ -113,19 +116,19 @@ __device__ inline void attention_accumulate(float acc[ATT_RPW][(HS + 31) / 32], 
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
-    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32;
+    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD;
     extern __shared__ float4 smem4[];  // float4: the dynamic buffer is 16-byte aligned
     float* Qs = reinterpret_cast<float*>(smem4);
-    float* Ks = Qs + ATT_TILE * PAD;
-    float* Vs = Ks + ATT_TILE * PAD;
-    float* Ps = Vs + ATT_TILE * PAD;  // (ATT_TILE, ATT_TILE): row r = query r's probabilities
+    float* Ks = Qs + TILE;
+    float* Vs = Ks + TILE;
+    float* Ps = Vs + TILE;  // (ATT_TILE, ATT_TILE): row r = query r's probabilities
 
     const int num_tiles = (T + ATT_TILE - 1) / ATT_TILE;
     const int qt = num_tiles - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
     const float scale = 1.0f / sqrtf((float)HS);
     const int q0 = qt * ATT_TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * ATT_RPW;
@@ -143,7 +146,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // the previous tile's K, V, P are no longer read
         attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);
+        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
         __syncthreads();
         float s[ATT_RPW];
         attention_dot_rows<HS>(s, Qs, Ks, row0, lane);
@@ -172,7 +175,7 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
         const int qi = q0 + row0 + r;
         if (qi >= T) continue;
         const float inv = 1.0f / l[r];
-        floatX* dst = out + ((size_t)b * T + qi) * C_out + h * HS;
+        floatX* dst = out + ((size_t)b * T + qi) * C_out + h * HS;  // int-bound(att_channels)
 #pragma unroll
         for (int i = 0; i < NDIM; i++) {
             int d = lane + 32 * i;
@@ -235,15 +238,15 @@ template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout, const float* lse, const float* D,
                                int T, int NH) {
-    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32;
+    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD, PTILE = ATT_TILE * ATT_PSTRIDE;
     extern __shared__ float4 smem4[];
     float* Ks = reinterpret_cast<float*>(smem4);
-    float* Vs = Ks + ATT_TILE * PAD;
-    float* Qs = Vs + ATT_TILE * PAD;
-    float* dOs = Qs + ATT_TILE * PAD;
-    float* Ps = dOs + ATT_TILE * PAD;        // (query, key), stride ATT_PSTRIDE
-    float* dSs = Ps + ATT_TILE * ATT_PSTRIDE;
-    float* lse_s = dSs + ATT_TILE * ATT_PSTRIDE;
+    float* Vs = Ks + TILE;
+    float* Qs = Vs + TILE;
+    float* dOs = Qs + TILE;
+    float* Ps = dOs + TILE;  // (query, key), stride ATT_PSTRIDE
+    float* dSs = Ps + PTILE;
+    float* lse_s = dSs + PTILE;
     float* D_s = lse_s + ATT_TILE;
 
     const int num_tiles = (T + ATT_TILE - 1) / ATT_TILE;
@@ -251,15 +254,15 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
-    const floatX* dout_base = dout + (size_t)b * T * C + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const floatX* dout_base = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const size_t row_base = ((size_t)b * NH + h) * T;
     const float scale = 1.0f / sqrtf((float)HS);
     const int k0 = kt * ATT_TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * ATT_RPW;
 
     attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-    attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);
+    attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
     float dk[ATT_RPW][NDIM], dv[ATT_RPW][NDIM];  // keys row0 + r of this tile, lane's columns
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) {
@@ -292,10 +295,10 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
                 qd[i] = d < HS ? Qs[q * PAD + d] : 0.0f;
                 dod[i] = d < HS ? dOs[q * PAD + d] : 0.0f;
             }
-            const float4 p0 = *reinterpret_cast<const float4*>(Ps + q * ATT_PSTRIDE + row0);
-            const float4 p1 = *reinterpret_cast<const float4*>(Ps + q * ATT_PSTRIDE + row0 + 4);
-            const float4 s0 = *reinterpret_cast<const float4*>(dSs + q * ATT_PSTRIDE + row0);
-            const float4 s1 = *reinterpret_cast<const float4*>(dSs + q * ATT_PSTRIDE + row0 + 4);
+            const float4 p0 = *reinterpret_cast<const float4*>(Ps + q * ATT_PSTRIDE + row0);  // int-bound(att_tile)
+            const float4 p1 = *reinterpret_cast<const float4*>(Ps + q * ATT_PSTRIDE + row0 + 4);  // int-bound(att_tile)
+            const float4 s0 = *reinterpret_cast<const float4*>(dSs + q * ATT_PSTRIDE + row0);  // int-bound(att_tile)
+            const float4 s1 = *reinterpret_cast<const float4*>(dSs + q * ATT_PSTRIDE + row0 + 4);  // int-bound(att_tile)
             const float pv[ATT_RPW] = {p0.x, p0.y, p0.z, p0.w, p1.x, p1.y, p1.z, p1.w};
             const float sv[ATT_RPW] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
@@ -312,7 +315,7 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
     for (int r = 0; r < ATT_RPW; r++) {
         const int key = k0 + row0 + r;
         if (key >= T) continue;
-        floatX* dst = dqkv + ((size_t)b * T + key) * C3 + h * HS;
+        floatX* dst = dqkv + ((size_t)b * T + key) * C3 + h * HS;  // int-bound(att_channels)
 #pragma unroll
         for (int i = 0; i < NDIM; i++) {
             int d = lane + 32 * i;
@@ -329,14 +332,14 @@ template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout, const float* lse, const float* D,
                              int T, int NH) {
-    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32;
+    constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD, PTILE = ATT_TILE * ATT_PSTRIDE;
     extern __shared__ float4 smem4[];
     float* Qs = reinterpret_cast<float*>(smem4);
-    float* dOs = Qs + ATT_TILE * PAD;
-    float* Ks = dOs + ATT_TILE * PAD;
-    float* Vs = Ks + ATT_TILE * PAD;
-    float* dSs = Vs + ATT_TILE * PAD;        // (query, key), stride ATT_PSTRIDE
-    float* lse_s = dSs + ATT_TILE * ATT_PSTRIDE;
+    float* dOs = Qs + TILE;
+    float* Ks = dOs + TILE;
+    float* Vs = Ks + TILE;
+    float* dSs = Vs + TILE;  // (query, key), stride ATT_PSTRIDE
+    float* lse_s = dSs + PTILE;
     float* D_s = lse_s + ATT_TILE;
 
     const int num_tiles = (T + ATT_TILE - 1) / ATT_TILE;
@@ -344,8 +347,8 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
-    const floatX* dout_base = dout + (size_t)b * T * C + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const floatX* dout_base = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const size_t row_base = ((size_t)b * NH + h) * T;
     const float scale = 1.0f / sqrtf((float)HS);
     const int q0 = qt * ATT_TILE;
@@ -364,7 +367,7 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // the previous K, V, dS are no longer read (and Q, dO, stats are loaded)
         attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);
+        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
         __syncthreads();
         float p[ATT_RPW], ds[ATT_RPW];
         attention_rebuild_ds<HS>(p, ds, Qs, dOs, Ks, Vs, lse_s, D_s, q0, k0, T, row0, lane);
@@ -377,7 +380,7 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
     for (int r = 0; r < ATT_RPW; r++) {
         const int qi = q0 + row0 + r;
         if (qi >= T) continue;
-        floatX* dst = dqkv + ((size_t)b * T + qi) * C3 + h * HS;
+        floatX* dst = dqkv + ((size_t)b * T + qi) * C3 + h * HS;  // int-bound(att_channels)
 #pragma unroll
         for (int i = 0; i < NDIM; i++) {
             int d = lane + 32 * i;
@@ -393,15 +396,17 @@ inline size_t attention_forward_smem(int HS) {
     return (3 * (size_t)ATT_TILE * (HS + 4) + (size_t)ATT_TILE * ATT_TILE) * sizeof(float);
 }
 inline size_t attention_dkdv_smem(int HS) {
-    return (4 * (size_t)ATT_TILE * (HS + 4) + 2 * (size_t)ATT_TILE * ATT_PSTRIDE + 2 * ATT_TILE) * sizeof(float);
+    return (4 * (size_t)ATT_TILE * (HS + 4) + 2 * (size_t)ATT_TILE * ATT_PSTRIDE + 2 * (size_t)ATT_TILE) * sizeof(float);
 }
 inline size_t attention_dq_smem(int HS) {
-    return (4 * (size_t)ATT_TILE * (HS + 4) + (size_t)ATT_TILE * ATT_PSTRIDE + 2 * ATT_TILE) * sizeof(float);
+    return (4 * (size_t)ATT_TILE * (HS + 4) + (size_t)ATT_TILE * ATT_PSTRIDE + 2 * (size_t)ATT_TILE) * sizeof(float);
 }
 
 inline void attention_check(int B, int T, int C, int NH, const void* a, const void* b, const void* c) {
     CHECK(B > 0 && T > 0 && NH > 0 && C > 0 && C % NH == 0, "B=%d T=%d C=%d NH=%d", B, T, C, NH);
     CHECK(B <= 65535 && NH <= 65535, "B=%d NH=%d exceed the grid's y/z limits", B, NH);
+    // a head's first column h*HS and the key/value parts' C and 2C stay int inside the kernels
+    CHECK(C <= (1 << 24), "C=%d above 2^24", C);  // int-bound: att_channels
     CHECK(is_aligned16(a) && is_aligned16(b) && is_aligned16(c), "pointers %p %p %p not 16-byte aligned", a, b, c);
 }
 
@@ -434,7 +439,7 @@ inline void attention_forward(const CudaContext& ctx, floatX* out, float* lse, c
 #define ATT_FWD(H)                                                                                     \
     {                                                                                                  \
         CHECK(smem <= ctx.props.sharedMemPerBlockOptin, "attention forward needs %zu bytes of shared memory", smem); \
-        if (smem > 48 * 1024)                                                                          \
+        if (smem > CUDA_SMEM_DEFAULT_LIMIT)                                                            \
             CHECK_CUDA(cudaFuncSetAttribute(attention_forward_kernel<H>,                               \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));  \
         attention_forward_kernel<H><<<grid, ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);    \
@@ -477,12 +482,12 @@ inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const float
           (size_t)ctx.props.sharedMemPerBlockOptin);
 #define ATT_BWD(H)                                                                                         \
     {                                                                                                      \
-        if (smem_kv > 48 * 1024)                                                                           \
+        if (smem_kv > CUDA_SMEM_DEFAULT_LIMIT)                                                             \
             CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dkdv_kernel<H>,                             \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));   \
         attention_backward_dkdv_kernel<H><<<grid, ATT_THREADS, smem_kv, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH); \
         CHECK_LAUNCH();                                                                                    \
-        if (smem_q > 48 * 1024)                                                                            \
+        if (smem_q > CUDA_SMEM_DEFAULT_LIMIT)                                                              \
             CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dq_kernel<H>,                               \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));    \
         attention_backward_dq_kernel<H><<<grid, ATT_THREADS, smem_q, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH); \

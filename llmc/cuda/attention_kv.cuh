@@ -41,7 +41,7 @@ attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int NH, int 
     const float scale = 1.0f / sqrtf((float)HS);
 
     float q[ATT_KV_DIMS], o[ATT_KV_DIMS];
-    const floatX* qrow = qkv + (size_t)t * ld + h * HS;
+    const floatX* qrow = qkv + (size_t)t * ld + h * HS;  // int-bound(att_kv_channels)
 #pragma unroll
     for (int j = 0; j < ATT_KV_DIMS; j++) {
         const int d = lane + 32 * j;
@@ -93,7 +93,7 @@ attention_kv_forward_kernel(floatX* out, const floatX* qkv, int t0, int NH, int 
             sum += warp_l[w] * f;
             acc += warp_o[w][d] * f;
         }
-        out[(size_t)i * C + h * HS + d] = from_float<floatX>(acc / sum);
+        out[(size_t)i * C + h * HS + d] = from_float<floatX>(acc / sum);  // int-bound(att_kv_channels)
     }
 }
 
@@ -105,7 +105,7 @@ inline void attention_kv_forward_gqa(const CudaContext& ctx, floatX* out, const 
     CHECK(n > 0 && t0 >= 0 && NH > 0 && NKV > 0 && NH % NKV == 0 && HS > 0, "t0=%d n=%d NH=%d NKV=%d HS=%d", t0, n,
           NH, NKV, HS);
     CHECK(HS <= ATT_KV_MAX_HS, "head size %d above %d", HS, ATT_KV_MAX_HS);
-    CHECK(NH <= 65535, "NH=%d exceeds the grid's y limit", NH);
+    CHECK(NH <= 65535, "NH=%d exceeds the grid's y limit", NH);  // int-bound: att_kv_channels (h*HS < 2^16 * 2^8)
     CHECK(out != nullptr && qkv != nullptr, "out=%p qkv=%p", (void*)out, (const void*)qkv);
     dim3 grid((unsigned)n, (unsigned)NH);
     attention_kv_forward_kernel<<<grid, ATT_KV_THREADS, 0, ctx.stream>>>(out, qkv, t0, NH, NKV, HS);

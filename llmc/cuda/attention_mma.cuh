@@ -75,6 +75,11 @@ constexpr int MMA_ATT_THREADS = 128;    // forward and dq: 4 warps of 16 queries
 constexpr int MMA_ATT_DKV_THREADS = 256;  // dk/dv: 8 warps, 4 of 16 keys x 2 halves (of queries, of the head)
 constexpr int MMA_ATT_PLD = MMA_ATT_ROWS + 8;  // row stride of the P^T and dS^T tiles
 
+// Indices into shared memory, and into a thread's fragment arrays, stay int: the largest
+// buffer (dk/dv's at HS=128, 123,904 bytes) is far below 2^31 elements; the lines that rely on
+// it say int-bound(mma_tile).
+static_assert(MMA_ATT_KEYS * (128 + 8) * 8 < (1 << 20), "shared-memory indices");  // int-bound: mma_tile
+
 // bytes of one 64-row tile of head size HS in shared memory (rows padded to HS+8)
 constexpr size_t mma_att_tile_bytes(int HS) { return (size_t)MMA_ATT_KEYS * (HS + 8) * sizeof(floatX); }
 // forward: two stages of (K, V), Q; dq: the same and dO
@@ -83,7 +88,7 @@ constexpr size_t mma_att_dq_smem(int HS) { return 6 * mma_att_tile_bytes(HS); }
 // dk/dv: K, V, two stages of (Q, dO), P^T, dS^T, two stages of (lse2, D)
 constexpr size_t mma_att_dkv_smem(int HS) {
     return 6 * mma_att_tile_bytes(HS) + 2 * (size_t)MMA_ATT_KEYS * MMA_ATT_PLD * sizeof(floatX) +
-           4 * MMA_ATT_ROWS * sizeof(float);
+           4 * (size_t)MMA_ATT_ROWS * sizeof(float);
 }
 
 // Every product is ptx_mma_m16n8k16_bf16_f32 (ptx.cuh): D += A B for one 16x8x16 tile, bf16 in,
@@ -108,7 +113,7 @@ __device__ inline void mma_att_copy_tile(floatX* dst, const floatX* src, size_t 
     constexpr int LD = HS + 8, CHUNKS = HS / 8;
     for (int idx = threadIdx.x; idx < MMA_ATT_KEYS * CHUNKS; idx += THREADS) {
         const int r = idx / CHUNKS, col = (idx % CHUNKS) * 8, row = r0 + r;
-        ptx_cp_async_16_zfill(dst + r * LD + col, src + (size_t)min(row, T - 1) * ld + col, row < T ? 16 : 0);
+        ptx_cp_async_16_zfill(dst + r * LD + col, src + (size_t)min(row, T - 1) * ld + col, row < T ? 16 : 0);  // int-bound(mma_tile)
     }
 }
 
@@ -117,7 +122,7 @@ __device__ inline void mma_att_copy_tile(floatX* dst, const floatX* src, size_t 
 // (r0, k0+8), (r0+8, k0+8), so lane l gives row r0 + l%16 at column k0 + 8(l/16)
 template <int LD>
 __device__ inline void mma_ldsm_a(uint32_t a[4], const floatX* tile, int r0, int k0, int lane) {
-    ptx_ldmatrix_x4(a, tile + (r0 + (lane & 15)) * LD + k0 + 8 * (lane >> 4));
+    ptx_ldmatrix_x4(a, tile + (r0 + (lane & 15)) * LD + k0 + 8 * (lane >> 4));  // int-bound(mma_tile)
 }
 
 // B fragments of two 8-column blocks n0.. and n0+8.. for the k chunk k0..k0+15, from a tile
@@ -125,7 +130,7 @@ __device__ inline void mma_ldsm_a(uint32_t a[4], const floatX* tile, int r0, int
 // b[2], b[3] for n0+8; matrices (n0, k0), (n0, k0+8), (n0+8, k0), (n0+8, k0+8)
 template <int LD>
 __device__ inline void mma_ldsm_b_rows(uint32_t b[4], const floatX* tile, int n0, int k0, int lane) {
-    ptx_ldmatrix_x4(b, tile + (n0 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + (((lane >> 3) & 1) << 3));
+    ptx_ldmatrix_x4(b, tile + (n0 + (lane & 7) + ((lane >> 4) << 3)) * LD + k0 + (((lane >> 3) & 1) << 3));  // int-bound(mma_tile)
 }
 
 // B fragments of two 8-column blocks n0.. and n0+8.. for the k chunk k0..k0+15, from a tile
@@ -133,11 +138,11 @@ __device__ inline void mma_ldsm_b_rows(uint32_t b[4], const floatX* tile, int n0
 // (k0+8, n0), (k0, n0+8), (k0+8, n0+8); one block (.x2) when only n0 is left
 template <int LD>
 __device__ inline void mma_ldsm_b_cols(uint32_t b[4], const floatX* tile, int k0, int n0, int lane) {
-    ptx_ldmatrix_x4_trans(b, tile + (k0 + (lane & 15)) * LD + n0 + 8 * (lane >> 4));
+    ptx_ldmatrix_x4_trans(b, tile + (k0 + (lane & 15)) * LD + n0 + 8 * (lane >> 4));  // int-bound(mma_tile)
 }
 template <int LD>
 __device__ inline void mma_ldsm_b_cols1(uint32_t b[2], const floatX* tile, int k0, int n0, int lane) {
-    ptx_ldmatrix_x2_trans(b, tile + (k0 + (lane & 15)) * LD + n0);  // lanes 16..31: not read
+    ptx_ldmatrix_x2_trans(b, tile + (k0 + (lane & 15)) * LD + n0);  // lanes 16..31: not read; int-bound(mma_tile)
 }
 
 // s (16 x 8NB) += A (16 x 16, k chunk k0) M^T, where rows n0..n0+8NB-1 of the tile M are the
@@ -177,8 +182,8 @@ __device__ inline void mma_chunk_times_cols(float acc[ND][4], const uint32_t a[4
 // rounded to bf16: an mma's output layout is its A input layout, two blocks at a time
 template <int NB>
 __device__ inline void mma_acc_to_a(uint32_t a[4], const float s[NB][4], int t) {
-    a[0] = mma_pack_floats(s[2 * t][0], s[2 * t][1]);
-    a[1] = mma_pack_floats(s[2 * t][2], s[2 * t][3]);
+    a[0] = mma_pack_floats(s[2 * t][0], s[2 * t][1]);  // int-bound(mma_tile)
+    a[1] = mma_pack_floats(s[2 * t][2], s[2 * t][3]);  // int-bound(mma_tile)
     a[2] = mma_pack_floats(s[2 * t + 1][0], s[2 * t + 1][1]);
     a[3] = mma_pack_floats(s[2 * t + 1][2], s[2 * t + 1][3]);
 }
@@ -198,10 +203,10 @@ __device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[ND
     for (int i = 0; i < 2; i++) {
         const int r = row0 + g + 8 * i;
         if (r >= T) continue;
-        floatX* d = dst + (size_t)r * ld + col0 + 2 * c;
+        floatX* d = dst + (size_t)r * ld + col0 + 2 * c;  // int-bound(mma_tile)
 #pragma unroll
         for (int nd = 0; nd < ND; nd++)
-            *reinterpret_cast<uint32_t*>(d + nd * 8) =
+            *reinterpret_cast<uint32_t*>(d + nd * 8) =  // int-bound(mma_tile)
                 mma_pack_floats(acc[nd][2 * i] * mult[i], acc[nd][2 * i + 1] * mult[i]);
     }
 }
@@ -216,13 +221,13 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
     constexpr int NB = MMA_ATT_KEYS / 8;  // 8-key blocks of S
     extern __shared__ float4 mma_att_smem4[];  // float4: 16-byte aligned, as ldmatrix and cp.async need
     floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
-    const floatX* Qs = smem + 4 * TILE;
+    const floatX* Qs = smem + 4 * TILE;  // int-bound(mma_tile)
 
     const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
     const int q0 = qt * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = warp * 16;
@@ -231,9 +236,9 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
     const float scale2 = 1.4426950408889634f / sqrtf((float)HS);
 
     // Q and key tile 0: the loop's first wait and barrier make them everyone's
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);  // int-bound(mma_tile)
     mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
     ptx_cp_async_commit();
     float o[ND][4];
     mma_zero<ND>(o);
@@ -243,12 +248,12 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
         ptx_cp_async_wait<0>();      // this thread's copies of tile j
         __syncthreads();             // everyone's; and the other stage (tile j-1) is read
         if (j < qt) {
-            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;
+            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
             mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
             ptx_cp_async_commit();
         }
-        const floatX* Ks = smem + (j & 1) * 2 * TILE;
+        const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
         const floatX* Vs = Ks + TILE;
         const int k0 = j * MMA_ATT_KEYS;
 
@@ -315,7 +320,7 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 
     // O /= l; lse in natural log
     const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-    mma_store_rows<ND>(out + (size_t)b * T * C + h * HS, C, o, q0 + r0, 0, T, inv, g, c);
+    mma_store_rows<ND>(out + (size_t)b * T * C + h * HS, C, o, q0 + r0, 0, T, inv, g, c);  // int-bound(att_channels)
     if (c == 0) {
         if (qi0 < T) lse[((size_t)b * NH + h) * T + qi0] = (m[0] + log2f(l[0])) * 0.6931471805599453f;
         if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[1] + log2f(l[1])) * 0.6931471805599453f;
@@ -336,24 +341,24 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     constexpr int HALF = MMA_ATT_KEYS / 2, NB = HALF / 8;  // 32 keys, 4 blocks of 8, at a time
     extern __shared__ float4 mma_att_smem4[];
     floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
-    const floatX* Qs = smem + 4 * TILE;
-    const floatX* dOs = smem + 5 * TILE;
+    const floatX* Qs = smem + 4 * TILE;  // int-bound(mma_tile)
+    const floatX* dOs = smem + 5 * TILE;  // int-bound(mma_tile)
     const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C, row_off = ((size_t)b * NH + h) * T;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
-    const floatX* dbase = dout + (size_t)b * T * C + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const floatX* dbase = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const int q0 = qt * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = warp * 16, qi0 = q0 + r0 + g;
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
 
     // Q, dO and key tile 0: the loop's first wait and barrier make them everyone's
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 5 * TILE, dbase, C, q0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);  // int-bound(mma_tile)
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 5 * TILE, dbase, C, q0, T);  // int-bound(mma_tile)
     mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
     ptx_cp_async_commit();
     float lse2[2], Dr[2];  // rows past T: any finite value (their dq is never stored)
 #pragma unroll
@@ -369,12 +374,12 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         ptx_cp_async_wait<0>();
         __syncthreads();  // tile j is everyone's; the other stage (tile j-1) is read
         if (j < qt) {
-            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;
+            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
             mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
             ptx_cp_async_commit();
         }
-        const floatX* Ks = smem + (j & 1) * 2 * TILE;
+        const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
         const floatX* Vs = Ks + TILE;
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -408,7 +413,7 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         }
     }
     const float mult[2] = {scale, scale};
-    mma_store_rows<ND>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, 0, T, mult, g, c);
+    mma_store_rows<ND>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, 0, T, mult, g, c);  // int-bound(att_channels)
 }
 
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
@@ -425,16 +430,16 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     floatX* Ks = reinterpret_cast<floatX*>(mma_att_smem4);
     floatX* Vs = Ks + TILE;
     floatX* QdO = Vs + TILE;  // stage s: Q at 2s TILE, dO at (2s+1) TILE
-    floatX* Ps = QdO + 4 * TILE;  // P^T: row = key, column = query
-    floatX* dSs = Ps + MMA_ATT_KEYS * PLD;
-    float* lse2_s = reinterpret_cast<float*>(dSs + MMA_ATT_KEYS * PLD);  // [2][64]: stage s at 64 s
-    float* D_s = lse2_s + 2 * MMA_ATT_ROWS;                              // [2][64]
+    floatX* Ps = QdO + 4 * TILE;  // P^T: row = key, column = query; int-bound(mma_tile)
+    floatX* dSs = Ps + MMA_ATT_KEYS * PLD;  // int-bound(mma_tile)
+    float* lse2_s = reinterpret_cast<float*>(dSs + MMA_ATT_KEYS * PLD);  // [2][64]: stage s at 64 s; int-bound(mma_tile)
+    float* D_s = lse2_s + 2 * MMA_ATT_ROWS;                              // [2][64]; int-bound(mma_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
     const size_t C3 = 3 * (size_t)C, row_off = ((size_t)b * NH + h) * T;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;
-    const floatX* dbase = dout + (size_t)b * T * C + h * HS;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const floatX* dbase = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const int k0 = kt * MMA_ATT_KEYS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int kr = (warp & 3) * 16;           // this warp's 16 keys (both phases)
@@ -454,7 +459,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     float* const stats_dst = (stats_d ? D_s : lse2_s) + (threadIdx.x & 63);  // stage 0's slot
 
     mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Ks, base + C, C3, k0, T);
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, base + 2 * C, C3, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, base + 2 * C, C3, k0, T);  // int-bound(att_channels)
     mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO, base, C3, k0, T);
     mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO + TILE, dbase, C, k0, T);
     ptx_cp_async_commit();
@@ -469,13 +474,13 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         __syncthreads();  // tile j is everyone's; tile j-1 (its stage, P^T, dS^T) is read
         float next_stat = 0.0f;
         if (j + 1 < nq) {
-            floatX* next = QdO + (st ^ 1) * 2 * TILE;
+            floatX* next = QdO + (st ^ 1) * 2 * TILE;  // int-bound(mma_tile)
             mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next, base, C3, q0 + MMA_ATT_ROWS, T);
             mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next + TILE, dbase, C, q0 + MMA_ATT_ROWS, T);
             ptx_cp_async_commit();
             if (stats_thread) next_stat = stats_of(j + 1);  // a load in flight, stored after phase 2
         }
-        const floatX* Qs = QdO + st * 2 * TILE;
+        const floatX* Qs = QdO + st * 2 * TILE;  // int-bound(mma_tile)
         const floatX* dOs = Qs + TILE;
 
         // phase 1: S^T = K Q^T, dP^T = V dO^T for keys kr.., queries qc..
@@ -493,8 +498,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         // element e of block nb: key k0 + kr + g + 8 (e >> 1), query q0 + qc + nb*8 + 2c + (e & 1);
         // the mask only on the diagonal tile and the last one (rows past T)
         const bool edge = j == 0 || q0 + MMA_ATT_ROWS > T;
-        const float* lse2_t = lse2_s + st * MMA_ATT_ROWS;
-        const float* D_t = D_s + st * MMA_ATT_ROWS;
+        const float* lse2_t = lse2_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
+        const float* D_t = D_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
@@ -510,8 +515,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int off = (kr + g + 8 * i) * PLD + qc + nb * 8 + 2 * c;
-                *reinterpret_cast<uint32_t*>(Ps + off) = mma_pack_floats(p[nb][2 * i], p[nb][2 * i + 1]);
-                *reinterpret_cast<uint32_t*>(dSs + off) = mma_pack_floats(ds[nb][2 * i], ds[nb][2 * i + 1]);
+                *reinterpret_cast<uint32_t*>(Ps + off) = mma_pack_floats(p[nb][2 * i], p[nb][2 * i + 1]);  // int-bound(mma_tile)
+                *reinterpret_cast<uint32_t*>(dSs + off) = mma_pack_floats(ds[nb][2 * i], ds[nb][2 * i + 1]);  // int-bound(mma_tile)
             }
         }
         __syncthreads();  // P^T and dS^T are whole
@@ -526,12 +531,12 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
             mma_chunk_times_cols<LD, ND>(dk, a, Qs, t * 16, dc, lane);
         }
         // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier
-        if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;
+        if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;  // int-bound(mma_tile)
     }
-    floatX* dst = dqkv + (size_t)b * T * C3 + h * HS;
+    floatX* dst = dqkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
     const float mk[2] = {scale, scale}, mv[2] = {1.0f, 1.0f};
     mma_store_rows<ND>(dst + C, C3, dk, k0 + kr, dc, T, mk, g, c);
-    mma_store_rows<ND>(dst + 2 * C, C3, dv, k0 + kr, dc, T, mv, g, c);
+    mma_store_rows<ND>(dst + 2 * C, C3, dv, k0 + kr, dc, T, mv, g, c);  // int-bound(att_channels)
 }
 
 // dispatches a templated launch on the head sizes the tensor-core kernels take
@@ -546,7 +551,7 @@ template <typename Kernel>
 inline void attention_mma_smem_limit(const CudaContext& ctx, Kernel* kernel, size_t smem, const char* what) {
     CHECK(smem <= ctx.props.sharedMemPerBlockOptin, "%s needs %zu bytes of shared memory, the device allows %zu",
           what, smem, (size_t)ctx.props.sharedMemPerBlockOptin);
-    if (smem > 48 * 1024)
+    if (smem > CUDA_SMEM_DEFAULT_LIMIT)
         CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 }
 

@@ -86,6 +86,8 @@ struct CudaContext {
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
 constexpr size_t CUDA_WORKSPACE_BYTES = 32u << 20;
+// the dynamic shared memory a launch may use without cudaFuncSetAttribute raising it
+constexpr size_t CUDA_SMEM_DEFAULT_LIMIT = 48u << 10;
 
 inline void cuda_context_init(CudaContext* ctx, int device) {
     CHECK_CUDA(cudaSetDevice(device));

@@ -42,7 +42,7 @@ __global__ void gqa_reduce_kernel(floatX* dst, const floatX* src, int rows, int 
     const int j = within / HS, d = within % HS;
     float acc[x128::size] = {};
     for (int g = 0; g < group; g++) {
-        x128 v = load128(s + (1 + part) * NH * HS + (j * group + g) * HS + d);
+        x128 v = load128(s + (1 + part) * NH * HS + (j * group + g) * HS + d);  // int-bound(gqa_row)
         for (int k = 0; k < x128::size; k++) acc[k] += to_float(v[k]);
     }
     x128 out;
@@ -55,6 +55,7 @@ inline void gqa_check(int B, int T, int NH, int NKV, int HS, const void* a, cons
     CHECK(HS > 0 && HS % x128::size == 0, "HS=%d must be a multiple of %d", HS, x128::size);
     CHECK(is_aligned16(a) && is_aligned16(b), "pointers %p %p not 16-byte aligned", a, b);
     CHECK(ceil_div((size_t)B * T * 3 * NH * HS / x128::size, 256) < (1u << 31), "too large for one grid");
+    CHECK((size_t)(NH + 2 * NKV) * HS < (1u << 30), "NH=%d NKV=%d HS=%d: a row's offsets overflow int", NH, NKV, HS);  // int-bound: gqa_row
 }
 
 // qkv_mha (B,T,3*NH*HS) = qkv_gqa with every key/value head repeated for its query heads

@@ -71,7 +71,7 @@ inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4], uint32_t b0, 
     Fragments mine = {{a[0], a[1], a[2], a[3]}, {b0, b1}, {d[0], d[1], d[2], d[3]}};
     const unsigned char* slots =
         warp_exchange_view(0xffffffffu, &mine, sizeof(Fragments), "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
-    auto frag = [slots](int lane) { return reinterpret_cast<const Fragments*>(slots + 64 * lane); };
+    auto frag = [slots](size_t lane) { return reinterpret_cast<const Fragments*>(slots + 64 * lane); };
     // Each lane computes its own four elements of D, fetching A's row and B's column from the
     // lanes that hold them: the tables above, inverted. A (row, col): lane (row % 8) * 4 +
     // (col % 8) / 2, element i = 4 [col >= 8] + 2 [row >= 8] + col % 2; B (k, n): lane n * 4 +
@@ -120,9 +120,9 @@ inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row)
          "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}};
     uint16_t rows[32][8];
     warp_exchange(0xffffffffu, mine, rows, sizeof(mine), names[trans ? 1 : 0][num == 1 ? 0 : (num == 2 ? 1 : 2)]);
-    const int g = lane >> 2, t = lane % 4;
+    const size_t g = lane >> 2, t = lane % 4;
     for (int j = 0; j < num; j++) {
-        const uint16_t(*m)[8] = rows + 8 * j;  // matrix j: its row i is lane 8j+i's row
+        const uint16_t(*m)[8] = rows + 8 * (size_t)j;  // matrix j: its row i is lane 8j+i's row
         uint16_t lo, hi;
         if (!trans) {
             lo = m[g][2 * t];

@@ -12,7 +12,7 @@
 // wherever the sections the header describes lie inside the file.
 static void set_checksums(std::vector<uint8_t>* file) {
     std::vector<uint8_t>& b = *file;
-    if (b.size() < STATE_HEADER_WORDS * 8) return;
+    if (b.size() < (size_t)STATE_HEADER_WORDS * 8) return;
     uint64_t h[STATE_HEADER_WORDS];
     memcpy(h, b.data(), sizeof(h));
     uint64_t count = h[21] == 0 && h[22] == 0 ? h[5] : h[22];
