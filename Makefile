@@ -16,35 +16,42 @@ MPI_CFLAGS := -DUSE_MPI $(shell $(MPICXX) --showme:compile)
 MPI_LDLIBS := $(shell $(MPICXX) --showme:link)
 endif
 
+# The configuration a build used, one stamp file per kind of program: rewritten (at parse time)
+# only when the configuration changes, and a prerequisite of every program of that kind, so a
+# machine that gains Open MPI (or NCCL, another GPU, other flags) rebuilds what depends on it
+# instead of keeping a binary that was built without. config_stamp(FILE, TEXT)
+config_stamp = $(shell mkdir -p build && printf '%s\n' '$(2)' | cmp -s - $(1) 2>/dev/null || printf '%s\n' '$(2)' > $(1))$(1)
+CONFIG_CPU := $(call config_stamp,build/.config-cpu,$(CXX) $(CXXFLAGS) $(LDLIBS) mpi=[$(MPICXX) $(MPI_CFLAGS) $(MPI_LDLIBS)])
+
 .PHONY: all test bench-cpu clean
 all: train_gpt_cpu tokenize export_hf import_hf generate
 
-train_gpt_cpu: train_gpt.cpp $(HEADERS)
+train_gpt_cpu: train_gpt.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -pthread -o $@ $< $(LDLIBS) $(MPI_LDLIBS)
 
-tokenize: data/tokenize.cpp $(HEADERS)
+tokenize: data/tokenize.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS) -lpthread
 
 # Hugging Face interop: llm.c checkpoint <-> model.safetensors + config.json
-export_hf: export_hf.cpp $(HEADERS)
+export_hf: export_hf.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
-import_hf: import_hf.cpp $(HEADERS)
+import_hf: import_hf.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # sampling from a checkpoint with a KV cache (the GPU's generate_fp32/_bf16 are in cuda.mk)
-generate: generate.cpp $(HEADERS)
+generate: generate.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # test programs: test/test_foo.cpp -> build/test_foo
-build/%: test/%.cpp $(HEADERS)
+build/%: test/%.cpp $(HEADERS) $(CONFIG_CPU)
 	@mkdir -p build
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # the test headers a program includes (test/*.h is not in HEADERS)
 build/test_llama_debug: test/debug_checks.h test/llama_debug_state.h
 
-build/bench_cpu: dev/bench_cpu.cpp $(HEADERS)
+build/bench_cpu: dev/bench_cpu.cpp $(HEADERS) $(CONFIG_CPU)
 	@mkdir -p build
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 

@@ -27,6 +27,11 @@ CUDA_DEV_SRCS := $(wildcard dev/cuda/*.cu)
 CUDA_DEV_NAMES := $(patsubst dev/cuda/%.cu,%,$(CUDA_DEV_SRCS))
 CUDA_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/cuda/$(n)_fp32 build/cuda/$(n)_bf16)
 
+# the configuration the CUDA programs are built with (the Makefile's config_stamp): another GPU,
+# nvcc or flags rebuild them
+CONFIG_CUDA := $(call config_stamp,build/.config-cuda,$(NVCC) $(NVCC_FLAGS) $(NVCC_LDLIBS))
+CUDA_HEADERS += $(CONFIG_CUDA)
+
 .PHONY: cuda-dev cuda-dev-clean
 cuda-dev: $(CUDA_DEV_BINS)
 
@@ -60,14 +65,17 @@ CUDA_MP_FLAGS += -DUSE_MPI $(addprefix -I,$(shell $(MPICXX) --showme:incdirs))
 CUDA_MP_LIBS += $(addprefix -L,$(shell $(MPICXX) --showme:libdirs)) $(addprefix -l,$(shell $(MPICXX) --showme:libs))
 endif
 
+# and the multi-process libraries the trainers link: MPI found or not, NCCL found or not
+CONFIG_CUDA_MP := $(call config_stamp,build/.config-cuda-mp,$(CUDA_MP_FLAGS) $(CUDA_MP_LIBS))
+
 .PHONY: cuda-all
 cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 \
           build/test_llama_debug_fp32 build/test_llama_debug_bf16 generate_fp32 generate_bf16 cuda-dev
 
-train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS)
+train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
 
-train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS)
+train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
 
 build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)

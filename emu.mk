@@ -27,7 +27,9 @@ EMU_MP_FLAGS := -DUSE_NCCL $(if $(MPICXX),-DUSE_MPI $(MPI_CFLAGS))
 EMU_MP_LIBS := $(if $(MPICXX),$(MPI_LDLIBS))
 
 EMU_LIB_SRCS := $(wildcard llmc/emu/*.cpp)
-EMU_LIB_HDRS := $(wildcard llmc/emu/*.h llmc/emu/include/*.h)
+# the emulated build's configuration (the Makefile's config_stamp): compiler, flags, MPI found or not
+CONFIG_EMU := $(call config_stamp,build/.config-emu,$(EMU_CXX) $(EMU_FLAGS) $(EMU_SAN_FLAGS) $(EMU_LDLIBS) $(EMU_MP_FLAGS) $(EMU_MP_LIBS))
+EMU_LIB_HDRS := $(wildcard llmc/emu/*.h llmc/emu/include/*.h) $(CONFIG_EMU)
 EMU_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/obj/%.o,$(EMU_LIB_SRCS))
 EMU_ASAN_OBJS := $(patsubst llmc/emu/%.cpp,build/emu/asan/obj/%.o,$(EMU_LIB_SRCS))
 
