@@ -3,7 +3,7 @@
 // gpt2_backward and gpt2_update.
 // defines: GPT2Config, gpt2_config_problem, gpt2_config_from_descriptor, gpt2_describe, gpt2_param_table, ParamPtrs, param_ptrs,
 //          gpt2_layout, GPT2, LayerPtrs, layer_ptrs, param_is_per_layer,
-//          gpt2_activation_sizes, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
+//          gpt2_activation_sizes, GPT2LayerActs, gpt2_layer_acts, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
 //          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,

@@ -3,7 +3,7 @@
 // there, on the host), with the step run as launches of the llmc/cuda kernels, in the same
 // order: gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update.
 // defines: gpt2_cuda_config_problem, GPT2Cuda, gpt2_cuda_layout, gpt2_cuda_bind_grads, gpt2_cuda_init,
-//          gpt2_cuda_activation_plan, gpt2_cuda_activation_bytes, gpt2_cuda_alloc_state,
+//          gpt2_cuda_activation_plan, gpt2_cuda_activation_bytes, gpt2_cuda_alloc_state, GPT2LayerActsX, gpt2_cuda_layer_acts,
 //          gpt2_cuda_print_memory, gpt2_cuda_forward, gpt2_cuda_loss, gpt2_cuda_token_losses, gpt2_cuda_logits_row,
 //          gpt2_cuda_backward, gpt2_cuda_zero_grad, gpt2_cuda_opt_grads, gpt2_cuda_grad_sum_squares,
 //          gpt2_cuda_update,

@@ -2,7 +2,7 @@
 // forward, backward. One training step reads top to bottom in llama_forward and
 // llama_backward; AdamW is GPT-2's (cpu/adamw.h) over this table.
 // defines: LlamaConfig, llama_config_problem, llama_config_from_descriptor, LLAMA_NUM_PARAM_TENSORS,
-//          llama_param_table, llama_layout, Llama, llama_activation_sizes, llama_init, llama_alloc_state, llama_bind_grads,
+//          llama_param_table, llama_layout, Llama, llama_activation_sizes, LlamaLayerActs, llama_layer_acts, llama_init, llama_alloc_state, llama_bind_grads,
 //          llama_init_random, llama_forward, llama_backward, llama_zero_grad, llama_update, llama_free
 //
 // The architecture (Meta's Llama 3, as Hugging Face's LlamaForCausalLM computes it):

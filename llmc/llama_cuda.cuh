@@ -6,7 +6,7 @@
 // (llmc/model_cuda.cuh).
 // defines: llama_cuda_config_problem, LlamaPtrsX, LlamaLayerX, llama_layer_x, LlamaActivationsX, LlamaCuda,
 //          llama_cuda_layout, llama_ptrs_x, llama_cuda_bind_grads, llama_cuda_init, llama_cuda_activation_plan,
-//          llama_cuda_activation_bytes, llama_cuda_alloc_state, llama_matmul_residual,
+//          llama_cuda_activation_bytes, llama_cuda_alloc_state, LlamaLayerActsX, llama_cuda_layer_acts, llama_matmul_residual,
 //          llama_cuda_forward, llama_cuda_loss, llama_cuda_backward, llama_cuda_zero_grad,
 //          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_checkpoint_write, llama_cuda_download_grads,
 //          llama_cuda_free
