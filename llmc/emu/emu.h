@@ -445,10 +445,50 @@ inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// min and max: the overloads CUDA declares (crt/math_functions.h, __host__ __device__, so host
+// code in a .cu sees them too), so a call resolves here as it does under nvcc: float and double
+// as fminf/fmin and fmaxf/fmax (CUDA Math API: a NaN argument gives the other argument), the
+// integer types without a narrowing, and int mixed with unsigned compared as unsigned ("perform
+// integer promotion first": min(-1, 2u) is 2u). A pair with no overload of its own, say int
+// with size_t, is ambiguous here as there.
 inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return umin(a, b); }
+inline unsigned min(int a, unsigned b) { return umin((unsigned)a, b); }
+inline unsigned min(unsigned a, int b) { return umin(a, (unsigned)b); }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long min(long a, unsigned long b) { return min((unsigned long)a, b); }
+inline unsigned long min(unsigned long a, long b) { return min(a, (unsigned long)b); }
+inline long long min(long long a, long long b) { return llmin(a, b); }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return ullmin(a, b); }
+inline unsigned long long min(long long a, unsigned long long b) { return ullmin((unsigned long long)a, b); }
+inline unsigned long long min(unsigned long long a, long long b) { return ullmin(a, (unsigned long long)b); }
+inline float min(float a, float b) { return fminf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double min(float a, double b) { return fmin((double)a, b); }
+inline double min(double a, float b) { return fmin(a, (double)b); }
+inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return umax(a, b); }
+inline unsigned max(int a, unsigned b) { return umax((unsigned)a, b); }
+inline unsigned max(unsigned a, int b) { return umax(a, (unsigned)b); }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+inline unsigned long max(long a, unsigned long b) { return max((unsigned long)a, b); }
+inline unsigned long max(unsigned long a, long b) { return max(a, (unsigned long)b); }
+inline long long max(long long a, long long b) { return llmax(a, b); }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return ullmax(a, b); }
+inline unsigned long long max(long long a, unsigned long long b) { return ullmax((unsigned long long)a, b); }
+inline unsigned long long max(unsigned long long a, long long b) { return ullmax(a, (unsigned long long)b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+inline double max(float a, double b) { return fmax((double)a, b); }
+inline double max(double a, float b) { return fmax(a, (double)b); }
 [[noreturn]] inline void __trap() { ::emu::fatal("a kernel executed __trap()"); }
 using std::isfinite;
 using std::isinf;
