@@ -84,8 +84,82 @@ static void test_min_max() {
     check(largest_error(got, want, 3) == 0.75f, "Math API: host-side max(float, float) finds an error of 0.75");
 }
 
+// ---------------------------------------------------------------------------------------
+// shuffles with a width. Programming Guide, "Warp Shuffle Functions": with width under warpSize
+// each group of width consecutive lanes is a segment; __shfl_sync's srcLane outside [0:width-1]
+// reads srcLane modulo width in the caller's segment; __shfl_up_sync/__shfl_down_sync do not
+// wrap: a source before or after the segment leaves the caller's own value; __shfl_xor_sync:
+// "each group of width consecutive threads are able to access elements from earlier groups of
+// threads, however if they attempt to access elements from later groups of threads their own
+// value of var will be returned". PTX ISA, "shfl.sync": the source lane uses b[4:0] ("an out of
+// range value of b may still result in a valid computed source lane index j").
+
+constexpr int SHFL_CASES = 9;
+__global__ void shuffle_width_kernel(int* out, double* out_d) {
+    const int lane = threadIdx.x % 32;
+    const int v = 100 + lane;
+    out[0 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 8, 8);
+    out[1 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 16, 8);
+    out[2 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 1, 1);
+    out[3 * 32 + lane] = __shfl_xor_sync(0xffffffffu, v, 3, 4);
+    out[4 * 32 + lane] = __shfl_sync(0xffffffffu, v, 9, 8);
+    out[5 * 32 + lane] = __shfl_down_sync(0xffffffffu, v, 3, 8);
+    out[6 * 32 + lane] = __shfl_up_sync(0xffffffffu, v, 2, 16);
+    out[7 * 32 + lane] = __shfl_down_sync(0xffffffffu, v, 33);
+    out[8 * 32 + lane] = __shfl_up_sync(0xffffffffu, v, 34, 16);
+    out_d[lane] = __shfl_xor_sync(0xffffffffu, 0.5 + lane, 24, 16);
+}
+
+static void test_shuffle_width() {
+    int* d;
+    double* dd;
+    OK(cudaMalloc(&d, SHFL_CASES * 32 * sizeof(int)));
+    OK(cudaMalloc(&dd, 32 * sizeof(double)));
+    shuffle_width_kernel<<<1, 32>>>(d, dd);
+    std::vector<int> h(SHFL_CASES * 32);
+    std::vector<double> hd(32);
+    OK(cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    OK(cudaMemcpy(hd.data(), dd, hd.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    auto v = [](int lane) { return 100 + lane; };
+    // the guide's rule for __shfl_xor_sync: the partner's value if its group is not a later one
+    auto xor_src = [](int lane, int mask, int width) {
+        const int j = lane ^ mask;
+        return j / width <= lane / width ? j : lane;
+    };
+    bool ok[SHFL_CASES + 1];
+    for (bool& b : ok) b = true;
+    for (int l = 0; l < 32; l++) {
+        const int seg = l / 8 * 8, seg16 = l / 16 * 16;
+        ok[0] &= h[0 * 32 + l] == v(xor_src(l, 8, 8));
+        ok[1] &= h[1 * 32 + l] == v(xor_src(l, 16, 8));
+        ok[2] &= h[2 * 32 + l] == v(xor_src(l, 1, 1));
+        ok[3] &= h[3 * 32 + l] == v(l ^ 3);                        // inside its group of 4
+        ok[4] &= h[4 * 32 + l] == v(seg + 9 % 8);                  // srcLane 9 modulo 8, own segment
+        ok[5] &= h[5 * 32 + l] == v(l + 3 < seg + 8 ? l + 3 : l);  // no wrap past the segment
+        ok[6] &= h[6 * 32 + l] == v(l - 2 >= seg16 ? l - 2 : l);   // none before the segment
+        ok[7] &= h[7 * 32 + l] == v(l + 1 < 32 ? l + 1 : l);       // delta 33: b[4:0] = 1
+        ok[8] &= h[8 * 32 + l] == v(l - 2 >= seg16 ? l - 2 : l);   // delta 34: b[4:0] = 2
+        const int jd = xor_src(l, 24, 16);
+        ok[9] &= hd[l] == 0.5 + jd;
+    }
+    check(ok[0], "Guide, Warp Shuffle Functions: __shfl_xor_sync(v, 8, width 8): lanes 8-15 and 24-31 read the "
+                 "earlier group, lanes 0-7 and 16-23 keep their own value");
+    check(ok[1], "Guide: __shfl_xor_sync(v, 16, width 8): lanes 16-31 read lanes 0-15, lanes 0-15 keep their own");
+    check(ok[2], "Guide: __shfl_xor_sync(v, 1, width 1): odd lanes read the lane before, even lanes their own");
+    check(ok[3], "control: Guide: __shfl_xor_sync(v, 3, width 4) inside each group of 4");
+    check(ok[4], "control: Guide: __shfl_sync(v, 9, width 8) reads lane 1 of the caller's own group of 8");
+    check(ok[5], "control: Guide: __shfl_down_sync(v, 3, width 8) keeps its own value past the group's end");
+    check(ok[6], "control: Guide: __shfl_up_sync(v, 2, width 16) keeps its own value before the group's start");
+    check(ok[7], "PTX shfl.sync: __shfl_down_sync(v, 33) shifts by b[4:0] = 1");
+    check(ok[8], "PTX shfl.sync: __shfl_up_sync(v, 34, width 16) shifts by b[4:0] = 2");
+    check(ok[9], "Guide: __shfl_xor_sync(double, 24, width 16): lanes 16-31 read 0-15 (xor 24), lanes 0-15 their own");
+    cudaFree(d);
+    cudaFree(dd);
+}
+
 int main() {
     test_min_max();
+    test_shuffle_width();
     printf("%d failed\n", failures);
     return failures > 100 ? 100 : failures;
 }

@@ -5,7 +5,8 @@
 //     __syncthreads is a real barrier and the threads of a block run up to it in an order
 //     chosen by EMU_ORDER (forward, reverse or a seeded shuffle; blocks likewise);
 //   - warps of 32 lanes: __shfl_*_sync, votes and __syncwarp meet every lane of their mask
-//     (a lane of the mask that has exited is an error, as it is undefined on the GPU);
+//     (a lane of the mask that has exited is an error, as it is undefined on the GPU); the
+//     shuffles pick their source lane as PTX's shfl.sync does, width included;
 //   - __shared__ memory per block (each variable its own allocation, so ASan sees an index
 //     past its end), dynamic shared memory limited to 48 KB unless cudaFuncSetAttribute
 //     raised it, to the H100's 227 KB at most; new shared and device memory is filled with
@@ -346,34 +347,52 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ::emu::warp_exchange(mask, &none, all, 1, "__syncwarp");
 }
 
+// The shuffles are PTX's shfl.sync (PTX ISA, "Data Movement and Conversion Instructions:
+// shfl.sync"), with the operand c that CUDA's __shfl_*_sync(mask, var, b, width) pass
+// (sm_30_intrinsics.hpp): c[12:8] = 32 - width, a mask of the lane bits that name the segment,
+// and c[4:0] the clamp, 31 (0 for .up). Lane `lane` reads lane j, or its own value when j is
+// out of range:
+//   .up    j = lane - b[4:0], in range when j >= the first lane of its segment
+//   .down  j = lane + b[4:0], in range when j <= the last lane of its segment
+//   .bfly  j = lane ^ b[4:0], in range when j <= the last lane of its segment: so a lane may
+//          read an earlier segment, never a later one (the Programming Guide, "Warp Shuffle
+//          Functions": "each group of width consecutive threads are able to access elements
+//          from earlier groups of threads, however if they attempt to access elements from
+//          later groups of threads their own value of var will be returned")
+//   .idx   j = the first lane of its segment + b[4:0] % width: always its own segment
+enum EmuShflMode { EMU_SHFL_UP, EMU_SHFL_DOWN, EMU_SHFL_BFLY, EMU_SHFL_IDX };
+inline int emu_shfl_source(EmuShflMode mode, int lane, unsigned b, unsigned c) {
+    const int bval = (int)(b & 31u), cval = (int)(c & 31u), segmask = (int)(c >> 8 & 31u);
+    const int min_lane = lane & segmask, max_lane = (lane & segmask) | (cval & ~segmask);
+    int j = lane;
+    bool in_range = false;
+    switch (mode) {
+        case EMU_SHFL_UP: j = lane - bval, in_range = j >= max_lane; break;
+        case EMU_SHFL_DOWN: j = lane + bval, in_range = j <= max_lane; break;
+        case EMU_SHFL_BFLY: j = lane ^ bval, in_range = j <= max_lane; break;
+        case EMU_SHFL_IDX: j = min_lane | (bval & ~segmask), in_range = j <= max_lane; break;
+    }
+    return in_range ? j : lane;
+}
 template <typename T>
-inline T emu_shfl(unsigned mask, T v, int src_lane, const char* what) {
+inline T emu_shfl(EmuShflMode mode, unsigned mask, T v, unsigned b, int width, const char* what) {
     static_assert(sizeof(T) <= 8, "shuffles move 4 or 8 bytes");
+    const unsigned c = ((unsigned)(warpSize - width) << 8) | (mode == EMU_SHFL_UP ? 0u : 0x1fu);
     T out;
-    ::emu::warp_exchange_one(mask, &v, &out, sizeof(T), src_lane & 31, what);
+    ::emu::warp_exchange_one(mask, &v, &out, sizeof(T), emu_shfl_source(mode, ::emu::lane_id(), b, c), what);
     return out;
 }
-template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    const int lane = ::emu::lane_id();
-    return emu_shfl(mask, v, (lane & ~(width - 1)) + (src & (width - 1)), "__shfl_sync");
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_IDX, mask, v, (unsigned)src_lane, width, "__shfl_sync");
 }
-template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane ^ lane_mask;
-    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;  // outside the segment: own value
-    return emu_shfl(mask, v, src, "__shfl_xor_sync");
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_BFLY, mask, v, (unsigned)lane_mask, width, "__shfl_xor_sync");
 }
-template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane + (int)delta;
-    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
-    return emu_shfl(mask, v, src, "__shfl_down_sync");
+template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_DOWN, mask, v, delta, width, "__shfl_down_sync");
 }
-template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane - (int)delta;
-    if (src < (lane & ~(width - 1))) src = lane;
-    return emu_shfl(mask, v, src, "__shfl_up_sync");
+template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_UP, mask, v, delta, width, "__shfl_up_sync");
 }
 inline unsigned __ballot_sync(unsigned mask, int pred) {
     int all[32];
