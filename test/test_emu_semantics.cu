@@ -157,9 +157,58 @@ static void test_shuffle_width() {
     cudaFree(dd);
 }
 
+// ---------------------------------------------------------------------------------------
+// __activemask. Programming Guide, "Warp Vote Functions": "Returns a 32-bit integer mask of all
+// currently active threads in the calling warp. The Nth bit is set if the Nth lane in the warp
+// is active when __activemask() is called. Inactive threads are represented by 0 bits in the
+// returned mask. Threads which have exited the program are always marked as inactive." PTX ISA,
+// "activemask": "exited or inactive or predicated-off thread will contribute 0". Lanes of a
+// warp that take different sides of a branch are not active in each other's side.
+
+constexpr int AM_SLOTS = 5;
+__global__ void activemask_kernel(unsigned* out) {
+    const int t = threadIdx.x, lane = t % 32, warp = t / 32;
+    unsigned* o = out + warp * AM_SLOTS * 32;
+    o[0 * 32 + lane] = __activemask();  // every lane of the warp that exists
+    if (lane % 2 == 1) o[1 * 32 + lane] = __activemask();
+    else o[2 * 32 + lane] = ~__activemask();  // (the two sides differ, so no compiler merges them)
+    if (lane < 8) o[3 * 32 + lane] = __activemask();
+    __syncthreads();  // lanes 8-31 wait here meanwhile
+    if (lane >= 20) return;
+    o[4 * 32 + lane] = __activemask();  // lanes 20-31 have exited
+}
+
+static void test_activemask() {
+    // two warps: one whole, one of 16 lanes (threads 32-47)
+    const int threads = 48;
+    unsigned* d;
+    OK(cudaMalloc(&d, 2 * AM_SLOTS * 32 * sizeof(unsigned)));
+    OK(cudaMemset(d, 0, 2 * AM_SLOTS * 32 * sizeof(unsigned)));
+    activemask_kernel<<<1, threads>>>(d);
+    std::vector<unsigned> h(2 * AM_SLOTS * 32);
+    OK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    bool all = true, branch = true, inner = true, exited = true;
+    for (int t = 0; t < threads; t++) {
+        const int lane = t % 32, warp = t / 32;
+        const unsigned* o = h.data() + warp * AM_SLOTS * 32;
+        const unsigned exists = warp == 0 ? 0xffffffffu : 0x0000ffffu;  // lanes the warp has
+        all &= o[0 * 32 + lane] == exists;
+        if (lane % 2 == 1) branch &= o[1 * 32 + lane] == (exists & 0xaaaaaaaau);
+        else branch &= ~o[2 * 32 + lane] == (exists & 0x55555555u);
+        if (lane < 8) inner &= o[3 * 32 + lane] == 0x000000ffu;
+        if (lane < 20) exited &= o[4 * 32 + lane] == (exists & 0x000fffffu);
+    }
+    check(all, "Guide, Warp Vote Functions: __activemask in converged code names the warp's lanes (32, then 16)");
+    check(branch, "Guide: __activemask on each side of an odd/even branch names that side's lanes only");
+    check(inner, "Guide: __activemask under if (lane < 8), the rest waiting at __syncthreads: 0x000000ff");
+    check(exited, "Guide: lanes 20-31 returned: __activemask marks them inactive (0x000fffff, 0x0000ffff)");
+    cudaFree(d);
+}
+
 int main() {
     test_min_max();
     test_shuffle_width();
+    test_activemask();
     printf("%d failed\n", failures);
     return failures > 100 ? 100 : failures;
 }

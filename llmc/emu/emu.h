@@ -6,7 +6,8 @@
 //     chosen by EMU_ORDER (forward, reverse or a seeded shuffle; blocks likewise);
 //   - warps of 32 lanes: __shfl_*_sync, votes and __syncwarp meet every lane of their mask
 //     (a lane of the mask that has exited is an error, as it is undefined on the GPU); the
-//     shuffles pick their source lane as PTX's shfl.sync does, width included;
+//     shuffles pick their source lane as PTX's shfl.sync does, width included; __activemask
+//     names the lanes waiting in the same call once the rest of the warp can go no further;
 //   - __shared__ memory per block (each variable its own allocation, so ASan sees an index
 //     past its end), dynamic shared memory limited to 48 KB unless cudaFuncSetAttribute
 //     raised it, to the H100's 227 KB at most; new shared and device memory is filled with
@@ -282,6 +283,10 @@ const unsigned char* warp_exchange_view(unsigned mask, const void* mine, size_t 
 // __syncthreads: every live thread of the block
 void block_barrier();
 
+// __activemask (below): the lanes of the calling warp that wait at the same call site, once
+// every live lane of the warp waits somewhere or has exited; the site is the return address
+unsigned warp_active_mask() __attribute__((noinline));
+
 // shared memory of the running block: one allocation per declaration site (site: the address
 // of a static local the rewritten declaration makes); dynamic: the launch's smem bytes
 void* shared_alloc(const void* site, size_t bytes, size_t align);
@@ -405,7 +410,16 @@ inline unsigned __ballot_sync(unsigned mask, int pred) {
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
-inline unsigned __activemask() { return 0xffffffffu; }
+// __activemask (the Programming Guide, "Warp Vote Functions": the mask of the threads of the
+// warp that are active when it is called; exited threads never are). Lanes here do not run in
+// lockstep, so "active" is decided where it can be seen: the caller waits until every live lane
+// of its warp has run as far as it can, and the lanes then waiting in this same __activemask
+// (the same call site: the address it returns to) are the active ones. A lane that exited, waits
+// at a barrier or warp operation, or waits in another __activemask is not. Lanes that went
+// different ways and reach the call later by themselves are reported apart, which a GPU may also
+// do (convergence is not guaranteed). always_inline: each call site keeps its own address.
+__attribute__((always_inline)) inline unsigned __activemask() { return ::emu::warp_active_mask(); }
+
 
 // Atomics. The threads of a block are fibers of one host thread and a grid's blocks run one
 // after another, so a plain read-modify-write cannot be interrupted; the __atomic builtins
