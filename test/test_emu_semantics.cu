@@ -205,10 +205,175 @@ static void test_activemask() {
     cudaFree(d);
 }
 
+// ---------------------------------------------------------------------------------------
+// stream capture across streams. Programming Guide, "CUDA Graphs" > "Creating a Graph Using
+// Stream Capture" > "Cross-stream Dependencies and Events": an event recorded in a capturing
+// stream is a captured event, a set of nodes; a stream that waits on it is put in capture mode
+// into the same graph, its next node depending on those nodes; the streams so captured "must
+// also be joined back to the origin stream", cudaStreamEndCapture must be called on the origin
+// stream, it takes every stream of the capture out of capture mode, and "Failure to rejoin to
+// the origin stream will result in failure of the overall capture operation". The error is
+// cudaErrorStreamCaptureUnjoined, "The capture sequence contains a fork that was not joined to
+// the primary stream" (Runtime API, cudaError; cudaStreamUpdateCaptureDependencies: nodes
+// "unreachable from the stream at cudaStreamEndCapture" give it); a failed capture returns a
+// NULL graph (cudaStreamEndCapture). "Prohibited and Unhandled Operations": merging two capture
+// graphs through a captured event is invalid (cudaErrorStreamCaptureMerge); ending the capture
+// on another stream is cudaErrorStreamCaptureUnmatched, "The capture was not initiated in this
+// stream"; "Invalidation": an invalid operation invalidates the capture, which then ends with
+// cudaErrorStreamCaptureInvalidated.
+
+__global__ void set_kernel(float* x, float v) { x[threadIdx.x] = v; }
+__global__ void add_from_kernel(float* y, const float* x, float v) { y[threadIdx.x] = x[threadIdx.x] + v; }
+
+static bool all_equal(const float* d, float v) {
+    float h[32];
+    if (cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost) != cudaSuccess) return false;
+    for (float x : h)
+        if (x != v) return false;
+    return true;
+}
+
+static cudaStreamCaptureStatus capture_status(cudaStream_t s) {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing(s, &st);
+    return st;
+}
+
+static void test_capture_fork() {
+    float *x, *y, *z;
+    cudaStream_t s1, s2, s3;
+    cudaEvent_t fork, join, other;
+    OK(cudaMalloc(&x, 32 * sizeof(float)));
+    OK(cudaMalloc(&y, 32 * sizeof(float)));
+    OK(cudaMalloc(&z, 32 * sizeof(float)));
+    OK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    OK(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+    OK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+    OK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+    OK(cudaEventCreateWithFlags(&other, cudaEventDisableTiming));
+    auto reset = [&] {
+        for (float* p : {x, y, z}) cudaMemset(p, 0, 32 * sizeof(float));
+        cudaDeviceSynchronize();
+    };
+
+    // forked to s2 and never joined: the capture fails, and s2 leaves capture mode with s1
+    reset();
+    cudaGraph_t g = (cudaGraph_t)&g;
+    OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+    set_kernel<<<1, 32, 0, s1>>>(x, 1.0f);
+    OK(cudaEventRecord(fork, s1));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    check(capture_status(s2) == cudaStreamCaptureStatusActive,
+          "Guide, Cross-stream Dependencies: waiting on a captured event puts s2 in capture mode");
+    add_from_kernel<<<1, 32, 0, s2>>>(y, x, 2.0f);
+    const cudaError_t unjoined = cudaStreamEndCapture(s1, &g);
+    check(unjoined == cudaErrorStreamCaptureUnjoined && g == nullptr,
+          "Guide/Runtime API: cudaStreamEndCapture with s2's work not joined back fails with "
+          "cudaErrorStreamCaptureUnjoined and a NULL graph");
+    cudaGetLastError();
+    check(capture_status(s1) == cudaStreamCaptureStatusNone && capture_status(s2) == cudaStreamCaptureStatusNone,
+          "control: Guide: cudaStreamEndCapture takes both streams out of capture mode");
+    OK(cudaDeviceSynchronize());
+    check(all_equal(x, 0.0f) && all_equal(y, 0.0f), "Guide: the forked stream's work was captured, not run");
+    set_kernel<<<1, 32, 0, s2>>>(y, 5.0f);  // s2 runs work again
+    OK(cudaStreamSynchronize(s2));
+    check(all_equal(y, 5.0f), "control: after the failed capture s2 runs its work");
+
+    // forked and joined: one graph, the fork's node between the origin's
+    reset();
+    OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+    set_kernel<<<1, 32, 0, s1>>>(x, 1.0f);            // A
+    OK(cudaEventRecord(fork, s1));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    add_from_kernel<<<1, 32, 0, s2>>>(y, x, 2.0f);    // B, after A
+    OK(cudaEventRecord(join, s2));
+    OK(cudaStreamWaitEvent(s1, join, 0));
+    add_from_kernel<<<1, 32, 0, s1>>>(z, y, 10.0f);   // C, after B
+    g = nullptr;
+    OK(cudaStreamEndCapture(s1, &g));
+    check(g != nullptr && capture_status(s2) == cudaStreamCaptureStatusNone,
+          "control: Guide: a fork joined back into the origin stream ends in a graph, s2 out of capture mode");
+    size_t n = 0, ne = 0;
+    if (g != nullptr) OK(cudaGraphGetNodes(g, nullptr, &n));
+    check(n == 3, "Guide: the three launches of both streams are the graph's three nodes (events make edges)");
+    cudaGraphNode_t nodes[3] = {}, from[8] = {}, to[8] = {};
+    if (n == 3) {
+        OK(cudaGraphGetNodes(g, nodes, &n));
+        ne = 8;
+        OK(cudaGraphGetEdges(g, from, to, nullptr, &ne));
+    }
+    // the nodes come in capture order here (A, B, C): which is which is checked through the replay
+    auto has_edge = [&](cudaGraphNode_t a, cudaGraphNode_t b) {
+        for (size_t i = 0; i < ne; i++)
+            if (from[i] == a && to[i] == b) return true;
+        return false;
+    };
+    check(n == 3 && has_edge(nodes[0], nodes[1]) && has_edge(nodes[1], nodes[2]) && !has_edge(nodes[1], nodes[0]),
+          "Guide: the graph's edges: the fork's node depends on the origin's first, the origin's last on it");
+    OK(cudaDeviceSynchronize());
+    check(all_equal(x, 0.0f) && all_equal(y, 0.0f) && all_equal(z, 0.0f), "Guide: both streams' work captured, not run");
+    if (g != nullptr) {
+        cudaGraphExec_t ge;
+        OK(cudaGraphInstantiate(&ge, g, 0));
+        OK(cudaGraphLaunch(ge, s3));
+        OK(cudaStreamSynchronize(s3));
+        check(all_equal(x, 1.0f) && all_equal(y, 3.0f) && all_equal(z, 13.0f),
+              "the joined graph replayed on a third stream: x = 1, y = x + 2, z = y + 10");
+        cudaGraphExecDestroy(ge);
+        cudaGraphDestroy(g);
+    }
+
+    // a fork that queued nothing is joined: its only dependency is the origin's node
+    OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+    set_kernel<<<1, 32, 0, s1>>>(x, 1.0f);
+    OK(cudaEventRecord(fork, s1));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    set_kernel<<<1, 32, 0, s1>>>(x, 2.0f);
+    g = nullptr;
+    OK(cudaStreamEndCapture(s1, &g));
+    check(g != nullptr, "control: Runtime API: a fork with no node of its own ends in a graph (nothing unreachable)");
+    if (g != nullptr) cudaGraphDestroy(g);
+
+    // ended on the forked stream: not where it began; the capture is then invalid
+    OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeGlobal));
+    set_kernel<<<1, 32, 0, s1>>>(x, 1.0f);
+    OK(cudaEventRecord(fork, s1));
+    OK(cudaStreamWaitEvent(s2, fork, 0));
+    g = (cudaGraph_t)&g;
+    check(cudaStreamEndCapture(s2, &g) == cudaErrorStreamCaptureUnmatched,
+          "Guide: cudaStreamEndCapture on the forked stream: cudaErrorStreamCaptureUnmatched");
+    g = (cudaGraph_t)&g;
+    check(cudaStreamEndCapture(s1, &g) == cudaErrorStreamCaptureInvalidated && g == nullptr,
+          "Guide, Invalidation: ...which invalidated the capture: the origin ends it with no graph");
+    cudaGetLastError();
+
+    // a captured event of one capture waited on by a stream in another: an invalid merge
+    OK(cudaStreamBeginCapture(s1, cudaStreamCaptureModeRelaxed));
+    OK(cudaStreamBeginCapture(s3, cudaStreamCaptureModeRelaxed));
+    set_kernel<<<1, 32, 0, s1>>>(x, 1.0f);
+    set_kernel<<<1, 32, 0, s3>>>(y, 1.0f);
+    OK(cudaEventRecord(other, s1));
+    check(cudaStreamWaitEvent(s3, other, 0) == cudaErrorStreamCaptureMerge,
+          "Guide, Prohibited Operations: waiting on another capture's event: cudaErrorStreamCaptureMerge");
+    cudaGraph_t g1 = (cudaGraph_t)&g1, g3 = (cudaGraph_t)&g3;
+    const cudaError_t e1 = cudaStreamEndCapture(s1, &g1), e3 = cudaStreamEndCapture(s3, &g3);
+    check(e1 == cudaErrorStreamCaptureInvalidated && e3 == cudaErrorStreamCaptureInvalidated && g1 == nullptr &&
+              g3 == nullptr,
+          "Guide, Invalidation: both captures of the attempted merge end invalidated");
+    cudaGetLastError();
+
+    OK(cudaDeviceSynchronize());
+    for (cudaEvent_t e : {fork, join, other}) cudaEventDestroy(e);
+    for (cudaStream_t s : {s1, s2, s3}) cudaStreamDestroy(s);
+    for (float* p : {x, y, z}) cudaFree(p);
+}
+
 int main() {
     test_min_max();
     test_shuffle_width();
     test_activemask();
+    test_capture_fork();
     printf("%d failed\n", failures);
     return failures > 100 ? 100 : failures;
 }

@@ -16,7 +16,8 @@
 //     65535): a launch that would fail there fails here with the same error;
 //   - streams run their work in order on a thread of their own, asynchronously to the host;
 //     events, cudaStreamWaitEvent, the legacy default stream's implicit synchronisation, and
-//     CUDA graphs (capture records, replay runs the recorded work with the recorded arguments);
+//     CUDA graphs (capture records, replay runs the recorded work with the recorded arguments;
+//     a capture forks to other streams through events and fails unless they join back);
 //   - cudaGetDeviceProperties describes an H100 SXM.
 // The launch syntax kernel<<<grid, block, smem, stream>>>(args) is rewritten by
 // scripts/cu2cpp.py into ::emu::launch(kernel, grid, block, smem, stream)(args), and
@@ -90,6 +91,7 @@ enum cudaError_t {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureMerge = 902,
     cudaErrorStreamCaptureUnmatched = 903,
     cudaErrorStreamCaptureUnjoined = 904,
     cudaErrorStreamCaptureIsolation = 905,
@@ -152,6 +154,10 @@ typedef emu::Event* cudaEvent_t;
 typedef emu::Graph* cudaGraph_t;
 typedef emu::GraphExec* cudaGraphExec_t;
 typedef void* cudaGraphNode_t;
+// a graph edge's data (driver_types.h): all zeros for the plain dependencies capture makes
+struct cudaGraphEdgeData {
+    unsigned char from_port, to_port, type, reserved[5];
+};
 
 // the fields of cudaDeviceProp the sources read, with an H100 SXM's values
 struct cudaDeviceProp {
@@ -227,6 +233,8 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, size_t* count);
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data,
+                              size_t* count);
 
 cudaError_t emu_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
 template <typename K> inline cudaError_t cudaFuncSetAttribute(K* kernel, cudaFuncAttribute attr, int value) {
@@ -419,7 +427,6 @@ inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred
 // different ways and reach the call later by themselves are reported apart, which a GPU may also
 // do (convergence is not guaranteed). always_inline: each call site keeps its own address.
 __attribute__((always_inline)) inline unsigned __activemask() { return ::emu::warp_active_mask(); }
-
 
 // Atomics. The threads of a block are fibers of one host thread and a grid's blocks run one
 // after another, so a plain read-modify-write cannot be interrupted; the __atomic builtins
