@@ -5,7 +5,9 @@
 #      the execution model and runtime (test_emu_runtime, plus the cases that must stop the
 #      program: a deadlock, a lane that exited before a shuffle, a race the two-order check
 #      finds), PTX's fragment layouts (test_emu_ptx), cuBLASLt against a naive product
-#      (test_emu_cublaslt), NCCL over 1, 2 and 4 processes (test_emu_nccl); all with ASan+UBSan
+#      (test_emu_cublaslt), NCCL over 1, 2 and 4 processes (test_emu_nccl), the slips issue 22
+#      found (test_emu_semantics: min/max beyond int, __activemask, shuffles with a width, a
+#      capture forked to a second stream and never joined); all with ASan+UBSan
 #   2. scripts/gpu_check.sh's dev, trainer and faults parts with GPU_CHECK_EMU=1: every
 #      dev/cuda program at its small (--quick) sizes against the CPU reference, with ASan+UBSan
 #      and every kernel run in two thread orders; test_gpt2_debug against the PyTorch debug
@@ -32,7 +34,7 @@ if ! make -s -j2 emu-all > "$OUT/build.log" 2>&1; then
 fi
 
 # 1. the emulator's own tests
-for t in runtime ptx cublaslt nccl; do
+for t in runtime ptx cublaslt nccl semantics; do
     bin=build/emu/test_emu_$t
     if "$bin" > "$OUT/test_emu_$t.log" 2>&1; then
         echo "ok   test_emu_$t: $(grep -c '^PASS' "$OUT/test_emu_$t.log") checks"

@@ -38,19 +38,22 @@ namespace emu {
     _exit(1);  // as a fault on the GPU ends the process: no destructors race the stream threads
 }
 
+struct Capture;
 struct Stream {
     unsigned flags = 0;
     std::deque<std::pair<const char*, Op>> queue;
     bool busy = false, stop = false;
     std::thread worker;
-    Graph* capture = nullptr;
-    cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
-    bool capture_invalid = false;
+    Capture* capture = nullptr;        // the capture sequence it records into, if any
+    std::vector<size_t> capture_deps;  // the nodes its next captured operation depends on
 };
 
+// A graph's node: the operation and the nodes it depends on (indices of earlier nodes, so the
+// order they were captured in is an order that respects every dependency; replay runs them in it)
 struct Node {
     const char* what;
     Op op;
+    std::vector<size_t> deps;
 };
 struct Graph {
     std::vector<Node> nodes;
@@ -59,10 +62,25 @@ struct GraphExec {
     std::shared_ptr<std::vector<Node>> nodes;
 };
 
+// A capture sequence (Programming Guide, "CUDA Graphs" > "Creating a Graph Using Stream Capture"):
+// begun on the origin stream; a stream that waits on an event recorded in it joins it
+// ("Cross-stream Dependencies and Events"), and every stream in it must be joined back into the
+// origin stream before cudaStreamEndCapture, which takes them all out of capture mode.
+struct Capture {
+    uint64_t id;
+    Stream* origin;
+    Graph* graph;
+    cudaStreamCaptureMode mode;
+    bool invalid = false;          // an illegal operation happened: ending it gives no graph
+    std::vector<Stream*> streams;  // the origin, then the streams that joined
+};
+
 struct Event {
     unsigned flags = 0;
     uint64_t recorded = 0, completed = 0;  // how many records were queued, and have run
     double t_ms = 0.0;
+    uint64_t capture_id = 0;               // last recorded in this capture sequence (0: outside any)
+    std::vector<size_t> capture_deps;      // the recording stream's dependencies then
 };
 
 // every piece of the runtime's state; made once, never destroyed (stream threads may still
@@ -145,6 +163,8 @@ const struct {
      "operation not permitted when stream is capturing"},
     {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
      "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureMerge, "cudaErrorStreamCaptureMerge",
+     "operation would result in a merge of separate capture sequences"},
     {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
      "capture was not initiated in this stream"},
     {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined",
@@ -274,7 +294,14 @@ static bool any_capture_locked(bool blocking_only) {
 
 static void invalidate_captures_locked(bool blocking_only) {
     for (Stream* o : rt()->streams)
-        if (o->capture != nullptr && (!blocking_only || !(o->flags & cudaStreamNonBlocking))) o->capture_invalid = true;
+        if (o->capture != nullptr && (!blocking_only || !(o->flags & cudaStreamNonBlocking))) o->capture->invalid = true;
+}
+
+// an operation queued on s while it is captured: a node after s's dependencies, which it replaces
+static void capture_node_locked(Stream* s, const char* what, Op op) {
+    std::vector<Node>& nodes = s->capture->graph->nodes;
+    nodes.push_back(Node{what, std::move(op), s->capture_deps});
+    s->capture_deps.assign(1, nodes.size() - 1);
 }
 
 // EMU_PROFILE=1: the operation timed, under its name
@@ -307,7 +334,7 @@ cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
     }
     if (r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
     if (s->capture != nullptr) {
-        s->capture->nodes.push_back(Node{what, std::move(op)});
+        capture_node_locked(s, what, std::move(op));
         return cudaSuccess;
     }
     if (r->sync) {
@@ -343,7 +370,7 @@ static Stream* capturing(cudaStream_t s) {
 static cudaError_t refuse_in_capture(cudaStream_t s) {
     std::lock_guard<std::mutex> lk(rt()->mu);
     if (s != nullptr && s->capture != nullptr) {
-        s->capture_invalid = true;
+        s->capture->invalid = true;
         return note(cudaErrorStreamCaptureUnsupported);
     }
     if (s == nullptr && any_capture_locked(true)) {
@@ -357,8 +384,8 @@ static cudaError_t refuse_in_capture(cudaStream_t s) {
 static cudaError_t refuse_unsafe_in_capture() {
     std::lock_guard<std::mutex> lk(rt()->mu);
     for (Stream* o : rt()->streams)
-        if (o->capture != nullptr && o->capture_mode != cudaStreamCaptureModeRelaxed) {
-            o->capture_invalid = true;
+        if (o->capture != nullptr && o->capture->mode != cudaStreamCaptureModeRelaxed) {
+            o->capture->invalid = true;
             return note(cudaErrorStreamCaptureUnsupported);
         }
     return cudaSuccess;
@@ -561,6 +588,49 @@ cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
 }
 
 // ---------------------------------------------------------------------------------------
+// captures across streams
+
+// every stream of c out of capture mode, c and (unless the caller took it) its graph deleted
+static void capture_end_locked(Capture* c) {
+    for (Stream* o : c->streams) {
+        o->capture = nullptr;
+        o->capture_deps.clear();
+    }
+    delete c->graph;
+    delete c;
+}
+
+// s, being destroyed, leaves its capture: the origin ends it; another stream leaves it invalid
+static void capture_leave_locked(Stream* s) {
+    Capture* c = s->capture;
+    if (c == nullptr) return;
+    if (c->origin == s) return capture_end_locked(c);
+    c->streams.erase(std::find(c->streams.begin(), c->streams.end(), s));
+    c->invalid = true;
+}
+
+// The unjoined check of cudaStreamEndCapture: a node some stream of c would build on next
+// must be one the origin's next node depends on, directly or through others (the Runtime API,
+// cudaStreamUpdateCaptureDependencies: nodes "unreachable from the stream at
+// cudaStreamEndCapture" give cudaErrorStreamCaptureUnjoined).
+static bool capture_joined_locked(const Capture* c) {
+    const std::vector<Node>& nodes = c->graph->nodes;
+    std::vector<char> reached(nodes.size(), 0);
+    std::vector<size_t> todo = c->origin->capture_deps;
+    while (!todo.empty()) {
+        const size_t n = todo.back();
+        todo.pop_back();
+        if (reached[n]) continue;
+        reached[n] = 1;
+        for (size_t d : nodes[n].deps) todo.push_back(d);
+    }
+    for (const Stream* o : c->streams)
+        for (size_t n : o->capture_deps)
+            if (!reached[n]) return false;
+    return true;
+}
+
+// ---------------------------------------------------------------------------------------
 // streams: the API
 
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
@@ -588,7 +658,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     s->worker.join();
     std::lock_guard<std::mutex> lk(r->mu);
     r->streams.erase(s);
-    delete s->capture;
+    capture_leave_locked(s);
     delete s;
     return cudaSuccess;
 }
@@ -657,18 +727,27 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
     return cudaSuccess;
 }
 
+// Recorded in a captured stream, the event holds that stream's dependencies and becomes no node
+// (Programming Guide, "Cross-stream Dependencies and Events": "A captured event represents a
+// set of nodes in a capture graph"); a stream that waits on it depends on them.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     Runtime* r = rt();
     uint64_t gen;
     {
         std::lock_guard<std::mutex> lk(r->mu);
         if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
-        gen = s != nullptr && s->capture != nullptr ? 0 : ++e->recorded;
+        if (s != nullptr && r->streams.count(s) != 0 && s->capture != nullptr) {
+            e->capture_id = s->capture->id;
+            e->capture_deps = s->capture_deps;
+            return cudaSuccess;
+        }
+        e->capture_id = 0;
+        e->capture_deps.clear();
+        gen = ++e->recorded;
     }
     return stream_enqueue(s, "cudaEventRecord", [e, gen, r]() {
         std::lock_guard<std::mutex> lk(r->mu);
-        const uint64_t g = gen != 0 ? gen : ++e->recorded;  // recorded inside a graph: at each replay
-        e->completed = std::max(e->completed, g);
+        e->completed = std::max(e->completed, gen);
         e->t_ms = now_ms();
         r->cv.notify_all();
     });
@@ -699,12 +778,45 @@ cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
     return cudaSuccess;
 }
 
+// the capture sequence with this id, if it has not ended
+static Capture* live_capture_locked(uint64_t id) {
+    for (Stream* o : rt()->streams)
+        if (o->capture != nullptr && o->capture->id == id) return o->capture;
+    return nullptr;
+}
+
+// A wait on an event recorded in capture sequence c (a captured event) puts s into c, its next
+// node depending on the event's nodes; a stream already in another capture cannot join (the
+// Programming Guide: merging two capture graphs is invalid; both are invalidated).
+static cudaError_t capture_wait_locked(Stream* s, Capture* c, const Event* e) {
+    if (s->capture != nullptr && s->capture != c) {
+        s->capture->invalid = c->invalid = true;
+        return note(cudaErrorStreamCaptureMerge);
+    }
+    if (s->capture == nullptr) {
+        s->capture = c;
+        s->capture_deps.clear();
+        c->streams.push_back(s);
+    }
+    for (size_t n : e->capture_deps)
+        if (std::find(s->capture_deps.begin(), s->capture_deps.end(), n) == s->capture_deps.end())
+            s->capture_deps.push_back(n);
+    return cudaSuccess;
+}
+
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
     Runtime* r = rt();
     uint64_t target;
     {
         std::lock_guard<std::mutex> lk(r->mu);
         if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+        if (s != nullptr && r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+        if (s != nullptr && e->capture_id != 0) {
+            if (Capture* c = live_capture_locked(e->capture_id)) return capture_wait_locked(s, c, e);
+            // recorded in a capture that has ended: the wait is for its last record outside one
+            e->capture_id = 0;
+            e->capture_deps.clear();
+        }
         target = e->recorded;
     }
     if (target == 0) return cudaSuccess;  // never recorded: nothing to wait for
@@ -718,29 +830,42 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
 // graphs
 
 cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode) {
+    static uint64_t next_id = 0;
     std::lock_guard<std::mutex> lk(rt()->mu);
     if (s == nullptr) return note(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot be captured
     if (rt()->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
     if (s->capture != nullptr) return note(cudaErrorIllegalState);
-    s->capture = new Graph();
-    s->capture_mode = mode;
-    s->capture_invalid = false;
+    s->capture = new Capture{++next_id, s, new Graph(), mode, false, {s}};
+    s->capture_deps.clear();
     return cudaSuccess;
 }
 
+// Ends the capture on its origin stream and takes every stream of it out of capture mode: the
+// graph, or nullptr and the error when the capture was invalidated or a stream that joined it
+// was not joined back ("Failure to rejoin to the origin stream will result in failure of the
+// overall capture operation"). Called on another stream of the capture: cudaErrorStreamCaptureUnmatched
+// ("The capture was not initiated in this stream"), and the capture is invalid.
 cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
     std::lock_guard<std::mutex> lk(rt()->mu);
     if (s == nullptr || rt()->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
     if (s->capture == nullptr) return note(cudaErrorIllegalState);
-    Graph* graph = s->capture;
-    s->capture = nullptr;
-    if (s->capture_invalid) {
-        delete graph;
-        *g = nullptr;
-        return note(cudaErrorStreamCaptureInvalidated);
+    Capture* c = s->capture;
+    if (c->origin != s) {
+        c->invalid = true;
+        if (g != nullptr) *g = nullptr;
+        return note(cudaErrorStreamCaptureUnmatched);
     }
-    *g = graph;
-    return cudaSuccess;
+    const cudaError_t e = c->invalid                  ? cudaErrorStreamCaptureInvalidated
+                          : !capture_joined_locked(c) ? cudaErrorStreamCaptureUnjoined
+                                                      : cudaSuccess;
+    if (e == cudaSuccess) {
+        *g = c->graph;
+        c->graph = nullptr;
+    } else if (g != nullptr) {
+        *g = nullptr;
+    }
+    capture_end_locked(c);
+    return note(e);
 }
 
 cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
@@ -750,7 +875,7 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* statu
         return any_capture_locked(true) ? note(cudaErrorStreamCaptureImplicit) : cudaSuccess;
     }
     *status = s->capture == nullptr ? cudaStreamCaptureStatusNone
-              : s->capture_invalid  ? cudaStreamCaptureStatusInvalidated
+              : s->capture->invalid ? cudaStreamCaptureStatusInvalidated
                                     : cudaStreamCaptureStatusActive;
     return cudaSuccess;
 }
@@ -760,6 +885,31 @@ cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, size_t* cou
     if (nodes != nullptr)
         for (size_t i = 0; i < std::min(*count, g->nodes.size()); i++) nodes[i] = &g->nodes[i];
     *count = g->nodes.size();
+    return cudaSuccess;
+}
+
+// every dependency of g's nodes as an edge: to[i] depends on from[i], with default (zero) data.
+// Without arrays, the number of edges; with them, at most *count edges, the rest of the arrays
+// nullptr and *count the number filled in
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data,
+                              size_t* count) {
+    if (g == nullptr || count == nullptr || (from == nullptr) != (to == nullptr) || (data != nullptr && from == nullptr))
+        return note(cudaErrorInvalidValue);
+    size_t n = 0;
+    for (size_t i = 0; i < g->nodes.size(); i++)
+        for (size_t d : g->nodes[i].deps) {
+            if (from != nullptr && n < *count) {
+                from[n] = &g->nodes[d];
+                to[n] = &g->nodes[i];
+                if (data != nullptr) data[n] = cudaGraphEdgeData{};
+            }
+            n++;
+        }
+    if (from != nullptr) {
+        for (size_t i = n; i < *count; i++) from[i] = to[i] = nullptr;
+        n = std::min(n, *count);
+    }
+    *count = n;
     return cudaSuccess;
 }
 

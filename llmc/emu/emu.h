@@ -5,7 +5,9 @@
 //     __syncthreads is a real barrier and the threads of a block run up to it in an order
 //     chosen by EMU_ORDER (forward, reverse or a seeded shuffle; blocks likewise);
 //   - warps of 32 lanes: __shfl_*_sync, votes and __syncwarp meet every lane of their mask
-//     (a lane of the mask that has exited is an error, as it is undefined on the GPU);
+//     (a lane of the mask that has exited is an error, as it is undefined on the GPU); the
+//     shuffles pick their source lane as PTX's shfl.sync does, width included; __activemask
+//     names the lanes waiting in the same call once the rest of the warp can go no further;
 //   - __shared__ memory per block (each variable its own allocation, so ASan sees an index
 //     past its end), dynamic shared memory limited to 48 KB unless cudaFuncSetAttribute
 //     raised it, to the H100's 227 KB at most; new shared and device memory is filled with
@@ -14,7 +16,8 @@
 //     65535): a launch that would fail there fails here with the same error;
 //   - streams run their work in order on a thread of their own, asynchronously to the host;
 //     events, cudaStreamWaitEvent, the legacy default stream's implicit synchronisation, and
-//     CUDA graphs (capture records, replay runs the recorded work with the recorded arguments);
+//     CUDA graphs (capture records, replay runs the recorded work with the recorded arguments;
+//     a capture forks to other streams through events and fails unless they join back);
 //   - cudaGetDeviceProperties describes an H100 SXM.
 // The launch syntax kernel<<<grid, block, smem, stream>>>(args) is rewritten by
 // scripts/cu2cpp.py into ::emu::launch(kernel, grid, block, smem, stream)(args), and
@@ -88,6 +91,7 @@ enum cudaError_t {
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorStreamCaptureUnsupported = 900,
     cudaErrorStreamCaptureInvalidated = 901,
+    cudaErrorStreamCaptureMerge = 902,
     cudaErrorStreamCaptureUnmatched = 903,
     cudaErrorStreamCaptureUnjoined = 904,
     cudaErrorStreamCaptureIsolation = 905,
@@ -150,6 +154,10 @@ typedef emu::Event* cudaEvent_t;
 typedef emu::Graph* cudaGraph_t;
 typedef emu::GraphExec* cudaGraphExec_t;
 typedef void* cudaGraphNode_t;
+// a graph edge's data (driver_types.h): all zeros for the plain dependencies capture makes
+struct cudaGraphEdgeData {
+    unsigned char from_port, to_port, type, reserved[5];
+};
 
 // the fields of cudaDeviceProp the sources read, with an H100 SXM's values
 struct cudaDeviceProp {
@@ -225,6 +233,8 @@ cudaError_t cudaGraphUpload(cudaGraphExec_t exec, cudaStream_t s);
 cudaError_t cudaGraphDestroy(cudaGraph_t g);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t cudaGraphGetNodes(cudaGraph_t g, cudaGraphNode_t* nodes, size_t* count);
+cudaError_t cudaGraphGetEdges(cudaGraph_t g, cudaGraphNode_t* from, cudaGraphNode_t* to, cudaGraphEdgeData* data,
+                              size_t* count);
 
 cudaError_t emu_func_set_attribute(const void* kernel, cudaFuncAttribute attr, int value);
 template <typename K> inline cudaError_t cudaFuncSetAttribute(K* kernel, cudaFuncAttribute attr, int value) {
@@ -280,6 +290,10 @@ const unsigned char* warp_exchange_view(unsigned mask, const void* mine, size_t 
 
 // __syncthreads: every live thread of the block
 void block_barrier();
+
+// __activemask (below): the lanes of the calling warp that wait at the same call site, once
+// every live lane of the warp waits somewhere or has exited; the site is the return address
+unsigned warp_active_mask() __attribute__((noinline));
 
 // shared memory of the running block: one allocation per declaration site (site: the address
 // of a static local the rewritten declaration makes); dynamic: the launch's smem bytes
@@ -346,34 +360,52 @@ inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ::emu::warp_exchange(mask, &none, all, 1, "__syncwarp");
 }
 
+// The shuffles are PTX's shfl.sync (PTX ISA, "Data Movement and Conversion Instructions:
+// shfl.sync"), with the operand c that CUDA's __shfl_*_sync(mask, var, b, width) pass
+// (sm_30_intrinsics.hpp): c[12:8] = 32 - width, a mask of the lane bits that name the segment,
+// and c[4:0] the clamp, 31 (0 for .up). Lane `lane` reads lane j, or its own value when j is
+// out of range:
+//   .up    j = lane - b[4:0], in range when j >= the first lane of its segment
+//   .down  j = lane + b[4:0], in range when j <= the last lane of its segment
+//   .bfly  j = lane ^ b[4:0], in range when j <= the last lane of its segment: so a lane may
+//          read an earlier segment, never a later one (the Programming Guide, "Warp Shuffle
+//          Functions": "each group of width consecutive threads are able to access elements
+//          from earlier groups of threads, however if they attempt to access elements from
+//          later groups of threads their own value of var will be returned")
+//   .idx   j = the first lane of its segment + b[4:0] % width: always its own segment
+enum EmuShflMode { EMU_SHFL_UP, EMU_SHFL_DOWN, EMU_SHFL_BFLY, EMU_SHFL_IDX };
+inline int emu_shfl_source(EmuShflMode mode, int lane, unsigned b, unsigned c) {
+    const int bval = (int)(b & 31u), cval = (int)(c & 31u), segmask = (int)(c >> 8 & 31u);
+    const int min_lane = lane & segmask, max_lane = (lane & segmask) | (cval & ~segmask);
+    int j = lane;
+    bool in_range = false;
+    switch (mode) {
+        case EMU_SHFL_UP: j = lane - bval, in_range = j >= max_lane; break;
+        case EMU_SHFL_DOWN: j = lane + bval, in_range = j <= max_lane; break;
+        case EMU_SHFL_BFLY: j = lane ^ bval, in_range = j <= max_lane; break;
+        case EMU_SHFL_IDX: j = min_lane | (bval & ~segmask), in_range = j <= max_lane; break;
+    }
+    return in_range ? j : lane;
+}
 template <typename T>
-inline T emu_shfl(unsigned mask, T v, int src_lane, const char* what) {
+inline T emu_shfl(EmuShflMode mode, unsigned mask, T v, unsigned b, int width, const char* what) {
     static_assert(sizeof(T) <= 8, "shuffles move 4 or 8 bytes");
+    const unsigned c = ((unsigned)(warpSize - width) << 8) | (mode == EMU_SHFL_UP ? 0u : 0x1fu);
     T out;
-    ::emu::warp_exchange_one(mask, &v, &out, sizeof(T), src_lane & 31, what);
+    ::emu::warp_exchange_one(mask, &v, &out, sizeof(T), emu_shfl_source(mode, ::emu::lane_id(), b, c), what);
     return out;
 }
-template <typename T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-    const int lane = ::emu::lane_id();
-    return emu_shfl(mask, v, (lane & ~(width - 1)) + (src & (width - 1)), "__shfl_sync");
+template <typename T> inline T __shfl_sync(unsigned mask, T v, int src_lane, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_IDX, mask, v, (unsigned)src_lane, width, "__shfl_sync");
 }
-template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane ^ lane_mask;
-    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;  // outside the segment: own value
-    return emu_shfl(mask, v, src, "__shfl_xor_sync");
+template <typename T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_BFLY, mask, v, (unsigned)lane_mask, width, "__shfl_xor_sync");
 }
-template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane + (int)delta;
-    if ((src & ~(width - 1)) != (lane & ~(width - 1))) src = lane;
-    return emu_shfl(mask, v, src, "__shfl_down_sync");
+template <typename T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_DOWN, mask, v, delta, width, "__shfl_down_sync");
 }
-template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-    const int lane = ::emu::lane_id();
-    int src = lane - (int)delta;
-    if (src < (lane & ~(width - 1))) src = lane;
-    return emu_shfl(mask, v, src, "__shfl_up_sync");
+template <typename T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = warpSize) {
+    return emu_shfl(EMU_SHFL_UP, mask, v, delta, width, "__shfl_up_sync");
 }
 inline unsigned __ballot_sync(unsigned mask, int pred) {
     int all[32];
@@ -386,7 +418,15 @@ inline unsigned __ballot_sync(unsigned mask, int pred) {
 }
 inline int __any_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) != 0; }
 inline int __all_sync(unsigned mask, int pred) { return __ballot_sync(mask, pred) == mask; }
-inline unsigned __activemask() { return 0xffffffffu; }
+// __activemask (the Programming Guide, "Warp Vote Functions": the mask of the threads of the
+// warp that are active when it is called; exited threads never are). Lanes here do not run in
+// lockstep, so "active" is decided where it can be seen: the caller waits until every live lane
+// of its warp has run as far as it can, and the lanes then waiting in this same __activemask
+// (the same call site: the address it returns to) are the active ones. A lane that exited, waits
+// at a barrier or warp operation, or waits in another __activemask is not. Lanes that went
+// different ways and reach the call later by themselves are reported apart, which a GPU may also
+// do (convergence is not guaranteed). always_inline: each call site keeps its own address.
+__attribute__((always_inline)) inline unsigned __activemask() { return ::emu::warp_active_mask(); }
 
 // Atomics. The threads of a block are fibers of one host thread and a grid's blocks run one
 // after another, so a plain read-modify-write cannot be interrupted; the __atomic builtins
@@ -445,10 +485,50 @@ inline float __saturatef(float x) { return x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : 
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz((unsigned)x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// min and max: the overloads CUDA declares (crt/math_functions.h, __host__ __device__, so host
+// code in a .cu sees them too), so a call resolves here as it does under nvcc: float and double
+// as fminf/fmin and fmaxf/fmax (CUDA Math API: a NaN argument gives the other argument), the
+// integer types without a narrowing, and int mixed with unsigned compared as unsigned ("perform
+// integer promotion first": min(-1, 2u) is 2u). A pair with no overload of its own, say int
+// with size_t, is ambiguous here as there.
 inline int min(int a, int b) { return a < b ? a : b; }
-inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return umin(a, b); }
+inline unsigned min(int a, unsigned b) { return umin((unsigned)a, b); }
+inline unsigned min(unsigned a, int b) { return umin(a, (unsigned)b); }
+inline long min(long a, long b) { return a < b ? a : b; }
+inline unsigned long min(unsigned long a, unsigned long b) { return a < b ? a : b; }
+inline unsigned long min(long a, unsigned long b) { return min((unsigned long)a, b); }
+inline unsigned long min(unsigned long a, long b) { return min(a, (unsigned long)b); }
+inline long long min(long long a, long long b) { return llmin(a, b); }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return ullmin(a, b); }
+inline unsigned long long min(long long a, unsigned long long b) { return ullmin((unsigned long long)a, b); }
+inline unsigned long long min(unsigned long long a, long long b) { return ullmin(a, (unsigned long long)b); }
+inline float min(float a, float b) { return fminf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double min(float a, double b) { return fmin((double)a, b); }
+inline double min(double a, float b) { return fmin(a, (double)b); }
+inline int max(int a, int b) { return a > b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return umax(a, b); }
+inline unsigned max(int a, unsigned b) { return umax((unsigned)a, b); }
+inline unsigned max(unsigned a, int b) { return umax(a, (unsigned)b); }
+inline long max(long a, long b) { return a > b ? a : b; }
+inline unsigned long max(unsigned long a, unsigned long b) { return a > b ? a : b; }
+inline unsigned long max(long a, unsigned long b) { return max((unsigned long)a, b); }
+inline unsigned long max(unsigned long a, long b) { return max(a, (unsigned long)b); }
+inline long long max(long long a, long long b) { return llmax(a, b); }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return ullmax(a, b); }
+inline unsigned long long max(long long a, unsigned long long b) { return ullmax((unsigned long long)a, b); }
+inline unsigned long long max(unsigned long long a, long long b) { return ullmax(a, (unsigned long long)b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+inline double max(float a, double b) { return fmax((double)a, b); }
+inline double max(double a, float b) { return fmax(a, (double)b); }
 [[noreturn]] inline void __trap() { ::emu::fatal("a kernel executed __trap()"); }
 using std::isfinite;
 using std::isinf;

@@ -85,6 +85,8 @@ struct Fiber {
     FiberState state = FIBER_NEW;
     const char* waits_at = nullptr;  // what it is blocked in
     bool at_barrier = false;         // blocked in __syncthreads
+    const void* active_site = nullptr;  // blocked in the __activemask called from here
+    unsigned active_mask = 0;           // what that __activemask returns
 };
 
 struct Warp {
@@ -112,6 +114,7 @@ struct BlockRun {
     std::unique_ptr<Warp[]> warps;
     int live = 0;             // threads not yet ended
     int barrier_arrived = 0;  // at __syncthreads
+    int active_waiting = 0;   // threads in __activemask
     std::vector<SharedVar> shared;
     size_t shared_static_bytes = 0;
     void* dynamic_smem = nullptr;
@@ -237,6 +240,55 @@ void block_barrier() {
         return;
     }
     block_here(r, "__syncthreads", true);
+}
+
+// __activemask: the caller waits until release_active_masks finds every live lane of its warp
+// waiting (anywhere) or exited; then the lanes waiting in the same call are the active ones.
+unsigned warp_active_mask() {
+    const void* site = __builtin_return_address(0);  // in the kernel: __activemask is always_inline
+    BlockRun* r = tls_block;
+    if (r == nullptr || r->current == nullptr) fatal("__activemask called outside a kernel");
+    Fiber* f = r->current;
+    f->active_site = site;
+    r->active_waiting++;
+    block_here(r, "__activemask", false);
+    return f->active_mask;
+}
+
+// After a round: in every warp whose live lanes all wait (none ready or yet to start) and some
+// of them in __activemask, each of those learns which lanes wait at its call site and goes on
+// in the next round. Returns whether any did.
+static bool release_active_masks(BlockRun* r) {
+    if (r->active_waiting == 0) return false;
+    bool released = false;
+    const int n = (int)r->fibers.size();
+    for (int w0 = 0; w0 < n; w0 += 32) {
+        const int w1 = std::min(n, w0 + 32);
+        bool waiting = false, can_run = false;
+        for (int t = w0; t < w1; t++) {
+            const Fiber& f = r->fibers[t];
+            waiting |= f.active_site != nullptr;
+            can_run |= f.state == FIBER_NEW || f.state == FIBER_READY || f.state == FIBER_READY_NEXT;
+        }
+        if (!waiting || can_run) continue;
+        for (int t = w0; t < w1; t++) {
+            Fiber& f = r->fibers[t];
+            if (f.active_site == nullptr) continue;
+            unsigned m = 0;
+            for (int o = w0; o < w1; o++)
+                if (r->fibers[o].active_site == f.active_site) m |= 1u << (o - w0);
+            f.active_mask = m;
+        }
+        for (int t = w0; t < w1; t++) {
+            Fiber& f = r->fibers[t];
+            if (f.active_site == nullptr) continue;
+            f.active_site = nullptr;
+            f.state = FIBER_READY_NEXT;
+            r->active_waiting--;
+        }
+        released = true;
+    }
+    return released;
 }
 
 // The meeting of a warp operation: returns the 32 slots of this generation, every lane of mask
@@ -393,7 +445,8 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
             }
         }
         if (r.live == 0) break;
-        if (!ran) {
+        const bool released = release_active_masks(&r);
+        if (!ran && !released) {
             std::string who;
             for (const Fiber& f : r.fibers)
                 if (f.state == FIBER_BLOCKED && who.size() < 400)
