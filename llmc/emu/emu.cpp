@@ -508,10 +508,11 @@ static void copy_bytes(void* dst, const void* src, size_t bytes) {
     memmove(dst, src, bytes);
 }
 
-// The Runtime API's "API synchronization behavior": a copy to pageable host memory returns once
-// it is complete (so the host is ordered after it); other copies need not wait for their DMA
-static void race_copy_returned(Stream* s, const void* dst, size_t bytes) {
-    if (!rt()->racecheck || device_range(dst, bytes) || pinned_range(dst, bytes)) return;
+// The Runtime API's "API synchronization behavior": cudaMemcpy to host memory, and
+// cudaMemcpyAsync to pageable host memory, return once the copy is complete (so the host is
+// ordered after it); other copies need not wait for their DMA
+static void race_copy_returned(Stream* s, const void* dst, size_t bytes, bool async) {
+    if (!rt()->racecheck || device_range(dst, bytes) || (async && pinned_range(dst, bytes))) return;
     std::lock_guard<std::mutex> lk(rt()->mu);
     rt()->race.host.join(race_clock(s)->vc);
 }
@@ -520,7 +521,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     if (bytes == 0) return cudaSuccess;
     if (cudaError_t e = check_copy(dst, src, bytes, kind)) return e;
     cudaError_t e = stream_enqueue(nullptr, "cudaMemcpy", [=]() { copy_bytes(dst, src, bytes); });
-    if (e == cudaSuccess) race_copy_returned(nullptr, dst, bytes);
+    if (e == cudaSuccess) race_copy_returned(nullptr, dst, bytes, false);
     return e;
 }
 
@@ -540,7 +541,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
         std::unique_lock<std::mutex> lk(rt()->mu);
         drain_locked(lk, s);
     }
-    if (e == cudaSuccess && capturing(s) == nullptr) race_copy_returned(s, dst, bytes);
+    if (e == cudaSuccess && capturing(s) == nullptr) race_copy_returned(s, dst, bytes, true);
     return e;
 }
 
