@@ -8,7 +8,8 @@
 #      4 processes (test_emu_nccl); all with ASan+UBSan. The race check (EMU_RACECHECK=1, in
 #      the race-check builds of build/emu/race/): test_emu_runtime and the corrected programs of
 #      test_emu_races pass under it in three thread orders, and it stops each planted bug of
-#      test_emu_races (a cp.async issued before the barrier that frees its stage, a plain +=
+#      test_emu_races (a cp.async issued before the barrier that frees its stage, or its tile
+#      read with no barrier after the wait, a plain +=
 #      by many threads, a cross-warp write-after-read across a shuffle, a kernel and a copy
 #      reading another stream's output without cudaStreamWaitEvent) and test_emu_runtime's race;
 #      the first also shows as wrong results where copies land early (EMU_ORDER=reverse)
@@ -87,7 +88,8 @@ done
 # ... and stops every bug, whatever the order the threads and streams ran in
 expect_stop race/runtime race "race: kernel racy_sum_kernel: .* hazard on shared memory" EMU_RACECHECK=1
 for order in forward reverse; do
-    expect_stop race/races cp_async_war "race: kernel pipeline_kernel<true>: .* hazard on shared memory" EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cp_async_war "race: kernel pipeline_kernel<1>: .* hazard on shared memory" EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cp_async_raw "race: kernel pipeline_kernel<2>: .* hazard on shared memory" EMU_RACECHECK=1 EMU_ORDER=$order
     expect_stop race/races lost_update "race: kernel count_kernel<true>: read-after-write hazard on global memory" \
         EMU_RACECHECK=1 EMU_ORDER=$order
     expect_stop race/races cross_warp_war "race: kernel swap_halves_kernel<true>: write-after-read hazard on shared memory" \
@@ -289,6 +291,26 @@ for run in "llama3.1:8b 8030261248 1 0" "llama3.1:70b 70553706496 1 0" "llama3.1
     else
         echo "FAIL train_gpt_bf16_emu -e $model on $np rank(s): rc=$st, wanted '$expect', '$procs': $(tail -n 2 "$log")"
         fail=1
+    fi
+done
+# The trainers' race-check builds under EMU_RACECHECK=1: two steps with validation, a sample and
+# a checkpoint; fp32 with the gradient reduction on a stream of its own (NCCL over one rank,
+# ZeRO 1, events between the streams), bf16 with the tensor-core attention (cp.async) replayed
+# as CUDA graphs
+R=$INPUTS/resume
+for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1" "bf16 GPTRAIN_NCCL_SINGLE=0 -ak 1 -cg 1"; do
+    read -r prec nccl extra <<< "$run"
+    d="$OUT/race_trainer_$prec"
+    rm -rf "$d"
+    # shellcheck disable=SC2086
+    env EMU_RACECHECK=1 "$nccl" timeout 600 build/emu/race/train_gpt_$prec -e "$R/model.bin" -i "$R/markov_train_*.bin" \
+        -j "$R/markov_val_*.bin" -b 4 -t 32 -d 256 -x 2 -v 2 -m 1 -s 2 -g 4 -n 2 $extra -o "$d" > "$d.stdout" 2>&1
+    st=$?
+    if [ $st -eq 0 ] && grep -q '^done: 2 steps' "$d.stdout"; then
+        echo "ok   train_gpt_$prec ($nccl $extra) under EMU_RACECHECK=1: 2 steps, val, sample, checkpoint, no hazard"
+    else
+        echo "FAIL train_gpt_$prec ($nccl $extra) under EMU_RACECHECK=1: rc=$st"
+        grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300; fail=1
     fi
 done
 GPU_CHECK_EMU=1 GPU_CHECK_PARTS="${EMU_CHECK_PARTS:-dev trainer faults}" GPU_INPUTS="$INPUTS" OUT="$OUT/gpu_check" \

@@ -38,7 +38,10 @@ static void check(bool ok, const char* what) {
 // copy of tile j+1 into a stage must be issued only after the __syncthreads that tells every
 // thread is done reading that stage (tile j-1): issued before it, it may overwrite the tile
 // under a slow thread's reads. (The emulator used to land every copy at its wait_group, so
-// the early issue could never show.) 64 threads, tiles of 256 floats, one 16-byte copy a thread.
+// the early issue could never show.) And a thread's wait completes its own copies only: the
+// tile is everyone's after the barrier that follows the waits (cp_async_raw, which the old
+// check caught too, by its wrong values). 64 threads, tiles of 256 floats, one 16-byte copy a
+// thread.
 
 constexpr int PIPE_THREADS = 64, PIPE_TILE = 256, PIPE_TILES = 6;
 
@@ -54,29 +57,31 @@ __device__ float pipe_use_tile(const float* stage) {
     return s;
 }
 
-template <bool EARLY_ISSUE>
+// BUG 1: the copy of tile j+1 issued before the barrier; BUG 2: no barrier after the wait, so
+// a thread reads the other threads' copies of tile j, which only their own waits complete
+template <int BUG>
 __global__ void pipeline_kernel(float* out, const float* in) {
     __shared__ float4 stages4[2][PIPE_TILE / 4];  // float4: the 16-byte alignment cp.async needs
     float* stages = reinterpret_cast<float*>(stages4);
     pipe_copy_tile(stages, in, 0);
     for (int j = 0; j < PIPE_TILES; j++) {
         float* next = stages + ((j + 1) & 1) * PIPE_TILE;
-        if (EARLY_ISSUE) {
+        if (BUG == 1) {
             // the bug: stage (j+1)&1 still holds tile j-1, which slower threads may be reading
             if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
             if (j + 1 < PIPE_TILES) ptx_cp_async_wait<1>();  // tile j (tile j+1 stays in flight)
             else ptx_cp_async_wait<0>();
             __syncthreads();
         } else {
-            ptx_cp_async_wait<0>();  // this thread's copies of tile j
-            __syncthreads();         // everyone's; and nobody reads tile j-1 any more
+            ptx_cp_async_wait<0>();        // this thread's copies of tile j
+            if (BUG != 2) __syncthreads();  // everyone's; and nobody reads tile j-1 any more
             if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
         }
         out[(blockIdx.x * PIPE_TILES + j) * PIPE_THREADS + threadIdx.x] = pipe_use_tile(stages + (j & 1) * PIPE_TILE);
     }
 }
 
-static bool run_pipeline(bool bug) {
+static bool run_pipeline(int bug) {
     // two blocks stream the same tiles, each to its own outputs
     std::vector<float> h(PIPE_TILES * PIPE_TILE), want(2 * PIPE_TILES * PIPE_THREADS);
     for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97);
@@ -90,8 +95,9 @@ static bool run_pipeline(bool bug) {
     CHECK_OK(cudaMalloc(&in, h.size() * sizeof(float)));
     CHECK_OK(cudaMalloc(&out, want.size() * sizeof(float)));
     CHECK_OK(cudaMemcpy(in, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    if (bug) pipeline_kernel<true><<<2, PIPE_THREADS>>>(out, in);
-    else pipeline_kernel<false><<<2, PIPE_THREADS>>>(out, in);
+    if (bug == 1) pipeline_kernel<1><<<2, PIPE_THREADS>>>(out, in);
+    else if (bug == 2) pipeline_kernel<2><<<2, PIPE_THREADS>>>(out, in);
+    else pipeline_kernel<0><<<2, PIPE_THREADS>>>(out, in);
     CHECK_OK(cudaGetLastError());
     std::vector<float> got(want.size());
     CHECK_OK(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
@@ -226,7 +232,10 @@ struct Case {
     const char* fixed;  // what the corrected program does
 };
 static const Case CASES[] = {
-    {"cp_async_war", run_pipeline, "cp.async pipeline: the next tile's copy issued after the barrier that frees its stage"},
+    {"cp_async_war", [](bool bug) { return run_pipeline(bug ? 1 : 0); },
+     "cp.async pipeline: the next tile's copy issued after the barrier that frees its stage"},
+    {"cp_async_raw", [](bool bug) { return run_pipeline(bug ? 2 : 0); },
+     "cp.async pipeline: the tile read after the wait and a barrier"},
     {"lost_update", run_count, "512 threads count with atomicAdd"},
     {"cross_warp_war", run_swap, "threads overwrite what the other warp read only after a __syncthreads"},
     {"cross_stream_raw", [](bool bug) { return run_streams(bug, false); },

@@ -85,7 +85,10 @@ void RaceClocks::created(StreamClock* s, bool blocking) {
     if (blocking) s->vc.join(legacy.vc);
     streams.push_back(s);
 }
-void RaceClocks::destroyed(StreamClock* s) { streams.erase(std::find(streams.begin(), streams.end(), s)); }
+void RaceClocks::destroyed(StreamClock* s) {
+    auto it = std::find(streams.begin(), streams.end(), s);
+    if (it != streams.end()) streams.erase(it);
+}
 
 Op RaceClocks::clocked(StreamClock* s, const char* what, Op op) {
     auto c = std::make_shared<OpClock>();
@@ -453,6 +456,7 @@ static bool is_read(RaceKind k) { return k == RACE_READ || k == RACE_ATOMIC_LOAD
     else what = other + " wrote it";
     const char* order = !in_block(me.b, who) || (who & F_BLOCKS)
                             ? "threads of different blocks of a grid are never ordered"
+                        : (who & F_ASYNC) && (who & ID_MASK) == me.id ? "only its cp.async.wait_group would order them"
                         : (who & F_ASYNC) ? "only that thread's cp.async.wait_group, then a barrier, would order them"
                                           : "no __syncthreads (nor a warp operation both lanes took part in) orders the two";
     fatal("race: kernel %s: %s hazard on %s: %s %s it, and %s; %s", tls_grid->spec->name, kind,
