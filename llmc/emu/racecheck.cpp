@@ -44,6 +44,15 @@
 // another read or wrote, must have been touched by an operation ordered before it, else it is a
 // hazard between streams. The streams run as asynchronously as without the check.
 //
+// What it does not see: host code touching pinned memory while a copy from or to it is queued
+// (host memory has no shadow); a record of an event inside a CUDA graph, at each replay (a wait
+// for it orders nothing here, so a hazard may be reported that the replay's record would have
+// ordered); a kernel's reads of a byte that another stream's operation reads at the same time
+// (one reader of another execution is remembered, so a later write of this kernel to it is
+// checked against that one); warp operations of partial masks order a set of several readers
+// only when the whole warp met. A grid may have at most 2^27 threads, a program 16 GB of device
+// memory under the check.
+//
 // A hazard stops the program (emu::fatal) with "race: kernel NAME: <kind> hazard on <memory>:
 // <who did what>", so a test can grep it. A kernel runs once, in EMU_ORDER's order, its blocks
 // on the stream's host thread alone. (The earlier check ran each kernel twice, forward and
