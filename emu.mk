@@ -10,8 +10,14 @@
 # and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
 # out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
 # the dev programs and four debug states so, two GPT-2 and two Llama (the rest unsanitised, for time), as they do
-#   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl
+#   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl, test_emu_races
 #                                                   the emulator's own tests.
+# and the race-check flavour under build/emu/race/ (the dev programs, test_emu_runtime,
+# test_emu_races, the trainers as build/emu/race/train_gpt_{fp32,bf16}): the program's own code
+# compiled with GCC's -fsanitize=thread instrumentation, linked without libtsan against the
+# emulator, whose llmc/emu/race_tsan.cpp takes the calls; run with EMU_RACECHECK=1 it reports
+# hazards as compute-sanitizer's racecheck would (llmc/emu/racecheck.cpp). ASan and this
+# instrumentation do not combine, hence the separate flavour.
 # `make emu-all` builds what test/test_emu.sh runs.
 
 EMU_CXX ?= $(CXX)
@@ -21,6 +27,8 @@ EMU_WARN := -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-paramete
 # as uint32_t), which nvcc allows and a host compiler could otherwise miscompile
 EMU_FLAGS ?= -std=c++17 -O2 -g -march=native -fopenmp -fno-strict-aliasing $(EMU_WARN) -I llmc/emu/include -include llmc/emu/emu.h
 EMU_SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# every load, store and __atomic builtin calls llmc/emu/race_tsan.cpp (function entries need not)
+EMU_RACE_FLAGS := -fsanitize=thread --param=tsan-instrument-func-entry-exit=0
 EMU_LDLIBS := -pthread -lrt -lm
 # the emulated NCCL is always there; MPI as for the real trainers (cuda.mk's MPICXX)
 EMU_MP_FLAGS := -DUSE_NCCL $(if $(MPICXX),-DUSE_MPI $(MPI_CFLAGS))
@@ -58,6 +66,12 @@ build/emu/asan/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
 EMU_BUILD = @mkdir -p $(dir $(1)) build/emu/deps && echo "emu: $(1)" && \
 	$(EMU_CXX) $(EMU_FLAGS) $(3) -MMD -MP -MT $(1) -MF build/emu/deps/$(subst /,_,$(1)).d -x c++ $(2) -x none $(4) \
 	    -o $(1) $(EMU_LDLIBS) && sed -i 's\#$(EMU_SRC)/\#\#g' build/emu/deps/$(subst /,_,$(1)).d
+# EMU_RACE_BUILD(output, rewritten source, extra flags, extra libraries): compiled with the
+# instrumentation, then linked in a second step, without it, so that no libtsan comes in
+EMU_RACE_BUILD = @mkdir -p $(dir $(1)) build/emu/deps && echo "emu: $(1)" && \
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE_FLAGS) $(3) -MMD -MP -MT $(1) -MF build/emu/deps/$(subst /,_,$(1)).d \
+	    -c -x c++ $(2) -o $(1).o && $(EMU_CXX) $(EMU_FLAGS) $(1).o $(EMU_OBJS) $(4) -o $(1) $(EMU_LDLIBS) && \
+	rm -f $(1).o && sed -i 's\#$(EMU_SRC)/\#\#g' build/emu/deps/$(subst /,_,$(1)).d
 
 train_gpt_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
@@ -98,13 +112,26 @@ build/emu/asan/cuda/%_fp32: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 build/emu/asan/cuda/%_bf16: $(EMU_ASAN_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16 $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
 
+build/emu/race/cuda/%_fp32: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,,)
+build/emu/race/cuda/%_bf16: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/dev/cuda/$*.cu,-DENABLE_BF16,)
+build/emu/race/train_gpt_fp32: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_MP_LIBS))
+build/emu/race/train_gpt_bf16: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 $(EMU_MP_FLAGS),$(EMU_MP_LIBS))
+
 # the emulator's own tests: test_emu_*.cu go through the rewriter, test_emu_*.cpp do not
 build/emu/test_emu_%: $(EMU_ASAN_OBJS) $(wildcard test/test_emu_*.cpp) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(firstword $(wildcard $(EMU_SRC)/test/test_emu_$*.cu test/test_emu_$*.cpp)),-I. $(EMU_SAN_FLAGS),$(EMU_ASAN_OBJS))
+build/emu/race/test_emu_%: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/test/test_emu_$*.cu,-I.,)
 
 EMU_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/emu/cuda/$(n)_fp32 build/emu/cuda/$(n)_bf16)
 EMU_DEV_ASAN_BINS := $(subst build/emu/,build/emu/asan/,$(EMU_DEV_BINS))
+EMU_DEV_RACE_BINS := $(subst build/emu/,build/emu/race/,$(EMU_DEV_BINS))
 EMU_TESTS := $(patsubst test/test_emu_%,build/emu/test_emu_%,$(basename $(wildcard test/test_emu_*.cu test/test_emu_*.cpp)))
+EMU_RACE_TESTS := $(patsubst test/test_emu_%.cu,build/emu/race/test_emu_%,$(wildcard test/test_emu_*.cu))
 
 .PHONY: emu-all emu-trainers emu-dev emu-tests
 emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu \
@@ -112,6 +139,7 @@ emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_b
               build/emu/asan/test_gpt2_debug_fp32 build/emu/asan/test_gpt2_debug_bf16
 emu-trainers: build/emu/test_llama_debug_fp32 build/emu/test_llama_debug_bf16 \
               build/emu/asan/test_llama_debug_fp32 build/emu/asan/test_llama_debug_bf16
-emu-dev: $(EMU_DEV_ASAN_BINS)
-emu-tests: $(EMU_TESTS)
+emu-dev: $(EMU_DEV_ASAN_BINS) $(EMU_DEV_RACE_BINS)
+emu-tests: $(EMU_TESTS) $(EMU_RACE_TESTS)
+emu-trainers: build/emu/race/train_gpt_fp32 build/emu/race/train_gpt_bf16
 emu-all: emu-trainers emu-dev emu-tests

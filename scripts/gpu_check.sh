@@ -131,8 +131,17 @@ run_dev() {
     local t0 rc
     t0=$(date +%s)
     # shellcheck disable=SC2086
-    EMU_RACECHECK=$EMU timeout "$TIMEOUT" "$DEV_DIR/$1_$2" $DEV_ARGS > "$LOGDIR/$1_$2.log" 2>&1
+    timeout "$TIMEOUT" "$DEV_DIR/$1_$2" $DEV_ARGS > "$LOGDIR/$1_$2.log" 2>&1
     rc=$?
+    # emulated: then its race-check build under EMU_RACECHECK=1, in reverse order (the log keeps
+    # the first run's checks, and the race check's last lines if it fails)
+    if [ "$EMU" = 1 ] && [ $rc -eq 0 ]; then
+        # shellcheck disable=SC2086
+        EMU_RACECHECK=1 EMU_ORDER=reverse timeout "$TIMEOUT" "build/emu/race/cuda/$1_$2" $DEV_ARGS \
+            > "$LOGDIR/$1_$2.race.log" 2>&1
+        rc=$?
+        [ $rc -eq 0 ] || tail -n 3 "$LOGDIR/$1_$2.race.log" >> "$LOGDIR/$1_$2.log"
+    fi
     echo "$rc $(( $(date +%s) - t0 ))" > "$LOGDIR/$1_$2.rc"
 }
 # On the emulated GPU a program runs its kernels on one host thread (EMU_RACECHECK), so they

@@ -3,14 +3,21 @@
 # this CPU and run with CUDA's execution model. Two halves:
 #   1. the emulator's own tests, each against a reference written from NVIDIA's documents:
 #      the execution model and runtime (test_emu_runtime, plus the cases that must stop the
-#      program: a deadlock, a lane that exited before a shuffle, a race the two-order check
-#      finds), PTX's fragment layouts (test_emu_ptx), cuBLASLt against a naive product
-#      (test_emu_cublaslt), NCCL over 1, 2 and 4 processes (test_emu_nccl), the slips issue 22
-#      found (test_emu_semantics: min/max beyond int, __activemask, shuffles with a width, a
-#      capture forked to a second stream and never joined); all with ASan+UBSan
+#      program: a deadlock, a lane that exited before a shuffle), PTX's fragment layouts
+#      (test_emu_ptx), cuBLASLt against a naive product (test_emu_cublaslt), NCCL over 1, 2 and
+#      4 processes (test_emu_nccl), the slips issue 22 found (test_emu_semantics: min/max beyond
+#      int, __activemask, shuffles with a width, a capture forked to a second stream and never
+#      joined); all with ASan+UBSan. The race check (EMU_RACECHECK=1, in
+#      the race-check builds of build/emu/race/): test_emu_runtime and the corrected programs of
+#      test_emu_races pass under it in three thread orders, and it stops each planted bug of
+#      test_emu_races (a cp.async issued before the barrier that frees its stage, or its tile
+#      read with no barrier after the wait, a plain +=
+#      by many threads, a cross-warp write-after-read across a shuffle, a kernel and a copy
+#      reading another stream's output without cudaStreamWaitEvent) and test_emu_runtime's race;
+#      the first also shows as wrong results where copies land early (EMU_ORDER=reverse)
 #   2. scripts/gpu_check.sh's dev, trainer and faults parts with GPU_CHECK_EMU=1: every
-#      dev/cuda program at its small (--quick) sizes against the CPU reference, with ASan+UBSan
-#      and every kernel run in two thread orders; test_gpt2_debug against the PyTorch debug
+#      dev/cuda program at its small (--quick) sizes against the CPU reference, with ASan+UBSan,
+#      then its race-check build under EMU_RACECHECK=1 in reverse order; test_gpt2_debug against the PyTorch debug
 #      states (fp32, bf16, -ak 0/1, -ge 1/2, -r 0/1/2); the trainers' resume, determinism
 #      across thread orders, recompute, -cg 1, NCCL over one rank, 2 ranks at ZeRO 0/1/2
 #      (sharing a GPU, and on two emulated GPUs through the emulated NCCL) against 1 rank;
@@ -34,7 +41,7 @@ if ! make -s -j2 emu-all > "$OUT/build.log" 2>&1; then
 fi
 
 # 1. the emulator's own tests
-for t in runtime ptx cublaslt nccl semantics; do
+for t in runtime ptx cublaslt nccl semantics races; do
     bin=build/emu/test_emu_$t
     if "$bin" > "$OUT/test_emu_$t.log" 2>&1; then
         echo "ok   test_emu_$t: $(grep -c '^PASS' "$OUT/test_emu_$t.log") checks"
@@ -53,20 +60,49 @@ for order in reverse shuffle:7; do
     fi
 done
 # what must stop a program, with the emulator's message naming it
-expect_stop() {  # NAME PATTERN ENV...
-    local name=$1 pattern=$2
-    shift 2
-    env "$@" build/emu/test_emu_runtime --fail "$name" > "$OUT/fail_$name.log" 2>&1
+expect_stop() {  # PROGRAM NAME PATTERN ENV... (PROGRAM: runtime, races, race/runtime, race/races)
+    local prog=$1 name=$2 pattern=$3 bin=build/emu/test_emu_$1 log="$OUT/fail_${1/\//_}_$2.log"
+    [[ $prog == race/* ]] && bin=build/emu/race/test_emu_${prog#race/}
+    shift 3
+    env "$@" "$bin" --fail "$name" > "$log" 2>&1
     local rc=$?
-    if [ $rc -ne 0 ] && grep -q "$pattern" "$OUT/fail_$name.log"; then
-        echo "ok   stops: $(grep -m 1 -o "$pattern.*" "$OUT/fail_$name.log" | cut -c1-110)"
+    if [ $rc -ne 0 ] && grep -q "$pattern" "$log"; then
+        echo "ok   stops: $(grep -m 1 -o "$pattern.*" "$log" | cut -c1-150)"
     else
-        echo "FAIL the $name case: rc=$rc, $(tail -n 1 "$OUT/fail_$name.log")"; fail=1
+        echo "FAIL the $name case of $prog ($*): rc=$rc, $(tail -n 1 "$log")"; fail=1
     fi
 }
-expect_stop deadlock "deadlock: "
-expect_stop exited_lane "exited while lanes of its warp wait"
-expect_stop race "race: kernel racy_sum_kernel" EMU_RACECHECK=1
+expect_stop runtime deadlock "deadlock: "
+expect_stop runtime exited_lane "exited while lanes of its warp wait"
+# the race check: test_emu_races' corrected programs, and test_emu_runtime's checks (streams,
+# events, graphs), run to the end under it with the right results, in every order
+race_start=$SECONDS
+for order in forward reverse shuffle:7; do
+    for t in runtime races; do
+        log="$OUT/race_${t}_$order.log"
+        if EMU_RACECHECK=1 EMU_ORDER=$order build/emu/race/test_emu_$t > "$log" 2>&1; then
+            echo "ok   test_emu_$t under EMU_RACECHECK=1, EMU_ORDER=$order: $(grep -c '^PASS' "$log") checks"
+        else
+            echo "FAIL test_emu_$t under EMU_RACECHECK=1, EMU_ORDER=$order"; grep -m 5 -E '^FAIL|emulated GPU' "$log"; fail=1
+        fi
+    done
+done
+# ... and stops every bug, whatever the order the threads and streams ran in
+expect_stop race/runtime race "race: kernel racy_sum_kernel: .* hazard on shared memory" EMU_RACECHECK=1
+for order in forward reverse; do
+    expect_stop race/races cp_async_war "race: kernel pipeline_kernel<1>: .* hazard on shared memory" EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cp_async_raw "race: kernel pipeline_kernel<2>: .* hazard on shared memory" EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races lost_update "race: kernel count_kernel<true>: read-after-write hazard on global memory" \
+        EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cross_warp_war "race: kernel swap_halves_kernel<true>: write-after-read hazard on shared memory" \
+        EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cross_stream_raw "race: kernel [a-z]*_kernel (stream #[0-9]*) .* hazard between streams" \
+        EMU_RACECHECK=1 EMU_ORDER=$order
+    expect_stop race/races cross_stream_copy "race: .*cudaMemcpyAsync.* hazard between streams" EMU_RACECHECK=1 EMU_ORDER=$order
+done
+# a cp.async may land as soon as it is issued: then the early issue shows in the data too
+expect_stop races cp_async_war "ran to the end: wrong results" EMU_ORDER=reverse
+echo "     (the race check's part here: $((SECONDS - race_start)) s)"
 
 # 2. the GPU checks on the emulated GPU
 if ! "$PY" -c "import torch" 2> /dev/null; then
@@ -257,6 +293,26 @@ for run in "llama3.1:8b 8030261248 1 0" "llama3.1:70b 70553706496 1 0" "llama3.1
     else
         echo "FAIL train_gpt_bf16_emu -e $model on $np rank(s): rc=$st, wanted '$expect', '$procs': $(tail -n 2 "$log")"
         fail=1
+    fi
+done
+# The trainers' race-check builds under EMU_RACECHECK=1: two steps with validation, a sample and
+# a checkpoint; fp32 with the gradient reduction on a stream of its own (NCCL over one rank,
+# ZeRO 1, events between the streams), bf16 with the tensor-core attention (cp.async) replayed
+# as CUDA graphs
+R=$INPUTS/resume
+for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1" "bf16 GPTRAIN_NCCL_SINGLE=0 -ak 1 -cg 1"; do
+    read -r prec nccl extra <<< "$run"
+    d="$OUT/race_trainer_$prec"
+    rm -rf "$d"
+    # shellcheck disable=SC2086
+    env EMU_RACECHECK=1 "$nccl" timeout 600 build/emu/race/train_gpt_$prec -e "$R/model.bin" -i "$R/markov_train_*.bin" \
+        -j "$R/markov_val_*.bin" -b 4 -t 32 -d 256 -x 2 -v 2 -m 1 -s 2 -g 4 -n 2 $extra -o "$d" > "$d.stdout" 2>&1
+    st=$?
+    if [ $st -eq 0 ] && grep -q '^done: 2 steps' "$d.stdout"; then
+        echo "ok   train_gpt_$prec ($nccl $extra) under EMU_RACECHECK=1: 2 steps, val, sample, checkpoint, no hazard"
+    else
+        echo "FAIL train_gpt_$prec ($nccl $extra) under EMU_RACECHECK=1: rc=$st"
+        grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300; fail=1
     fi
 done
 GPU_CHECK_EMU=1 GPU_CHECK_PARTS="${EMU_CHECK_PARTS:-dev trainer faults}" GPU_INPUTS="$INPUTS" OUT="$OUT/gpu_check" \

@@ -9,6 +9,9 @@
 //   - cp.async: a copy is not in shared memory before its wait_group, is after; wait_group 1
 //     with two groups leaves the newer pending; wait_group ignores uncommitted copies, wait_all
 //     does not; src-size zero-fills; another thread sees the data after wait + __syncthreads.
+//     (In forward order, which test/test_emu.sh runs it in: there a copy lands at its wait. The
+//     ISA lets it land any time from its issue on, which other EMU_ORDERs do, and
+//     test_emu_races.cu shows.)
 // Emulated build only: g++ -std=c++17 -I llmc/emu/include -include llmc/emu/emu.h -Illmc
 //   test/test_emu_ptx.cpp llmc/emu/emu.cpp -pthread. Prints one line per check; exits 1 if any
 // fails.

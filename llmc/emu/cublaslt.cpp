@@ -544,8 +544,39 @@ template <typename TD> void run_t(const Job& J, float alpha, float beta) {
     }
 }
 
+// The race check (EMU_RACECHECK=1): the bytes of v's elements, read or written by the matmul
+void race_view(const View& v, int32_t batch, bool write, size_t es = 0) {
+    if (es == 0) es = type_size(v.type);
+    const bool by_row = v.cs == 1 && v.rs != 1;  // the contiguous runs: rows of a row-major view, else columns
+    const int64_t inner = by_row ? v.cols : v.rows, outer = by_row ? v.rows : v.cols;
+    const int64_t is = by_row ? v.cs : v.rs, os = by_row ? v.rs : v.cs;
+    for (int32_t b = 0; b < batch; b++)
+        for (int64_t o = 0; o < outer; o++) {
+            const char* p = (const char*)v.p + (b * v.bs + o * os) * (int64_t)es;
+            if (is == 1) emu::race_range(p, inner * es, write);
+            else for (int64_t i = 0; i < inner; i++) emu::race_range(p + i * is * (int64_t)es, es, write);
+        }
+}
+void race_job(const Job& J, float beta) {
+    const Problem& P = J.P;
+    race_view(P.a, P.batch, false);
+    race_view(P.b, P.batch, false);
+    if (beta != 0.0f) race_view(P.c, P.batch, false);
+    if (J.alpha_dev) emu::race_range(J.alpha_dev, sizeof(float), false), emu::race_range(J.beta_dev, sizeof(float), false);
+    if (P.bias != nullptr)
+        race_view(View{P.bias, P.d.type, P.f.bgrad_b ? P.n : P.m, 1, 1, 0, P.bias_bs}, P.batch, !P.f.bias_in);
+    const bool bits = P.f.relu || P.f.drelu;  // as check_pointers reads aux
+    if (P.aux != nullptr)
+        race_view(bits ? View{P.aux, P.d.type, (P.m + 7) / 8, P.n, 1, P.aux_ld / 8, P.aux_bs / 8}
+                       : View{P.aux, P.d.type, P.m, P.n, 1, P.aux_ld, P.aux_bs},
+                  P.batch, P.f.aux_out, bits ? 1 : 0);
+    if (J.workspace_bytes > 0) emu::race_range(J.workspace, J.workspace_bytes, true);
+    race_view(P.d, P.batch, true);
+}
+
 void run(const Job& J) {
     const float alpha = J.alpha_dev ? *J.alpha_dev : J.alpha, beta = J.beta_dev ? *J.beta_dev : J.beta;
+    race_job(J, beta);
     if (J.workspace_bytes > 0) memset(J.workspace, 0xff, J.workspace_bytes);
     if (J.P.d.type == CUDA_R_32F) run_t<float>(J, alpha, beta);
     else run_t<__nv_bfloat16>(J, alpha, beta);

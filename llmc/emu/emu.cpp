@@ -1,6 +1,7 @@
 // emu.cpp: the emulated GPU's runtime (llmc/emu/emu.h): device memory, streams that run
 // their work in order on a host thread each, the legacy default stream's implicit
-// synchronisation, events, CUDA graphs, launch checks, and the race check.
+// synchronisation, events, CUDA graphs, launch checks, and for the race check (racecheck.cpp)
+// the clocks that say which stream operations come before which.
 //
 // Streams: a stream made by cudaStreamCreate* has a worker thread that runs its queue in
 // order. The legacy default stream (nullptr) has none: its work waits until every blocking
@@ -10,6 +11,7 @@
 // device-to-host returns when the data is there. Pinned memory (cudaMallocHost) is copied
 // when the stream gets there, so reading it before a synchronisation reads old data.
 #include "emu_internal.h"
+#include "racecheck.h"  // RaceClocks, StreamClock, VClock, race_*: EMU_RACECHECK=1
 
 #include <unistd.h>
 #include <algorithm>
@@ -46,6 +48,7 @@ struct Stream {
     std::thread worker;
     Capture* capture = nullptr;        // the capture sequence it records into, if any
     std::vector<size_t> capture_deps;  // the nodes its next captured operation depends on
+    StreamClock race;  // EMU_RACECHECK=1
 };
 
 // A graph's node: the operation and the nodes it depends on (indices of earlier nodes, so the
@@ -81,6 +84,7 @@ struct Event {
     double t_ms = 0.0;
     uint64_t capture_id = 0;               // last recorded in this capture sequence (0: outside any)
     std::vector<size_t> capture_deps;      // the recording stream's dependencies then
+    VClock race_vc;  // EMU_RACECHECK=1: what its last record comes after
 };
 
 // every piece of the runtime's state; made once, never destroyed (stream threads may still
@@ -100,6 +104,7 @@ struct Runtime {
     std::map<std::string, std::pair<double, long>> kernel_ms;  // EMU_PROFILE: time and launches by kernel
     int devices = 1;
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+    RaceClocks race;  // EMU_RACECHECK=1: which stream operations come before which
 };
 
 void print_profile();
@@ -117,8 +122,9 @@ static Runtime* rt() {
         }
         const char* rc = getenv("EMU_RACECHECK");
         r->racecheck = rc != nullptr && strcmp(rc, "1") == 0;
+        if (r->racecheck) race_enable();
         const char* sy = getenv("EMU_SYNC");
-        r->sync = r->racecheck || (sy != nullptr && strcmp(sy, "1") == 0);
+        r->sync = sy != nullptr && strcmp(sy, "1") == 0;
         if (const char* d = getenv("EMU_DEVICES")) r->devices = std::max(1, atoi(d));
         const char* pr = getenv("EMU_PROFILE");
         r->profile = pr != nullptr && strcmp(pr, "1") == 0;
@@ -317,6 +323,9 @@ static Op profiled(const char* what, Op op) {
     };
 }
 
+// EMU_RACECHECK=1: the clock of s's operations (nullptr: the legacy stream's)
+static StreamClock* race_clock(Stream* s) { return s != nullptr ? &s->race : &rt()->race.legacy; }
+
 cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
     Runtime* r = rt();
     if (r->profile) op = profiled(what, std::move(op));
@@ -327,6 +336,7 @@ cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
             invalidate_captures_locked(true);
             return note(cudaErrorStreamCaptureImplicit);
         }
+        if (r->racecheck) op = r->race.clocked(race_clock(nullptr), what, std::move(op));
         drain_locked(lk, nullptr);
         lk.unlock();
         op();
@@ -337,6 +347,7 @@ cudaError_t stream_enqueue(cudaStream_t s, const char* what, Op op) {
         capture_node_locked(s, what, std::move(op));
         return cudaSuccess;
     }
+    if (r->racecheck) op = r->race.clocked(race_clock(s), what, std::move(op));
     if (r->sync) {
         drain_locked(lk, s);
         lk.unlock();
@@ -401,40 +412,6 @@ size_t kernel_max_dynamic_smem(const void* kernel) {
     return it == r->kernel_smem.end() ? SMEM_DEFAULT_LIMIT : it->second;
 }
 
-// Every kernel runs twice from the same device memory, in forward and in reverse (or the
-// EMU_ORDER shuffle) order; a byte that differs is a result that depends on the order of
-// threads or blocks: a missing barrier, a race between blocks.
-static void run_racecheck(const LaunchSpec& spec, const std::function<void()>& body) {
-    Runtime* r = rt();
-    std::vector<std::pair<uintptr_t, size_t>> allocs;
-    {
-        std::lock_guard<std::mutex> lk(r->mu);
-        for (auto& a : r->device) allocs.push_back(a);
-    }
-    std::vector<std::vector<unsigned char>> before(allocs.size()), first(allocs.size());
-    for (size_t i = 0; i < allocs.size(); i++)
-        before[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
-    run_grid(spec, body, Order{ORDER_FORWARD, 0}, true);
-    for (size_t i = 0; i < allocs.size(); i++) {
-        first[i].assign((unsigned char*)allocs[i].first, (unsigned char*)allocs[i].first + allocs[i].second);
-        memcpy((void*)allocs[i].first, before[i].data(), allocs[i].second);
-    }
-    Order second = r->order.kind == ORDER_SHUFFLE ? r->order : Order{ORDER_REVERSE, 0};
-    run_grid(spec, body, second, true);
-    for (size_t i = 0; i < allocs.size(); i++) {
-        const unsigned char* now = (const unsigned char*)allocs[i].first;
-        size_t diff = 0, at = 0;
-        for (size_t b = 0; b < allocs[i].second; b++)
-            if (now[b] != first[i][b] && diff++ == 0) at = b;
-        if (diff > 0)
-            fatal("race: kernel %s (grid %u,%u,%u block %u,%u,%u) writes %zu bytes differently in forward and %s "
-                  "order; the first at byte %zu of the %zu-byte allocation %p",
-                  spec.name, spec.grid.x, spec.grid.y, spec.grid.z, spec.block.x, spec.block.y, spec.block.z, diff,
-                  second.kind == ORDER_SHUFFLE ? "shuffled" : "reverse", at, allocs[i].second,
-                  (void*)allocs[i].first);
-    }
-}
-
 void launch_grid(const LaunchSpec& spec, std::function<void()> body) {
     const dim3 b = spec.block, g = spec.grid;
     const uint64_t threads = (uint64_t)b.x * b.y * b.z;
@@ -450,7 +427,7 @@ void launch_grid(const LaunchSpec& spec, std::function<void()> body) {
     LaunchSpec copy = spec;
     Runtime* r = rt();
     stream_enqueue(spec.stream, spec.name, [copy, body = std::move(body), r]() {
-        if (r->racecheck) run_racecheck(copy, body);
+        if (r->racecheck) race_run_grid(copy, body, r->order);
         else run_grid(copy, body, r->order);
     });
 }
@@ -489,7 +466,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     if (cudaError_t e = refuse_unsafe_in_capture()) return e;
     Runtime* r = rt();
     const size_t rounded = std::max<size_t>(256, (bytes + 255) / 256 * 256);
-    void* m = aligned_alloc(256, rounded);
+    void* m = r->racecheck ? race_device_alloc(rounded) : aligned_alloc(256, rounded);
     if (m == nullptr) return note(cudaErrorMemoryAllocation);
     memset(m, 0xff, rounded);  // never-written device memory reads as NaN
     std::lock_guard<std::mutex> lk(r->mu);
@@ -506,10 +483,12 @@ cudaError_t cudaFree(void* p) {
     auto it = r->device.find((uintptr_t)p);
     if (it == r->device.end()) return note(cudaErrorInvalidValue);
     drain_locked(lk, nullptr, true);  // cudaFree waits for the device's work
+    if (r->racecheck) r->race.host_knows(race_clock(nullptr), true);
     r->device_bytes -= std::max<size_t>(256, (it->second + 255) / 256 * 256);
     r->device.erase(it);
     lk.unlock();
-    free(p);
+    if (r->racecheck) race_device_free(p);
+    else free(p);
     return cudaSuccess;
 }
 
@@ -532,6 +511,7 @@ cudaError_t cudaFreeHost(void* p) {
     auto it = r->pinned.find((uintptr_t)p);
     if (it == r->pinned.end()) return note(cudaErrorInvalidValue);
     drain_locked(lk, nullptr, true);
+    if (r->racecheck) r->race.host_knows(race_clock(nullptr), true);
     r->pinned.erase(it);
     lk.unlock();
     free(p);
@@ -548,10 +528,28 @@ static cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemc
     return cudaSuccess;
 }
 
+// a copy as the race check sees it: a read of src and a write of dst (host memory is not watched)
+static void copy_bytes(void* dst, const void* src, size_t bytes) {
+    race_range(src, bytes, false);
+    race_range(dst, bytes, true);
+    memmove(dst, src, bytes);
+}
+
+// The Runtime API's "API synchronization behavior": cudaMemcpy to host memory, and
+// cudaMemcpyAsync to pageable host memory, return once the copy is complete (so the host is
+// ordered after it); other copies need not wait for their DMA
+static void race_copy_returned(Stream* s, const void* dst, size_t bytes, bool async) {
+    if (!rt()->racecheck || device_range(dst, bytes) || (async && pinned_range(dst, bytes))) return;
+    std::lock_guard<std::mutex> lk(rt()->mu);
+    rt()->race.host.join(race_clock(s)->vc);
+}
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
     if (bytes == 0) return cudaSuccess;
     if (cudaError_t e = check_copy(dst, src, bytes, kind)) return e;
-    return stream_enqueue(nullptr, "cudaMemcpy", [=]() { memmove(dst, src, bytes); });
+    cudaError_t e = stream_enqueue(nullptr, "cudaMemcpy", [=]() { copy_bytes(dst, src, bytes); });
+    if (e == cudaSuccess) race_copy_returned(nullptr, dst, bytes, false);
+    return e;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
@@ -562,14 +560,15 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
         // pageable source: the driver stages it at the call
         auto staged = std::make_shared<std::vector<unsigned char>>((const unsigned char*)src,
                                                                    (const unsigned char*)src + bytes);
-        return stream_enqueue(s, "cudaMemcpyAsync", [=]() { memcpy(dst, staged->data(), bytes); });
+        return stream_enqueue(s, "cudaMemcpyAsync", [=]() { copy_bytes(dst, staged->data(), bytes); });
     }
-    cudaError_t e = stream_enqueue(s, "cudaMemcpyAsync", [=]() { memmove(dst, src, bytes); });
+    cudaError_t e = stream_enqueue(s, "cudaMemcpyAsync", [=]() { copy_bytes(dst, src, bytes); });
     if (e == cudaSuccess && host_dst && !pinned_range(dst, bytes) && capturing(s) == nullptr && s != nullptr) {
         // pageable destination: the call returns when the data is there
         std::unique_lock<std::mutex> lk(rt()->mu);
         drain_locked(lk, s);
     }
+    if (e == cudaSuccess && capturing(s) == nullptr) race_copy_returned(s, dst, bytes, true);
     return e;
 }
 
@@ -579,12 +578,18 @@ static cudaError_t check_set(void* p, size_t bytes) {
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
     if (bytes == 0) return cudaSuccess;
     if (cudaError_t e = check_set(p, bytes)) return e;
-    return stream_enqueue(nullptr, "cudaMemset", [=]() { memset(p, value, bytes); });
+    return stream_enqueue(nullptr, "cudaMemset", [=]() {
+        race_range(p, bytes, true);
+        memset(p, value, bytes);
+    });
 }
 cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
     if (bytes == 0) return cudaSuccess;
     if (cudaError_t e = check_set(p, bytes)) return e;
-    return stream_enqueue(s, "cudaMemsetAsync", [=]() { memset(p, value, bytes); });
+    return stream_enqueue(s, "cudaMemsetAsync", [=]() {
+        race_range(p, bytes, true);
+        memset(p, value, bytes);
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -637,8 +642,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* out, unsigned flags) {
     Stream* s = new Stream();
     s->flags = flags;
     {
-        std::lock_guard<std::mutex> lk(rt()->mu);
-        rt()->streams.insert(s);
+        Runtime* r = rt();
+        std::lock_guard<std::mutex> lk(r->mu);
+        r->streams.insert(s);
+        if (r->racecheck) r->race.created(&s->race, !(flags & cudaStreamNonBlocking));
     }
     s->worker = std::thread(stream_worker, s);
     *out = s;
@@ -659,6 +666,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
     std::lock_guard<std::mutex> lk(r->mu);
     r->streams.erase(s);
     capture_leave_locked(s);
+    if (r->racecheck) r->race.destroyed(&s->race);
     delete s;
     return cudaSuccess;
 }
@@ -669,6 +677,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     std::unique_lock<std::mutex> lk(r->mu);
     if (s != nullptr && r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
     drain_locked(lk, s);
+    if (r->racecheck) r->race.host_knows(race_clock(s));
     return cudaSuccess;
 }
 
@@ -679,10 +688,12 @@ cudaError_t cudaStreamQuery(cudaStream_t s) {
     if (s == nullptr) {
         for (Stream* o : r->streams)
             if (!(o->flags & cudaStreamNonBlocking) && !stream_idle(o)) return cudaErrorNotReady;
-        return cudaSuccess;
+    } else {
+        if (r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
+        if (!stream_idle(s)) return cudaErrorNotReady;
     }
-    if (r->streams.count(s) == 0) return note(cudaErrorInvalidResourceHandle);
-    return stream_idle(s) ? cudaSuccess : cudaErrorNotReady;
+    if (r->racecheck) r->race.host_knows(race_clock(s));
+    return cudaSuccess;
 }
 
 cudaError_t cudaDeviceSynchronize() {
@@ -693,6 +704,7 @@ cudaError_t cudaDeviceSynchronize() {
         return note(cudaErrorStreamCaptureUnsupported);
     }
     drain_locked(lk, nullptr, true);
+    if (r->racecheck) r->race.host_knows(race_clock(nullptr), true);
     return cudaSuccess;
 }
 cudaError_t cudaDeviceReset() { return cudaDeviceSynchronize(); }
@@ -744,6 +756,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         e->capture_id = 0;
         e->capture_deps.clear();
         gen = ++e->recorded;
+        // the race check: a wait for it comes after what s had queued
+        if (r->racecheck && (s == nullptr || r->streams.count(s) != 0)) e->race_vc = race_clock(s)->vc;
     }
     return stream_enqueue(s, "cudaEventRecord", [e, gen, r]() {
         std::lock_guard<std::mutex> lk(r->mu);
@@ -759,13 +773,17 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e) {
     if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
     const uint64_t target = e->recorded;
     r->cv.wait(lk, [&] { return e->completed >= target; });
+    if (r->racecheck) r->race.host.join(e->race_vc);
     return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) {
-    std::lock_guard<std::mutex> lk(rt()->mu);
-    if (rt()->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
-    return e->completed >= e->recorded ? cudaSuccess : cudaErrorNotReady;
+    Runtime* r = rt();
+    std::lock_guard<std::mutex> lk(r->mu);
+    if (r->events.count(e) == 0) return note(cudaErrorInvalidResourceHandle);
+    if (e->completed < e->recorded) return cudaErrorNotReady;
+    if (r->racecheck) r->race.host.join(e->race_vc);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
@@ -818,6 +836,8 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
             e->capture_deps.clear();
         }
         target = e->recorded;
+        // the race check: what s queues from now on comes after what e's record came after
+        if (r->racecheck && (s == nullptr || r->streams.count(s) != 0)) race_clock(s)->vc.join(e->race_vc);
     }
     if (target == 0) return cudaSuccess;  // never recorded: nothing to wait for
     return stream_enqueue(s, "cudaStreamWaitEvent", [e, target, r]() {

@@ -8,6 +8,9 @@
 //     (a lane of the mask that has exited is an error, as it is undefined on the GPU); the
 //     shuffles pick their source lane as PTX's shfl.sync does, width included; __activemask
 //     names the lanes waiting in the same call once the rest of the warp can go no further;
+//   - cp.async copies land at some moment between their issue and the cp.async.wait_group that
+//     completes them, chosen by EMU_ORDER: at the wait (forward), at the issue (reverse), or
+//     per copy at the issue, the thread's next __syncthreads or the wait (shuffle);
 //   - __shared__ memory per block (each variable its own allocation, so ASan sees an index
 //     past its end), dynamic shared memory limited to 48 KB unless cudaFuncSetAttribute
 //     raised it, to the H100's 227 KB at most; new shared and device memory is filled with
@@ -27,8 +30,15 @@
 //
 // Environment:
 //   EMU_ORDER=forward|reverse|shuffle[:SEED]  thread and block order (default forward)
-//   EMU_RACECHECK=1   every kernel runs twice, forward and reverse order, from the same
-//                     device memory; any byte that differs stops the program naming the kernel
+//   EMU_RACECHECK=1   the race check (llmc/emu/racecheck.cpp), in a program built with its
+//                     instrumentation (emu.mk's build/emu/race/ flavour; any other stops at
+//                     once): every load and store of a kernel to global or shared memory, every
+//                     cp.async, and every copy, memset, cuBLASLt and NCCL operation is checked
+//                     against the earlier accesses to the same bytes. A hazard (two accesses of
+//                     which one writes, not ordered by program order, __syncthreads, a warp
+//                     operation both lanes took part in, cp.async.wait_group, or between stream
+//                     operations by stream order, events and synchronisation) stops the program
+//                     with "race: kernel NAME: ...". Streams stay asynchronous.
 //   EMU_SYNC=1        every stream operation runs at once on the calling thread
 #pragma once
 #include <cmath>
@@ -265,6 +275,7 @@ bool device_range(const void* p, size_t bytes);
 // inside a kernel: the running thread
 
 struct BlockState;
+struct RaceBlock;  // the race check's view of a running block (racecheck.cpp)
 struct ThreadState {
     dim3 idx;           // threadIdx
     int linear;         // threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)
@@ -272,6 +283,7 @@ struct ThreadState {
 };
 struct BlockState {
     dim3 idx, dim, grid;  // blockIdx, blockDim, gridDim
+    RaceBlock* race = nullptr;  // under EMU_RACECHECK=1
 };
 extern thread_local ThreadState* tls_thread;
 
@@ -307,6 +319,21 @@ template <typename T>
 inline T* shared_dynamic() {
     return static_cast<T*>(shared_dynamic_ptr());
 }
+
+// The race check (EMU_RACECHECK=1, racecheck.cpp), told what the kernels' instrumented code
+// does not show it: the bytes a stream operation that is not a kernel reads or writes (a copy,
+// a cuBLASLt matmul, an NCCL collective; called while it runs), and the emulated PTX's own
+// accesses. Each does nothing while the check is off.
+void race_range(const void* p, size_t bytes, bool write);
+void race_shared_read(const void* p, size_t bytes);            // ldmatrix's rows
+void race_cp_async_issue(void* dst, size_t bytes, const void* src, size_t src_bytes);
+void race_cp_async_done(void* dst, size_t bytes);              // its wait_group completed it
+
+// When a cp.async issued now lands, as EMU_ORDER decides (salt tells the copies apart):
+// CP_ASYNC_AT_ISSUE, CP_ASYNC_AT_BARRIER (the thread's next __syncthreads, or the wait if that
+// comes first) or CP_ASYNC_AT_WAIT
+enum CpAsyncLanding { CP_ASYNC_AT_ISSUE, CP_ASYNC_AT_BARRIER, CP_ASYNC_AT_WAIT };
+CpAsyncLanding cp_async_landing(uint64_t salt);
 
 // ---------------------------------------------------------------------------------------
 // launches

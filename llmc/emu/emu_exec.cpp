@@ -6,7 +6,8 @@
 // The last thread to reach a barrier releases the others for the next round. A round with
 // nobody ready while threads still wait is a deadlock, reported with who waits where.
 #include "emu_internal.h"
-#include "ptx.h"  // ptx_thread_exit: cp.async copies a thread never waited for
+#include "ptx.h"        // ptx_thread_exit, ptx_thread_barrier: cp.async copies at a thread's end, barrier
+#include "racecheck.h"  // race_block_begin, race_barrier, race_warp_op, race_shared_alloc: EMU_RACECHECK=1
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -108,6 +109,7 @@ struct SharedVar {
 // the block running on this host thread
 struct BlockRun {
     const LaunchSpec* spec;
+    Order order;
     const std::function<void()>* body;
     BlockState bs;
     std::vector<Fiber> fibers;
@@ -171,6 +173,7 @@ static void switch_to_scheduler(BlockRun* r, Fiber* f, bool ending) {
 // every thread waiting at __syncthreads goes on in the next round
 static void release_barrier(BlockRun* r) {
     r->barrier_arrived = 0;
+    if (r->bs.race != nullptr) race_barrier(r->bs.race);
     for (Fiber& o : r->fibers)
         if (o.state == FIBER_BLOCKED && o.at_barrier) o.state = FIBER_READY_NEXT;
 }
@@ -231,6 +234,7 @@ static void block_here(BlockRun* r, const char* what, bool barrier) {
 void block_barrier() {
     BlockRun* r = tls_block;
     if (r == nullptr || r->current == nullptr) fatal("__syncthreads called outside a kernel");
+    ptx_thread_barrier();  // its cp.async copies due by its next barrier land
     r->barrier_arrived++;
     if (r->barrier_arrived == r->live) {
         release_barrier(r);
@@ -329,6 +333,7 @@ static const unsigned char (*warp_meet(unsigned mask, const void* mine, size_t b
     memcpy(wp.buf[gen & 1][lane], mine, bytes);
     wp.arrived |= 1u << lane;
     if (wp.arrived == mask) {
+        if (r->bs.race != nullptr) race_warp_op(r->bs.race, w, mask);
         for (int l = 0; l < 32; l++) {
             if (!(mask >> l & 1u)) continue;
             Fiber& o = r->fibers[w * 32 + l];
@@ -363,6 +368,17 @@ void warp_exchange_one(unsigned mask, const void* mine, void* out, size_t bytes,
     else memset(out, 0, bytes);  // undefined on the GPU; zeros here
 }
 
+// A cp.async lands at its wait in forward order, at its issue in reverse, and when shuffled
+// at a moment a hash of the seed and the copy picks (emu.h)
+CpAsyncLanding cp_async_landing(uint64_t salt) {
+    const Order o = tls_block != nullptr ? tls_block->order : Order{ORDER_FORWARD, 0};
+    if (o.kind != ORDER_SHUFFLE) return o.kind == ORDER_FORWARD ? CP_ASYNC_AT_WAIT : CP_ASYNC_AT_ISSUE;
+    uint64_t x = salt + o.seed * 0x9e3779b97f4a7c15ULL;  // splitmix64's finaliser
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return (CpAsyncLanding)((x ^ (x >> 31)) % 3);
+}
+
 // ---------------------------------------------------------------------------------------
 // shared memory
 
@@ -377,7 +393,8 @@ void* shared_alloc(const void* site, size_t bytes, size_t align) {
         fatal("kernel %s: %zu bytes of static and %zu of dynamic shared memory: too many resources requested for "
               "launch (at most %zu)",
               r->spec->name, r->shared_static_bytes, r->spec->smem, limit);
-    void* p = aligned_alloc(std::max<size_t>(align, 16), (bytes + 15) / 16 * 16);
+    void* p = r->bs.race != nullptr ? race_shared_alloc(bytes, std::max<size_t>(align, 16))
+                                    : aligned_alloc(std::max<size_t>(align, 16), (bytes + 15) / 16 * 16);
     memset(p, 0xff, bytes);  // uninitialised shared memory reads as NaN
     r->shared.push_back(SharedVar{site, p, bytes});
     return p;
@@ -406,6 +423,7 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
                       uint64_t block_linear) {
     BlockRun r;
     r.spec = &spec;
+    r.order = order;
     r.body = &body;
     r.bs.idx = bidx;
     r.bs.dim = spec.block;
@@ -420,8 +438,10 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
         f.ts.idx = dim3(i % spec.block.x, (i / spec.block.x) % spec.block.y, i / (spec.block.x * spec.block.y));
         f.ts.block = &r.bs;
     }
+    r.bs.race = race_block_begin(block_linear, n);
     if (spec.smem > 0) {
-        r.dynamic_smem = aligned_alloc(128, (spec.smem + 127) / 128 * 128);
+        r.dynamic_smem = r.bs.race != nullptr ? race_shared_alloc(spec.smem, 128)
+                                              : aligned_alloc(128, (spec.smem + 127) / 128 * 128);
         memset(r.dynamic_smem, 0xff, spec.smem);
     }
     BlockRun* saved = tls_block;
@@ -457,14 +477,18 @@ static void run_block(const LaunchSpec& spec, const std::function<void()>& body,
     }
     tls_block = saved;
     tls_thread = saved_thread;
+    if (r.bs.race != nullptr) {
+        race_block_end(r.bs.race);  // its shared memory is the host thread's region, used again
+        return;
+    }
     for (SharedVar& v : r.shared) free(v.ptr);
     free(r.dynamic_smem);
 }
 
 // Blocks run on a team of host threads (EMU_THREADS, default the machine's cores, at most 8):
 // the caller and helpers that take the next block of the order from a shared counter. Blocks
-// are independent in CUDA's model; a kernel whose blocks depend on their order shows it under
-// EMU_RACECHECK (run on one host thread, blocks strictly in order).
+// are independent in CUDA's model; a kernel whose blocks depend on each other shows it under
+// EMU_RACECHECK (which runs a grid's blocks on one host thread, strictly in order).
 struct BlockTeam {
     std::mutex mu;
     std::condition_variable cv;

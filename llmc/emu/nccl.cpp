@@ -502,13 +502,13 @@ ncclResult_t enqueue(const Coll& a, ncclComm_t comm, cudaStream_t stream) {
         report(c->rank, n, "%s: root %d is not a rank of %d", what, a.root, n);
         return ncclInvalidArgument;
     }
+    size_t send_n = a.count, recv_n = a.count;
+    if (a.kind == COLL_ALL_GATHER) recv_n *= n;
+    if (a.kind == COLL_REDUCE_SCATTER) send_n *= n;
+    const bool send_used = a.kind != COLL_BROADCAST || c->rank == a.root;
+    const bool recv_used = a.kind != COLL_REDUCE || c->rank == a.root;
     if (a.count > 0) {
         // the buffers must be device memory, as NCCL's pointer checks demand
-        size_t send_n = a.count, recv_n = a.count;
-        if (a.kind == COLL_ALL_GATHER) recv_n *= n;
-        if (a.kind == COLL_REDUCE_SCATTER) send_n *= n;
-        const bool send_used = a.kind != COLL_BROADCAST || c->rank == a.root;
-        const bool recv_used = a.kind != COLL_REDUCE || c->rank == a.root;
         if (send_used && (a.send == nullptr || !emu::device_range(a.send, send_n * E))) {
             report(c->rank, n, "%s: sendbuff %p is not %zu bytes of device memory", what, a.send, send_n * E);
             return ncclInvalidArgument;
@@ -525,7 +525,10 @@ ncclResult_t enqueue(const Coll& a, ncclComm_t comm, cudaStream_t stream) {
     const bool counted = capture == cudaStreamCaptureStatusNone;
     std::shared_ptr<CommState> st = comm->st;
     if (counted) st->inflight++;
-    cudaError_t e = emu::stream_enqueue(stream, what, [st, a, counted]() {
+    const size_t send_bytes = send_used ? send_n * E : 0, recv_bytes = recv_used ? recv_n * E : 0;
+    cudaError_t e = emu::stream_enqueue(stream, what, [st, a, counted, send_bytes, recv_bytes]() {
+        emu::race_range(a.send, send_bytes, false);  // the race check (EMU_RACECHECK=1): what it reads, writes
+        emu::race_range(a.recv, recv_bytes, true);
         run_collective(st.get(), a);
         if (counted) st->inflight--;
     });

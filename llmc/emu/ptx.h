@@ -6,7 +6,7 @@
 // register gets the wrong product here as it would on the GPU.
 // defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async,
 //          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
-//          emu::ptx_thread_exit
+//          emu::ptx_thread_barrier, emu::ptx_thread_exit
 //
 // Fragment layouts, with g = laneid >> 2 (groupID), t = laneid % 4 (threadID_in_group); a
 // register of two 16-bit elements holds the lower-numbered element in its low half ("Elements
@@ -110,6 +110,7 @@ inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row)
         if (device_range(row, 16))
             fatal("ldmatrix: %s (lane %d) gives row address %p in global memory: ldmatrix reads shared memory",
                   ptx_where().text, lane, row);
+        race_shared_read(row, 16);
         memcpy(mine, row, 16);
     }
     // the instruction's full name, so lanes that meet with different ones are an error
@@ -138,12 +139,18 @@ inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row)
 // ---------------------------------------------------------------------------------------
 // cp.async.cg.shared.global [dst], [src], 16{, src_size}; cp.async.commit_group;
 // cp.async.wait_group N; cp.async.wait_all.
-// A copy is only recorded when issued; commit_group closes the copies issued since the last
-// commit into a group (an empty one if there were none); wait_group N performs, in order, the
-// copies of every committed group but the newest N, and wait_all those of every group and the
-// uncommitted copies too. So a thread that reads the destination before waiting for its group
-// reads what was there before, as on the GPU when the copy has not landed, and a copy whose
-// source changes before the wait copies the new data (the GPU may read it any time before).
+// PTX ISA, "Data Movement and Conversion Instructions: cp.async": control returns before the copy
+// is complete, "no other synchronization mechanism" than cp.async.wait_group / wait_all (or an
+// mbarrier) guarantees that it is, and two copies have no order between them. So
+// here a copy lands at a moment EMU_ORDER picks between its issue and the wait that completes
+// it (cp_async_landing: at the wait in forward order, at the issue in reverse, either of those
+// or the thread's next __syncthreads, per copy, when shuffled), reading its source then.
+// commit_group closes the copies issued since the last commit into a group (an empty one if
+// there were none); wait_group N completes every committed group but the newest N, wait_all
+// every group and the uncommitted copies too. A kernel that reads a destination too early, or
+// overwrites one still being read, then gets different data in different orders, and the race
+// check (EMU_RACECHECK=1) stops it in any order: it counts a copy as writing its destination
+// from the issue until the wait.
 // The pending copies of each running emulated thread live in a table keyed by its ThreadState,
 // under a mutex as streams run kernels on several host threads.
 
@@ -152,20 +159,23 @@ struct CpAsyncCopy {
     const void* src;
     uint32_t bytes;      // cp-size: 16
     uint32_t src_bytes;  // copied from src; the rest of the bytes are zeros
+    CpAsyncLanding landing;
+    bool landed;
 };
 struct CpAsyncThread {
     std::vector<CpAsyncCopy> open;                // issued, not yet committed
     std::deque<std::vector<CpAsyncCopy>> groups;  // committed, oldest first
+    uint64_t issued = 0;                          // tells its copies apart for cp_async_landing
 };
 inline std::mutex cp_async_mutex;
 inline std::unordered_map<const ThreadState*, CpAsyncThread> cp_async_threads;
 inline std::atomic<bool> cp_async_used{false};  // set at the first cp.async: until then no thread has any
 
-inline void cp_async_perform(const std::vector<CpAsyncCopy>& copies) {
-    for (const CpAsyncCopy& c : copies) {
-        memcpy(c.dst, c.src, c.src_bytes);
-        memset(static_cast<char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
-    }
+inline void cp_async_land(CpAsyncCopy& c) {
+    if (c.landed) return;
+    memcpy(c.dst, c.src, c.src_bytes);
+    memset(static_cast<char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
+    c.landed = true;
 }
 
 inline size_t cp_async_pending(const CpAsyncThread& s) {
@@ -186,9 +196,16 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
     if (src_bytes > 0 && !device_range(src, (size_t)src_bytes))
         fatal("cp.async: %s copies %d bytes from %p, not inside one cudaMalloc allocation", ptx_where().text,
               src_bytes, src);
+    race_cp_async_issue(dst, (size_t)bytes, src, (size_t)src_bytes);
+    const ThreadState* t = tls_thread;
+    const BlockState* b = t->block;
+    const uint64_t thread = (((uint64_t)b->idx.z * b->grid.y + b->idx.y) * b->grid.x + b->idx.x) * 1024 + t->linear;
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     cp_async_used.store(true, std::memory_order_relaxed);
-    cp_async_threads[tls_thread].open.push_back(CpAsyncCopy{dst, src, (uint32_t)bytes, (uint32_t)src_bytes});
+    CpAsyncThread& s = cp_async_threads[t];
+    CpAsyncCopy c{dst, src, (uint32_t)bytes, (uint32_t)src_bytes, cp_async_landing(thread * 1000003 + s.issued++), false};
+    if (c.landing == CP_ASYNC_AT_ISSUE) cp_async_land(c);
+    s.open.push_back(c);
 }
 
 inline void cp_async_commit_group() {
@@ -204,7 +221,10 @@ inline void cp_async_wait_group(int n) {
     if (it == cp_async_threads.end()) return;
     CpAsyncThread& s = it->second;
     while ((int)s.groups.size() > n) {
-        cp_async_perform(s.groups.front());
+        for (CpAsyncCopy& c : s.groups.front()) {
+            cp_async_land(c);
+            race_cp_async_done(c.dst, c.bytes);
+        }
         s.groups.pop_front();
     }
     if (s.groups.empty() && s.open.empty()) cp_async_threads.erase(it);
@@ -213,6 +233,20 @@ inline void cp_async_wait_group(int n) {
 inline void cp_async_wait_all() {
     cp_async_commit_group();
     cp_async_wait_group(0);
+}
+
+// To be called on the emulated thread as it arrives at __syncthreads: its copies that were to
+// land by then (CP_ASYNC_AT_BARRIER) do; they stay pending until their wait all the same.
+inline void ptx_thread_barrier() {
+    if (!cp_async_used.load(std::memory_order_relaxed)) return;
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    auto it = cp_async_threads.find(tls_thread);
+    if (it == cp_async_threads.end()) return;
+    for (CpAsyncCopy& c : it->second.open)
+        if (c.landing == CP_ASYNC_AT_BARRIER) cp_async_land(c);
+    for (std::vector<CpAsyncCopy>& grp : it->second.groups)
+        for (CpAsyncCopy& c : grp)
+            if (c.landing == CP_ASYNC_AT_BARRIER) cp_async_land(c);
 }
 
 // To be called on the emulated thread as it exits (its own kernel's end): a copy it issued and

@@ -1,0 +1,261 @@
+// test_emu_races.cu: the race check (EMU_RACECHECK=1, llmc/emu/racecheck.cpp) against the
+// classes of bug an audit planted and the two-order comparison before it could not see: each a
+// program with the bug, which the race check must stop naming its kernel, and the same program
+// corrected, which must run to the end with the right results. Built for the emulated GPU only
+// (emu.mk: build/emu/race/test_emu_races with the race check's instrumentation, and
+// build/emu/test_emu_races with ASan like the other emulator tests).
+//
+//   test_emu_races              every corrected program, PASS/FAIL a check (exit: failures)
+//   test_emu_races --fail NAME  the program with the bug NAME; exits 0 if it ran to the end with
+//                               the right results (the bug went unseen), 1 with "wrong results"
+//
+// test/test_emu.sh runs the corrected ones with EMU_RACECHECK=1 in three thread orders, and each
+// bug with EMU_RACECHECK=1, where it must stop with "race: kernel NAME: ... hazard".
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include <cuda_runtime.h>
+#include "../llmc/cuda/ptx.cuh"  // defines: ptx_cp_async_16, ptx_cp_async_commit, ptx_cp_async_wait
+
+static int failures = 0;
+static void check(bool ok, const char* what) {
+    printf("%s %s\n", ok ? "PASS" : "FAIL", what);
+    if (!ok) failures++;
+}
+#define CHECK_OK(x)                                                                                 \
+    do {                                                                                            \
+        cudaError_t e_ = (x);                                                                       \
+        if (e_ != cudaSuccess) {                                                                    \
+            printf("FAIL %s: %s\n", #x, cudaGetErrorString(e_));                                    \
+            return false;                                                                           \
+        }                                                                                           \
+    } while (0)
+
+// ---------------------------------------------------------------------------------------
+// 1. cp.async: a two-stage pipeline. PTX ISA, "Data Movement and Conversion Instructions:
+// cp.async": the copy's writes may be performed any time before the cp.async.wait_group (or
+// wait_all) that completes it, and no other synchronization guarantees its completion. So the
+// copy of tile j+1 into a stage must be issued only after the __syncthreads that tells every
+// thread is done reading that stage (tile j-1): issued before it, it may overwrite the tile
+// under a slow thread's reads. (The emulator used to land every copy at its wait_group, so
+// the early issue could never show.) And a thread's wait completes its own copies only: the
+// tile is everyone's after the barrier that follows the waits (cp_async_raw, which the old
+// check caught too, by its wrong values). 64 threads, tiles of 256 floats, one 16-byte copy a
+// thread.
+
+constexpr int PIPE_THREADS = 64, PIPE_TILE = 256, PIPE_TILES = 6;
+
+__device__ void pipe_copy_tile(float* stage, const float* in, int tile) {
+    const int t = threadIdx.x;
+    ptx_cp_async_16(stage + 4 * t, in + (size_t)tile * PIPE_TILE + 4 * t);
+    ptx_cp_async_commit();
+}
+// every thread sums 16 floats that 16 other threads copied
+__device__ float pipe_use_tile(const float* stage) {
+    float s = 0.0f;
+    for (int i = 0; i < 16; i++) s += stage[(threadIdx.x + 16 * i + 5) % PIPE_TILE];
+    return s;
+}
+
+// BUG 1: the copy of tile j+1 issued before the barrier; BUG 2: no barrier after the wait, so
+// a thread reads the other threads' copies of tile j, which only their own waits complete
+template <int BUG>
+__global__ void pipeline_kernel(float* out, const float* in) {
+    __shared__ float4 stages4[2][PIPE_TILE / 4];  // float4: the 16-byte alignment cp.async needs
+    float* stages = reinterpret_cast<float*>(stages4);
+    pipe_copy_tile(stages, in, 0);
+    for (int j = 0; j < PIPE_TILES; j++) {
+        float* next = stages + ((j + 1) & 1) * PIPE_TILE;
+        if (BUG == 1) {
+            // the bug: stage (j+1)&1 still holds tile j-1, which slower threads may be reading
+            if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
+            if (j + 1 < PIPE_TILES) ptx_cp_async_wait<1>();  // tile j (tile j+1 stays in flight)
+            else ptx_cp_async_wait<0>();
+            __syncthreads();
+        } else {
+            ptx_cp_async_wait<0>();        // this thread's copies of tile j
+            if (BUG != 2) __syncthreads();  // everyone's; and nobody reads tile j-1 any more
+            if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
+        }
+        out[(blockIdx.x * PIPE_TILES + j) * PIPE_THREADS + threadIdx.x] = pipe_use_tile(stages + (j & 1) * PIPE_TILE);
+    }
+}
+
+static bool run_pipeline(int bug) {
+    // two blocks stream the same tiles, each to its own outputs
+    std::vector<float> h(PIPE_TILES * PIPE_TILE), want(2 * PIPE_TILES * PIPE_THREADS);
+    for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97);
+    for (int j = 0; j < 2 * PIPE_TILES; j++)
+        for (int t = 0; t < PIPE_THREADS; t++) {
+            float s = 0.0f;
+            for (int i = 0; i < 16; i++) s += h[j % PIPE_TILES * PIPE_TILE + (t + 16 * i + 5) % PIPE_TILE];
+            want[j * PIPE_THREADS + t] = s;
+        }
+    float *in, *out;
+    CHECK_OK(cudaMalloc(&in, h.size() * sizeof(float)));
+    CHECK_OK(cudaMalloc(&out, want.size() * sizeof(float)));
+    CHECK_OK(cudaMemcpy(in, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    if (bug == 1) pipeline_kernel<1><<<2, PIPE_THREADS>>>(out, in);
+    else if (bug == 2) pipeline_kernel<2><<<2, PIPE_THREADS>>>(out, in);
+    else pipeline_kernel<0><<<2, PIPE_THREADS>>>(out, in);
+    CHECK_OK(cudaGetLastError());
+    std::vector<float> got(want.size());
+    CHECK_OK(cudaMemcpy(got.data(), out, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(in);
+    cudaFree(out);
+    return got == want;
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Lost updates: every thread of 4 blocks adds 1 to one float. Programming Guide, "Atomic
+// Functions": an atomic function performs its read-modify-write without interference from any
+// other thread; a plain += is a read and a write, and two threads' pairs may interleave. (The
+// emulator switches threads only at barriers and warp operations, so a plain += was never
+// interrupted and the count came out right in every order.)
+
+template <bool PLAIN>
+__global__ void count_kernel(float* counter) {
+    if (PLAIN) *counter += 1.0f;  // the bug
+    else atomicAdd(counter, 1.0f);
+}
+
+static bool run_count(bool bug) {
+    float* d;
+    CHECK_OK(cudaMalloc(&d, sizeof(float)));
+    CHECK_OK(cudaMemset(d, 0, sizeof(float)));
+    if (bug) count_kernel<true><<<4, 128>>>(d);
+    else count_kernel<false><<<4, 128>>>(d);
+    float h = 0.0f;
+    CHECK_OK(cudaMemcpy(&h, d, sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(d);
+    return h == 512.0f;
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. A cross-warp write-after-read. Programming Guide, "Synchronization Functions": only
+// __syncthreads orders the shared memory accesses of the block's threads; a warp operation
+// (here a shuffle, "Warp Shuffle Functions") involves the lanes of one warp only. Each thread
+// reads the element of a thread in the other warp, shuffles, and overwrites its own element
+// without a barrier, while the other warp may not have read it yet. (The emulator ran every
+// thread up to the shuffle before any went on, so all reads came before all writes.)
+
+template <bool NO_BARRIER>
+__global__ void swap_halves_kernel(float* out, const float* in) {
+    __shared__ float s[64];
+    const int t = threadIdx.x;
+    s[t] = in[t];
+    __syncthreads();
+    float v = s[63 - t];  // the other warp's element
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    if (!NO_BARRIER) __syncthreads();  // every thread has read before any overwrites
+    s[t] = v;
+    __syncthreads();
+    out[t] = s[t] + s[(t + 1) % 64];
+}
+
+static bool run_swap(bool bug) {
+    std::vector<float> h(64), want(64), v(64);
+    for (int t = 0; t < 64; t++) h[t] = (float)(t * 3 + 1);
+    for (int t = 0; t < 64; t++) v[t] = h[63 - t] + h[63 - (t ^ 1)];
+    for (int t = 0; t < 64; t++) want[t] = v[t] + v[(t + 1) % 64];
+    float *in, *out;
+    CHECK_OK(cudaMalloc(&in, 64 * sizeof(float)));
+    CHECK_OK(cudaMalloc(&out, 64 * sizeof(float)));
+    CHECK_OK(cudaMemcpy(in, h.data(), 64 * sizeof(float), cudaMemcpyHostToDevice));
+    if (bug) swap_halves_kernel<true><<<1, 64>>>(out, in);
+    else swap_halves_kernel<false><<<1, 64>>>(out, in);
+    std::vector<float> got(64);
+    CHECK_OK(cudaMemcpy(got.data(), out, 64 * sizeof(float), cudaMemcpyDeviceToHost));
+    cudaFree(in);
+    cudaFree(out);
+    return got == want;
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Streams. Programming Guide, "Streams" and "Events"; Runtime API, "Stream synchronization
+// behavior": operations of different streams may run in any order or at the same time; a
+// stream's later work waits for another's only through an event it waits for
+// (cudaStreamWaitEvent) or a synchronisation. A kernel on stream b reads what one on stream a
+// writes, and (5) a copy on stream b reads it back, without the wait. (The two-order check
+// serialised the streams, in the order of the calls, so the reads always came after.)
+
+__global__ void produce_kernel(float* buf, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) buf[i] = (float)i * 0.5f;
+}
+__global__ void consume_kernel(float* out, const float* buf, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = buf[i] + 1.0f;
+}
+
+// what: "kernel" (5's copy when "copy"); bug: without the event
+static bool run_streams(bool bug, bool copy) {
+    const int n = 4096;
+    float *buf, *out, *host;
+    cudaStream_t a, b;
+    cudaEvent_t written;
+    CHECK_OK(cudaMalloc(&buf, n * sizeof(float)));
+    CHECK_OK(cudaMalloc(&out, n * sizeof(float)));
+    CHECK_OK(cudaMallocHost(&host, n * sizeof(float)));
+    CHECK_OK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    CHECK_OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    CHECK_OK(cudaEventCreateWithFlags(&written, cudaEventDisableTiming));
+    produce_kernel<<<n / 256, 256, 0, a>>>(buf, n);
+    if (!bug) {
+        CHECK_OK(cudaEventRecord(written, a));
+        CHECK_OK(cudaStreamWaitEvent(b, written, 0));
+    }
+    if (copy) {
+        CHECK_OK(cudaMemcpyAsync(host, buf, n * sizeof(float), cudaMemcpyDeviceToHost, b));
+    } else {
+        consume_kernel<<<n / 256, 256, 0, b>>>(out, buf, n);
+        CHECK_OK(cudaMemcpyAsync(host, out, n * sizeof(float), cudaMemcpyDeviceToHost, b));
+    }
+    CHECK_OK(cudaStreamSynchronize(b));
+    bool ok = true;
+    for (int i = 0; i < n; i++) ok &= host[i] == (float)i * 0.5f + (copy ? 0.0f : 1.0f);
+    CHECK_OK(cudaStreamSynchronize(a));
+    cudaEventDestroy(written);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    cudaFreeHost(host);
+    cudaFree(buf);
+    cudaFree(out);
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct Case {
+    const char* name;
+    bool (*run)(bool bug);
+    const char* fixed;  // what the corrected program does
+};
+static const Case CASES[] = {
+    {"cp_async_war", [](bool bug) { return run_pipeline(bug ? 1 : 0); },
+     "cp.async pipeline: the next tile's copy issued after the barrier that frees its stage"},
+    {"cp_async_raw", [](bool bug) { return run_pipeline(bug ? 2 : 0); },
+     "cp.async pipeline: the tile read after the wait and a barrier"},
+    {"lost_update", run_count, "512 threads count with atomicAdd"},
+    {"cross_warp_war", run_swap, "threads overwrite what the other warp read only after a __syncthreads"},
+    {"cross_stream_raw", [](bool bug) { return run_streams(bug, false); },
+     "a kernel reads another stream's kernel's output after cudaStreamWaitEvent"},
+    {"cross_stream_copy", [](bool bug) { return run_streams(bug, true); },
+     "a copy reads another stream's kernel's output after cudaStreamWaitEvent"},
+};
+
+int main(int argc, char** argv) {
+    if (argc == 3 && strcmp(argv[1], "--fail") == 0) {
+        for (const Case& c : CASES)
+            if (strcmp(argv[2], c.name) == 0) {
+                const bool right = c.run(true);
+                printf("the %s case ran to the end: %s\n", c.name, right ? "right results" : "wrong results");
+                return right ? 0 : 1;
+            }
+        fprintf(stderr, "unknown case %s\n", argv[2]);
+        return 2;
+    }
+    for (const Case& c : CASES) check(c.run(false), c.fixed);
+    printf("%d failed\n", failures);
+    return failures;
+}
