@@ -678,7 +678,8 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         gen = s != nullptr && s->capture != nullptr ? 0 : ++e->recorded;
         // the race check: a wait for it comes after what s had queued (replays of a record a graph
         // made are not followed: a wait for one orders nothing)
-        if (r->racecheck && gen != 0 && (s == nullptr || r->streams.count(s) != 0)) e->race_vc = race_clock(s)->vc;
+        if (r->racecheck && gen != 0 && (s == nullptr || r->streams.count(s) != 0))
+            e->race_vc = r->race.before(race_clock(s));
     }
     return stream_enqueue(s, "cudaEventRecord", [e, gen, r]() {
         std::lock_guard<std::mutex> lk(r->mu);
