@@ -757,7 +757,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
         e->capture_deps.clear();
         gen = ++e->recorded;
         // the race check: a wait for it comes after what s had queued
-        if (r->racecheck && (s == nullptr || r->streams.count(s) != 0)) e->race_vc = race_clock(s)->vc;
+        if (r->racecheck && (s == nullptr || r->streams.count(s) != 0)) e->race_vc = r->race.before(race_clock(s));
     }
     return stream_enqueue(s, "cudaEventRecord", [e, gen, r]() {
         std::lock_guard<std::mutex> lk(r->mu);

@@ -203,7 +203,8 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     cp_async_used.store(true, std::memory_order_relaxed);
     CpAsyncThread& s = cp_async_threads[t];
-    CpAsyncCopy c{dst, src, (uint32_t)bytes, (uint32_t)src_bytes, cp_async_landing(thread * 1000003 + s.issued++), false};
+    CpAsyncCopy c{dst, src, (uint32_t)bytes, (uint32_t)src_bytes, cp_async_landing(thread * 1000003 + s.issued++),
+                  false};
     if (c.landing == CP_ASYNC_AT_ISSUE) cp_async_land(c);
     s.open.push_back(c);
 }

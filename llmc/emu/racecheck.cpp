@@ -118,6 +118,15 @@ Op RaceClocks::clocked(StreamClock* s, const char* what, Op op) {
     };
 }
 
+VClock RaceClocks::before(const StreamClock* s) const {
+    VClock c = s->vc;
+    c.join(host);
+    if (s == &legacy)
+        for (const StreamClock* o : streams)
+            if (o->blocking) c.join(o->vc);
+    return c;
+}
+
 void RaceClocks::host_knows(const StreamClock* s, bool all) {
     host.join(s->vc);
     if (s == &legacy)
@@ -460,14 +469,14 @@ static bool is_read(RaceKind k) { return k == RACE_READ || k == RACE_ATOMIC_LOAD
     const char* kind = !with_write ? "write-after-read" : is_read(k) ? "read-after-write" : "write-after-write";
     std::string other = thread_name(who), what;
     if (!with_write) what = other + " read it";
-    else if (who & F_ASYNC) what = "a cp.async of " + other + " writes it, not yet completed by its cp.async.wait_group";
+    else if (who & F_ASYNC)
+        what = "a cp.async of " + other + " writes it, not yet completed by its cp.async.wait_group";
     else if (who & F_ATOMIC) what = other + " updated it atomically";
     else what = other + " wrote it";
-    const char* order = !in_block(me.b, who) || (who & F_BLOCKS)
-                            ? "threads of different blocks of a grid are never ordered"
-                        : (who & F_ASYNC) && (who & ID_MASK) == me.id ? "only its cp.async.wait_group would order them"
-                        : (who & F_ASYNC) ? "only that thread's cp.async.wait_group, then a barrier, would order them"
-                                          : "no __syncthreads (nor a warp operation both lanes took part in) orders the two";
+    const char* order = "no __syncthreads (nor a warp operation both lanes took part in) orders the two";
+    if (!in_block(me.b, who) || (who & F_BLOCKS)) order = "threads of different blocks of a grid are never ordered";
+    else if ((who & F_ASYNC) && (who & ID_MASK) == me.id) order = "only its cp.async.wait_group would order them";
+    else if (who & F_ASYNC) order = "only that thread's cp.async.wait_group, then a barrier, would order them";
     fatal("race: kernel %s: %s hazard on %s: %s %s it, and %s; %s", tls_grid->spec->name, kind,
           memory_name(me.off).c_str(), thread_name(me.id).c_str(), verb(k), what.c_str(), order);
 }
@@ -562,7 +571,8 @@ void race_range(const void* p, size_t bytes, bool write) {
     Cell* c = g->shadow + off0;
     for (size_t i = 0; i < bytes; i++) {
         Cell& x = c[i];
-        if (x.w_exec != me && x.w_exec != 0 && !hb(x.w_exec)) report_cross(off0 + i, write ? RACE_WRITE : RACE_READ, true, x.w_exec);
+        if (x.w_exec != me && x.w_exec != 0 && !hb(x.w_exec))
+            report_cross(off0 + i, write ? RACE_WRITE : RACE_READ, true, x.w_exec);
         if (write) {
             if (x.r_exec != me && x.r_exec != 0 && !hb(x.r_exec)) report_cross(off0 + i, RACE_WRITE, false, x.r_exec);
             x = Cell{me, NO_THREAD, 0, 0, 0, 0};

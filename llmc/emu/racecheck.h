@@ -40,6 +40,8 @@ struct RaceClocks {
     void destroyed(StreamClock* s);
     // the operation queued on s now, with its number and clock, to run with them
     Op clocked(StreamClock* s, const char* what, Op op);
+    // what an action queued on s now comes after (on the legacy stream: the blocking streams' work too)
+    VClock before(const StreamClock* s) const;
     // the host knows that the work s queued so far is done (the legacy stream's: with the
     // blocking streams'; all: every stream's)
     void host_knows(const StreamClock* s, bool all = false);
