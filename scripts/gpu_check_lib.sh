@@ -258,10 +258,10 @@ part_large() {
     if [ "$EMU" = 1 ]; then
         say "(the emulated GPU: llama3:l3c256h2kv2f1024v1000 B=2 T=64 stands for l24c1024h8kv8f16384v50257 B=8 T=1024,"
         say " the same code with NKV = NH and head size 128, whose offsets do not wrap; llama3:l2c512h4kv1f1792v1000"
-        say " B=1 T=256 for llama3.1:8b's layers at T=8192, which a CPU cannot run; vocabulary 1000, on the test shards)"
+        say " B=1 T=128 for llama3.1:8b's layers at T=8192, which a CPU cannot run; vocabulary 1000, on the test shards)"
         train_glob="$GPU_INPUTS/resume/markov_train_*.bin" val_glob="$GPU_INPUTS/resume/markov_val_*.bin"
         large_run "large Llama l3c256 NKV=NH B=2 T=64" llama3:l3c256h2kv2f1024v1000 2 64 2
-        large_run "large Llama l2c512 GQA 4:1 B=1 T=256" llama3:l2c512h4kv1f1792v1000 1 256 2
+        large_run "large Llama l2c512 GQA 4:1 B=1 T=128" llama3:l2c512h4kv1f1792v1000 1 128 2
     else
         large_run "large Llama l24c1024 f16384 B=8 T=1024" llama3:l24c1024h8kv8f16384v50257 8 1024 3
         large_run "large Llama 3.1 8B 2 layers B=1 T=8192" llama3:l2c4096h32kv8f14336 1 8192 3
@@ -350,7 +350,7 @@ part_train_sanitizer() {
 bench_short_row() {
     local name=$1 model=$2 B=$3 emu_model=$4 emu_b=$5 T=1024 steps=$SHORT_STEPS
     shift 5
-    if [ "$EMU" = 1 ]; then model=$emu_model B=$emu_b T=32 steps=5; fi
+    if [ "$EMU" = 1 ]; then model=$emu_model B=$emu_b T=32 steps=4; fi
     local log="$LOGDIR/bench_short_${name}.log" row rc med done_line mem jt
     if [ -z "$train_glob" ]; then record "bench $name" FAIL "no GPT-2-vocabulary shards"; return; fi
     timeout -k 10 $((240 * SLOW)) "./train_gpt_bf16$SFX" -e "$model" -i "$train_glob" -j "$val_glob" -b "$B" -t "$T" \
@@ -381,7 +381,7 @@ bench_short_row() {
 }
 part_bench_short() {
     say "== bench_short: bf16, T=1024, $SHORT_STEPS steps a row, the median of those after the 3rd"
-    [ "$EMU" = 1 ] && say "(the emulated GPU: tiny models at T=32, 5 steps; the figures say nothing of a GPU, the table is the check)"
+    [ "$EMU" = 1 ] && say "(the emulated GPU: tiny models at T=32, 4 steps; the figures say nothing of a GPU, the table is the check)"
     find_bench_data
     say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B ms/step tok/s MFU 'peak MiB' J/token)"
     bench_short_row d12 d12 64 gpt2:l2c64 2
