@@ -22,10 +22,16 @@
 #      across thread orders, recompute, -cg 1, NCCL over one rank, 2 ranks at ZeRO 0/1/2
 #      (sharing a GPU, and on two emulated GPUs through the emulated NCCL) against 1 rank;
 #      generate against the CPU's; test_faults and test_kill_trials on the emulated trainers.
-#      And the GPU Llama 3: test_llama_debug against test/llama_reference.py's debug states,
-#      the emulated trainers on a Llama against train_gpt_cpu, their resume, 2 ranks at ZeRO
-#      0/1/2 against 1, and the memory plan's one-line refusal of Meta's 8B, 70B and 405B.
-# EMU_CHECK_PARTS overrides the gpu_check parts (default "dev trainer faults").
+#      Before them, gpu_check.sh's short default, the one a GPU window runs first (pytorch,
+#      vs_cpu, large, train_sanitizer, bench_short): test_gpt2_debug and test_llama_debug
+#      against the PyTorch debug states of both families, both trainers and both families
+#      against train_gpt_cpu, small Llamas through the large shapes' code, EMU_RACECHECK=1 over
+#      a short run of each family and the debug-state programs under ASan+UBSan (its sanitizers'
+#      stand-ins), the benchmark table produced; and that it leaves at most 8 files in $OUT, as
+#      a device returns. Here too, the GPU Llama 3: the emulated trainers on an imported Llama
+#      against train_gpt_cpu, their resume, 2 ranks at ZeRO 0/1/2 against 1, and the memory
+#      plan's one-line refusal of Meta's 8B, 70B and 405B.
+# EMU_CHECK_PARTS overrides the gpu_check parts (default "short dev trainer faults").
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
@@ -110,54 +116,11 @@ if ! "$PY" -c "import torch" 2> /dev/null; then
     exit 77
 fi
 INPUTS=build/emu/gpu_inputs
-if [ ! -f "$INPUTS/pytorch/small_debug.bin" ] || [ ! -f "$INPUTS/resume/model.bin" ]; then
+if [ ! -f "$INPUTS/pytorch/small_debug.bin" ] || [ ! -f "$INPUTS/resume/model.bin" ] ||
+   [ ! -f "$INPUTS/llama/llama_scaled_debug.bin" ] || [ ! -f "$INPUTS/llama/gqa1_model.bin" ]; then
     PYTHON="$PY" bash scripts/make_gpu_inputs.sh "$INPUTS" > "$OUT/make_gpu_inputs.log" 2>&1 ||
         { echo "FAIL scripts/make_gpu_inputs.sh (see $OUT/make_gpu_inputs.log)"; exit 1; }
 fi
-# the whole model under ASan+UBSan: the PyTorch debug states once per precision (bf16 with
-# the tensor-core attention), every launcher at the trainer's shapes
-for run in "fp32 0" "bf16 1"; do
-    read -r prec ak <<< "$run"
-    log="$OUT/asan_debug_$prec.log"
-    if build/emu/asan/test_gpt2_debug_$prec "$INPUTS/pytorch/small_model.bin" "$INPUTS/pytorch/small_debug.bin" 1 "$ak" 1 \
-           > "$log" 2>&1 && tail -n 1 "$log" | grep -q '^PASS'; then
-        echo "ok   test_gpt2_debug $prec -ak $ak under ASan+UBSan: $(grep -c '^ok' "$log") checks against PyTorch"
-    else
-        echo "FAIL test_gpt2_debug $prec -ak $ak under ASan+UBSan"; grep -m 5 -E '^FAIL|ERROR|runtime error' "$log"; fail=1
-    fi
-done
-# Llama 3 on the GPU (llmc/llama_cuda.cuh) against test/llama_reference.py's debug states: one
-# key/value head (gqa1, hs128: head size 128), as many as query heads (odd), 6/2 (gqa2), 4/2 with
-# Llama 3.1's RoPE scaling (scaled); fp32, bf16, and bf16 with the tensor-core attention (-ak 1)
-LLAMA_INPUTS=$INPUTS/llama
-if [ ! -f "$LLAMA_INPUTS/llama_scaled_debug.bin" ]; then
-    mkdir -p "$LLAMA_INPUTS"
-    "$PY" test/llama_reference.py --config all --out "$LLAMA_INPUTS" > "$OUT/llama_reference.log" 2>&1 ||
-        { echo "FAIL test/llama_reference.py (see $OUT/llama_reference.log)"; fail=1; }
-fi
-for run in "fp32 0" "bf16 0" "bf16 1"; do
-    read -r prec ak <<< "$run"
-    for cfg in gqa1 odd gqa2 hs128 scaled; do
-        log="$OUT/llama_debug_${prec}_ak${ak}_$cfg.log"
-        if build/emu/test_llama_debug_$prec "$LLAMA_INPUTS/llama_${cfg}_debug.bin" "$ak" > "$log" 2>&1 &&
-               tail -n 1 "$log" | grep -q '^PASS'; then
-            echo "ok   test_llama_debug $prec -ak $ak $cfg: $(grep -c '^ok' "$log") checks against PyTorch"
-        else
-            echo "FAIL test_llama_debug $prec -ak $ak $cfg"; grep -m 5 -E '^FAIL|ERROR|error' "$log"; fail=1
-        fi
-    done
-done
-# and under ASan+UBSan once per precision, as GPT-2's above
-for run in "fp32 0 gqa1" "bf16 1 scaled"; do
-    read -r prec ak cfg <<< "$run"
-    log="$OUT/asan_llama_debug_$prec.log"
-    if build/emu/asan/test_llama_debug_$prec "$LLAMA_INPUTS/llama_${cfg}_debug.bin" "$ak" > "$log" 2>&1 &&
-           tail -n 1 "$log" | grep -q '^PASS'; then
-        echo "ok   test_llama_debug $prec -ak $ak $cfg under ASan+UBSan: $(grep -c '^ok' "$log") checks against PyTorch"
-    else
-        echo "FAIL test_llama_debug $prec -ak $ak $cfg under ASan+UBSan"; grep -m 5 -E '^FAIL|ERROR|runtime error' "$log"; fail=1
-    fi
-done
 # The emulated GPU trainers train a Llama as train_gpt_cpu does: a model file that ./import_hf
 # made from llama_reference.py's gqa1 (GQA 4/1, untied head), llm.c's flags, every step's loss
 # in main.log within gpu_check.sh's tolerances against the CPU (1e-6 relative in fp32 with
@@ -315,14 +278,29 @@ for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1" "bf16 GPTRAIN_NCCL_SINGLE=0 -ak 1 -
         grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300; fail=1
     fi
 done
-GPU_CHECK_EMU=1 GPU_CHECK_PARTS="${EMU_CHECK_PARTS:-dev trainer faults}" GPU_INPUTS="$INPUTS" OUT="$OUT/gpu_check" \
-    GPU_CHECK_JOBS=2 PYTHON="$PY" bash scripts/gpu_check.sh > "$OUT/gpu_check.log" 2>&1
+# gpu_check.sh as a device runs it: its logs in a folder of their own, $OUT an empty folder
+# that must end with at most 8 files (a device returns no more): the summary, results.tsv and
+# one archive of the logs, with the benchmark table's five rows
+CHECK_OUT=$OUT/gpu_check CHECK_LOGS=$OUT/gpu_check_logs
+rm -rf "$CHECK_OUT"
+mkdir -p "$CHECK_OUT"
+GPU_CHECK_EMU=1 GPU_CHECK_PARTS="${EMU_CHECK_PARTS:-short dev trainer faults}" GPU_INPUTS="$INPUTS" OUT="$CHECK_OUT" \
+    GPU_CHECK_LOGDIR="$CHECK_LOGS" GPU_CHECK_JOBS=2 PYTHON="$PY" bash scripts/gpu_check.sh > "$OUT/gpu_check.log" 2>&1
 rc=$?
-grep -E ' (PASS|FAIL|SKIP|TIMEOUT|NOT BUILT) ' "$OUT/gpu_check/summary.txt" |
-    grep -v '^== summary' | cut -c1-160 || true
+grep -E ' (PASS|FAIL|SKIP|TIMEOUT|NOT BUILT) |^-- part ' "$CHECK_OUT/summary.txt" | cut -c1-160 || true
 if [ $rc -ne 0 ]; then
-    echo "FAIL scripts/gpu_check.sh on the emulated GPU (rc=$rc; see $OUT/gpu_check/summary.txt)"
-    grep -E ' FAIL ' "$OUT/gpu_check/summary.txt" | head -n 20
+    echo "FAIL scripts/gpu_check.sh on the emulated GPU (rc=$rc; see $CHECK_OUT/summary.txt)"
+    grep -E ' FAIL ' "$CHECK_OUT/summary.txt" | head -n 20
+    fail=1
+fi
+nfiles=$(find "$CHECK_OUT" -type f | wc -l)
+nrows=$(grep -c $'^bench_short\tbench [^\t]*\tBENCH\t' "$CHECK_OUT/results.tsv")
+want_rows=0
+[[ " ${EMU_CHECK_PARTS:-short} " =~ " "(short|all|bench_short)" " ]] && want_rows=5
+if [ "$nfiles" -le 8 ] && tar -tzf "$CHECK_OUT/logs.tar.gz" > /dev/null 2>&1 && [ "$nrows" = "$want_rows" ]; then
+    echo "ok   gpu_check.sh's \$OUT: $nfiles files ($(cd "$CHECK_OUT" && ls | tr '\n' ' ')), $nrows benchmark rows"
+else
+    echo "FAIL gpu_check.sh's \$OUT: $nfiles files (at most 8), $nrows benchmark rows (want $want_rows), files: $(ls "$CHECK_OUT" | tr '\n' ' ')"
     fail=1
 fi
 [ $fail -eq 0 ] && echo "emulated GPU: all checks passed"
