@@ -47,7 +47,7 @@ constexpr int PIPE_THREADS = 64, PIPE_TILE = 256, PIPE_TILES = 6;
 
 __device__ void pipe_copy_tile(float* stage, const float* in, int tile) {
     const int t = threadIdx.x;
-    ptx_cp_async_16(stage + 4 * t, in + (size_t)tile * PIPE_TILE + 4 * t);
+    ptx_cp_async_16(stage + 4 * (size_t)t, in + (size_t)tile * PIPE_TILE + 4 * (size_t)t);
     ptx_cp_async_commit();
 }
 // every thread sums 16 floats that 16 other threads copied
@@ -65,7 +65,7 @@ __global__ void pipeline_kernel(float* out, const float* in) {
     float* stages = reinterpret_cast<float*>(stages4);
     pipe_copy_tile(stages, in, 0);
     for (int j = 0; j < PIPE_TILES; j++) {
-        float* next = stages + ((j + 1) & 1) * PIPE_TILE;
+        float* next = stages + (size_t)((j + 1) & 1) * PIPE_TILE;
         if (BUG == 1) {
             // the bug: stage (j+1)&1 still holds tile j-1, which slower threads may be reading
             if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
@@ -77,13 +77,13 @@ __global__ void pipeline_kernel(float* out, const float* in) {
             if (BUG != 2) __syncthreads();  // everyone's; and nobody reads tile j-1 any more
             if (j + 1 < PIPE_TILES) pipe_copy_tile(next, in, j + 1);
         }
-        out[(blockIdx.x * PIPE_TILES + j) * PIPE_THREADS + threadIdx.x] = pipe_use_tile(stages + (j & 1) * PIPE_TILE);
+        out[(blockIdx.x * PIPE_TILES + j) * PIPE_THREADS + threadIdx.x] = pipe_use_tile(stages + (size_t)(j & 1) * PIPE_TILE);
     }
 }
 
 static bool run_pipeline(int bug) {
     // two blocks stream the same tiles, each to its own outputs
-    std::vector<float> h(PIPE_TILES * PIPE_TILE), want(2 * PIPE_TILES * PIPE_THREADS);
+    std::vector<float> h((size_t)PIPE_TILES * PIPE_TILE), want((size_t)2 * PIPE_TILES * PIPE_THREADS);
     for (size_t i = 0; i < h.size(); i++) h[i] = (float)(i % 97);
     for (int j = 0; j < 2 * PIPE_TILES; j++)
         for (int t = 0; t < PIPE_THREADS; t++) {

@@ -113,10 +113,10 @@ __global__ void shuffle_width_kernel(int* out, double* out_d) {
 static void test_shuffle_width() {
     int* d;
     double* dd;
-    OK(cudaMalloc(&d, SHFL_CASES * 32 * sizeof(int)));
+    OK(cudaMalloc(&d, sizeof(int) * SHFL_CASES * 32));
     OK(cudaMalloc(&dd, 32 * sizeof(double)));
     shuffle_width_kernel<<<1, 32>>>(d, dd);
-    std::vector<int> h(SHFL_CASES * 32);
+    std::vector<int> h((size_t)SHFL_CASES * 32);
     std::vector<double> hd(32);
     OK(cudaMemcpy(h.data(), d, h.size() * sizeof(int), cudaMemcpyDeviceToHost));
     OK(cudaMemcpy(hd.data(), dd, hd.size() * sizeof(double), cudaMemcpyDeviceToHost));
@@ -168,7 +168,7 @@ static void test_shuffle_width() {
 constexpr int AM_SLOTS = 5;
 __global__ void activemask_kernel(unsigned* out) {
     const int t = threadIdx.x, lane = t % 32, warp = t / 32;
-    unsigned* o = out + warp * AM_SLOTS * 32;
+    unsigned* o = out + (size_t)warp * AM_SLOTS * 32;
     o[0 * 32 + lane] = __activemask();  // every lane of the warp that exists
     if (lane % 2 == 1) o[1 * 32 + lane] = __activemask();
     else o[2 * 32 + lane] = ~__activemask();  // (the two sides differ, so no compiler merges them)
@@ -182,15 +182,15 @@ static void test_activemask() {
     // two warps: one whole, one of 16 lanes (threads 32-47)
     const int threads = 48;
     unsigned* d;
-    OK(cudaMalloc(&d, 2 * AM_SLOTS * 32 * sizeof(unsigned)));
-    OK(cudaMemset(d, 0, 2 * AM_SLOTS * 32 * sizeof(unsigned)));
+    OK(cudaMalloc(&d, sizeof(unsigned) * 2 * AM_SLOTS * 32));
+    OK(cudaMemset(d, 0, sizeof(unsigned) * 2 * AM_SLOTS * 32));
     activemask_kernel<<<1, threads>>>(d);
-    std::vector<unsigned> h(2 * AM_SLOTS * 32);
+    std::vector<unsigned> h((size_t)2 * AM_SLOTS * 32);
     OK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
     bool all = true, branch = true, inner = true, exited = true;
     for (int t = 0; t < threads; t++) {
         const int lane = t % 32, warp = t / 32;
-        const unsigned* o = h.data() + warp * AM_SLOTS * 32;
+        const unsigned* o = h.data() + (size_t)warp * AM_SLOTS * 32;
         const unsigned exists = warp == 0 ? 0xffffffffu : 0x0000ffffu;  // lanes the warp has
         all &= o[0 * 32 + lane] == exists;
         if (lane % 2 == 1) branch &= o[1 * 32 + lane] == (exists & 0xaaaaaaaau);

@@ -365,7 +365,7 @@ void race_warp_op(RaceBlock* b, int warp, unsigned mask) {
         w.full = now;
         return;
     }
-    if (!w.pair) w.pair.reset(new uint32_t[32 * 32]());
+    if (!w.pair) w.pair.reset(new uint32_t[(size_t)32 * 32]());
     for (int i = 0; i < 32; i++)
         if (mask >> i & 1u)
             for (int j = 0; j < 32; j++)
