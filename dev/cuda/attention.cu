@@ -1,7 +1,8 @@
 // attention.cu: llmc/cuda/attention.cuh (flash-style, fp32 arithmetic) against
-// llmc/cpu/attention.h, at every compiled head size and awkward T, then a benchmark. The bf16
-// build also checks the tensor-core forward and backward (llmc/cuda/attention_mma.cuh)
-// against the same references and tolerances, and times them.
+// llmc/cpu/attention.h, at every compiled head size and awkward T, then a benchmark (--bench: the
+// benchmarks alone, at training sizes). The bf16 build also checks the tensor-core forward and
+// backward (llmc/cuda/attention_mma.cuh) against the same references and tolerances, and
+// times them.
 // The GPU's dqkv is prefilled with NaN bytes, so an element the backward never writes fails.
 // Tolerances (|err| <= atol_frac*max|ref| + rtol*|ref|):
 //   fp32: the online softmax and the tiled sums reorder fp32 arithmetic over T keys:
@@ -162,11 +163,57 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
     CHECK_CUDA(cudaFree(d_lse));
 }
 
+// --bench: the kernels alone at training sizes (issue 23's: head size 64 and 128, T = 1024 and
+// 4096, B*NH*T/64 query tiles filling the GPU many times over), where a CPU reference would take
+// minutes and the T*T attention matrix gigabytes. The numbers count useful causal FLOPs: each
+// query attends to t+1 keys, 2 products of 2*HS flops a pair; the backward as 2.5x the forward.
+static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
+    const int C = NH * HS;
+    char what[80];
+    snprintf(what, sizeof(what), "B=%d,T=%d,NH=%d,HS=%d", B, T, NH, HS);
+    printf("-- attention bench %s\n", what);
+    const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
+    const double fwd_flops = 4.0 * ((double)B * NH * T * (T + 1) / 2.0) * HS;
+    DevRng rng(7 + T + HS);
+    std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f), dout = rand_vec(rng, n_out);
+    floatX *d_qkv = dev_upload(qkv), *d_dout = dev_upload(dout), *d_out, *d_dqkv;
+    float* d_lse;
+    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
+    const int reps = T >= 4096 ? 5 : 10;
+#ifdef ENABLE_BF16
+    if (attention_mma_supported(HS)) {
+        float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+        dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
+        ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
+        dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
+    }
+#endif
+    float ms = bench_ms(ctx, reps, [&] { attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+    dev_report_tflops("attention_forward", what, fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] { attention_backward(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
+    dev_report_tflops("attention_backward", what, 2.5 * fwd_flops, ms);
+    CHECK_CUDA(cudaFree(d_qkv));
+    CHECK_CUDA(cudaFree(d_dout));
+    CHECK_CUDA(cudaFree(d_out));
+    CHECK_CUDA(cudaFree(d_dqkv));
+    CHECK_CUDA(cudaFree(d_lse));
+}
+
 int main(int argc, char** argv) {
     dev_parse_args(argc, argv);
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     dev_print_device(ctx, "attention");
+    if (g_dev_bench) {  // 16,384 tokens a batch: GPT-2's C=768 (NH=12) and a Llama's C=2048 (NH=16)
+        const int hs_nh[][2] = {{64, 12}, {128, 16}};
+        for (auto& c : hs_nh) {
+            for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, c[1], c[0]);
+        }
+        cuda_context_free(&ctx);
+        return dev_finish("attention");
+    }
     run_case(ctx, 2, 37, 3, 16, false);    // C = 48, T not a multiple of the tile
     run_case(ctx, 1, 1, 1, 64, false);     // one position
     run_case(ctx, 2, 100, 3, 64, false);

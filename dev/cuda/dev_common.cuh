@@ -106,12 +106,14 @@ inline DevTol tol_for(DevTol fp32, DevTol bf16) {
 
 static int g_dev_failures = 0;  // this program's count of failed checks
 static bool g_dev_quick = false;  // --quick: only the small cases (for compute-sanitizer)
+static bool g_dev_bench = false;  // --bench: only the benchmarks, at sizes no CPU reference checks
 
 // Parses the dev programs' one flag; anything else is an error.
 inline void dev_parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_dev_quick = true;
-        else fail("unknown argument %s (usage: %s [--quick])", argv[i], argv[0]);
+        else if (strcmp(argv[i], "--bench") == 0) g_dev_bench = true;
+        else fail("unknown argument %s (usage: %s [--quick | --bench])", argv[i], argv[0]);
     }
 }
 
