@@ -18,36 +18,34 @@
 # The logs themselves go to ./gpu_check_out (GPU_CHECK_LOGDIR), emptied at the start; without
 # $OUT the summary and results.tsv are written there too.
 #
-# The default (GPU_CHECK_PARTS=short): each part's wall time is printed. The times are
-# PREDICTED for one H100/H200 with 16 host cores, not measured: from the first real-GPU run's
-# figures (H200, 2026-11-26: the build in 37 s, the ms/step of the rows below) and a host-side
-# random init of about 25 ns per parameter (one thread, llmc/model.h's NormalRng: 2.4 s per
-# 100M values on a 2-core Zen 4 here), which dominates the large models' runs. The next device
-# window measures them.
+# The default (GPU_CHECK_PARTS=short): each part's wall time is printed. The times below were
+# MEASURED on one H200 with 16 host cores, a bare machine, on 2026-11-26 (commit 812754a,
+# dev/results/2026-11-26_gpu_h200_short_check.txt): 208 s in all, build included. The large
+# models' runs are mostly host-side random init (one thread, llmc/model.h's NormalRng).
 #   build            only what the parts need, for the GPU found (cuda.mk asks nvidia-smi),
 #                    with -j$(nproc): train_gpt_fp32/_bf16, test_gpt2_debug_*, test_llama_debug_*
-#                    (make -f cuda.mk NO_NCCL=1), train_gpt_cpu beside them            ~40 s
+#                    (make -f cuda.mk NO_NCCL=1), train_gpt_cpu beside them              30 s
 #   pytorch          GPT-2 and Llama 3 against PyTorch's debug states (logits, loss, every
 #                    gradient, 10 AdamW steps): GPT-2 small/awkward/tiny, -r 0/1/2, -ge 2,
 #                    bf16 -ak 1; Llama gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1; 33
-#                    small programs, 8 at a time                                         ~15 s
+#                    small programs, 8 at a time                                           8 s
 #   vs_cpu           train_gpt_fp32/_bf16 against train_gpt_cpu, 8 steps with llm.c's flags,
 #                    every loss within 1e-6 (fp32) / 1e-4 (TF32) / 3e-2 (bf16, -ak 0 and 1):
-#                    GPT-2 (4 runs) and Llama 3 (3 runs), side by side                   ~10 s
+#                    GPT-2 (4 runs) and Llama 3 (3 runs), side by side                     1 s
 #   large            bf16, 3 steps each: llama3:l24c1024h8kv8f16384v50257 -b 8 -t 1024 (the
 #                    first H200 run stopped in its backward, whose int32 offsets wrapped) and
 #                    two layers of llama3.1:8b, llama3:l2c4096h32kv8f14336 (Llama 3's
 #                    vocabulary) -b 1 -t 8192: finite losses and gradient norms, the first
-#                    loss near ln V. 1.4B and 1.5B parameters: about 35 s of host init each,
-#                    so it runs in the background, beside pytorch, vs_cpu, train_sanitizer ~80 s
+#                    loss near ln V. 1.4B and 1.5B parameters, mostly host init,
+#                    so it runs in the background, beside pytorch, vs_cpu, train_sanitizer 75 s
 #   train_sanitizer  compute-sanitizer memcheck and racecheck over one short train_gpt_bf16 run
 #                    of each family (2 steps of 2 micro-steps, validation, a sample, a
-#                    checkpoint): four runs side by side                                 ~60 s
+#                    checkpoint): four runs side by side                                  19 s
 #   bench_short      bf16, T=1024, 12 steps a row, the median step after the 3rd: d12 B=64
 #                    (defaults), -ak 0, -r 0 -ge 2; d48 B=8; Llama l16c2048h16kv8f8192v50257
 #                    (1.2B) B=8. On its own on the GPU. d48 and the Llama are mostly host
-#                    init (~40 s and ~30 s)                                             ~110 s
-#   in all about 4 minutes: build 40 + (large beside the three, ~85) + bench 110 + 10.
+#                    init                                                                 96 s
+#   in all 208 s: build 30 + large 75 (the three beside it took 28) + bench_short 96 + 7.
 # The device's ms/step figures and the pass/fail of each check are the point; if the window
 # runs short, the parts come in that order of importance, and what finished has come back.
 #
@@ -201,7 +199,7 @@ if [ "${GPU_CHECK_NCCL:-auto}" = 1 ] || { [ "${GPU_CHECK_NCCL:-auto}" = auto ] &
 fi
 NCCL_ARGS=()
 [ $WANT_NCCL = 1 ] || NCCL_ARGS=(NO_NCCL=1)
-# (a hung build must not take the window: the short parts' build takes about 40 s on a GPU
+# (a hung build must not take the window: the short parts' build took 30 s on an H200
 # machine, every dev program a few minutes)
 BUILD_TIMEOUT=300
 if has_part dev || has_part sanitizer || [ "$EMU" = 1 ]; then BUILD_TIMEOUT=1800; fi
