@@ -36,11 +36,12 @@ struct TrainConfig {
     int seed = 42;                   // -sd seed of init, data shuffling and sampling
     int shuffle = 0;                 // -sh 1: shuffle shards and samples every epoch (seeded)
     int zero_stage = 0;              // -z  ZeRO stage: 0 all-reduce, 1 sharded AdamW state, 2 also sharded gradients
-    int recompute = 1;               // -r  activation recompute 0|1|2 (GPU; the CPU keeps all)
+    int recompute = -1;              // -r  activation recompute 0|1|2 (GPU; the CPU keeps all); -1: the least that fits
     int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
-    int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 1)
+    int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 2)
+    int bias_grad_epilogue = 1;      // -bg 1: bias gradients in the weight gradient's cuBLASLt epilogue (GPU)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128);
                                      //     -1: tensor cores where they apply, else CUDA cores
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
@@ -103,11 +104,12 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-sd", ARG_INT, seed, 0, 2147483647, "random seed (init, shuffling, sampling)"),
     ARG("-sh", ARG_INT, shuffle, 0, 1, "1: shuffle train shards and samples each epoch"),
     ARG("-z", ARG_INT, zero_stage, 0, 2, "ZeRO stage: 0 all-reduce, 1 shard AdamW state, 2 also gradients"),
-    ARG("-r", ARG_INT, recompute, 0, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm"),
+    ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm (GPU); -1: the least that fits"),
     ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
-    ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU in the matmul epilogue: 0 off, 1 forward, 2 also backward (GPU; 2 not yet verified)"),
+    ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU in the matmul epilogue: 0 off, 1 forward, 2 also backward (GPU); -1: 2"),
+    ARG("-bg", ARG_INT, bias_grad_epilogue, 0, 1, "1: bias gradients in the weight gradient's matmul epilogue (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 1, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16); -1: 1 where it applies"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; not yet verified)"),

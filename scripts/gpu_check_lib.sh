@@ -105,19 +105,21 @@ find_bench_data() {
 # pytorch: logits, loss, every gradient and 10 AdamW steps against PyTorch's debug states
 # (tolerances in test/test_gpt2_debug.cu and test/test_llama_debug.cu). GPT-2
 # (test/pytorch_reference.py): small, awkward and tiny at -r 1, small also at -r 0 and 2, GELU's
-# backward in the matmul epilogue (-ge 2), and in bf16 the tensor-core attention (-ak 1; tiny's
+# backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
+# epilogue too (-ge2bg1: -ge 2 -bg 1, the trainer's defaults), and in bf16 the tensor-core attention (-ak 1; tiny's
 # head size 8 is not one it takes). Llama 3 (test/llama_reference.py): one key/value head
 # (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama 3.1's RoPE
 # scaling (scaled); fp32, bf16, bf16 -ak 1. Small programs, so they run side by side.
 pytorch_jobs() {
     local prec cfgs cfg levels r run
     for prec in fp32 bf16; do
-        cfgs="small awkward tiny small-ge2 awkward-ge2"
+        cfgs="small awkward tiny small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1"
         [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1"
         for cfg in $cfgs; do
             levels="1"
             [ "$cfg" = small ] && levels="0 1 2"
             [ "$cfg" = small-ge2 ] && levels="0 1"
+            [ "$cfg" = small-ge2bg1 ] && levels="0 1"
             for r in $levels; do echo "gpt2 $prec $cfg $r"; done
         done
     done
@@ -129,12 +131,12 @@ pytorch_jobs() {
 pytorch_one() {
     local fam=$1 prec=$2 cfg=$3 x=$4 name bin log args f rc nok nfail
     if [ "$fam" = gpt2 ]; then
-        local base=${cfg%%-*} ak=0 ge=1
-        case "$cfg" in *-ak1) ak=1 ;; *-ge2) ge=2 ;; esac
+        local base=${cfg%%-*} ak=0 ge=1 bg=0
+        case "$cfg" in *-ak1) ak=1 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
         name="pytorch $cfg -r $x $prec"
         bin=$DEBUG_DIR/test_gpt2_debug_$prec
         log="$LOGDIR/pytorch_${cfg}_r${x}_${prec}.log"
-        args=("$GPU_INPUTS/pytorch/${base}_model.bin" "$GPU_INPUTS/pytorch/${base}_debug.bin" "$x" "$ak" "$ge")
+        args=("$GPU_INPUTS/pytorch/${base}_model.bin" "$GPU_INPUTS/pytorch/${base}_debug.bin" "$x" "$ak" "$ge" "$bg")
     else
         name="pytorch llama $cfg -ak $x $prec"
         bin=$DEBUG_DIR/test_llama_debug_$prec

@@ -23,7 +23,9 @@ part_trainer() {
     # 1. resume, determinism, recompute: test/test_resume.sh's runs on the GPU. A run that
     #    loses its checkpoints after step 10 and resumes (-y 1) must end with the same
     #    main.log and final model as one that never stopped; so must a second identical run;
-    #    -r 2 recomputes LayerNorm bit-exactly, so it must match -r 1 (the default) exactly.
+    #    -r 2 recomputes LayerNorm bit-exactly, so it must match -r 1 exactly. The runs pin
+    #    -r 1 -ge 1 (the defaults choose -r by the memory plan and take -ge 2), so each
+    #    variant below changes one thing.
     R="$GPU_INPUTS/resume"
     FINAL=$(printf 'model_%08d.bin' "$NSTEPS")
     RESUMED="resumed from .*$(printf 'model_%08d.bin' "$NRESUME") at step $NRESUME"
@@ -48,7 +50,7 @@ part_trainer() {
         mkdir -p "$out"
         if [ ! -x "$bin" ] || [ ! -f "$R/model.bin" ]; then record "resume $prec" FAIL "no $bin or no $R/model.bin"; continue; fi
         base=(-e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -b 4 -t 32 -d 256 -x "$NSTEPS"
-              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n "$NEVERY")
+              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n "$NEVERY" -r 1 -ge 1)
         for variant in plain shuffled; do
             flags=("${base[@]}")
             [ $variant = shuffled ] && flags+=(-sh 1 -sd 1234)
@@ -154,7 +156,7 @@ part_trainer() {
         out="$LOGDIR/multirank_$prec"
         rm -rf "$out"; mkdir -p "$out"
         base=(-e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -t 32 -d 256 -x "$NSTEPS"
-              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n "$NEVERY")
+              -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 5 -m 3 -s 0 -n "$NEVERY" -r 1 -ge 1)
         if has_nccl "$bin"; then
             GPTRAIN_NCCL_SINGLE=1 timeout $((120 * SLOW)) "$bin" "${base[@]}" -b 4 -o "$out/nccl1" > "$out/nccl1.stdout" 2>&1
             if grep -q "through NCCL over one rank" "$out/nccl1.stdout" && cmp -s "$a/main.log" "$out/nccl1/main.log" &&

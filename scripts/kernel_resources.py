@@ -50,7 +50,7 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # of generate.cu comes from its dev program (the same header, a twentieth of the compile
 # time), and two dev programs define kernels of their own. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
-SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu"]
+SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu"]
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -63,6 +63,7 @@ NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "-diag-suppress", "1675", "-arch
 # at C = 768 (GPT-2 124M) 192 threads in fp32 and 96 in bf16, where encoder_backward_wte_kernel
 # holds 60 and 63 warps instead of 64 and fp32's layernorm_backward_partials_kernel 36 instead of 40.
 LAUNCH = {
+    "accumulate_kernel": (256, "default", "common.cuh accumulate: 256 (-bg 1's bias gradients, -z 2's slices)"),
     "adamw_kernel": (512, "default", "adamw.cuh adamw_update: block = 512"),
     "attention_backward_dkdv_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dkv_mma_kernel": (256, "default", "attention_mma.cuh: MMA_ATT_DKV_THREADS"),
@@ -71,6 +72,7 @@ LAUNCH = {
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_forward_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
+    "attention_fwd_variant_kernel": (128, "dev", "attention_mma.cuh: MMA_ATT_THREADS (dev/cuda/attention --bench)"),
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
     "ceiling_copy_kernel": (512, "dev", "dev/cuda/ceilings.cu ceiling_copy: 512"),
     "classifier_kernel": (512, "default", "classifier.cuh: CLASSIFIER_BLOCK"),
@@ -85,7 +87,8 @@ LAUNCH = {
     "gqa_expand_kernel": (256, "default", "gqa.cuh gqa_expand: 256 (Llama)"),
     "gqa_reduce_kernel": (256, "default", "gqa.cuh gqa_reduce: 256 (Llama)"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
-    "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
+    "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256 (C past one pass)"),
+    "layernorm_backward_fused_kernel": (256, "default", "layernorm.cuh layernorm_backward: LN_BWD_WARPS * 32"),
     "layernorm_backward_partials_kernel": (256, "default", "layernorm.cuh layernorm_backward: <= 256"),
     "layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
     "matmul_bias_partials_kernel": (256, "default", "matmul.cuh matmul_bias_backward: <= 256"),
@@ -93,7 +96,6 @@ LAUNCH = {
     "rmsnorm_backward_partials_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: <= 256 (Llama)"),
     "rmsnorm_forward_kernel": (256, "default", "rmsnorm.cuh rmsnorm_forward: 256 (Llama)"),
     "rope_rotate_kernel": (256, "default", "rope.cuh rope_launch: 256 (Llama)"),
-    "shard_accumulate_kernel": (256, "option", "comm_gpu.cuh shard_accumulate: 256 (-z 2 only)"),
     "stochastic_round_mean_kernel": (1024, "dev", "dev/cuda/adamw.cu: <<<1, 1024>>>"),
     "swiglu_backward_kernel": (256, "default", "swiglu.cuh swiglu_backward: 256 (Llama)"),
     "swiglu_forward_kernel": (256, "default", "swiglu.cuh swiglu_forward: 256 (Llama)"),
@@ -267,8 +269,9 @@ def _which(tool):
 
 
 def base_name(kernel):
-    """attention_forward_kernel<64> -> (attention_forward_kernel, 64); no template -> (name, None)."""
-    m = re.match(r"^(\w+)<(\d+)>$", kernel)
+    """attention_forward_kernel<64> -> (attention_forward_kernel, 64), the first template argument
+    when there are more (attention_fwd_variant_kernel<64,2,true> -> 64); no template -> (name, None)."""
+    m = re.match(r"^(\w+)<(\d+)(?:,[^>]*)?>$", kernel)
     return (m.group(1), int(m.group(2))) if m else (kernel, None)
 
 

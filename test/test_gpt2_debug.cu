@@ -28,11 +28,15 @@ static void expect(bool ok, const char* what, double err, double tol, const char
 static void info(const char* what, double value) { printf("info %-34s %.3e\n", what, value); }
 
 int main(int argc, char** argv) {
-    CHECK(argc >= 3 && argc <= 6, "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1] [GELU fusion 0|1|2]",
+    CHECK(argc >= 3 && argc <= 7,
+          "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1] [GELU fusion 0|1|2] "
+          "[bias-gradient epilogue 0|1]",
           argv[0]);
     int recompute = argc >= 4 ? atoi(argv[3]) : 1;
     int attention_kernel = argc >= 5 ? atoi(argv[4]) : 0;
-    int gelu_fusion = argc == 6 ? atoi(argv[5]) : 1;
+    int gelu_fusion = argc >= 6 ? atoi(argv[5]) : 1;
+    int bias_grad_epilogue = argc == 7 ? atoi(argv[6]) : 0;
+    CHECK(bias_grad_epilogue == 0 || bias_grad_epilogue == 1, "bias-gradient epilogue %d", bias_grad_epilogue);
     CHECK(gelu_fusion >= 0 && gelu_fusion <= 2, "GELU fusion %d", gelu_fusion);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
@@ -59,6 +63,7 @@ int main(int argc, char** argv) {
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
     ctx.attention_mma = attention_kernel == 1;
     ctx.gelu_fusion = gelu_fusion;
+    ctx.bias_grad_epilogue = bias_grad_epilogue == 1;
     if (ctx.attention_mma) {
         const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
         CHECK(problem == nullptr, "attention kernel 1: %s", problem);
@@ -66,6 +71,7 @@ int main(int argc, char** argv) {
     printf("%s on %s: config L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, B=%d T=%d; lr %g wd %g clip %g; -r %d, -ak %d\n",
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, V, c.padded_vocab_size,
            c.max_seq_len, B, T, lr, wd, clip, recompute, attention_kernel);
+    printf("GELU fusion %d, bias-gradient epilogue %d\n", gelu_fusion, bias_grad_epilogue);
     GPT2Cuda model;
     gpt2_cuda_init(&model, &ctx, &host, true, zero_layout(host.num_parameters, 0, 0, 1));
     gpt2_free(&host);

@@ -64,6 +64,25 @@ static void check_dqkv(const char* op, const std::string& w, const std::vector<f
     }
 }
 
+#ifdef ENABLE_BF16
+// attention_mma.cuh's forward variants (32 query rows a warp, Q in registers), checked here
+// against the same reference as the trainer's forward and timed beside it by --bench (not
+// <128, 2, true>: 255 registers and spills on sm_90)
+typedef void (*FwdVariantFn)(const CudaContext&, floatX*, float*, const floatX*, int, int, int, int);
+struct FwdVariant {
+    const char* name;
+    int hs;
+    FwdVariantFn fn;
+};
+static const FwdVariant fwd_variants[] = {
+    {"attention_forward_mma_qreg", 64, attention_forward_mma_variant<64, 1, true>},
+    {"attention_forward_mma_wm2", 64, attention_forward_mma_variant<64, 2, false>},
+    {"attention_forward_mma_wm2_qreg", 64, attention_forward_mma_variant<64, 2, true>},
+    {"attention_forward_mma_qreg", 128, attention_forward_mma_variant<128, 1, true>},
+    {"attention_forward_mma_wm2", 128, attention_forward_mma_variant<128, 2, false>},
+};
+#endif
+
 static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool bench) {
     const int C = NH * HS;
     char what[80];
@@ -110,6 +129,13 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         if (bench) {
             float ms = bench_ms(ctx, 10, [&] { attention_forward_mma(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH); });
             dev_report_tflops("attention_forward_mma", "gpt2", fwd_flops, ms);
+        }
+        for (const FwdVariant& v : fwd_variants) {
+            if (v.hs != HS || bench) continue;  // checked on the small cases (the emulated GPU's time)
+            CHECK_CUDA(cudaMemset(d_out_mma, 0xFF, n_out * sizeof(floatX)));
+            CHECK_CUDA(cudaMemset(d_lse_mma, 0xFF, (size_t)B * NH * T * sizeof(float)));
+            v.fn(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH);
+            check_forward(v.name, d_out_mma, d_lse_mma);
         }
         CHECK_CUDA(cudaFree(d_out_mma));
         CHECK_CUDA(cudaFree(d_lse_mma));
@@ -186,6 +212,13 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     if (attention_mma_supported(HS)) {
         float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
         dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
+        for (const FwdVariant& v : fwd_variants) {
+            if (v.hs != HS) continue;
+            ms = bench_ms(ctx, reps, [&] { v.fn(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+            dev_report_tflops(v.name, what, fwd_flops, ms);
+        }
+        // (the backward below reads the last forward's out and lse: the trainer's, computed again)
+        attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
         ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
         dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
     }
@@ -221,6 +254,7 @@ int main(int argc, char** argv) {
     for (int hs : head_sizes) run_case(ctx, 1, 70, 2, hs, false);
     run_case(ctx, 1, 256, 4, 128, false);  // several full tiles at the largest head
     run_case(ctx, 1, 193, 2, 80, false);   // 4 tiles of 64, the last of one row: every pipeline stage
+    run_case(ctx, 1, 300, 2, 64, false);   // the forward variants' 128-query tiles: 3, the last of 44 rows
     if (!g_dev_quick) run_case(ctx, 4, 1024, 12, 64, true);  // GPT-2 124M
     cuda_context_free(&ctx);
     return dev_finish("attention");

@@ -1,4 +1,5 @@
-// classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, then a benchmark.
+// classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, then a benchmark
+// (--bench: with the grid's choices side by side).
 // The padded columns V..Vp are filled with large values: if the kernel let them into the
 // softmax the losses would be far off.
 // Tolerances: losses are fp32 in both builds (the CPU sums in double, the GPU in fp32 over
@@ -8,9 +9,10 @@
 #include "../../llmc/cpu/crossentropy.h"
 #include "../../llmc/cuda/classifier.cuh"
 
-static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench) {
+// rows_in_flight: the grid (0: the launcher's choice, half the L2 cache's worth of rows)
+static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, int rows_in_flight = 0) {
     char what[64];
-    snprintf(what, sizeof(what), "N=%d V=%d Vp=%d", N, V, Vp);
+    snprintf(what, sizeof(what), "N=%d V=%d Vp=%d grid=%d", N, V, Vp, rows_in_flight);
     printf("-- classifier %s\n", what);
     std::string w(what);
     DevRng rng(11 + N + V);
@@ -35,13 +37,13 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench) {
     DevTol t_d = tol_for({1e-4, 1e-6}, {1e-2, 1e-3});
 
     // forward only: logits untouched
-    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, false);
+    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, false, rows_in_flight);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     dev_check("classifier", (w + " losses (forward only)").c_str(), dev_download_f32(d_losses, N), ref_losses, t_loss);
     dev_check("classifier", (w + " logits untouched").c_str(), dev_download(d_logits, (size_t)N * Vp), logits, {0, 0});
     // fused forward + backward
     CHECK_CUDA(cudaMemset(d_losses, 0, N * sizeof(float)));
-    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, true);
+    classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, true, rows_in_flight);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     dev_check("classifier", (w + " losses").c_str(), dev_download_f32(d_losses, N), ref_losses, t_loss);
     dev_check("classifier", (w + " dlogits").c_str(), dev_download(d_logits, (size_t)N * Vp), ref_d, t_d);
@@ -55,6 +57,17 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench) {
             classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true);
         });
         dev_report_gbs("classifier", "gpt2", 3.0 * bytes, ms);
+        // the grid's other choices (--bench): one block a row (every row in flight, as before
+        // the L2 bound), and a quarter, all and twice the L2 cache's worth of rows
+        const int l2_rows = (int)((size_t)ctx.props.l2CacheSize / (Vp * sizeof(floatX)));
+        const int grids[] = {N, l2_rows / 4, l2_rows, 2 * l2_rows};
+        const char* names[] = {"gpt2_grid_N", "gpt2_grid_l2x0.25", "gpt2_grid_l2x1", "gpt2_grid_l2x2"};
+        for (int i = 0; g_dev_bench && i < 4; i++) {
+            ms = bench_ms(ctx, 10, [&] {
+                classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true, grids[i]);
+            });
+            dev_report_gbs("classifier", names[i], 3.0 * bytes, ms);
+        }
         CHECK_CUDA(cudaFree(d_fresh));
     }
     CHECK_CUDA(cudaFree(d_logits));
@@ -70,7 +83,9 @@ int main(int argc, char** argv) {
     run_case(ctx, 3 * 37, 1000, 1024, false);
     run_case(ctx, 5, 3, 8, false);                // V smaller than one 16-byte group
     run_case(ctx, 4, 50257, 50304, false);
-    if (!g_dev_quick) run_case(ctx, 8 * 1024, 50257, 50304, true);  // GPT-2, B=8 T=1024
+    run_case(ctx, 3 * 37, 1000, 1024, false, 7);  // 7 blocks: each takes rows 16 apart, the last 15
+    if (g_dev_bench) run_case(ctx, 8 * 1024, 50257, 50304, true);  // GPT-2, B=8 T=1024: 0.8 GB, 16x the L2
+    else if (!g_dev_quick) run_case(ctx, 8 * 1024, 50257, 50304, true);  // GPT-2, B=8 T=1024
     cuda_context_free(&ctx);
     return dev_finish("classifier");
 }

@@ -1,6 +1,6 @@
 // dev_common.cuh: what the dev/cuda programs share: random inputs, host <-> device copies
 // through floatX, the comparison against the CPU reference, and a cudaEvent benchmark.
-// defines: DevRng, rand_vec, round_to_floatX, dev_upload, dev_upload_f32, dev_download,
+// defines: DevRng, rand_vec, round_to_floatX, dev_upload, dev_upload_into, dev_upload_f32, dev_download,
 //          dev_download_f32, DevTol, tol_for, dev_check, dev_expect, bench_ms, dev_report_gbs,
 //          dev_report_tflops, dev_parse_args, dev_print_device, dev_finish
 //
@@ -50,13 +50,17 @@ inline void round_to_floatX(std::vector<float>& v) {
 // ---------------------------------------------------------------------------------------
 // copies (synchronous; these programs are not about overlap)
 
-inline floatX* dev_upload(const std::vector<float>& h) {
+// h as floatX into d (h.size() values), then a new buffer holding it
+inline void dev_upload_into(floatX* d, const std::vector<float>& h) {
     std::vector<floatX> tmp(h.size());
     for (size_t i = 0; i < h.size(); i++) tmp[i] = from_float<floatX>(h[i]);
-    floatX* d = nullptr;
-    CHECK_CUDA(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(floatX)));
     CHECK_CUDA(cudaMemcpy(d, tmp.data(), h.size() * sizeof(floatX), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaDeviceSynchronize());  // a pageable copy may still be in flight on return
+}
+inline floatX* dev_upload(const std::vector<float>& h) {
+    floatX* d = nullptr;
+    CHECK_CUDA(cudaMalloc(&d, std::max<size_t>(1, h.size()) * sizeof(floatX)));
+    dev_upload_into(d, h);
     return d;
 }
 template <typename T>

@@ -61,27 +61,37 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
     dev_check("fused_residual_layernorm", (std::string(what) + " rstd").c_str(), dev_download_f32(d_rstd, N),
               ref2_rstd, t_stat);
 
-    // backward from the CPU's mean/rstd (so it is checked on its own)
+    // backward from the CPU's mean/rstd (so it is checked on its own), by both paths: two
+    // passes (dinp, then the column partials) and one (both at once)
     CHECK_CUDA(cudaMemcpy(d_mean, ref_mean.data(), N * sizeof(float), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(d_rstd, ref_rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
-    layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     std::vector<float> r_dinp = dinp, r_dw = dw, r_db = db;
     layernorm_backward(r_dinp.data(), r_dw.data(), r_db.data(), dout.data(), inp.data(), w.data(),
                        ref_mean.data(), ref_rstd.data(), N, C);
-    std::vector<float> got_dw = dev_download(d_dw, C);
-    dev_check("layernorm_backward", (std::string(what) + " dinp").c_str(), dev_download(d_dinp, NC), r_dinp, t_bwd);
-    dev_check("layernorm_backward", (std::string(what) + " dweight").c_str(), got_dw, r_dw, t_bwd);
-    dev_check("layernorm_backward", (std::string(what) + " dbias").c_str(), dev_download(d_db, C), r_db, t_bwd);
-
-    // determinism of the parameter gradients
     floatX* d_dw2 = dev_upload(dw);
     floatX* d_db2 = dev_upload(db);
-    layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    std::vector<float> again = dev_download(d_dw2, C);
-    dev_expect("layernorm_backward", (std::string(what) + " dweight bitwise deterministic").c_str(),
-               memcmp(again.data(), got_dw.data(), C * sizeof(float)) == 0);
+    const LayernormBackwardPath paths[2] = {LN_BWD_TWO_PASS, LN_BWD_ONE_PASS};
+    const char* names[2] = {"layernorm_backward_2pass", "layernorm_backward_1pass"};
+    for (int p = 0; p < 2; p++) {
+        const std::string wp = std::string(what);
+        dev_upload_into(d_dinp, dinp);
+        dev_upload_into(d_dw, dw);
+        dev_upload_into(d_db, db);
+        layernorm_backward(ctx, d_dinp, d_dw, d_db, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, paths[p]);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> got_dw = dev_download(d_dw, C);
+        dev_check(names[p], (wp + " dinp").c_str(), dev_download(d_dinp, NC), r_dinp, t_bwd);
+        dev_check(names[p], (wp + " dweight").c_str(), got_dw, r_dw, t_bwd);
+        dev_check(names[p], (wp + " dbias").c_str(), dev_download(d_db, C), r_db, t_bwd);
+        // determinism of the parameter gradients
+        dev_upload_into(d_dw2, dw);
+        dev_upload_into(d_db2, db);
+        layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, paths[p]);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> again = dev_download(d_dw2, C);
+        dev_expect(names[p], (wp + " dweight bitwise deterministic").c_str(),
+                   memcmp(again.data(), got_dw.data(), C * sizeof(float)) == 0);
+    }
 
     if (bench) {
         float ms = bench_ms(ctx, 20, [&] { layernorm_forward(ctx, d_out, d_mean, d_rstd, d_inp, d_w, d_bias, N, C); });
@@ -90,11 +100,14 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
             fused_residual_layernorm_forward(ctx, d_res, d_out, d_mean, d_rstd, d_inp, d_b, d_w, d_bias, N, C);
         });
         dev_report_gbs("fused_residual_layernorm", "gpt2", 4.0 * NC * sizeof(floatX), ms);
-        ms = bench_ms(ctx, 20, [&] {
-            layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C);
-        });
-        // dinp pass: read dout, inp, dinp, write dinp; partials pass: read dout, inp again
-        dev_report_gbs("layernorm_backward", "gpt2", 6.0 * NC * sizeof(floatX), ms);
+        // both paths counted as the two passes move: dinp's reads dout, inp, dinp and writes
+        // dinp, the partials' reads dout and inp again (the one pass moves 4 of those 6)
+        for (int p = 0; p < 2; p++) {
+            ms = bench_ms(ctx, 20, [&] {
+                layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, paths[p]);
+            });
+            dev_report_gbs(names[p], "gpt2", 6.0 * NC * sizeof(floatX), ms);
+        }
     }
     for (floatX* p : {d_inp, d_b, d_w, d_bias, d_dout, d_dinp, d_dw, d_db, d_out, d_res, d_dw2, d_db2}) CHECK_CUDA(cudaFree(p));
     CHECK_CUDA(cudaFree(d_mean));
@@ -110,7 +123,13 @@ int main(int argc, char** argv) {
     run_case(ctx, 3 * 37, 768, false);
     run_case(ctx, 5, 1600, false);       // C not a multiple of 32 * 8: the lanes' last pass is partial
     run_case(ctx, 1000, 48, false);      // 63 chunks: column_sums_finish's 16 rows walk unequal counts
-    if (!g_dev_quick) run_case(ctx, 8 * 1024, 768, true);  // GPT-2 124M, B=8 T=1024
+    run_case(ctx, 70, 1600, false);      // the one pass: 3 chunks of 32 rows, the last of 6 (d48's C)
+    if (g_dev_bench) {
+        run_case(ctx, 64 * 1024, 768, true);  // GPT-2 124M, B=64 T=1024
+        run_case(ctx, 8 * 1024, 1600, true);  // GPT-2 1.5B, B=8 T=1024
+    } else if (!g_dev_quick) {
+        run_case(ctx, 8 * 1024, 768, true);  // GPT-2 124M, B=8 T=1024
+    }
     cuda_context_free(&ctx);
     return dev_finish("layernorm");
 }

@@ -82,8 +82,8 @@ static_assert(MMA_ATT_KEYS * (128 + 8) * 8 < (1 << 20), "shared-memory indices")
 
 // bytes of one 64-row tile of head size HS in shared memory (rows padded to HS+8)
 constexpr size_t mma_att_tile_bytes(int HS) { return (size_t)MMA_ATT_KEYS * (HS + 8) * sizeof(floatX); }
-// forward: two stages of (K, V), Q; dq: the same and dO
-constexpr size_t mma_att_fwd_smem(int HS) { return 5 * mma_att_tile_bytes(HS); }
+// forward: two stages of (K, V), Q (WM tiles of it); dq: the same and dO
+constexpr size_t mma_att_fwd_smem(int HS, int WM = 1) { return (size_t)(4 + WM) * mma_att_tile_bytes(HS); }
 constexpr size_t mma_att_dq_smem(int HS) { return 6 * mma_att_tile_bytes(HS); }
 // dk/dv: K, V, two stages of (Q, dO), P^T, dS^T, two stages of (lse2, D)
 constexpr size_t mma_att_dkv_smem(int HS) {
@@ -325,6 +325,197 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
         if (qi0 < T) lse[((size_t)b * NH + h) * T + qi0] = (m[0] + log2f(l[0])) * 0.6931471805599453f;
         if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[1] + log2f(l[1])) * 0.6931471805599453f;
     }
+}
+
+// Candidates for a faster forward, timed against the kernel above by dev/cuda/attention
+// --bench and checked there against the same reference (issue 23): one tile of 64*WM queries
+// (4 warps of 16*WM rows) against the key tiles up to its diagonal. WM = 2: each K and V
+// fragment loaded from shared memory feeds two mma, and a CTA's key tiles serve twice the
+// queries; QREG: Q's fragments loaded once into registers, not at every key tile. WM = 1
+// without QREG is the kernel above (which stays as it was: folding it into this template
+// cost it registers, a spill at HS=16). The trainer does not use these yet.
+template <int HS, int WM, bool QREG>
+__device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
+    static_assert(WM == 1 || WM == 2, "16 or 32 query rows a warp");
+    constexpr int ROWS = MMA_ATT_ROWS * WM;  // queries per CTA
+    constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD;
+    constexpr int KC = HS / 16;           // k chunks of Q K^T
+    constexpr int ND = HS / 8;            // 8-column blocks of O
+    constexpr int NB = MMA_ATT_KEYS / 8;  // 8-key blocks of S
+    static_assert(ND % 2 == 0 && NB % 2 == 0, "8-column blocks go in pairs");
+    extern __shared__ float4 mma_att_smem4[];  // float4: 16-byte aligned, as ldmatrix and cp.async need
+    floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
+    const floatX* Qs = smem + 4 * TILE;  // WM tiles of 64 rows; int-bound(mma_tile)
+
+    const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int C = NH * HS;
+    const size_t C3 = 3 * (size_t)C;
+    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const int q0 = qt * ROWS;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int r0 = warp * 16 * WM;  // this warp's first row in the tile; its m-tile w at r0 + 16w
+    const int last_row = q0 + r0 + 16 * WM - 1;
+    // scores in base 2: s * log2(e) / sqrt(HS), so exp2 replaces exp
+    const float scale2 = 1.4426950408889634f / sqrtf((float)HS);
+
+    // Q and key tile 0: the loop's first wait and barrier make them everyone's
+#pragma unroll
+    for (int w = 0; w < WM; w++)
+        mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + (4 + w) * TILE, base, C3, q0 + w * MMA_ATT_ROWS, T);  // int-bound(mma_tile)
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
+    ptx_cp_async_commit();
+    float o[WM][ND][4];
+    float m[WM][2], l[WM][2];
+#pragma unroll
+    for (int w = 0; w < WM; w++) {
+        mma_zero<ND>(o[w]);
+        m[w][0] = m[w][1] = -INFINITY;
+        l[w][0] = l[w][1] = 0.0f;
+    }
+    uint32_t qreg[QREG ? WM : 1][QREG ? KC : 1][4];
+
+    const int last_tile = (q0 + ROWS - 1) / MMA_ATT_KEYS;  // key tiles up to the diagonal
+    for (int j = 0; j <= last_tile; j++) {
+        ptx_cp_async_wait<0>();  // this thread's copies of tile j
+        __syncthreads();         // everyone's; and the other stage (tile j-1) is read
+        if (j < last_tile) {
+            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
+            ptx_cp_async_commit();
+        }
+        if constexpr (QREG) {
+            if (j == 0) {
+#pragma unroll
+                for (int w = 0; w < WM; w++)
+#pragma unroll
+                    for (int kc = 0; kc < KC; kc++) mma_ldsm_a<LD>(qreg[w][kc], Qs, r0 + 16 * w, kc * 16, lane);
+            }
+        }
+        const int k0 = j * MMA_ATT_KEYS;
+        if (k0 > last_row) continue;  // every key of this tile is after this warp's rows (warp-uniform)
+        const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
+        const floatX* Vs = Ks + TILE;
+        const bool diagonal = k0 + MMA_ATT_KEYS - 1 > q0 + r0;  // some key after some row of this warp
+
+        // S = Q K^T: each K fragment pair feeds the WM m-tiles
+        float s[WM][NB][4];
+#pragma unroll
+        for (int w = 0; w < WM; w++) mma_zero<NB>(s[w]);
+#pragma unroll
+        for (int kc = 0; kc < KC; kc++) {
+            uint32_t qa[WM][4];
+#pragma unroll
+            for (int w = 0; w < WM; w++) {
+                if constexpr (QREG) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) qa[w][e] = qreg[w][kc][e];
+                } else {
+                    mma_ldsm_a<LD>(qa[w], Qs, r0 + 16 * w, kc * 16, lane);
+                }
+            }
+#pragma unroll
+            for (int nb = 0; nb < NB; nb += 2) {
+                uint32_t kb[4];
+                mma_ldsm_b_rows<LD>(kb, Ks, nb * 8, kc * 16, lane);
+#pragma unroll
+                for (int w = 0; w < WM; w++) {
+                    ptx_mma_m16n8k16_bf16_f32(s[w][nb], qa[w], kb[0], kb[1]);
+                    ptx_mma_m16n8k16_bf16_f32(s[w][nb + 1], qa[w], kb[2], kb[3]);
+                }
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < WM; w++) {
+            // scale, and where keys pass rows mask; element e of block nb: row e < 2 ? qi0 : qi1,
+            // key k0 + nb*8 + 2c + (e & 1). Keys past T only meet rows past T (never stored).
+            // Key 0 is valid for every row, so m is finite from the first tile on.
+            const int qi0 = q0 + r0 + 16 * w + g, qi1 = qi0 + 8;
+            float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int key = k0 + nb * 8 + 2 * c + (e & 1), qi = e < 2 ? qi0 : qi1;
+                    const float v = !diagonal || key <= qi ? s[w][nb][e] * scale2 : -INFINITY;
+                    s[w][nb][e] = v;
+                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                }
+            }
+            float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                const float m_new = fmaxf(m[w][i], mx[i]);
+                // 0 on the first tile (which every warp takes: key 0 is every row's), 1 where
+                // this tile masks the row entirely
+                corr[i] = exp2f(m[w][i] - m_new);
+                m[w][i] = m_new;
+            }
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float p = exp2f(s[w][nb][e] - m[w][e >> 1]);  // masked: exp2(-inf) = 0
+                    s[w][nb][e] = p;
+                    sum[e >> 1] += p;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+                sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+                l[w][i] = l[w][i] * corr[i] + sum[i];
+            }
+#pragma unroll
+            for (int nd = 0; nd < ND; nd++) {
+                o[w][nd][0] *= corr[0];
+                o[w][nd][1] *= corr[0];
+                o[w][nd][2] *= corr[1];
+                o[w][nd][3] *= corr[1];
+            }
+        }
+        // O += P V, 16 keys at a time: each V fragment pair feeds the WM m-tiles
+#pragma unroll
+        for (int t = 0; t < NB / 2; t++) {
+            uint32_t pa[WM][4];
+#pragma unroll
+            for (int w = 0; w < WM; w++) mma_acc_to_a<NB>(pa[w], s[w], t);
+#pragma unroll
+            for (int nd = 0; nd < ND; nd += 2) {
+                uint32_t vb[4];
+                mma_ldsm_b_cols<LD>(vb, Vs, t * 16, nd * 8, lane);
+#pragma unroll
+                for (int w = 0; w < WM; w++) {
+                    ptx_mma_m16n8k16_bf16_f32(o[w][nd], pa[w], vb[0], vb[1]);
+                    ptx_mma_m16n8k16_bf16_f32(o[w][nd + 1], pa[w], vb[2], vb[3]);
+                }
+            }
+        }
+    }
+
+    // O /= l; lse in natural log
+#pragma unroll
+    for (int w = 0; w < WM; w++) {
+        const int qi0 = q0 + r0 + 16 * w + g, qi1 = qi0 + 8;
+        const float inv[2] = {1.0f / l[w][0], 1.0f / l[w][1]};
+        mma_store_rows<ND>(out + (size_t)b * T * C + h * HS, C, o[w], q0 + r0 + 16 * w, 0, T, inv, g, c);  // int-bound(att_channels)
+        if (c == 0) {
+            if (qi0 < T) lse[((size_t)b * NH + h) * T + qi0] = (m[w][0] + log2f(l[w][0])) * 0.6931471805599453f;
+            if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[w][1] + log2f(l[w][1])) * 0.6931471805599453f;
+        }
+    }
+}
+
+// the variants dev/cuda/attention --bench times beside it
+template <int HS, int WM, bool QREG>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+attention_fwd_variant_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    attention_forward_mma_tile<HS, WM, QREG>(out, lse, qkv, T, NH);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -570,6 +761,19 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FWD)
 #undef ATT_MMA_FWD
+    CHECK_LAUNCH();
+}
+
+// attention_forward_mma with the forward variant <HS, WM, QREG> (dev/cuda/attention --bench)
+template <int HS, int WM, bool QREG>
+inline void attention_forward_mma_variant(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B,
+                                          int T, int C, int NH) {
+    attention_check(B, T, C, NH, out, qkv, qkv);
+    CHECK(lse != nullptr && C / NH == HS, "lse=%p, head size %d (this variant's: %d)", (void*)lse, C / NH, HS);
+    dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS * WM), NH, B);
+    const size_t smem = mma_att_fwd_smem(HS, WM);
+    attention_mma_smem_limit(ctx, attention_fwd_variant_kernel<HS, WM, QREG>, smem, "attention forward");
+    attention_fwd_variant_kernel<HS, WM, QREG><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);
     CHECK_LAUNCH();
 }
 

@@ -11,7 +11,7 @@
 //                same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
-//          shard_accumulate, nccl_type_floatx, CHECK_NCCL
+//          nccl_type_floatx, CHECK_NCCL
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
@@ -189,16 +189,3 @@ inline void gpu_all_gather(GpuComm* gc, const CudaContext& ctx, floatX* buf, siz
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
-// ZeRO 2: acc[i] += src[i] (the owned slice of one micro-step's reduced gradient), in fp32.
-__global__ void shard_accumulate_kernel(floatX* acc, const floatX* src, size_t n) {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) acc[i] = from_float<floatX>(to_float(acc[i]) + to_float(src[i]));
-}
-
-// On the given stream: the gradient reduction's (llmc/cuda/grad_sync_gpu.cuh), not always ctx's.
-inline void shard_accumulate(cudaStream_t stream, floatX* acc, const floatX* src, size_t n) {
-    if (n == 0) return;
-    const int block = 256;
-    shard_accumulate_kernel<<<(unsigned)ceil_div(n, block), block, 0, stream>>>(acc, src, n);
-    CHECK_LAUNCH();
-}

@@ -3,7 +3,7 @@
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
 //          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
-//          column_sums_finish
+//          column_sums_finish, accumulate
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -79,6 +79,9 @@ struct CudaContext {
     bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
     int gelu_fusion;           // GELU in the cuBLASLt epilogues: 0 never, 1 the forward's,
                                // 2 also the backward's (-ge)
+    bool bias_grad_epilogue;   // bias gradients in the weight gradient's cuBLASLt epilogue (-bg)
+    void* bias_grad;           // where that epilogue writes (CUDA_BIAS_GRAD_BYTES), apart from
+                               // the workspace, which the same matmul uses
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
     PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
     std::vector<MatmulAlgo>* matmul_algos;  // the heuristic's answers so far (a few dozen shapes)
@@ -86,6 +89,8 @@ struct CudaContext {
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
 constexpr size_t CUDA_WORKSPACE_BYTES = 32u << 20;
+// the bias-gradient epilogue's output: 64K fp32 values, a bias of up to 65,536 (4C at C=16,384)
+constexpr size_t CUDA_BIAS_GRAD_BYTES = 256u << 10;
 // the dynamic shared memory a launch may use without cudaFuncSetAttribute raising it
 constexpr size_t CUDA_SMEM_DEFAULT_LIMIT = 48u << 10;
 
@@ -100,6 +105,8 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     CHECK_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
     ctx->tf32 = false;
     ctx->gelu_fusion = 1;
+    ctx->bias_grad_epilogue = false;
+    CHECK_CUDA(cudaMalloc(&ctx->bias_grad, CUDA_BIAS_GRAD_BYTES));
     ctx->attention_mma = false;
     ctx->phases = nullptr;
     ctx->matmul_algos = new std::vector<MatmulAlgo>();
@@ -108,11 +115,13 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
 inline void cuda_context_free(CudaContext* ctx) {
     CHECK_CUDA(cudaStreamSynchronize(ctx->stream));
     CHECK_CUDA(cudaFree(ctx->workspace));
+    CHECK_CUDA(cudaFree(ctx->bias_grad));
     CHECK_CUBLAS(cublasLtDestroy(ctx->lt));
     CHECK_CUDA(cudaStreamDestroy(ctx->stream));
     delete ctx->matmul_algos;
     ctx->matmul_algos = nullptr;
     ctx->workspace = nullptr;
+    ctx->bias_grad = nullptr;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -268,5 +277,19 @@ inline void column_sums_finish(const CudaContext& ctx, floatX* out0, floatX* out
     dim3 block(32, FINISH_SPLIT);
     column_sums_finish_kernel<<<(unsigned)ceil_div(C, 32), block, 0, ctx.stream>>>(out0, out1, scratch, chunks, C,
                                                                                    stride);
+    CHECK_LAUNCH();
+}
+
+// acc[i] += src[i] in fp32, on the given stream (ZeRO 2's owned gradient slice, a gradient
+// the bias-gradient epilogue wrote)
+__global__ void accumulate_kernel(floatX* acc, const floatX* src, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) acc[i] = from_float<floatX>(to_float(acc[i]) + to_float(src[i]));
+}
+
+inline void accumulate(cudaStream_t stream, floatX* acc, const floatX* src, size_t n) {
+    if (n == 0) return;
+    const int block = 256;
+    accumulate_kernel<<<(unsigned)ceil_div(n, block), block, 0, stream>>>(acc, src, n);
     CHECK_LAUNCH();
 }

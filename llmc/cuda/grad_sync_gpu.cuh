@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "common.cuh"      // defines: CudaContext, floatX, CHECK_CUDA, to_float, from_float
-#include "comm_gpu.cuh"    // defines: GpuComm, gpu_comm_wait, shard_accumulate, CHECK_NCCL, nccl_type_floatx
+#include "comm_gpu.cuh"    // defines: GpuComm, gpu_comm_wait, CHECK_NCCL, nccl_type_floatx
 #include "../zero.h"       // defines: ZeroLayout, ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts
 #include "../model.h"      // defines: ParamLayout, GradSinkOf, layer_slices, layer_slices_packed, MAX_PARAM_TENSORS
 #include "../model_cuda.cuh" // defines: CudaModelState, cuda_malloc_or_fail
@@ -112,7 +112,7 @@ struct GpuGradSync final : GradSinkOf<floatX> {
             const floatX* own = buf + p.packed + (b0 - p.begin);
             if (z.stage == 1 && copied)
                 CHECK_CUDA(cudaMemcpyAsync(model->grads + b0, own, (e0 - b0) * sizeof(floatX), cudaMemcpyDeviceToDevice, s));
-            if (z.stage == 2) shard_accumulate(s, model->grad_shard + (b0 - own_begin), own, e0 - b0);
+            if (z.stage == 2) accumulate(s, model->grad_shard + (b0 - own_begin), own, e0 - b0);
         }
         if (z.stage == 2) CHECK_CUDA(cudaMemsetAsync(buf, 0, n * sizeof(floatX), s));  // scratch for the next micro-step
     }

@@ -4,12 +4,14 @@
 // CPU reference: llmc/cpu/layernorm.h (and llmc/cpu/residual.h for the fused add)
 //
 // Forward: one warp per row (the row stays in L1 between the passes).
-// Backward, three kernels, no atomics:
+// Backward, no atomics:
 //   1. one warp per row: dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout*w
 //   2. column partial sums of dout*xhat and dout over fixed chunks of rows -> scratch
 //   3. the chunks' partials added in a fixed order into dweight, dbias (column_sums_finish,
 //      common.cuh, shared with the bias gradient)
-// The chunk count depends only on N, so the sums come out the same on every GPU.
+// 1 and 2 run as one kernel (one read of dout and inp instead of two) where 8 warps' column
+// sums fit in shared memory (C up to about 3,600), else as two. The chunks depend only on N
+// and the path, so the sums come out the same on every GPU.
 #pragma once
 #include <algorithm>
 #include "common.cuh"
@@ -79,13 +81,13 @@ __global__ void fused_residual_layernorm_forward_kernel(floatX* residual, floatX
     layernorm_row(out, mean, rstd, residual + base, weight, bias, row, C, lane);
 }
 
-// 1. dinp (N,C) += rstd * (g - mean(g) - xhat * mean(g * xhat)); one warp per row
-__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
-                                               const floatX* weight, const float* mean,
-                                               const float* rstd, int N, int C) {
-    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    if (row >= N) return;
-    const int lane = threadIdx.x % 32;
+// One row of the backward for one warp: dinp[row] += rstd * (g - mean(g) - xhat * mean(g *
+// xhat)); with SUMS, also dout*xhat and dout added into the columns of sum_dw, sum_db (this
+// warp's own, in shared memory).
+template <bool SUMS>
+__device__ inline void layernorm_backward_row(floatX* dinp, const floatX* dout, const floatX* inp,
+                                              const floatX* weight, const float* mean, const float* rstd,
+                                              int row, int C, int lane, float* sum_dw, float* sum_db) {
     const size_t base = (size_t)row * C;
     const float m = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_gx = 0.0f;
@@ -106,9 +108,22 @@ __global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout,
             float xhat = (to_float(x[k]) - m) * r;
             float v = r * (to_float(d[k]) * to_float(w[k]) - mean_g - xhat * mean_gx);
             di[k] = from_float<floatX>(to_float(di[k]) + v);
+            if constexpr (SUMS) {
+                sum_dw[c + k] += to_float(d[k]) * xhat;
+                sum_db[c + k] += to_float(d[k]);
+            }
         }
         store128(dinp + base + c, di);
     }
+}
+
+// 1. one warp per row
+__global__ void layernorm_backward_dinp_kernel(floatX* dinp, const floatX* dout, const floatX* inp,
+                                               const floatX* weight, const float* mean,
+                                               const float* rstd, int N, int C) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= N) return;
+    layernorm_backward_row<false>(dinp, dout, inp, weight, mean, rstd, row, C, threadIdx.x % 32, nullptr, nullptr);
 }
 
 // 2. scratch[chunk] = (sum over the chunk's rows of dout*xhat (C) | of dout (C)).
@@ -134,6 +149,35 @@ __global__ void layernorm_backward_partials_kernel(float* scratch, const floatX*
     for (int k = 0; k < x128::size; k++) {
         out[c + k] = dw[k];
         out[C + c + k] = db[k];
+    }
+}
+
+// 1 and 2 in one pass. Block b takes rows [b*rows_per_chunk, ...), warp w of them the rows w,
+// w+8, ...: each row's dinp as kernel 1 (whose second read of the row finds it in L1), and
+// its dout*xhat and dout added into the warp's own column sums in shared memory (no atomics);
+// then the block adds its warps' sums in warp order into scratch[b] (2C), what kernel 2 writes.
+constexpr int LN_BWD_WARPS = 8;
+inline size_t layernorm_backward_fused_smem(int C) { return (size_t)LN_BWD_WARPS * 2 * C * sizeof(float); }
+
+__global__ void __launch_bounds__(LN_BWD_WARPS * 32)
+layernorm_backward_fused_kernel(floatX* dinp, float* scratch, const floatX* dout, const floatX* inp,
+                                const floatX* weight, const float* mean, const float* rstd, int N, int C,
+                                int rows_per_chunk) {
+    extern __shared__ float ln_sums[];  // warp w: dout*xhat at [2wC, 2wC + C), dout after it
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    float* sum_dw = ln_sums + (size_t)warp * 2 * C;
+    float* sum_db = sum_dw + C;
+    for (int c = lane; c < 2 * C; c += 32) sum_dw[c] = 0.0f;
+    __syncwarp();
+    const int r0 = blockIdx.x * rows_per_chunk, r1 = min(N, r0 + rows_per_chunk);
+    for (int row = r0 + warp; row < r1; row += LN_BWD_WARPS)
+        layernorm_backward_row<true>(dinp, dout, inp, weight, mean, rstd, row, C, lane, sum_dw, sum_db);
+    __syncthreads();
+    float* out = scratch + (size_t)blockIdx.x * 2 * C;
+    for (int i = threadIdx.x; i < 2 * C; i += blockDim.x) {
+        float total = 0.0f;
+        for (int w = 0; w < LN_BWD_WARPS; w++) total += ln_sums[(size_t)w * 2 * C + i];
+        out[i] = total;
     }
 }
 
@@ -177,32 +221,51 @@ inline void fused_residual_layernorm_forward(const CudaContext& ctx, floatX* res
 }
 
 // Accumulates (+=) into dinp (N,C), dweight, dbias (C), given dout (N,C), the forward's
-// input and its saved mean, rstd. Uses ctx.workspace as scratch.
+// input and its saved mean, rstd. Uses ctx.workspace as scratch. path: LN_BWD_AUTO (one pass
+// where its shared memory fits), LN_BWD_TWO_PASS or LN_BWD_ONE_PASS (dev/cuda/layernorm
+// checks and times both).
+enum LayernormBackwardPath { LN_BWD_AUTO, LN_BWD_TWO_PASS, LN_BWD_ONE_PASS };
 inline void layernorm_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                                const floatX* dout, const floatX* inp, const floatX* weight,
-                               const float* mean, const float* rstd, int N, int C) {
+                               const float* mean, const float* rstd, int N, int C,
+                               LayernormBackwardPath path = LN_BWD_AUTO) {
     layernorm_check_shape(N, C, dweight, dbias);
     CHECK(mean != nullptr && rstd != nullptr, "mean=%p rstd=%p", (const void*)mean, (const void*)rstd);
     CHECK(is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) && is_aligned16(weight),
           "dinp=%p dout=%p inp=%p weight=%p not 16-byte aligned", (void*)dinp, (const void*)dout,
           (const void*)inp, (const void*)weight);
-    const int block = 256, rows_per_block = block / 32;
-    layernorm_backward_dinp_kernel<<<(unsigned)ceil_div(N, rows_per_block), block, 0, ctx.stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C);
-    CHECK_LAUNCH();
-
-    // about 16 rows per chunk, at most 512 chunks, and no more than the scratch holds
+    const size_t fused_smem = layernorm_backward_fused_smem(C);
+    const bool one_pass = path == LN_BWD_ONE_PASS ||
+                          (path == LN_BWD_AUTO && fused_smem <= (size_t)ctx.props.sharedMemPerBlockOptin);
+    CHECK(!one_pass || fused_smem <= (size_t)ctx.props.sharedMemPerBlockOptin,
+          "C=%d: the one-pass LayerNorm backward needs %zu bytes of shared memory", C, fused_smem);
+    // chunks of rows, at most 512 and no more than the scratch holds: about 16 rows each for
+    // the two passes, 32 (4 a warp) for the one, whose block sums its warps' shared memory
+    const int min_rows = one_pass ? 32 : 16;
     size_t max_chunks = ctx.workspace_bytes / (2 * (size_t)C * sizeof(float));
     CHECK(max_chunks >= 1, "C=%d too large for workspace of %zu bytes", C, ctx.workspace_bytes);
-    int chunks = (int)std::min<size_t>({ceil_div(N, 16), 512, max_chunks});
+    int chunks = (int)std::min<size_t>({ceil_div(N, min_rows), 512, max_chunks});
     int rows_per_chunk = (int)ceil_div(N, chunks);
     chunks = (int)ceil_div(N, rows_per_chunk);
-    const int groups = C / x128::size;
-    const int pblock = std::min(256, (groups + 31) / 32 * 32);
-    dim3 pgrid((unsigned)ceil_div(groups, pblock), (unsigned)chunks);
     float* scratch = (float*)ctx.workspace;
-    layernorm_backward_partials_kernel<<<pgrid, pblock, 0, ctx.stream>>>(scratch, dout, inp, mean, rstd,
-                                                                         N, C, rows_per_chunk);
-    CHECK_LAUNCH();
+    if (one_pass) {
+        if (fused_smem > CUDA_SMEM_DEFAULT_LIMIT)
+            CHECK_CUDA(cudaFuncSetAttribute(layernorm_backward_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            (int)fused_smem));
+        layernorm_backward_fused_kernel<<<(unsigned)chunks, LN_BWD_WARPS * 32, fused_smem, ctx.stream>>>(
+            dinp, scratch, dout, inp, weight, mean, rstd, N, C, rows_per_chunk);
+        CHECK_LAUNCH();
+    } else {
+        const int block = 256, rows_per_block = block / 32;
+        layernorm_backward_dinp_kernel<<<(unsigned)ceil_div(N, rows_per_block), block, 0, ctx.stream>>>(
+            dinp, dout, inp, weight, mean, rstd, N, C);
+        CHECK_LAUNCH();
+        const int groups = C / x128::size;
+        const int pblock = std::min(256, (groups + 31) / 32 * 32);
+        dim3 pgrid((unsigned)ceil_div(groups, pblock), (unsigned)chunks);
+        layernorm_backward_partials_kernel<<<pgrid, pblock, 0, ctx.stream>>>(scratch, dout, inp, mean, rstd,
+                                                                             N, C, rows_per_chunk);
+        CHECK_LAUNCH();
+    }
     column_sums_finish(ctx, dweight, dbias, scratch, chunks, C, 2 * (size_t)C);  // 3. (common.cuh)
 }

@@ -71,17 +71,21 @@ enum MatmulGelu { MATMUL_GELU_NONE, MATMUL_GELU_FORWARD, MATMUL_GELU_BACKWARD };
 
 // Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [GELU as `gelu` says,
 // aux (m,n) beside D]. A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b
-// else (k,n); all tightly packed (ld = stored rows). Returns false (and runs nothing) when
-// cuBLASLt has no algorithm for the combination; every other failure exits.
+// else (k,n); all tightly packed (ld = stored rows). With bias_grad_b, bias is instead an
+// output: op(B)'s column sums (n), overwritten (cuBLASLt's BGRADB epilogue). Returns false
+// (and runs nothing) when cuBLASLt has no algorithm for the combination; every other failure
+// exits.
 inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, const floatX* b,
                             const floatX* bias, floatX* aux, int m, int n, int k, bool trans_a,
-                            bool trans_b, bool accumulate, MatmulGelu gelu = MATMUL_GELU_NONE) {
+                            bool trans_b, bool accumulate, MatmulGelu gelu = MATMUL_GELU_NONE,
+                            bool bias_grad_b = false) {
     CHECK(m > 0 && n > 0 && k > 0, "m=%d n=%d k=%d", m, n, k);
     CHECK(is_aligned16(d) && is_aligned16(a) && is_aligned16(b) && is_aligned16(bias) && is_aligned16(aux),
           "d=%p a=%p b=%p bias=%p aux=%p not 16-byte aligned", (void*)d, (const void*)a, (const void*)b,
           (const void*)bias, (void*)aux);
     CHECK((gelu == MATMUL_GELU_NONE) == (aux == nullptr), "a GELU epilogue needs aux, and only it");
     CHECK(gelu != MATMUL_GELU_BACKWARD || bias == nullptr, "the GELU backward epilogue takes no bias");
+    CHECK(!bias_grad_b || (bias != nullptr && gelu == MATMUL_GELU_NONE), "the bias-gradient epilogue needs bias, alone");
 #ifdef ENABLE_BF16
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 #else
@@ -96,6 +100,7 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     cublasLtEpilogue_t epilogue;
     if (gelu == MATMUL_GELU_FORWARD) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
     else if (gelu == MATMUL_GELU_BACKWARD) epilogue = CUBLASLT_EPILOGUE_DGELU;
+    else if (bias_grad_b) epilogue = CUBLASLT_EPILOGUE_BGRADB;
     else epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     if (bias != nullptr) {
@@ -143,9 +148,10 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
         CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
         MatmulAlgo e = {{key[0], key[1], key[2]}, heuristic.algo, st == CUBLAS_STATUS_SUCCESS && found > 0};
         // said once per problem, as the key is asked once: the caller runs the separate kernel
-        if (!e.found && gelu != MATMUL_GELU_NONE)
-            printf("cuBLASLt offers no %s epilogue for m=%d n=%d k=%d: the separate GELU kernel runs instead\n",
-                   gelu == MATMUL_GELU_FORWARD ? "GELU" : "DGELU", m, n, k);
+        if (!e.found && (gelu != MATMUL_GELU_NONE || bias_grad_b))
+            printf("cuBLASLt offers no %s epilogue for m=%d n=%d k=%d: the separate %s kernel runs instead\n",
+                   bias_grad_b ? "BGRADB" : (gelu == MATMUL_GELU_FORWARD ? "GELU" : "DGELU"), m, n, k,
+                   bias_grad_b ? "bias-gradient" : "GELU");
         ctx.matmul_algos->push_back(e);
         known = &ctx.matmul_algos->back();
     }
@@ -192,6 +198,9 @@ inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu
 //   dweight (OC,C) += dout^T @ inp
 //   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr)
 // The CPU reference accumulates all three; the trainer overwrites dinp, which saves a memset.
+// The bias gradient comes from dweight's matmul epilogue (BGRADB: the column sums of its B,
+// dout) when ctx.bias_grad_epilogue (-bg 1) and cuBLASLt offers it, into ctx.bias_grad and
+// then added; else from a pass of its own over dout (matmul_bias_backward).
 // With pre_gelu (BT,C) != nullptr, the GELU before this layer is taken back too: dinp =
 // (dout @ weight) * gelu'(pre_gelu), where inp was gelu(pre_gelu); in the cuBLASLt epilogue
 // when ctx.gelu_fusion == 2 (-ge 2) and cuBLASLt offers it, else by gelu_backward.
@@ -208,6 +217,14 @@ inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweigh
             bool ok = matmul_cublaslt(ctx, dinp, weight, dout, nullptr, nullptr, C, BT, OC, false, false, accumulate_dinp);
             CHECK(ok, "cuBLASLt has no algorithm for dinp BT=%d C=%d OC=%d", BT, C, OC);
             if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, (size_t)BT * C);
+        }
+    }
+    if (dbias != nullptr && ctx.bias_grad_epilogue && (size_t)OC * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES) {
+        floatX* grad = (floatX*)ctx.bias_grad;
+        if (matmul_cublaslt(ctx, dweight, inp, dout, grad, nullptr, C, OC, BT, false, true, true, MATMUL_GELU_NONE,
+                            true)) {
+            accumulate(ctx.stream, dbias, grad, OC);
+            return;
         }
     }
     bool ok = matmul_cublaslt(ctx, dweight, inp, dout, nullptr, nullptr, C, OC, BT, false, true, true);
