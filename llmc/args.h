@@ -41,7 +41,7 @@ struct TrainConfig {
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
     int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 2)
-    int bias_grad_epilogue = 1;      // -bg 1: bias gradients in the weight gradient's cuBLASLt epilogue (GPU)
+    int bias_grad_epilogue = 0;      // -bg 1: bias gradients in the weight gradient's cuBLASLt epilogue (GPU)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128);
                                      //     -1: tensor cores where they apply, else CUDA cores
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end

@@ -181,8 +181,9 @@ if has_part trainer; then
 fi
 if has_part dev || has_part sanitizer; then CUDA_TARGETS+=(cuda-dev); fi
 if [ "$EMU" = 1 ]; then
-    if has_part train_sanitizer; then  # memcheck's counterpart: the ASan+UBSan debug-state programs
-        CUDA_TARGETS+=(build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 build/test_llama_debug_fp32
+    if has_part train_sanitizer; then  # racecheck's counterpart: the trainer's race-check build; memcheck's:
+        # the ASan+UBSan debug-state programs
+        CUDA_TARGETS+=(build/race/train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 build/test_llama_debug_fp32
                        build/test_llama_debug_bf16 build/asan/test_gpt2_debug_fp32 build/asan/test_gpt2_debug_bf16
                        build/asan/test_llama_debug_fp32 build/asan/test_llama_debug_bf16)
     fi

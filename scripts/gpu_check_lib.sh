@@ -106,7 +106,7 @@ find_bench_data() {
 # (tolerances in test/test_gpt2_debug.cu and test/test_llama_debug.cu). GPT-2
 # (test/pytorch_reference.py): small, awkward and tiny at -r 1, small also at -r 0 and 2, GELU's
 # backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
-# epilogue too (-ge2bg1: -ge 2 -bg 1, the trainer's defaults), and in bf16 the tensor-core attention (-ak 1; tiny's
+# epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1; tiny's
 # head size 8 is not one it takes). Llama 3 (test/llama_reference.py): one key/value head
 # (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama 3.1's RoPE
 # scaling (scaled); fp32, bf16, bf16 -ak 1. Small programs, so they run side by side.
@@ -288,8 +288,11 @@ sanitizer_one() {  # sanitizer_one TOOL FAMILY
     local name="$tool trainer $fam bf16"
     if [ ! -f "$model" ]; then record "$name" FAIL "no $model"; return; fi
     if [ "$EMU" = 1 ]; then
+        # the race-check build (emu.mk), threads in reverse order; GPT-2's forward and backward
+        # replayed as CUDA graphs (-cg 1), with the tensor-core attention's cp.async (the default)
         name="EMU_RACECHECK=1 trainer $fam bf16"
-        EMU_RACECHECK=1 timeout -k 10 600 ./train_gpt_bf16_emu "${flags[@]}" > "$log" 2>&1
+        [ "$fam" = gpt2 ] && flags+=(-cg 1)
+        EMU_RACECHECK=1 EMU_ORDER=reverse timeout -k 10 600 build/emu/race/train_gpt_bf16 "${flags[@]}" > "$log" 2>&1
     else
         # (predicted 30-60 s; one that takes minutes says so rather than take the window)
         timeout -k 10 180 "$SANITIZER_BIN" --tool "$tool" --error-exitcode 99 ./train_gpt_bf16 "${flags[@]}" > "$log" 2>&1

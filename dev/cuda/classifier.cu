@@ -9,7 +9,7 @@
 #include "../../llmc/cpu/crossentropy.h"
 #include "../../llmc/cuda/classifier.cuh"
 
-// rows_in_flight: the grid (0: the launcher's choice, half the L2 cache's worth of rows)
+// rows_in_flight: the grid (0: the launcher's choice, one block a row)
 static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, int rows_in_flight = 0) {
     char what[64];
     snprintf(what, sizeof(what), "N=%d V=%d Vp=%d grid=%d", N, V, Vp, rows_in_flight);
@@ -57,11 +57,11 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, i
             classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true);
         });
         dev_report_gbs("classifier", "gpt2", 3.0 * bytes, ms);
-        // the grid's other choices (--bench): one block a row (every row in flight, as before
-        // the L2 bound), and a quarter, all and twice the L2 cache's worth of rows
+        // the grid's other choices (--bench): a quarter, half, all and twice the L2 cache's
+        // worth of rows in flight, each block taking rows gridDim.x apart
         const int l2_rows = (int)((size_t)ctx.props.l2CacheSize / (Vp * sizeof(floatX)));
-        const int grids[] = {N, l2_rows / 4, l2_rows, 2 * l2_rows};
-        const char* names[] = {"gpt2_grid_N", "gpt2_grid_l2x0.25", "gpt2_grid_l2x1", "gpt2_grid_l2x2"};
+        const int grids[] = {l2_rows / 4, l2_rows / 2, l2_rows, 2 * l2_rows};
+        const char* names[] = {"gpt2_grid_l2x0.25", "gpt2_grid_l2x0.5", "gpt2_grid_l2x1", "gpt2_grid_l2x2"};
         for (int i = 0; g_dev_bench && i < 4; i++) {
             ms = bench_ms(ctx, 10, [&] {
                 classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true, grids[i]);

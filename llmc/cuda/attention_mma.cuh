@@ -333,7 +333,8 @@ attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 // fragment loaded from shared memory feeds two mma, and a CTA's key tiles serve twice the
 // queries; QREG: Q's fragments loaded once into registers, not at every key tile. WM = 1
 // without QREG is the kernel above (which stays as it was: folding it into this template
-// cost it registers, a spill at HS=16). The trainer does not use these yet.
+// cost it registers, a spill at HS=16). The trainer runs <128, 2, false> at head size 128
+// (attention_forward_mma says why).
 template <int HS, int WM, bool QREG>
 __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
     static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
@@ -746,6 +747,20 @@ inline void attention_mma_smem_limit(const CudaContext& ctx, Kernel* kernel, siz
         CHECK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 }
 
+// attention_forward_mma with the forward variant <HS, WM, QREG> (head size 128's, and dev/cuda/attention --bench's)
+template <int HS, int WM, bool QREG>
+inline void attention_forward_mma_variant(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B,
+                                          int T, int C, int NH) {
+    attention_check(B, T, C, NH, out, qkv, qkv);
+    CHECK(lse != nullptr && C / NH == HS, "lse=%p, head size %d (this variant's: %d)", (void*)lse, C / NH, HS);
+    constexpr int ROWS = MMA_ATT_ROWS * WM;  // queries per CTA
+    dim3 grid((unsigned)ceil_div(T, ROWS), NH, B);
+    const size_t smem = mma_att_fwd_smem(HS, WM);
+    attention_mma_smem_limit(ctx, attention_fwd_variant_kernel<HS, WM, QREG>, smem, "attention forward");
+    attention_fwd_variant_kernel<HS, WM, QREG><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);
+    CHECK_LAUNCH();
+}
+
 // The same contract as attention_forward (attention.cuh): out (B,T,C), lse (B,NH,T).
 inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                   int C, int NH) {
@@ -754,6 +769,11 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     const int HS = C / NH;
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
+    // head size 128: 32 query rows a warp (attention_fwd_variant_kernel<128, 2, false>), 1.40x and
+    // 1.46x this kernel at T=1024 and 4096 on an H200 (2026-11-26, dev/cuda/attention --bench:
+    // 218 and 264 TFLOP/s against 155 and 181); at 64, 16 rows stay (158 and 187 against 160
+    // and 188), and the other head sizes were not measured
+    if (HS == 128) return attention_forward_mma_variant<128, 2, false>(ctx, out, lse, qkv, B, T, C, NH);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = mma_att_fwd_smem(HS);
 #define ATT_MMA_FWD(H)                                                                                   \
@@ -761,19 +781,6 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FWD)
 #undef ATT_MMA_FWD
-    CHECK_LAUNCH();
-}
-
-// attention_forward_mma with the forward variant <HS, WM, QREG> (dev/cuda/attention --bench)
-template <int HS, int WM, bool QREG>
-inline void attention_forward_mma_variant(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B,
-                                          int T, int C, int NH) {
-    attention_check(B, T, C, NH, out, qkv, qkv);
-    CHECK(lse != nullptr && C / NH == HS, "lse=%p, head size %d (this variant's: %d)", (void*)lse, C / NH, HS);
-    dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS * WM), NH, B);
-    const size_t smem = mma_att_fwd_smem(HS, WM);
-    attention_mma_smem_limit(ctx, attention_fwd_variant_kernel<HS, WM, QREG>, smem, "attention forward");
-    attention_fwd_variant_kernel<HS, WM, QREG><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);
     CHECK_LAUNCH();
 }
 

@@ -1,9 +1,10 @@
 // classifier.cuh: softmax + cross-entropy + its gradient, fused, on the GPU. A block takes
 // a row of logits at a time: pass 1 finds the row's logsumexp (online max and sum), pass 2
-// overwrites the logits with dlogits. No probabilities are ever stored. The grid holds only
-// as many blocks as keep the rows in flight within half the L2 cache, so pass 2 finds its
-// row there instead of reading it from memory again (a d12 step on an H200 spent 6.4 ms in
-// this kernel, about 2.3 passes over the 6.6 GB of logits at B=64).
+// overwrites the logits with dlogits. No probabilities are ever stored. One block a row by
+// default: bounding the rows in flight to the L2 cache's worth, so that pass 2 would find its
+// row there, measured slower on an H200 (2026-11-26, 8192 rows of 50304: one block a row
+// 0.75 ms; twice, once, half and a quarter the L2's worth of rows 0.81, 0.88, 1.08 and
+// 1.55 ms): the occupancy it costs outweighs the reads it saves.
 // defines: classifier_forward_backward
 // CPU reference: llmc/cpu/crossentropy.h (crossentropy_forward + crossentropy_backward)
 #pragma once
@@ -96,8 +97,9 @@ classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss
 
 // logits (N,Vp) with only the first V columns real; targets (N) on the device; losses (N).
 // Writes losses; with write_dlogits also overwrites logits with dlogits, each row scaled
-// by dloss (1 / (B*T*grad_accum_steps) for a mean loss). rows_in_flight > 0 sets the grid
-// (dev/cuda/classifier times the choices; the result does not depend on it).
+// by dloss (1 / (B*T*grad_accum_steps) for a mean loss). rows_in_flight > 0 sets the grid,
+// each block then taking rows gridDim.x apart (dev/cuda/classifier times the choices; the
+// result does not depend on it).
 inline void classifier_forward_backward(const CudaContext& ctx, floatX* logits, float* losses,
                                         const int* targets, float dloss, int N, int V, int Vp,
                                         bool write_dlogits, int rows_in_flight = 0) {
@@ -105,11 +107,7 @@ inline void classifier_forward_backward(const CudaContext& ctx, floatX* logits, 
     CHECK(Vp % x128::size == 0, "Vp=%d must be a multiple of %d", Vp, x128::size);
     CHECK(is_aligned16(logits), "logits=%p not 16-byte aligned", (void*)logits);
     CHECK(N < (1 << 30), "N=%d", N);
-    // rows in flight: half the L2 cache's worth, at least one block per SM
-    const size_t row_bytes = (size_t)Vp * sizeof(floatX);
-    const size_t in_flight = std::max<size_t>((size_t)ctx.props.l2CacheSize / 2 / row_bytes,
-                                              (size_t)ctx.props.multiProcessorCount);
-    const int grid = (int)std::min<size_t>((size_t)N, rows_in_flight > 0 ? (size_t)rows_in_flight : in_flight);
+    const int grid = rows_in_flight > 0 ? std::min(N, rows_in_flight) : N;
     classifier_kernel<<<grid, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
                                                                  write_dlogits);
     CHECK_LAUNCH();

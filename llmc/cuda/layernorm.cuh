@@ -9,9 +9,11 @@
 //   2. column partial sums of dout*xhat and dout over fixed chunks of rows -> scratch
 //   3. the chunks' partials added in a fixed order into dweight, dbias (column_sums_finish,
 //      common.cuh, shared with the bias gradient)
-// 1 and 2 run as one kernel (one read of dout and inp instead of two) where 8 warps' column
-// sums fit in shared memory (C up to about 3,600), else as two. The chunks depend only on N
-// and the path, so the sums come out the same on every GPU.
+// 1 and 2 can also run as one kernel (one read of dout and inp instead of two, 8 warps' column
+// sums in shared memory, C up to about 3,600), but that measured slower on an H200
+// (2026-11-26, N=65536 C=768: 0.258 ms against the two kernels' 0.188; N=8192 C=1600: 0.093
+// against 0.069), so the trainer runs two; dev/cuda/layernorm checks and times both. The
+// chunks depend only on N and the path, so the sums come out the same on every GPU.
 #pragma once
 #include <algorithm>
 #include "common.cuh"
@@ -221,22 +223,20 @@ inline void fused_residual_layernorm_forward(const CudaContext& ctx, floatX* res
 }
 
 // Accumulates (+=) into dinp (N,C), dweight, dbias (C), given dout (N,C), the forward's
-// input and its saved mean, rstd. Uses ctx.workspace as scratch. path: LN_BWD_AUTO (one pass
-// where its shared memory fits), LN_BWD_TWO_PASS or LN_BWD_ONE_PASS (dev/cuda/layernorm
-// checks and times both).
-enum LayernormBackwardPath { LN_BWD_AUTO, LN_BWD_TWO_PASS, LN_BWD_ONE_PASS };
+// input and its saved mean, rstd. Uses ctx.workspace as scratch. path: LN_BWD_TWO_PASS (the
+// trainer's) or LN_BWD_ONE_PASS (dev/cuda/layernorm checks and times both).
+enum LayernormBackwardPath { LN_BWD_TWO_PASS, LN_BWD_ONE_PASS };
 inline void layernorm_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                                const floatX* dout, const floatX* inp, const floatX* weight,
                                const float* mean, const float* rstd, int N, int C,
-                               LayernormBackwardPath path = LN_BWD_AUTO) {
+                               LayernormBackwardPath path = LN_BWD_TWO_PASS) {
     layernorm_check_shape(N, C, dweight, dbias);
     CHECK(mean != nullptr && rstd != nullptr, "mean=%p rstd=%p", (const void*)mean, (const void*)rstd);
     CHECK(is_aligned16(dinp) && is_aligned16(dout) && is_aligned16(inp) && is_aligned16(weight),
           "dinp=%p dout=%p inp=%p weight=%p not 16-byte aligned", (void*)dinp, (const void*)dout,
           (const void*)inp, (const void*)weight);
     const size_t fused_smem = layernorm_backward_fused_smem(C);
-    const bool one_pass = path == LN_BWD_ONE_PASS ||
-                          (path == LN_BWD_AUTO && fused_smem <= (size_t)ctx.props.sharedMemPerBlockOptin);
+    const bool one_pass = path == LN_BWD_ONE_PASS;
     CHECK(!one_pass || fused_smem <= (size_t)ctx.props.sharedMemPerBlockOptin,
           "C=%d: the one-pass LayerNorm backward needs %zu bytes of shared memory", C, fused_smem);
     // chunks of rows, at most 512 and no more than the scratch holds: about 16 rows each for
