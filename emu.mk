@@ -10,8 +10,8 @@
 # and the same under build/emu/asan/ with AddressSanitizer and UBSan, which report an
 # out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
 # the dev programs and four debug states so, two GPT-2 and two Llama (the rest unsanitised, for time), as they do
-#   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl, test_emu_races
-#                                                   the emulator's own tests.
+#   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl,
+#   test_emu_semantics, test_emu_races              the emulator's own tests.
 # and the race-check flavour under build/emu/race/ (the dev programs, test_emu_runtime,
 # test_emu_races, the trainers as build/emu/race/train_gpt_{fp32,bf16}): the program's own code
 # compiled with GCC's -fsanitize=thread instrumentation, linked without libtsan against the
