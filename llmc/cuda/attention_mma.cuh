@@ -211,122 +211,6 @@ __device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[ND
     }
 }
 
-template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
-attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
-    static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
-    constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD;
-    constexpr int KC = HS / 16;           // k chunks of Q K^T
-    constexpr int ND = HS / 8;            // 8-column blocks of O
-    constexpr int NB = MMA_ATT_KEYS / 8;  // 8-key blocks of S
-    extern __shared__ float4 mma_att_smem4[];  // float4: 16-byte aligned, as ldmatrix and cp.async need
-    floatX* smem = reinterpret_cast<floatX*>(mma_att_smem4);  // stage s: K at 2s TILE, V at (2s+1) TILE
-    const floatX* Qs = smem + 4 * TILE;  // int-bound(mma_tile)
-
-    const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
-    const int h = blockIdx.y, b = blockIdx.z;
-    const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
-    const int q0 = qt * MMA_ATT_ROWS;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int r0 = warp * 16;
-    const int qi0 = q0 + r0 + g, qi1 = qi0 + 8;  // this thread's two query rows
-    // scores in base 2: s * log2(e) / sqrt(HS), so exp2 replaces exp
-    const float scale2 = 1.4426950408889634f / sqrtf((float)HS);
-
-    // Q and key tile 0: the loop's first wait and barrier make them everyone's
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);  // int-bound(mma_tile)
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
-    ptx_cp_async_commit();
-    float o[ND][4];
-    mma_zero<ND>(o);
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-
-    for (int j = 0; j <= qt; j++) {  // key tiles up to the diagonal
-        ptx_cp_async_wait<0>();      // this thread's copies of tile j
-        __syncthreads();             // everyone's; and the other stage (tile j-1) is read
-        if (j < qt) {
-            floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
-            ptx_cp_async_commit();
-        }
-        const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
-        const floatX* Vs = Ks + TILE;
-        const int k0 = j * MMA_ATT_KEYS;
-
-        float s[NB][4];
-        mma_zero<NB>(s);
-#pragma unroll
-        for (int kc = 0; kc < KC; kc++) {
-            uint32_t qa[4];
-            mma_ldsm_a<LD>(qa, Qs, r0, kc * 16, lane);
-            mma_chunk_times_rows<LD, NB>(s, qa, Ks, 0, kc * 16, lane);
-        }
-        // scale, and on the diagonal tile mask; element e of block nb: row e < 2 ? qi0 : qi1,
-        // key k0 + nb*8 + 2c + (e & 1). Keys past T only meet rows past T (never stored).
-        // Key 0 is valid for every row, so m is finite from the first tile on.
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = k0 + nb * 8 + 2 * c + (e & 1), qi = e < 2 ? qi0 : qi1;
-                const float v = j < qt || key <= qi ? s[nb][e] * scale2 : -INFINITY;
-                s[nb][e] = v;
-                mx[e >> 1] = fmaxf(mx[e >> 1], v);
-            }
-        }
-        float corr[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m[i], mx[i]);
-            corr[i] = exp2f(m[i] - m_new);  // 0 on the first tile
-            m[i] = m_new;
-        }
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float p = exp2f(s[nb][e] - m[e >> 1]);  // masked: exp2(-inf) = 0
-                s[nb][e] = p;
-                sum[e >> 1] += p;
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-            sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-            l[i] = l[i] * corr[i] + sum[i];
-        }
-#pragma unroll
-        for (int nd = 0; nd < ND; nd++) {
-            o[nd][0] *= corr[0];
-            o[nd][1] *= corr[0];
-            o[nd][2] *= corr[1];
-            o[nd][3] *= corr[1];
-        }
-#pragma unroll
-        for (int t = 0; t < NB / 2; t++) {  // O += P V, 16 keys at a time
-            uint32_t pa[4];
-            mma_acc_to_a<NB>(pa, s, t);
-            mma_chunk_times_cols<LD, ND>(o, pa, Vs, t * 16, 0, lane);
-        }
-    }
-
-    // O /= l; lse in natural log
-    const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
-    mma_store_rows<ND>(out + (size_t)b * T * C + h * HS, C, o, q0 + r0, 0, T, inv, g, c);  // int-bound(att_channels)
-    if (c == 0) {
-        if (qi0 < T) lse[((size_t)b * NH + h) * T + qi0] = (m[0] + log2f(l[0])) * 0.6931471805599453f;
-        if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[1] + log2f(l[1])) * 0.6931471805599453f;
-    }
-}
-
 // Candidates for a faster forward, timed against the kernel above by dev/cuda/attention
 // --bench and checked there against the same reference (issue 23): one tile of 64*WM queries
 // (4 warps of 16*WM rows) against the key tiles up to its diagonal. WM = 2: each K and V
@@ -397,10 +281,13 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
             }
         }
         const int k0 = j * MMA_ATT_KEYS;
-        if (k0 > last_row) continue;  // every key of this tile is after this warp's rows (warp-uniform)
+        if constexpr (WM > 1) {
+            if (k0 > last_row) continue;  // every key of this tile is after this warp's rows (warp-uniform)
+        }
         const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
         const floatX* Vs = Ks + TILE;
-        const bool diagonal = k0 + MMA_ATT_KEYS - 1 > q0 + r0;  // some key after some row of this warp
+        // some key after some row of this warp (with 16 rows a warp: the last tile alone)
+        const bool diagonal = WM == 1 ? j == last_tile : k0 + MMA_ATT_KEYS - 1 > q0 + r0;
 
         // S = Q K^T: each K fragment pair feeds the WM m-tiles
         float s[WM][NB][4];
@@ -510,6 +397,13 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
             if (qi1 < T) lse[((size_t)b * NH + h) * T + qi1] = (m[w][1] + log2f(l[w][1])) * 0.6931471805599453f;
         }
     }
+}
+
+// the forward: 16 query rows a warp, Q's fragments read from shared memory at every key tile
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+    attention_forward_mma_tile<HS, 1, false>(out, lse, qkv, T, NH);
 }
 
 // the variants dev/cuda/attention --bench times beside it
