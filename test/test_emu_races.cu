@@ -11,6 +11,11 @@
 //
 // test/test_emu.sh runs the corrected ones with EMU_RACECHECK=1 in three thread orders, and each
 // bug with EMU_RACECHECK=1, where it must stop with "race: kernel NAME: ... hazard".
+// Built against the emulator before the race check (666a58b's llmc/emu), 5 of the 6 bugs ran to
+// the end with the right results under its EMU_RACECHECK=1 (two thread orders compared) in
+// both orders, and cp_async_raw stopped only as "writes ... differently in forward and
+// reverse", no hazard named; the cp.async landing check (cp_async_war, EMU_ORDER=reverse, no
+// race check) ran to the end with the right results: test_emu failed on all of them.
 #include <cstdio>
 #include <cstring>
 #include <vector>
