@@ -189,19 +189,28 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
 // backward
 
 // D[(b,h,t)] = dout[b,t,h] . out[b,t,h]; one warp per (b, t, h)
+// G lanes a row (a power of two, 32 / G rows a warp), 16 bytes a load: lane l of its group
+// reads the groups l, l + G, ... of the row's HS values, then the group sums by shuffles.
 __global__ void attention_backward_preprocess_kernel(float* D, const floatX* out, const floatX* dout, int B, int T,
-                                                     int NH, int HS) {
-    size_t w = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x % 32;
-    if (w >= (size_t)B * T * NH) return;
-    const int h = (int)(w % NH);
-    const size_t bt = w / NH;
-    const int t = (int)(bt % T), b = (int)(bt / T);
-    const size_t off = bt * NH * HS + (size_t)h * HS;
+                                                     int NH, int HS, int G) {
+    const size_t row = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / G;  // (b, t, h), h fastest
+    const int sub = threadIdx.x % G;
+    const size_t rows = (size_t)B * T * NH;
     float acc = 0.0f;
-    for (int d = lane; d < HS; d += 32) acc += to_float(dout[off + d]) * to_float(out[off + d]);
-    acc = warp_reduce_sum(acc);
-    if (lane == 0) D[((size_t)b * NH + h) * T + t] = acc;
+    if (row < rows) {
+        const size_t off = row * HS;  // out and dout are (B, T, NH, HS)
+        for (int d = sub * x128::size; d < HS; d += G * x128::size) {
+            x128 o = load128cs(out + off + d), g = load128cs(dout + off + d);
+            for (int k = 0; k < x128::size; k++) acc += to_float(g[k]) * to_float(o[k]);
+        }
+    }
+    for (int m = G / 2; m > 0; m /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, m);  // every lane of the warp takes part
+    if (row < rows && sub == 0) {
+        const int h = (int)(row % NH);
+        const size_t bt = row / NH;
+        const int t = (int)(bt % T), b = (int)(bt / T);
+        D[((size_t)b * NH + h) * T + t] = acc;
+    }
 }
 
 // Rebuilds, for this warp's 8 query rows and lane's key, P = exp(s - lse) and
@@ -456,11 +465,16 @@ inline const float* attention_backward_preprocess(const CudaContext& ctx, const 
     const size_t rows = (size_t)B * NH * T;
     CHECK(rows * sizeof(float) <= ctx.workspace_bytes, "B*NH*T=%zu floats do not fit the workspace (%zu bytes)", rows,
           ctx.workspace_bytes);
+    CHECK(HS % x128::size == 0 && is_aligned16(out) && is_aligned16(dout),
+          "head size %d (a multiple of %d), out=%p dout=%p (16-byte aligned)", HS, (int)x128::size, (const void*)out,
+          (const void*)dout);
     float* D = (float*)ctx.workspace;
-    const size_t pre_threads = rows * 32;
+    int G = 1;  // lanes a row: the 16-byte groups of a head, rounded up to a power of two
+    while (G < 32 && G * (int)x128::size < HS) G *= 2;
+    const size_t pre_threads = rows * G;
     CHECK(ceil_div(pre_threads, 256) < (1u << 31), "B*NH*T=%zu", rows);
     attention_backward_preprocess_kernel<<<(unsigned)ceil_div(pre_threads, 256), 256, 0, ctx.stream>>>(
-        D, out, dout, B, T, NH, HS);
+        D, out, dout, B, T, NH, HS, G);
     CHECK_LAUNCH();
     return D;
 }
