@@ -211,14 +211,13 @@ __device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[ND
     }
 }
 
-// Candidates for a faster forward, timed against the kernel above by dev/cuda/attention
-// --bench and checked there against the same reference (issue 23): one tile of 64*WM queries
-// (4 warps of 16*WM rows) against the key tiles up to its diagonal. WM = 2: each K and V
-// fragment loaded from shared memory feeds two mma, and a CTA's key tiles serve twice the
-// queries; QREG: Q's fragments loaded once into registers, not at every key tile. WM = 1
-// without QREG is the kernel above (which stays as it was: folding it into this template
-// cost it registers, a spill at HS=16). The trainer runs <128, 2, false> at head size 128
-// (attention_forward_mma says why).
+// The forward of one tile of 64*WM queries (4 warps of 16*WM rows) against the key tiles up
+// to its diagonal. WM = 1 without QREG is attention_forward_mma_kernel below; the others are
+// the variants dev/cuda/attention --bench checks against the same reference and times beside
+// it (issue 23). WM = 2: each K and V fragment loaded from shared memory feeds two mma, and a
+// CTA's key tiles serve twice the queries; QREG: Q's fragments loaded once into registers, not
+// at every key tile. The trainer runs <128, 2, false> at head size 128 (attention_forward_mma
+// says why).
 template <int HS, int WM, bool QREG>
 __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
     static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
