@@ -26,6 +26,19 @@
 #include "llmc/cpu/omp_wait.h" // defines: omp_wait_setup
 #include "llmc/train_loop.h"  // defines: train_loop
 
+// A line of /proc/self/status in bytes: "VmHWM" the most memory this process has held
+// resident, "VmRSS" what it holds now; 0 where Linux does not say.
+static double proc_status_bytes(const char* key) {
+    FILE* f = fopen("/proc/self/status", "r");
+    char line[256];
+    long long kb = 0;
+    const size_t k = strlen(key);
+    while (f != nullptr && fgets(line, sizeof(line), f) != nullptr)
+        if (strncmp(line, key, k) == 0 && line[k] == ':' && sscanf(line + k + 1, "%lld", &kb) == 1) break;
+    if (f != nullptr) fclose(f);
+    return kb * 1024.0;
+}
+
 // The loop's Backend (llmc/train_loop.h) for a model in host memory, one of comm->world
 // ranks that split the parameter vector as llmc/zero.h lays it out. With one process the
 // ZeRO layout is the whole vector and every collective is a no-op.
@@ -34,22 +47,26 @@ struct CpuBackend {
     Comm* comm;
     ZeroLayout z;
     std::vector<ZeroSegment> segments;  // the tensors' pieces of [opt_begin, opt_end): what AdamW updates
-    float* grad_shard = nullptr;        // ZeRO 2: the owned slice's gradient, summed over ranks and micro-steps
+    float* grad_shard = nullptr;        // ZeRO 2, 3: the owned slice's gradient, summed over ranks and micro-steps
+    float* param_shard = nullptr;       // ZeRO 3: the owned slice's parameters (the model keeps the front and tail)
     double flops_per_token;             // for the step line's GFLOP/s
     GradSync* gsync = nullptr;          // several ranks: reduces each layer's gradients as the backward finishes it
     size_t grads_len = 0;               // the length of model->grads
     bool step_open = false;             // a step's first micro-step ran and its step_done has not (-pb 1)
+    double rss_base = 0;                // bytes resident before the model was loaded
 
-    // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced
-    const float* opt_grads() const { return z.stage == 2 ? grad_shard : model->grads + z.opt_begin; }
+    // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced, and the value
+    const float* opt_grads() const { return z.stage >= 2 ? grad_shard : model->grads + z.opt_begin; }
+    float* opt_params() const { return z.stage == 3 ? param_shard : model->params + z.opt_begin; }
 
-    // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
-    // every micro-step; else the last), which runs alongside the layers below
+    // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2, 3:
+    // every micro-step; else the last), which runs alongside the layers below (ZeRO 3: and the
+    // forward and backward have each layer gathered as they reach it)
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
         if (!step_open) phase_clock_step_begin(model->phases);  // -pb 1 times the step from here
         step_open = true;
         model_forward(model, inputs, targets, B, T);
-        if (gsync != nullptr) gsync->communicate = z.stage == 2 || last_micro;
+        if (gsync != nullptr) gsync->communicate = z.stage >= 2 || last_micro;
         model_backward(model, inputs, targets, dloss, gsync);
         return model->mean_loss;
     }
@@ -79,16 +96,16 @@ struct CpuBackend {
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
         const float* g = opt_grads();
+        float* p = opt_params();
         for (const ZeroSegment& seg : segments) {
             const ParamTensor& pt = model->tensors[seg.tensor];
             size_t o = seg.begin - z.opt_begin;
-            adamw_update(model->params + seg.begin, g + o, model->m + o, model->v + o, seg.end - seg.begin, lr, 0.9f,
-                         0.95f, 1e-8f, pt.decays ? weight_decay : 0.0f, clip_scale, t);
+            adamw_update(p + o, g + o, model->m + o, model->v + o, seg.end - seg.begin, lr, 0.9f, 0.95f, 1e-8f,
+                         pt.decays ? weight_decay : 0.0f, clip_scale, t);
         }
-        if (z.stage > 0) {
-            phase_clock_mark(model->phases, PHASE_COMM);
-            comm_all_gather(comm, model->params, z.shard, sizeof(float));
-        }
+        phase_clock_mark(model->phases, PHASE_COMM);
+        if (z.stage == 3) gsync->gather_front_and_tail();  // the layers are gathered as they run
+        else if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
     }
     void zero_grad() {
         phase_clock_mark(model->phases, PHASE_OTHER);
@@ -96,14 +113,46 @@ struct CpuBackend {
         if (grad_shard != nullptr) memset(grad_shard, 0, z.shard * sizeof(float));
     }
     void sync() {}
-    void poison_grad() { (z.stage == 2 ? grad_shard : model->grads + z.own_begin)[0] = NAN; }
+    void poison_grad() { (z.stage >= 2 ? grad_shard : model->grads + z.own_begin)[0] = NAN; }
     void poison_weight() { model->params[0] = NAN; }
     // the model file (rank 0) and the AdamW state of this rank's slice
     void write_checkpoint(const std::string& dir, int step, TrainState s) {
-        train_check_weights_finite(model->params, model->num_parameters, model->tensors, model->num_tensors, step, dir);
         zero_state_slice(&s, z);
         size_t o = z.own_begin - z.opt_begin;
+        if (z.stage == 3) return write_checkpoint_gathered(dir, step, s);
+        train_check_weights_finite(model->params, model->num_parameters, model->tensors, model->num_tensors, step, dir);
         checkpoint_write_model_and_state(dir, step, z.rank == 0 ? model : nullptr, s, model->m + o, model->v + o);
+    }
+    // ZeRO 3: rank 0 assembles the model file's full vector for the write, a layer at a time
+    // through the slots (a collective: every rank gathers), the front and tail from the model
+    void write_checkpoint_gathered(const std::string& dir, int step, const TrainState& s) {
+        const size_t n = model->num_parameters;
+        const ParamLayout table = model->layout();
+        float* full = z.rank == 0 ? (float*)xmalloc(n * sizeof(float)) : nullptr;
+        for (int l = 0; l < model->num_layers; l++) {
+            float* slices[MAX_PARAM_TENSORS];
+            gsync->layer_params(l, l + 1 < model->num_layers ? l + 1 : -1, slices);
+            if (full != nullptr)
+                for (const ZeroPiece& p : zero_bucket_pieces(table, l))
+                    memcpy(full + p.begin, slices[0] + p.packed, (p.end - p.begin) * sizeof(float));
+        }
+        float* rest = model->params;
+        if (full != nullptr) {
+            memcpy(full, rest, gsync->front_n * sizeof(float));
+            memcpy(full + table.tail_begin(), rest + gsync->front_n, gsync->tail_n * sizeof(float));
+        }
+        size_t index = 0;
+        bool bad = full != nullptr && weights_find_nonfinite(full, n, model->tensors, model->num_tensors, &index) != nullptr;
+        if (comm_sum(comm, bad ? 1.0 : 0.0) > 0) {
+            if (full != nullptr)
+                train_check_weights_finite(full, n, model->tensors, model->num_tensors, step, dir);
+            fail("rank %d: refusing to write the checkpoint at step %d: rank 0 found a weight that is not finite", z.rank,
+                 step);
+        }
+        model->params = full;  // what the model file writes (rank 0); the other ranks write no model
+        checkpoint_write_model_and_state(dir, step, full != nullptr ? model : nullptr, s, model->m, model->v);
+        model->params = rest;
+        free(full);
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
         std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, model->m, model->v);
@@ -114,7 +163,15 @@ struct CpuBackend {
         ModelBase* file = model_load_checkpoint(path.c_str());
         CHECK(file->family == model->family && file->num_parameters == model->num_parameters, "%s: %zu vs %zu",
               path.c_str(), file->num_parameters, model->num_parameters);
-        memcpy(model->params, file->params, model->num_parameters * sizeof(float));
+        if (z.stage == 3) {  // this rank's slice, and the front and tail rows
+            const size_t n = model->num_parameters, tail = model->layout().tail_begin();
+            memcpy(param_shard, file->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
+            memcpy(model->params, file->params, gsync->front_n * sizeof(float));
+            memcpy(model->params + gsync->front_n, file->params + tail, (n - tail) * sizeof(float));
+            gsync->params_changed();
+        } else {
+            memcpy(model->params, file->params, model->num_parameters * sizeof(float));
+        }
         model_delete(file);
     }
     void step_done(int step) {
@@ -126,36 +183,66 @@ struct CpuBackend {
         snprintf(buf, sizeof(buf), "%.1f GFLOP/s", tok_s * flops_per_token / 1e9);
         return buf;
     }
-    std::string summary_extras(double tok_s) { return ""; }
+    // the peak resident memory of this process above what it held before loading the model
+    // (rss_base: the program, its libraries, MPI), the plan's "in all"; with several ranks the
+    // largest rank's too (a collective)
+    std::string summary_extras(double tok_s) {
+        double mine = proc_status_bytes("VmHWM") - rss_base;
+        std::vector<double> all(z.world);
+        comm_exchange(comm, &mine, sizeof(double), all.data());
+        char buf[160];
+        int n = snprintf(buf, sizeof(buf), ", peak memory %.1f MiB (resident, above the %.1f MiB held before the model",
+                         mine / 1048576.0, rss_base / 1048576.0);
+        if (z.world > 1)
+            snprintf(buf + n, sizeof(buf) - n, "; the largest of %d ranks %.1f MiB)", z.world,
+                     *std::max_element(all.begin(), all.end()) / 1048576.0);
+        else
+            snprintf(buf + n, sizeof(buf) - n, ")");
+        return buf;
+    }
     std::string step_metrics(double tok_s) { return ""; }
     double energy_joules() { return -1.0; }
     int vocab_size() const { return model->vocab_size; }
     size_t num_parameters() const { return model->num_parameters; }
 };
 
-// Re-sizes the buffers model_alloc_state made for one process to the ZeRO layout: parameters
-// and gradients padded to world*shard (zero tail), AdamW m and v for the values this rank
-// updates, and ZeRO 2's slice accumulator. Returns that accumulator (nullptr below stage 2).
-static float* cpu_apply_zero_layout(ModelBase* model, const ZeroLayout& z) {
-    size_t n = model->num_parameters;
-    auto grow = [&](float* old) {
-        float* p = (float*)xmalloc(z.padded * sizeof(float));
-        memcpy(p, old, n * sizeof(float));
-        memset(p + n, 0, (z.padded - n) * sizeof(float));
-        free(old);
-        return p;
-    };
-    model->params = grow(model->params);
-    model->grads = grow(model->grads);
-    model_bind_views(model);
-    if (z.opt_count() != n) {
-        free(model->m);
-        free(model->v);
-        model->m = xcalloc_floats(z.opt_count());
-        model->v = xcalloc_floats(z.opt_count());
+// The model's state laid out for this rank's ZeRO layout, allocated at the lengths it keeps
+// (so no process ever touches a full copy it would drop): gradients padded to world*shard
+// (ZeRO 2, 3 over several ranks: none here, llmc/grad_sync.h makes the front and tail rows'),
+// AdamW m and v for the values this rank updates, activations for B x T; the parameters padded
+// to world*shard (zero tail) below ZeRO 3 (whose grad_sync_init takes them apart). Returns ZeRO
+// 2 and 3's slice accumulator (nullptr below stage 2).
+static float* cpu_alloc_zero_state(ModelBase* model, const ZeroLayout& z, int B, int T) {
+    const size_t n = model->num_parameters;
+    const bool sharded_grads = z.stage >= 2 && z.world > 1;
+    model_alloc_state(model, B, T, sharded_grads ? 0 : z.padded, z.opt_count());
+    if (z.stage < 3) {
+        if (z.padded != n) {
+            float* p = (float*)realloc(model->params, z.padded * sizeof(float));
+            if (p == nullptr) fail("out of memory allocating %zu bytes", z.padded * sizeof(float));
+            memset(p + n, 0, (z.padded - n) * sizeof(float));
+            model->params = p;
+        }
+        model_bind_views(model);
     }
-    if (z.stage < 2) return nullptr;
-    return xcalloc_floats(z.shard);
+    return z.stage < 2 ? nullptr : xcalloc_floats(z.shard);
+}
+
+// ZeRO 3: the model's table, its front and tail rows in its parameter buffer (one after the
+// other) and this rank's slice in *param_shard, as llmc/grad_sync.h keeps them; the rest of the
+// vector is never held here, not even while loading.
+static ModelBase* cpu_load_model_zero3(const TrainConfig& cfg, int resume_step, const ModelConfig& mc,
+                                       const ZeroLayout& z, float** param_shard) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout t;
+    const size_t n = model_config_table(mc, table, &t), front = t.front_len(), tail = t.tail_begin();
+    float* rest = xcalloc_floats(front + (n - tail));
+    *param_shard = xcalloc_floats(z.shard);
+    const size_t begin[3] = {0, tail, z.own_begin}, end[3] = {front, n, z.own_end};
+    float* const dst[3] = {rest, rest + front, *param_shard};
+    ModelBase* model = train_load_model_ranges(cfg, resume_step, 3, begin, end, dst);
+    model->params = rest;
+    return model;
 }
 
 // Bytes of memory this machine has available now (MemAvailable), or its physical memory.
@@ -210,8 +297,13 @@ int main(int argc, char** argv) {
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, &comm);
-    cpu_check_memory(train_model_config(cfg, resume_step), cfg, world);
-    ModelBase* model = train_load_model(cfg, resume_step);
+    const ModelConfig start_config = train_model_config(cfg, resume_step);
+    cpu_check_memory(start_config, cfg, world);
+    const ZeroLayout z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
+    const double rss_base = proc_status_bytes("VmRSS");
+    float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
+    ModelBase* model = z.stage == 3 ? cpu_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
+                                    : train_load_model(cfg, resume_step);
 
     // --- batch arithmetic and data
     TrainData data;
@@ -221,9 +313,7 @@ int main(int argc, char** argv) {
     Tokenizer tokenizer;
     train_tokenizer_init(cfg, &tokenizer);
 
-    model_alloc_state(model, B, T);
-    ZeroLayout z = train_zero_layout(cfg, model->num_parameters, rank, world);
-    float* grad_shard = cpu_apply_zero_layout(model, z);
+    float* grad_shard = cpu_alloc_zero_state(model, z, B, T);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan
@@ -239,22 +329,27 @@ int main(int argc, char** argv) {
         printf("processes: %d (MPI), %s, %zu parameters per rank's slice\n", world, zero_stage_name(z.stage), z.shard);
     // several ranks: each layer's gradients are reduced while the backward runs the layers below
     GradSync sync;
-    if (world > 1) grad_sync_init(&sync, model, &comm, z, grad_shard);
+    if (world > 1) grad_sync_init(&sync, model, &comm, z, grad_shard, param_shard);
     size_t grads_len = world > 1 ? grad_sync_grads_len(&sync) : z.padded;
     size_t grad_floats = world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
-    printf("memory per process: params %.1f MiB, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; %d threads%s%s\n",
-           z.padded * 4 / MiB, (grad_floats + (grad_shard ? z.shard : 0)) * 4 / MiB,
-           grad_shard ? " (the owned slice, wte/wpe/lnf, and two layer buckets in flight)" : "",
-           z.opt_count() * 8 / MiB, model->acts_floats * 4 / MiB, threads,
+    size_t param_floats = world > 1 ? grad_sync_param_floats(&sync) : z.padded;
+    const size_t all_grad_floats = grad_floats + (grad_shard ? z.shard : 0);
+    printf("memory per process: params %.1f MiB%s, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; "
+           "%.1f MiB in all; %d threads%s%s\n",
+           param_floats * 4 / MiB, param_shard ? " (the owned slice, the front and tail rows, two layers in flight)" : "",
+           all_grad_floats * 4 / MiB,
+           grad_shard ? " (the owned slice, the front and tail rows, and two layer buckets in flight)" : "",
+           z.opt_count() * 8 / MiB, model->acts_floats * 4 / MiB,
+           (param_floats + all_grad_floats + 2 * z.opt_count() + model->acts_floats) * 4 / MiB, threads,
            getenv("GOMP_SPINCOUNT") ? ", GOMP_SPINCOUNT=" : "", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "");
     if (world > 1)
         printf("communication per step and process: %.1f MiB sent\n",
-               zero_comm_bytes_per_step(z, data.grad_accum, 4, 4) / MiB);
+               zero_comm_bytes_per_step(z, data.grad_accum, 4, 4, model->num_layers, sync.layer_n) / MiB);
 
     PhaseClock phase_clock;  // -pb 1
     if (cfg.phase_breakdown) model->phases = &phase_clock;
     CpuBackend be = {model, &comm, z, zero_segments(model->tensors, model->num_tensors, z.opt_begin, z.opt_end),
-                     grad_shard, flops, world > 1 ? &sync : nullptr, grads_len};
+                     grad_shard, param_shard, flops, world > 1 ? &sync : nullptr, grads_len, false, rss_base};
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_clock_report(phase_clock);
     if (world > 1) {
@@ -265,6 +360,7 @@ int main(int argc, char** argv) {
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     model_delete(model);
     free(grad_shard);
+    free(param_shard);
     comm_free(&comm);
     return status;
 }

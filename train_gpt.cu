@@ -326,6 +326,8 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
+    if (cfg.zero_stage == 3)
+        fail("flag -z 3: ZeRO 3 (sharded parameters) runs in train_gpt_cpu so far; the GPU trainers shard up to -z 2");
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());

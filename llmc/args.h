@@ -35,7 +35,7 @@ struct TrainConfig {
     int resume = 0;                  // -y  1: resume from the newest complete checkpoint in -o
     int seed = 42;                   // -sd seed of init, data shuffling and sampling
     int shuffle = 0;                 // -sh 1: shuffle shards and samples every epoch (seeded)
-    int zero_stage = 0;              // -z  ZeRO stage: 0 all-reduce, 1 sharded AdamW state, 2 also sharded gradients
+    int zero_stage = 0;              // -z  ZeRO stage: 0 all-reduce, 1 sharded AdamW state, 2 also gradients, 3 also parameters
     int recompute = -1;              // -r  activation recompute 0|1|2 (GPU; the CPU keeps all); -1: the least that fits
     int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
@@ -103,7 +103,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-y", ARG_INT, resume, 0, 1, "1: resume from the newest complete checkpoint in -o"),
     ARG("-sd", ARG_INT, seed, 0, 2147483647, "random seed (init, shuffling, sampling)"),
     ARG("-sh", ARG_INT, shuffle, 0, 1, "1: shuffle train shards and samples each epoch"),
-    ARG("-z", ARG_INT, zero_stage, 0, 2, "ZeRO stage: 0 all-reduce, 1 shard AdamW state, 2 also gradients"),
+    ARG("-z", ARG_INT, zero_stage, 0, 3, "ZeRO stage: 0 all-reduce, 1 shard AdamW state, 2 also gradients, 3 also parameters"),
     ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm (GPU); -1: the least that fits"),
     ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),

@@ -3,7 +3,7 @@
 // DONE_%08d). Every write goes to a temporary name, is flushed to disk, then renamed, so a
 // crash never leaves a half file under a real name; DONE is written last, and a checkpoint
 // without it does not exist.
-// defines: model_file_check, model_load_checkpoint, model_write_checkpoint, gpt2_load_checkpoint,
+// defines: model_file_check, model_file_read_range, model_load_checkpoint, model_write_checkpoint, gpt2_load_checkpoint,
 //          gpt2_write_checkpoint,
 //          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
 //          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile
@@ -138,37 +138,49 @@ inline std::string model_file_check(const char* path, ModelConfig* cfg, int* ver
 
 // Loads a model file of any family into a new model (model_delete frees it). bf16 files are
 // widened to fp32.
-inline ModelBase* model_load_checkpoint(const char* path) {
-    ModelConfig cfg;
-    int version = 0;
-    std::string err = model_file_check(path, &cfg, &version);
-    if (!err.empty()) fail("%s: %s", path, err.c_str());
-    ModelBase* model = model_new(cfg);
-    FILE* f = fopen_or_fail(path, "rb");
-    fseek(f, 1024, SEEK_SET);
-    size_t n = model->num_parameters;
+// Values [begin, end) of the flat vector of a checked model file (f, of `version`) into dst,
+// widened from bf16 where the file holds bf16, and each one finite. model: its table.
+inline void model_file_read_range(FILE* f, const char* path, int version, const ModelBase* model, size_t begin,
+                                  size_t end, float* dst) {
+    const size_t elem = version == MODEL_VERSION_FP32 ? sizeof(float) : sizeof(uint16_t), n = end - begin;
+    if (fseeko(f, (off_t)(1024 + begin * elem), SEEK_SET) != 0) fail("%s: cannot seek (%s)", path, strerror(errno));
     if (version == MODEL_VERSION_FP32) {
-        fread_or_fail(model->params, sizeof(float), n, f, path);
+        fread_or_fail(dst, sizeof(float), n, f, path);
     } else {
         // bf16 is the top half of an fp32: widening is a shift
-        std::vector<uint16_t> buf(1 << 20);
+        std::vector<uint16_t> buf(std::min(n, (size_t)1 << 20));
         for (size_t done = 0; done < n;) {
             size_t k = std::min(buf.size(), n - done);
             fread_or_fail(buf.data(), sizeof(uint16_t), k, f, path);
             for (size_t i = 0; i < k; i++) {
                 uint32_t bits = (uint32_t)buf[i] << 16;
-                memcpy(&model->params[done + i], &bits, 4);
+                memcpy(&dst[done + i], &bits, 4);
             }
             done += k;
         }
     }
-    fclose(f);
     for (size_t i = 0; i < n; i++) {
-        if (!std::isfinite(model->params[i])) {
-            const ParamTensor& t = model->layout().tensor_at(i);
-            fail("%s: corrupt: non-finite value in tensor %s at index %zu", path, t.name, i - t.offset);
+        if (!std::isfinite(dst[i])) {
+            const ParamTensor& t = model->layout().tensor_at(begin + i);
+            fail("%s: corrupt: non-finite value in tensor %s at index %zu", path, t.name, begin + i - t.offset);
         }
     }
+}
+
+// A model file's model: with_params false (a ZeRO 3 rank's): its table only, and the values of
+// each range [begin[i], end[i]) of the flat vector in dst[i] (count ranges; they may overlap).
+inline ModelBase* model_load_checkpoint(const char* path, bool with_params = true, int count = 0,
+                                        const size_t* begin = nullptr, const size_t* end = nullptr,
+                                        float* const* dst = nullptr) {
+    ModelConfig cfg;
+    int version = 0;
+    std::string err = model_file_check(path, &cfg, &version);
+    if (!err.empty()) fail("%s: %s", path, err.c_str());
+    ModelBase* model = model_new(cfg, with_params);
+    FILE* f = fopen_or_fail(path, "rb");
+    if (with_params) model_file_read_range(f, path, version, model, 0, model->num_parameters, model->params);
+    for (int i = 0; i < count; i++) model_file_read_range(f, path, version, model, begin[i], end[i], dst[i]);
+    fclose(f);
     return model;
 }
 

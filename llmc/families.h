@@ -7,8 +7,8 @@
 // here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
 // defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
 //          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
-//          gpt2_take_over, model_new, model_delete, model_init_random,
-//          model_alloc_state, model_bind_views, model_bind_grads, model_forward, model_backward,
+//          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
+//          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
 //          model_logits, model_losses, model_update, model_flops_per_token, model_describe
 #pragma once
 #include <cmath>
@@ -71,11 +71,12 @@ struct ValueBytes {
 };
 
 // What one process holds, in bytes, at micro-batch B x T on `world` processes at ZeRO `stage`
-// (llmc/zero.h): the parameters (all of them, padded to the layout), the gradients (ZeRO 2: the
-// front and tail rows, two layer buckets and the owned slice; else all of them, and with
-// several processes two layer buckets), AdamW's m and v and the master weights (ZeRO 1 and 2:
-// the owned slice) and the CPU trainer's activations. The GPU trainers replace activations by
-// their own plan's and count their scratch (train_gpt.cu).
+// (llmc/zero.h): the parameters (ZeRO 3: the front and tail rows, two layer slots and the owned
+// slice; else all of them, padded to the layout), the gradients (ZeRO 2 and 3: the front and
+// tail rows, two layer buckets and the owned slice; else all of them, and with several
+// processes two layer buckets), AdamW's m and v and the master weights (ZeRO 1 to 3: the owned
+// slice) and the CPU trainer's activations. The GPU trainers replace activations by their own
+// plan's and count their scratch (train_gpt.cu).
 struct MemoryPlan {
     double params = 0, grads = 0, adamw = 0, master = 0, activations = 0, scratch = 0;
     double total() const { return params + grads + adamw + master + activations + scratch; }
@@ -86,13 +87,15 @@ inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int worl
     ParamTensor table[MAX_PARAM_TENSORS];
     ParamLayout t;
     const double n = (double)model_config_table(c, table, &t);
-    const double shard = std::ceil(n / world), padded = shard * world;
+    if (world == 1) stage = 0;
+    const double shard = std::ceil(n / world / 64) * 64, padded = shard * world;  // zero.h's ZERO_ALIGN
     const double updated = stage == 0 ? n : shard;  // the values this process's AdamW updates
     double layer = 0;
     for (int i = 0; i < t.layers; i++) layer += (double)table[t.first_layer + i].numel / t.L;
+    const double front_and_tail = (double)t.front_len() + (n - (double)t.tail_begin());
     MemoryPlan p;
-    p.params = bytes.param * padded;
-    p.grads = stage == 2 ? bytes.grad * ((double)t.front_len() + (n - (double)t.tail_begin()) + 2 * layer + shard)
+    p.params = bytes.param * (stage == 3 ? front_and_tail + 2 * layer + shard : padded);
+    p.grads = stage >= 2 ? bytes.grad * (front_and_tail + 2 * layer + shard)
                          : bytes.grad * (padded + (world > 1 ? 2 * layer : 0));
     p.adamw = 8 * updated;
     p.master = bytes.master * updated;
@@ -110,15 +113,16 @@ inline ModelConfig model_config_of(const ModelBase* m) {
     return c;
 }
 
-// A new model of configuration c, its parameters zeroed. Fails with a message on a bad one.
-inline ModelBase* model_new(const ModelConfig& c) {
+// A new model of configuration c, its parameters zeroed (with_params false: no parameter
+// buffer, see model_base_init). Fails with a message on a bad one.
+inline ModelBase* model_new(const ModelConfig& c, bool with_params = true) {
     if (c.family == FAMILY_LLAMA3) {
         Llama* m = new Llama();
-        llama_init(m, c.llama);
+        llama_init(m, c.llama, with_params);
         return m;
     }
     GPT2* m = new GPT2();
-    gpt2_init(m, c.gpt2);
+    gpt2_init(m, c.gpt2, with_params);
     return m;
 }
 
@@ -142,28 +146,45 @@ inline bool gpt2_take_over(GPT2* out, ModelBase* loaded) {
     return true;
 }
 
+// The random init's values that are not 0, to emit(begin, values, count) in flat order
+// (init_emit in llmc/model.h); m needs its table only.
+template <typename Emit>
+inline void model_init_values(const ModelBase* m, uint32_t seed, Emit&& emit) {
+    if (m->family == FAMILY_LLAMA3) llama_init_values(static_cast<const Llama*>(m)->config, m->tensors, seed, emit);
+    else gpt2_init_values(static_cast<const GPT2*>(m)->config, m->tensors, seed, emit);
+}
+
 inline void model_init_random(ModelBase* m, uint32_t seed) {
     if (m->family == FAMILY_LLAMA3) llama_init_random(static_cast<Llama*>(m), seed);
     else gpt2_init_random(static_cast<GPT2*>(m), seed);
 }
 
-// Gradients, AdamW moments and activations for micro-batches of B x T.
-inline void model_alloc_state(ModelBase* m, int B, int T) {
-    if (m->family == FAMILY_LLAMA3) llama_alloc_state(static_cast<Llama*>(m), B, T);
-    else gpt2_alloc_state(static_cast<GPT2*>(m), B, T);
+// Gradients, AdamW moments and activations for micro-batches of B x T (grads_len, opt_len: see
+// model_base_alloc_state).
+inline void model_alloc_state(ModelBase* m, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
+    if (m->family == FAMILY_LLAMA3) llama_alloc_state(static_cast<Llama*>(m), B, T, grads_len, opt_len);
+    else gpt2_alloc_state(static_cast<GPT2*>(m), B, T, grads_len, opt_len);
 }
 
-// The named views of params and grads again, after the buffers moved (the ZeRO layout pads them).
+// The named views of params and grads again, after the buffers moved (the ZeRO layout pads them;
+// grads may not be there yet: ZeRO 2 and 3 place them, llmc/grad_sync.h).
 inline void model_bind_views(ModelBase* m) {
     if (m->family == FAMILY_LLAMA3) {
         Llama* l = static_cast<Llama*>(m);
         l->p = llama_param_ptrs(l->params, l->tensors);
-        l->g = llama_param_ptrs(l->grads, l->tensors);
+        if (l->grads != nullptr) l->g = llama_param_ptrs(l->grads, l->tensors);
     } else {
         GPT2* g = static_cast<GPT2*>(m);
         g->p = param_ptrs(g->params, g->tensors);
-        g->g = param_ptrs(g->grads, g->tensors);
+        if (g->grads != nullptr) g->g = param_ptrs(g->grads, g->tensors);
     }
+}
+
+// The parameter views from views[i], where row i lives (ZeRO 3 keeps only the front and tail
+// rows in the model, in a buffer of their own; the layers come from its ParamSource).
+inline void model_bind_params(ModelBase* m, float* const* views) {
+    if (m->family == FAMILY_LLAMA3) static_cast<Llama*>(m)->p = llama_param_ptrs_of(views);
+    else static_cast<GPT2*>(m)->p = param_ptrs_of(views);
 }
 
 // The gradient views from views[i], where row i's gradient lives (ZeRO 2 keeps the front and

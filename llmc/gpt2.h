@@ -258,21 +258,23 @@ inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t 
     return total;
 }
 
-// Sets up the table and the parameter buffer (zeroed). Fails with a message on a bad config.
-inline void gpt2_init(GPT2* model, const GPT2Config& cfg) {
+// Sets up the table and the parameter buffer (zeroed; with_params false: none, see
+// model_base_init). Fails with a message on a bad config.
+inline void gpt2_init(GPT2* model, const GPT2Config& cfg, bool with_params = true) {
     const char* problem = gpt2_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
     const size_t n = gpt2_param_table(cfg, model->tensors);
     model_base_init(model, FAMILY_GPT2, gpt2_layout(model->tensors, cfg.num_layers), n, cfg.channels, cfg.vocab_size,
-                    cfg.padded_vocab_size, cfg.max_seq_len);
-    model->p = param_ptrs(model->params, model->tensors);
+                    cfg.padded_vocab_size, cfg.max_seq_len, with_params);
+    if (with_params) model->p = param_ptrs(model->params, model->tensors);
 }
 
 // Gradients, optimizer moments and activations for micro-batch B x T.
-inline void gpt2_alloc_state(GPT2* model, int B, int T) {
-    model_base_alloc_state(model, B, T);
-    model->g = param_ptrs(model->grads, model->tensors);
+// grads_len, opt_len: see model_base_alloc_state.
+inline void gpt2_alloc_state(GPT2* model, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
+    model_base_alloc_state(model, B, T, grads_len, opt_len);
+    if (model->grads != nullptr) model->g = param_ptrs(model->grads, model->tensors);
     size_t sizes[GPT2_NUM_ACTIVATIONS];
     gpt2_activation_sizes(model->config, B, T, sizes);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
@@ -284,24 +286,31 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T) {
 inline void gpt2_bind_grads(GPT2* model, float* const views[NUM_PARAM_TENSORS]) { model->g = param_ptrs_of(views); }
 
 // GPT-2 init: weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)),
-// LayerNorm weights 1, biases 0, padded wte rows 0.
-inline void gpt2_init_random(GPT2* model, uint32_t seed) {
-    const GPT2Config& cfg = model->config;
+// LayerNorm weights 1, biases 0, padded wte rows 0. The values that are not 0 go to
+// emit(begin, values, count) in flat order (init_emit), so a ZeRO 3 rank keeps only its part.
+template <typename Emit>
+inline void gpt2_init_values(const GPT2Config& cfg, const ParamTensor table[NUM_PARAM_TENSORS], uint32_t seed,
+                             Emit&& emit) {
     NormalRng rng(seed);
     float residual_std = 0.02f / sqrtf(2.0f * cfg.num_layers);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) {
-        const ParamTensor& t = model->tensors[i];
-        float* w = model->params + t.offset;
+        const ParamTensor& t = table[i];
         bool is_ln_weight = !strcmp(t.name, "ln1w") || !strcmp(t.name, "ln2w") || !strcmp(t.name, "lnfw");
         if (is_ln_weight) {
-            for (size_t j = 0; j < t.numel; j++) w[j] = 1.0f;
+            init_emit(t.offset, t.numel, [] { return 1.0f; }, emit);
         } else if (t.decays) {
             float std = (!strcmp(t.name, "attprojw") || !strcmp(t.name, "fcprojw")) ? residual_std : 0.02f;
             size_t n = t.numel;
             if (!strcmp(t.name, "wte")) n = (size_t)cfg.vocab_size * cfg.channels;  // padding stays 0
-            for (size_t j = 0; j < n; j++) w[j] = (float)(std * rng.next());
+            init_emit(t.offset, n, [&] { return (float)(std * rng.next()); }, emit);
         }  // biases stay 0
     }
+}
+
+inline void gpt2_init_random(GPT2* model, uint32_t seed) {
+    gpt2_init_values(model->config, model->tensors, seed, [&](size_t begin, const float* v, size_t count) {
+        memcpy(model->params + begin, v, count * sizeof(float));
+    });
 }
 
 // Layer l's slices of the kept activations, and the residual stream it reads, for the
@@ -352,24 +361,27 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
     for (int l = 0; l < L; l++) {
         const GPT2LayerActs la = gpt2_layer_acts(model, l);
-        size_t lC = (size_t)l * C;
+        float* slice[NUM_LAYER_TENSORS];
+        phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
+        model_layer_params(model, l, l + 1 < L ? l + 1 : -1, slice);
+        const LayerPtrs lp = layer_ptrs_of(slice);
         phase(PHASE_LAYERNORM);
-        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, p.ln1w + lC, p.ln1b + lC, N, C);
+        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.qkv, la.ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, B, T, C, 3 * C);
+        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
         phase(PHASE_ATTENTION_FWD);
         attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.atty, p.attprojw + lC * C, p.attprojb + lC, B, T, C, C);
+        matmul_forward(a.proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
         phase(PHASE_LAYERNORM);
         residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
-        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, p.ln2w + lC, p.ln2b + lC, N, C);
+        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.fch, la.ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, B, T, C, 4 * C);
+        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C);
         phase(PHASE_GELU);
         gelu_forward(la.fch_gelu, la.fch, (size_t)N * 4 * C);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, B, T, 4 * C, C);
+        matmul_forward(a.proj, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C);
         phase(PHASE_LAYERNORM);
         residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
     }
@@ -414,7 +426,10 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
                        a.lnf_rstd, N, C);
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
-        LayerPtrs lp = layer_ptrs(model->params, model->tensors, l, L);
+        float* pslice[NUM_LAYER_TENSORS];
+        phase(PHASE_COMM);
+        model_layer_params(model, l, l - 1, pslice);
+        const LayerPtrs lp = layer_ptrs_of(pslice);
         LayerPtrs lg = layer_ptrs(model->grads, model->tensors, l, L);
         if (sink != nullptr) {
             float* slice[NUM_LAYER_TENSORS];

@@ -200,20 +200,22 @@ inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_
     return total;
 }
 
-inline void llama_init(Llama* model, const LlamaConfig& cfg) {
+// with_params false: no parameter buffer (see model_base_init)
+inline void llama_init(Llama* model, const LlamaConfig& cfg, bool with_params = true) {
     const char* problem = llama_config_problem(cfg);
     if (problem != nullptr) fail("model config: %s", problem);
     model->config = cfg;
     const size_t n = llama_param_table(cfg, model->tensors);
     model_base_init(model, FAMILY_LLAMA3, llama_layout(model->tensors, cfg.num_layers), n, cfg.channels, cfg.vocab_size,
-                    cfg.padded_vocab_size, cfg.max_seq_len);
-    model->p = llama_param_ptrs(model->params, model->tensors);
+                    cfg.padded_vocab_size, cfg.max_seq_len, with_params);
+    if (with_params) model->p = llama_param_ptrs(model->params, model->tensors);
 }
 
-inline void llama_alloc_state(Llama* model, int B, int T) {
+// grads_len, opt_len: see model_base_alloc_state.
+inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
     const LlamaConfig& cfg = model->config;
-    model_base_alloc_state(model, B, T);
-    model->g = llama_param_ptrs(model->grads, model->tensors);
+    model_base_alloc_state(model, B, T, grads_len, opt_len);
+    if (model->grads != nullptr) model->g = llama_param_ptrs(model->grads, model->tensors);
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
     llama_activation_sizes(cfg, B, T, sizes);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
@@ -257,22 +259,29 @@ inline void llama_bind_grads(Llama* model, float* const views[LLAMA_NUM_PARAM_TE
 
 // Weights N(0, 0.02), the two residual projections N(0, 0.02/sqrt(2L)), RMSNorm weights 1,
 // padded vocabulary rows 0.
-inline void llama_init_random(Llama* model, uint32_t seed) {
-    const LlamaConfig& cfg = model->config;
+template <typename Emit>
+inline void llama_init_values(const LlamaConfig& cfg, const ParamTensor table[LLAMA_NUM_PARAM_TENSORS], uint32_t seed,
+                              Emit&& emit) {
     NormalRng rng(seed);
     const float residual_std = 0.02f / sqrtf(2.0f * cfg.num_layers);
     for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) {
-        const ParamTensor& t = model->tensors[i];
-        float* w = model->params + t.offset;
+        const ParamTensor& t = table[i];
         if (!t.decays) {  // the RMSNorm weights
-            for (size_t j = 0; j < t.numel; j++) w[j] = 1.0f;
+            init_emit(t.offset, t.numel, [] { return 1.0f; }, emit);
             continue;
         }
         const bool residual = !strcmp(t.name, "attprojw") || !strcmp(t.name, "fcprojw");
         const bool vocab_rows = !strcmp(t.name, "wte") || !strcmp(t.name, "lmheadw");
         const size_t n = vocab_rows ? (size_t)cfg.vocab_size * cfg.channels : t.numel;  // padding stays 0
-        for (size_t j = 0; j < n; j++) w[j] = (float)((residual ? residual_std : 0.02f) * rng.next());
+        const float std = residual ? residual_std : 0.02f;
+        init_emit(t.offset, n, [&] { return (float)(std * rng.next()); }, emit);
     }
+}
+
+inline void llama_init_random(Llama* model, uint32_t seed) {
+    llama_init_values(model->config, model->tensors, seed, [&](size_t begin, const float* v, size_t count) {
+        memcpy(model->params + begin, v, count * sizeof(float));
+    });
 }
 
 // ---------------------------------------------------------------------------------------
@@ -288,7 +297,6 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const LlamaParams& p = model->p;
     LlamaActivations& a = model->acts;
-    const ParamLayout layout = llama_layout(model->tensors, L);
     const int N = B * T;
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
@@ -296,7 +304,8 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
     for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
     for (int l = 0; l < L; l++) {
         float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
-        layer_slices(model->params, layout, l, lp);
+        phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
+        model_layer_params(model, l, l + 1 < L ? l + 1 : -1, lp);
         const LlamaLayerActs la = llama_layer_acts(model, l);
         phase(PHASE_LAYERNORM);
         rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
@@ -364,7 +373,8 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     for (int l = L - 1; l >= 0; l--) {
         // this layer's weights and where its gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         float *lp[LLAMA_NUM_LAYER_TENSORS], *lg[LLAMA_NUM_LAYER_TENSORS];
-        layer_slices(model->params, layout, l, lp);
+        phase(PHASE_COMM);
+        model_layer_params(model, l, l - 1, lp);
         if (sink != nullptr) sink->layer_grads(l, lg);
         else layer_slices(model->grads, layout, l, lg);
         const LlamaLayerActs la = llama_layer_acts(model, l);

@@ -3,7 +3,8 @@
 // backward reports to, random init, the gradient norm and AdamW over a table. The families
 // are listed in one place, llmc/families.h.
 // defines: ParamTensor, ParamRow, param_table_build, MAX_PARAM_TENSORS, ParamLayout, layer_slices,
-//          layer_slices_packed, GradSinkOf, GradSink, ModelFamily, ModelBase, xcalloc_floats, carve_buffers,
+//          layer_slices_packed, GradSinkOf, GradSink, ParamSourceOf, ParamSource, ModelFamily, ModelBase,
+//          model_layer_params, xcalloc_floats, carve_buffers,
 //          NormalRng, grad_sum_squares, grad_clip_scale, adamw_update_table, flops_per_token, model_base_init,
 //          model_base_alloc_state, model_free_buffers
 #pragma once
@@ -111,6 +112,18 @@ struct GradSinkOf {
 };
 using GradSink = GradSinkOf<float>;
 
+// Where the forward and the backward read each layer's parameters when the model does not hold
+// them all: ZeRO 3 (llmc/grad_sync.h) keeps a 1/N slice per rank and all-gathers a layer just
+// before it runs, the next one meanwhile. Without one the layers are read from the parameter buffer.
+template <typename F>
+struct ParamSourceOf {
+    // slices as layer_slices: layer l's parameters, to read until the next call (the caller is
+    // done with every other layer's); next: the layer wanted after it (-1: none), fetched meanwhile
+    virtual void layer_params(int l, int next, F** slices) = 0;
+    virtual ~ParamSourceOf() = default;
+};
+using ParamSource = ParamSourceOf<float>;
+
 // ---------------------------------------------------------------------------------------
 // A model in host memory (fp32), whatever its family: the table, the four buffers laid out
 // by it, the activations, and the dimensions every family has. Each family's struct starts
@@ -132,6 +145,8 @@ struct ModelBase {
     int B = 0, T = 0;         // what the activations are sized for
     float mean_loss = 0.0f;   // mean loss of the last forward with targets
     PhaseClock* phases = nullptr;  // -pb 1: forward and backward mark their phases here
+    ParamSource* param_source = nullptr;  // ZeRO 3: where the layers' parameters come from (params
+                                          // then holds only the front and tail rows)
 
     ParamLayout layout() const {
         ParamLayout t;
@@ -140,6 +155,13 @@ struct ModelBase {
         return t;
     }
 };
+
+// Layer l's parameters as the forward or backward reads them (see ParamSourceOf; next: the
+// layer it runs after l, -1 for none).
+inline void model_layer_params(ModelBase* m, int l, int next, float** slices) {
+    if (m->param_source != nullptr) return m->param_source->layer_params(l, next, slices);
+    layer_slices(m->params, m->layout(), l, slices);
+}
 
 // n floats, zeroed
 inline float* xcalloc_floats(size_t n) {
@@ -223,25 +245,44 @@ inline void adamw_update_table(const ParamTensor* table, int n, float* params, c
 }
 
 // What every family's init sets once its table is in m->tensors: the family, the table's
-// layout, the dimensions, and the parameters (zeroed). n: the table's total.
+// layout, the dimensions, and the parameters (zeroed; with_params false: none, for a trainer
+// that places them itself, ZeRO 3). n: the table's total.
 inline void model_base_init(ModelBase* m, ModelFamily family, const ParamLayout& t, size_t n, int C, int V, int Vp,
-                            int maxT) {
+                            int maxT, bool with_params = true) {
     m->family = family;
     m->num_parameters = n;
     m->num_tensors = t.count;
     m->first_layer_tensor = t.first_layer;
     m->num_layer_tensors = t.layers;
     m->num_layers = t.L; m->channels = C; m->vocab_size = V; m->padded_vocab_size = Vp; m->max_seq_len = maxT;
-    m->params = xcalloc_floats(n);
+    m->params = with_params ? xcalloc_floats(n) : nullptr;
+}
+
+// Random init without the whole vector at hand: values [offset, offset + n) of the flat vector
+// from gen(), handed to emit(begin, values, count) a chunk at a time, in order (the families'
+// init_values; llmc/families.h: model_init_values).
+template <typename Gen, typename Emit>
+inline void init_emit(size_t offset, size_t n, Gen&& gen, Emit&& emit) {
+    enum { CHUNK = 4096 };
+    float chunk[CHUNK];
+    for (size_t j0 = 0; j0 < n; j0 += CHUNK) {
+        const size_t len = n - j0 < (size_t)CHUNK ? n - j0 : (size_t)CHUNK;
+        for (size_t k = 0; k < len; k++) chunk[k] = gen();
+        emit(offset + j0, (const float*)chunk, len);
+    }
 }
 
 // What every family's alloc_state sets before its activations: gradients and AdamW moments
-// (zeroed), and the micro-batch B x T the activations are sized for.
-inline void model_base_alloc_state(ModelBase* m, int B, int T) {
+// (zeroed), and the micro-batch B x T the activations are sized for. A data-parallel trainer
+// asks for the lengths its ZeRO layout keeps (llmc/zero.h; SIZE_MAX: every parameter; 0: none,
+// the trainer places them), so no process ever holds (or touches) the full state it would drop.
+inline void model_base_alloc_state(ModelBase* m, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
     CHECK(B >= 1 && T >= 1 && T <= m->max_seq_len, "B=%d T=%d maxT=%d", B, T, m->max_seq_len);
-    m->grads = xcalloc_floats(m->num_parameters);
-    m->m = xcalloc_floats(m->num_parameters);
-    m->v = xcalloc_floats(m->num_parameters);
+    if (grads_len == SIZE_MAX) grads_len = m->num_parameters;
+    if (opt_len == SIZE_MAX) opt_len = m->num_parameters;
+    m->grads = grads_len > 0 ? xcalloc_floats(grads_len) : nullptr;
+    m->m = xcalloc_floats(opt_len);
+    m->v = xcalloc_floats(opt_len);
     m->B = B;
     m->T = T;
 }

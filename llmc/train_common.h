@@ -4,7 +4,7 @@
 // loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
 // directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, train_check_flags,
-//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, TrainData, train_data_init,
+//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_model_ranges, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
@@ -117,6 +117,30 @@ inline ModelBase* train_load_model(const TrainConfig& cfg, int resume_step) {
         model_init_random(model, (uint32_t)cfg.seed);
     } else {
         model = model_load_checkpoint(train_model_path(cfg, resume_step).c_str());
+    }
+    if (cfg.T > model->max_seq_len)
+        fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->max_seq_len);
+    return model;
+}
+
+// A ZeRO 3 rank's part of that model (llmc/grad_sync.h): the table (no parameter buffer) and
+// the values of each range [begin[i], end[i]) of the flat vector in dst[i] (zeroed beforehand:
+// the random init leaves biases and padding 0), read from the file or drawn from the same
+// random init, so no rank ever holds the whole vector.
+inline ModelBase* train_load_model_ranges(const TrainConfig& cfg, int resume_step, int count, const size_t* begin,
+                                          const size_t* end, float* const* dst) {
+    ModelConfig desc_cfg;
+    ModelBase* model = nullptr;
+    if (resume_step < 0 && model_config_from_descriptor(cfg.init.c_str(), &desc_cfg)) {
+        model = model_new(desc_cfg, false);
+        model_init_values(model, (uint32_t)cfg.seed, [&](size_t b, const float* v, size_t len) {
+            for (int i = 0; i < count; i++) {
+                size_t lo = std::max(b, begin[i]), hi = std::min(b + len, end[i]);
+                if (lo < hi) memcpy(dst[i] + (lo - begin[i]), v + (lo - b), (hi - lo) * sizeof(float));
+            }
+        });
+    } else {
+        model = model_load_checkpoint(train_model_path(cfg, resume_step).c_str(), false, count, begin, end, dst);
     }
     if (cfg.T > model->max_seq_len)
         fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->max_seq_len);

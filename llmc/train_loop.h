@@ -63,18 +63,34 @@ float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm) 
 }
 
 // HellaSwag accuracy: each rank scores a contiguous share of the examples, B rows per forward;
-// the counts of right choices are summed over ranks. *correct gets the sum.
+// the counts of right choices are summed over ranks. *correct gets the sum. lockstep (ZeRO 3,
+// whose forwards gather the layers from every rank): every rank runs as many forwards as the
+// rank with the most, the extra ones over its first rows again, their scores dropped.
 template <typename Backend>
-float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* correct) {
+float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* correct, bool lockstep) {
     int num = (int)set.examples.size();
     int per = (num + comm->world - 1) / comm->world;
-    int begin = std::min(num, comm->rank * per), end = std::min(num, begin + per);
+    auto share = [&](int r, int* begin, int* end) {
+        *begin = std::min(num, r * per);
+        *end = std::min(num, *begin + per);
+    };
+    int begin, end;
+    share(comm->rank, &begin, &end);
+    int forwards = 0;  // lockstep: the most forwards any rank's share needs
+    EvalRows rows;
+    for (int r = 0; lockstep && r < comm->world; r++) {
+        int b, e, count = 0;
+        share(r, &b, &e);
+        for (EvalCursor at = {b, 0}; evalset_rows_fill(set, e, &at, B, &rows) > 0;) count++;
+        forwards = std::max(forwards, count);
+    }
     std::vector<std::vector<double>> scores(num);
     for (int e = begin; e < end; e++) scores[e].assign(set.examples[e].completions.size(), 0.0);
-    EvalRows rows;
     EvalCursor at = {begin, 0};
-    while (evalset_rows_fill(set, end, &at, B, &rows) > 0)
+    for (; evalset_rows_fill(set, end, &at, B, &rows) > 0; forwards--)
         evalset_rows_score(set, rows, be.token_losses(rows.inputs.data(), rows.targets.data(), rows.B, rows.T), &scores);
+    for (EvalCursor again = {0, 0}; forwards > 0 && evalset_rows_fill(set, num, &again, B, &rows) > 0; forwards--)
+        be.token_losses(rows.inputs.data(), rows.targets.data(), rows.B, rows.T);
     double right = 0.0;
     for (int e = begin; e < end; e++) right += evalset_choice(scores[e]) == set.examples[e].label;
     *correct = (int)comm_sum(comm, right);
@@ -91,6 +107,9 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     const int rank = comm->rank, world = comm->world;
     const int B = cfg.B, T = cfg.T, num_steps = data.num_steps, grad_accum = data.grad_accum;
     const size_t n = be.num_parameters();
+    // ZeRO 3: a forward gathers its layers from every rank, so every rank runs each one: the
+    // samples too (rank 0 prints them), and the HellaSwag forwards in step
+    const bool lockstep = world > 1 && cfg.zero_stage == 3;
 
     // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
     int step = 0;
@@ -164,11 +183,11 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
             }
         }
         if (cfg.hellaswag && evaluate) {
-            last_eval = train_hellaswag(be, hellaswag, B, comm, &last_eval_correct);
+            last_eval = train_hellaswag(be, hellaswag, B, comm, &last_eval_correct, lockstep);
             printf("HellaSwag: %d/%zu = %.4f\n", last_eval_correct, hellaswag.examples.size(), last_eval);
             logger_log_eval(&logger, step, last_eval, last_eval_correct, (int)hellaswag.examples.size());
         }
-        if (rank == 0 && cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
+        if ((rank == 0 || lockstep) && cfg.sample_every > 0 && ((step > 0 && step % cfg.sample_every == 0) || last))
             sample_text(cfg, tokenizer, be.vocab_size(), T, &sample_rng,
                         [&](const int* tokens, int ctx) { return be.last_logits(tokens, ctx); });
         if (cfg.checkpoint_every > 0 && !dir.empty() && !just_resumed && step > 0 &&

@@ -2,7 +2,7 @@
 // trainers and for the checkpoint files (ZeRO, Rajbhandari et al. 2020).
 // defines: ZeroLayout, zero_layout, ZeroSegment, zero_segments, zero_state_slice,
 //          ZeroPiece, zero_bucket_pieces, zero_flat_runs, zero_run_counts, zero_run_len,
-//          zero_comm_bytes_per_step, zero_stage_name
+//          zero3_layer_gathers_per_step, zero_comm_bytes_per_step, zero_stage_name
 //
 // The parameters, their gradients, and the AdamW state all follow the model family's table
 // (llmc/model.h): one flat vector of n values. With W ranks it is cut into W equal slices of
@@ -17,6 +17,9 @@
 //   stage 2: as stage 1, and the gradients are reduce-scattered after every micro-step
 //            into an owned-slice accumulator, so no rank keeps a full gradient between
 //            micro-steps
+//   stage 3: as stage 2, and the parameters too: a rank keeps its slice (AdamW updates it in
+//            place) and the front and tail rows; each layer is all-gathered as the forward and
+//            the backward reach it, into one of two slots (llmc/grad_sync.h)
 // Whatever the stage, a rank's state file holds the AdamW state of its owned slice only, so
 // a checkpoint is W files that together cover the vector once, and a resume with another
 // W reads whichever files overlap its new slice (checkpoint.h: state_read_range).
@@ -133,16 +136,31 @@ inline void zero_state_slice(TrainState* s, const ZeroLayout& z) {
     s->zero_stage = z.stage;
 }
 
+// Layer gathers per optimizer step at ZeRO 3 with L layers: the first forward after the update
+// gathers every layer; each backward, and each later forward, finds the two layers the pass
+// before ended with still in the slots (llmc/grad_sync.h).
+inline long long zero3_layer_gathers_per_step(int L, int grad_accum) {
+    const long long rest = L > 2 ? L - 2 : 0;
+    return L + rest + (long long)(grad_accum - 1) * 2 * rest;
+}
+
 // Bytes one rank sends per optimizer step (ring collectives: each of reduce-scatter and
 // all-gather sends (W-1)/W of the buffer). grad_bytes/param_bytes: bytes per value as
-// communicated (4 for fp32, 2 for bf16).
-inline double zero_comm_bytes_per_step(const ZeroLayout& z, int grad_accum, size_t grad_bytes, size_t param_bytes) {
+// communicated (4 for fp32, 2 for bf16). ZeRO 3 also needs the model's layers (L) and one
+// layer's values (layer_n): every layer gather sends (W-1)/W of a layer on average.
+inline double zero_comm_bytes_per_step(const ZeroLayout& z, int grad_accum, size_t grad_bytes, size_t param_bytes,
+                                       int L = 0, size_t layer_n = 0) {
     if (z.world == 1) return 0.0;
-    double ring = (double)(z.world - 1) / z.world * (double)z.padded;
+    const double part = (double)(z.world - 1) / z.world, ring = part * (double)z.padded;
     switch (z.stage) {
         case 0: return 2.0 * ring * grad_bytes;  // all-reduce = reduce-scatter + all-gather
         case 1: return ring * grad_bytes + ring * param_bytes;
-        default: return grad_accum * ring * grad_bytes + ring * param_bytes;
+        case 2: return grad_accum * ring * grad_bytes + ring * param_bytes;
+        default: {
+            const double rest = (double)z.padded - (double)L * layer_n;  // the front and tail rows, after the update
+            return grad_accum * ring * grad_bytes +
+                   (part * rest + part * (double)layer_n * zero3_layer_gathers_per_step(L, grad_accum)) * param_bytes;
+        }
     }
 }
 
@@ -150,6 +168,7 @@ inline const char* zero_stage_name(int stage) {
     switch (stage) {
         case 0: return "ZeRO 0 (all-reduce gradients, full AdamW state per rank)";
         case 1: return "ZeRO 1 (reduce-scatter gradients, sharded AdamW state, all-gather parameters)";
-        default: return "ZeRO 2 (reduce-scatter every micro-step, sharded gradients and AdamW state)";
+        case 2: return "ZeRO 2 (reduce-scatter every micro-step, sharded gradients and AdamW state)";
+        default: return "ZeRO 3 (ZeRO 2, and sharded parameters: each layer all-gathered as it runs, the next prefetched)";
     }
 }

@@ -98,7 +98,7 @@ expect missing_value "flag -x needs a value" $good -x
 expect bad_schedule "flag -k: unknown schedule 'cosin'" $good -k cosin
 expect bad_descriptor "flag -e: 'd13' is neither a model descriptor" $good -e d13
 expect batch_not_multiple "flag -d: 100 is not a positive multiple" $good -d 100
-expect zero_stage "flag -z: expected an integer in" $good -z 3
+expect zero_stage "flag -z: expected an integer in" $good -z 4
 expect multi_process "-pn 2 with -pi mpi: start the processes with mpirun" $good -pn 2
 expect rank_range "-pr 1: the rank must be below -pn 1" $good -pi fs -pf /tmp -pn 1 -pr 1
 expect cpu_sockets "flag -pi fs: train_gpt_cpu's processes share their work through MPI: start them with mpirun -np 2" \
