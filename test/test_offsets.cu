@@ -11,6 +11,9 @@
 // trainer's own plans; the plans only say how long each buffer is, and every slice must end
 // inside its buffer. Nothing is allocated: each buffer gets a made-up base address 2^44 bytes
 // from the next, never dereferenced, and a slice is judged by its distance from its base.
+// Also: the planner's activation bytes (llmc/plan.h, ./plan) equal what the GPU plans allocate,
+// at these shapes and at a small odd one (Llama at -r 0, the only level its trainer has; GPT-2
+// at -r 0, 1 and 2).
 // Built for the emulated GPU (emu.mk: the GPU headers are CUDA); runs on the CPU in a second.
 // Prints each failure and a summary; exits 1 if any check failed.
 #include <cstdint>
@@ -19,6 +22,7 @@
 
 #include "../llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_layer_acts, gpt2_cuda_activation_plan, ...
 #include "../llmc/llama_cuda.cuh"  // defines: LlamaCuda, llama_cuda_layer_acts, llama_cuda_activation_plan, ...
+#include "../llmc/plan.h"          // defines: plan_activation_bytes
 
 typedef unsigned long long u64;
 
@@ -278,9 +282,35 @@ static void check_gpt(const GptShape& s, u64 B, u64 T) {
     }
 }
 
+// ./plan's activation bytes (llmc/plan.h, its own arithmetic) against the GPU plans' own sums.
+static void check_plan_bytes(const char* desc, int B, int T) {
+    ModelConfig c;
+    if (!model_config_from_descriptor(desc, &c)) {
+        printf("FAIL %s: not a descriptor\n", desc);
+        failures++;
+        return;
+    }
+    const bool llama = c.family == FAMILY_LLAMA3;
+    for (int recompute = 0; recompute <= (llama ? 0 : 2); recompute++) {
+        const double want = llama ? (double)llama_cuda_activation_bytes(c.llama, B, T)
+                                  : (double)gpt2_cuda_activation_bytes(c.gpt2, B, T, recompute);
+        const double got = plan_activation_bytes(c, B, T, recompute, sizeof(floatX));
+        checks++;
+        if (got != want) {
+            printf("FAIL %s B=%d T=%d -r %d: plan.h counts %.0f activation bytes, the GPU plan allocates %.0f\n", desc,
+                   B, T, recompute, got, want);
+            failures++;
+        }
+    }
+}
+
 int main() {
     for (const LlamaShape& s : LLAMAS) check_llama(s, 1, 8192);
     for (const GptShape& s : GPTS) check_gpt(s, 1, 2048);
+    for (const LlamaShape& s : LLAMAS) check_plan_bytes(s.desc, 1, 8192);
+    for (const GptShape& s : GPTS) check_plan_bytes(s.desc, 1, 2048);
+    check_plan_bytes("llama3:l4c256h8kv2f704", 3, 77);
+    check_plan_bytes("gpt2:l4c256", 3, 77);
     printf("%d of %d offset checks failed\n", failures, checks);
     return failures == 0 ? 0 : 1;
 }
