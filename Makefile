@@ -24,7 +24,7 @@ config_stamp = $(shell mkdir -p build && printf '%s\n' '$(2)' | cmp -s - $(1) 2>
 CONFIG_CPU := $(call config_stamp,build/.config-cpu,$(CXX) $(CXXFLAGS) $(LDLIBS) mpi=[$(MPICXX) $(MPI_CFLAGS) $(MPI_LDLIBS)])
 
 .PHONY: all test bench-cpu clean
-all: train_gpt_cpu tokenize export_hf import_hf generate
+all: train_gpt_cpu tokenize export_hf import_hf generate plan
 
 train_gpt_cpu: train_gpt.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) $(MPI_CFLAGS) -pthread -o $@ $< $(LDLIBS) $(MPI_LDLIBS)
@@ -41,6 +41,10 @@ import_hf: import_hf.cpp $(HEADERS) $(CONFIG_CPU)
 
 # sampling from a checkpoint with a KV cache (the GPU's generate_fp32/_bf16 are in cuda.mk)
 generate: generate.cpp $(HEADERS) $(CONFIG_CPU)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
+
+# the planner of a large run: memory per GPU, GPUs needed, PREDICTED step time (llmc/plan.h)
+plan: plan.cpp $(HEADERS) $(CONFIG_CPU)
 	$(CXX) $(CXXFLAGS) -o $@ $< $(LDLIBS)
 
 # test programs: test/test_foo.cpp -> build/test_foo
@@ -67,7 +71,7 @@ bench-cpu: build/bench_cpu
 	CXX="$(CXX)" CXXFLAGS="$(CXXFLAGS)" PYTHON=$(PYTHON) bash dev/bench_cpu.sh
 
 clean:
-	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate generate_fp32 generate_bf16 \
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate plan generate_fp32 generate_bf16 \
 	       train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu
 
 # CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)

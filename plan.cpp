@@ -1,0 +1,363 @@
+// plan.cpp: ./plan, the planner of a large run. For a model and a GPU (H100 80 GB, H200 141 GB;
+// nodes of 8) it says what one GPU holds at a ZeRO stage and recompute level, the smallest
+// GPU count that fits with 10% of the GPU's memory spare, and a PREDICTED step time, tokens/s
+// and scaling efficiency there (llmc/plan.h; the model and its inputs: dev/SCALING.md).
+//   ./plan                                          the table: 4 models x 2 GPUs
+//   ./plan -e llama3.1:70b -gpu h100                the planner's pick for one model, in detail
+//   ./plan -e llama3.1:70b -gpu h100 -n 64 -z 3 -r 2 -b 1 -t 8192   one configuration in detail
+// Nothing is allocated or run: every time printed is a prediction, and says so.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "llmc/args.h"      // defines: ArgSpec, args_parse_table, args_print_table
+#include "llmc/utils.h"     // defines: fail
+#include "llmc/families.h"  // defines: ModelConfig, model_config_from_descriptor, model_config_problem
+#include "llmc/plan.h"      // defines: plan_memory, plan_step, PlanStep, PlanLinks, PLAN_GPUS, plan_gpu_by_flag
+
+struct PlanConfig {
+    std::string model = "";    // -e   model descriptor (empty: the table of the four models below)
+    std::string gpu = "";      // -gpu h100 | h200 (empty: both)
+    int gpus = -1;             // -n   GPUs (-1: the smallest count that fits)
+    int zero = -1;             // -z   ZeRO stage 0..3 (-1: the fastest that fits)
+    int recompute = -1;        // -r   recompute level 0..2 (-1: the fastest that fits)
+    int B = 1;                 // -b   micro-batch per GPU
+    int T = -1;                // -t   sequence length (-1: 8192 for Llama, 2048 for GPT)
+    long long batch = -1;      // -d   tokens per optimizer step (-1: 4,194,304 for Llama, 2,097,152 for GPT)
+    float mfu = 0.42f;         // -mfu model FLOP utilization (the H200's measured 42.6%, rounded down)
+    float peak = 989.0f;       // -pk  dense bf16 TFLOP/s of one GPU (H100 and H200 SXM)
+    float nvlink = 450.0f;     // -nv  NVLink GB/s per GPU inside a node
+    float ib = 50.0f;          // -ib  InfiniBand GB/s per GPU across nodes (one 400 Gb/s NIC a GPU)
+    float latency = 5.0f;      // -lat microseconds per ring hop
+    float overlap = 0.8f;      // -ov  share of the gradient traffic that can hide behind the backward
+    int per_node = 8;          // -pg  GPUs per node
+    float spare = 0.1f;        // -sp  share of the GPU's memory left spare
+};
+
+static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
+#define ARG(flag, kind, field, lo, hi, help) {flag, kind, &c->field, lo, hi, help}
+    return {
+    ARG("-e", ARG_STRING, model, 0, 0, "model: llama3.1:8b|70b|405b, gpt3:c12288, any trainer -e descriptor (empty: the table)"),
+    ARG("-gpu", ARG_STRING, gpu, 0, 0, "h100 | h200 (empty: both)"),
+    ARG("-n", ARG_INT, gpus, -1, 1 << 20, "GPUs (-1: the smallest count that fits: 1, 2, 4, 8, then whole nodes)"),
+    ARG("-z", ARG_INT, zero, -1, 3, "ZeRO stage (-1: the fastest PREDICTED that fits)"),
+    ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 elementwise, 2 whole layers (-1: the fastest that fits)"),
+    ARG("-b", ARG_INT, B, 1, 1 << 20, "micro-batch per GPU"),
+    ARG("-t", ARG_INT, T, -1, 1 << 20, "sequence length (-1: 8192 Llama, 2048 GPT)"),
+    ARG("-d", ARG_LLONG, batch, -1, 1e15, "tokens per optimizer step (-1: 4194304 Llama, 2097152 GPT)"),
+    ARG("-mfu", ARG_FLOAT, mfu, 0.001, 1, "model FLOP utilization of each GPU"),
+    ARG("-pk", ARG_FLOAT, peak, 1, 1e6, "peak dense bf16 TFLOP/s of one GPU"),
+    ARG("-nv", ARG_FLOAT, nvlink, 0.001, 1e6, "NVLink GB/s per GPU inside a node"),
+    ARG("-ib", ARG_FLOAT, ib, 0.001, 1e6, "network GB/s per GPU across nodes"),
+    ARG("-lat", ARG_FLOAT, latency, 0, 1e6, "latency of one ring hop, microseconds"),
+    ARG("-ov", ARG_FLOAT, overlap, 0, 1, "share of the gradient traffic that can hide behind the backward"),
+    ARG("-pg", ARG_INT, per_node, 1, 1024, "GPUs per node"),
+    ARG("-sp", ARG_FLOAT, spare, 0, 0.99, "share of the GPU's memory to leave spare"),
+    };
+#undef ARG
+}
+
+static void plan_print_help(const char* prog) {
+    PlanConfig def;
+    printf("usage: %s [flags]   (every flag takes a value)\n", prog);
+    printf("PREDICTED memory per GPU, smallest GPU count and step time of a bf16 run (dev/SCALING.md)\n");
+    args_print_table(plan_arg_specs(&def), 8);
+    printf("example: %s -e llama3.1:70b -gpu h100 -n 64 -z 3 -r 2 -b 1 -t 8192\n", prog);
+}
+
+static const char* TABLE_MODELS[] = {"llama3.1:8b", "llama3.1:70b", "llama3.1:405b", "gpt3:c12288"};
+static const double MiB = 1048576.0, GiB = 1073741824.0;
+static const int MAX_GPUS = 1 << 16;  // where the search for a count that fits gives up
+
+// One model on one kind of GPU, with the run's B, T, batch and the cost model's inputs.
+struct Setup {
+    std::string name;
+    ModelConfig model;
+    const PlanGpu* gpu;
+    int B, T;
+    double batch, mfu, peak_tflops, flops_per_s;
+    double spare, limit;  // the share of the GPU's memory kept spare, and the bytes the run may use
+    PlanLinks links;
+};
+
+// A configuration with its memory and PREDICTED step.
+struct Choice {
+    int n = 0, z = 0, r = 0;
+    MemoryPlan mem;
+    PlanStep step;
+    bool fits = false;
+};
+
+static Choice evaluate(const Setup& s, int n, int z, int r) {
+    Choice c;
+    c.n = n; c.z = z; c.r = r;
+    c.mem = plan_memory(s.model, s.B, s.T, n, z, r);
+    c.fits = c.mem.total() <= s.limit;
+    c.step = plan_step(s.model, s.B, s.T, n, z, r, s.batch, s.flops_per_s, s.links);
+    return c;
+}
+
+// Among the stages and levels the flags leave open (-1: all) on n GPUs: the one with the
+// shortest PREDICTED step that fits (*best), or, if none fits, the smallest (*best too).
+// One GPU has ZeRO 0 only.
+static bool best_at(const Setup& s, int n, int zero, int recompute, Choice* best) {
+    bool found = false;
+    for (int z = 0; z <= (n == 1 ? 0 : 3); z++) {
+        for (int r = 0; r <= 2; r++) {
+            if ((zero >= 0 && z != zero) || (recompute >= 0 && r != recompute)) continue;
+            const Choice c = evaluate(s, n, z, r);
+            const bool better = found ? c.fits && c.step.step < best->step.step
+                                      : c.fits || best->n == 0 || c.mem.total() < best->mem.total();
+            if (better) *best = c;
+            found = found || c.fits;
+        }
+    }
+    return found;
+}
+
+// The GPU counts tried: 1, 2, 4, ... up to a node, then whole nodes.
+static int next_count(int n, int per_node) { return n < per_node ? std::min(2 * n, per_node) : n + per_node; }
+
+// What every GPU holds however many there are: ZeRO 3 at -r 2 on MAX_GPUS, the floor.
+static void print_floor(const Setup& s) {
+    const Choice f = evaluate(s, MAX_GPUS, 3, 2);
+    printf("DOES NOT FIT on any GPU count: even on %d GPUs at -z 3 -r 2 each holds %.1f GiB (params %.1f: the front "
+           "and tail rows and two layer slots; grads %.1f; activations %.1f), over the limit of %.1f GiB\n",
+           MAX_GPUS, f.mem.total() / GiB, f.mem.params / GiB, f.mem.grads / GiB, f.mem.activations / GiB,
+           s.limit / GiB);
+}
+
+// The smallest count that fits (and its best_at choice); false if none up to MAX_GPUS does.
+static bool smallest_fit(const Setup& s, int zero, int recompute, Choice* best) {
+    for (int n = zero > 0 ? 2 : 1; n <= MAX_GPUS; n = next_count(n, s.links.gpus_per_node)) {
+        Choice c;
+        if (best_at(s, n, zero, recompute, &c)) {
+            *best = c;
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char* recompute_what(const Setup& s, int r) {
+    const bool llama = s.model.family == FAMILY_LLAMA3;
+    if (r == 0) return "every activation kept";
+    if (r == 1) return llama ? "RMSNorm and SwiGLU outputs one layer deep (planned: Llama recomputes nothing yet)"
+                             : "GELU's output one layer deep";
+    return llama ? "the layers' inputs kept, all else one layer (planned: Llama recomputes nothing yet)"
+                 : "GELU's and the LayerNorms' outputs one layer deep";
+}
+
+// 4194304 -> "4,194,304" (v >= 0)
+static std::string with_commas(double v) {
+    char digits[64], out[96];
+    snprintf(digits, sizeof(digits), "%.0f", v);
+    int len = (int)strlen(digits), o = 0;
+    for (int i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0) out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+    return out;
+}
+
+// The shape in one line (model_describe's, from the configuration alone).
+static std::string describe(const ModelConfig& c) {
+    if (c.family == FAMILY_GPT2) return "GPT-2/3 " + gpt2_describe(c.gpt2);
+    const LlamaConfig& m = c.llama;
+    char buf[160];
+    snprintf(buf, sizeof(buf), "Llama 3 L=%d C=%d NH=%d NKV=%d F=%d V=%d (Vp %d)", m.num_layers, m.channels,
+             m.num_heads, m.num_kv_heads, m.ffn_hidden, m.vocab_size, m.padded_vocab_size);
+    return buf;
+}
+
+static void print_detail(const Setup& s, const Choice& c) {
+    const PlanShape shape = plan_shape(s.model);
+    const PlanStep& p = c.step;
+    const int nodes = (c.n + s.links.gpus_per_node - 1) / s.links.gpus_per_node;
+    printf("%s on %s: %s; %s parameters, %s a layer\n", s.name.c_str(), s.gpu->name,
+           describe(s.model).c_str(), with_commas(shape.n).c_str(), with_commas(shape.layer).c_str());
+    printf("configuration: %d GPU%s (%d node%s of %d), -z %d -r %d, B=%d T=%d, %d micro-step%s of %d x %d x %d "
+           "tokens = %s tokens per step\n",
+           c.n, c.n == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s", s.links.gpus_per_node, c.z, c.r, s.B, s.T, p.accum,
+           p.accum == 1 ? "" : "s", c.n, s.B, s.T, with_commas(p.tokens).c_str());
+    printf("memory per GPU (bf16 parameters and gradients, fp32 master weights and AdamW m, v):\n");
+    const char* held = c.z == 3 ? "the front and tail rows, two layer slots and the owned slice"
+                                : "all of them, padded to the ZeRO layout";
+    const char* grads = c.z >= 2 ? "the front and tail rows, two layer buckets and the owned slice"
+                                 : c.n > 1 ? "all of them, and two layer buckets" : "all of them";
+    printf("  params       %12.1f MiB  %s\n", c.mem.params / MiB, held);
+    printf("  grads        %12.1f MiB  %s\n", c.mem.grads / MiB, grads);
+    printf("  adamw        %12.1f MiB  m and v, fp32, of %s\n", c.mem.adamw / MiB,
+           c.z == 0 ? "every parameter" : "the owned slice");
+    printf("  master       %12.1f MiB  fp32, of %s\n", c.mem.master / MiB, c.z == 0 ? "every parameter" : "the owned slice");
+    printf("  activations  %12.1f MiB  -r %d: %s\n", c.mem.activations / MiB, c.r, recompute_what(s, c.r));
+    printf("  workspace    %12.1f MiB  cuBLASLt\n", c.mem.scratch / MiB);
+    printf("  total        %12.1f MiB  = %.2f GiB of the GPU's %.2f GiB; with %.0f%% spare the limit is %.2f GiB: %s\n",
+           c.mem.total() / MiB, c.mem.total() / GiB, s.gpu->memory_mib / 1024, 100.0 * s.spare, s.limit / GiB,
+           c.fits ? "fits" : "DOES NOT FIT");
+    const double ms = 1e3, GB = 1e9;
+    if (c.n > 1) {
+        printf("communication per GPU per optimizer step (bf16; a ring sends (W-1)/W of a buffer), PREDICTED link times:\n");
+        printf("  gradients    %12.4f GB   %d x %s of %.4f GB (%d buckets), %.2f ms each on the links\n",
+               p.grad_bytes / GB, p.grad_rounds, c.z == 0 ? "all-reduce" : "reduce-scatter", 2 * shape.n / GB,
+               shape.L + 1, p.t_grad_round * ms);
+        if (c.z == 3)
+            printf("  gathers      %12.4f GB   %lld layer all-gathers of %.4f GB, %.2f ms each on the links\n",
+                   p.gather_bytes / GB, p.gathers, 2 * shape.layer / GB, p.t_gather * ms);
+        if (c.z >= 1)
+            printf("  after update %12.4f GB   all-gather of %s, %.2f ms on the links\n", p.after_bytes / GB,
+                   c.z == 3 ? "the front and tail rows" : "the parameters", p.t_after * ms);
+        printf("  sent         %12.4f GB   per GPU per step (llmc/zero.h: zero_comm_bytes_per_step), %.3f s on the links\n",
+               p.sent() / GB, p.link_seconds());
+    } else {
+        printf("communication: none (one GPU)\n");
+    }
+    if (!c.fits) {
+        printf("no step time: this configuration does not fit\n\n");
+        return;
+    }
+    printf("time per optimizer step at %.0f%% MFU of %.0f TFLOP/s, PREDICTED:\n", 100 * s.mfu, s.peak_tflops);
+    printf("  one layer    %12.2f ms   forward; backward %.2f ms (recompute included), PREDICTED\n", p.t_layer_fwd * ms,
+           p.t_layer_bwd * ms);
+    printf("  compute      %12.3f s    %d micro-step%s of %.3f s (recompute included), PREDICTED\n", p.t_compute,
+           p.accum, p.accum == 1 ? "" : "s", p.t_micro);
+    printf("  exposed      %12.3f s    forward gathers %.3f, backward %.3f, after the update %.3f, PREDICTED\n",
+           p.exposed_forward + p.exposed_backward + p.exposed_after, p.exposed_forward, p.exposed_backward,
+           p.exposed_after);
+    printf("  step         %12.3f s    PREDICTED\n", p.step);
+    printf("  tokens/s     %12.0f      PREDICTED (%.0f per GPU)\n", p.tokens_per_s, p.tokens_per_s / c.n);
+    printf("  efficiency   %12.1f %%    PREDICTED: the step's compute without recompute / the step\n\n",
+           100 * p.efficiency);
+}
+
+// The setup of one model on one GPU; a model name, -t or -d that cannot be is a one-line error.
+static Setup make_setup(const PlanConfig& cfg, const std::string& name, const PlanGpu* gpu) {
+    Setup s;
+    s.name = name;
+    if (!model_config_from_descriptor(name.c_str(), &s.model))
+        fail("flag -e: unknown model '%s' (llama3.1:8b, llama3.1:70b, llama3.1:405b, gpt3:c12288, or a trainer -e "
+             "descriptor)", name.c_str());
+    const bool llama = s.model.family == FAMILY_LLAMA3;
+    const int maxT = llama ? s.model.llama.max_seq_len : s.model.gpt2.max_seq_len;
+    s.gpu = gpu;
+    s.B = cfg.B;
+    s.T = cfg.T > 0 ? cfg.T : std::min(llama ? 8192 : 2048, maxT);
+    if (s.T > maxT) fail("flag -t: %s has %d positions, -t %d is longer", name.c_str(), maxT, s.T);
+    s.batch = cfg.batch > 0 ? (double)cfg.batch : llama ? 4194304.0 : 2097152.0;
+    s.mfu = cfg.mfu;
+    s.peak_tflops = cfg.peak;
+    s.flops_per_s = (double)cfg.mfu * cfg.peak * 1e12;
+    s.spare = cfg.spare;
+    s.limit = (1.0 - cfg.spare) * gpu->memory_mib * MiB;
+    s.links.nvlink_gbs = cfg.nvlink;
+    s.links.ib_gbs = cfg.ib;
+    s.links.latency_us = cfg.latency;
+    s.links.overlap = cfg.overlap;
+    s.links.gpus_per_node = cfg.per_node;
+    return s;
+}
+
+static void print_assumptions(const PlanConfig& cfg) {
+    char T[64], d[64];
+    if (cfg.T > 0) snprintf(T, sizeof(T), "%d", cfg.T);
+    else snprintf(T, sizeof(T), "8192 (Llama) / 2048 (GPT-3)");
+    if (cfg.batch > 0) snprintf(d, sizeof(d), "%s", with_commas((double)cfg.batch).c_str());
+    else snprintf(d, sizeof(d), "4,194,304 (Llama) / 2,097,152 (GPT-3)");
+    printf("PREDICTED: a cost model (llmc/plan.h, dev/SCALING.md), not a measurement; nothing here has run on more than "
+           "one GPU\n");
+    printf("  bf16 parameters and gradients, fp32 master weights and AdamW m, v (16 bytes a parameter before sharding); "
+           "B=%d, T=%s; %.0f%% of each GPU's memory spare\n", cfg.B, T, 100.0 * cfg.spare);
+    printf("  compute: %.0f%% MFU of %.0f TFLOP/s dense bf16 on both GPUs (d12 B=64 T=1024 ran at 42.6%% on an H200: "
+           "dev/results/2026-11-26_gpu_h200_speed_defaults.txt; ASSUMED for these shapes and for the H100)\n",
+           100.0 * cfg.mfu, cfg.peak);
+    printf("  links: NVLink %g GB/s per GPU in a node, network %g GB/s per GPU across nodes (%d GPUs a node), %g us a "
+           "ring hop, %.0f%% of the gradient traffic can hide behind the backward\n",
+           cfg.nvlink, cfg.ib, cfg.per_node, cfg.latency, 100.0 * cfg.overlap);
+    printf("  tokens per optimizer step: %s, rounded up to whole micro-steps on every GPU\n", d);
+}
+
+// ./plan without -e: the smallest count that fits, for each model on each GPU
+static void print_table(const PlanConfig& cfg, const std::vector<const PlanGpu*>& gpus) {
+    print_assumptions(cfg);
+    printf("  GPUs: the smallest count that fits (1, 2, 4, 8, then whole nodes); flags: there the ZeRO stage (-z) and "
+           "recompute level (-r) with the shortest PREDICTED step\n\n");
+    printf("%-15s %-5s %6s  %-10s %8s %6s %6s %12s %12s %10s\n", "model", "GPU", "GPUs", "flags", "GiB/GPU", "of GPU",
+           "micro", "step s", "tokens/s", "efficiency");
+    printf("%-15s %-5s %6s  %-10s %8s %6s %6s %12s %12s %10s\n", "", "", "", "", "", "", "steps", "PREDICTED",
+           "PREDICTED", "PREDICTED");
+    std::vector<Setup> unfit;
+    for (const char* name : TABLE_MODELS) {
+        for (const PlanGpu* gpu : gpus) {
+            const Setup s = make_setup(cfg, name, gpu);
+            Choice c;
+            if (!smallest_fit(s, -1, -1, &c)) {
+                printf("%-15s %-5s %6s  does not fit at any count (below)\n", name, gpu->flag, "-");
+                unfit.push_back(s);
+                continue;
+            }
+            char flags[32];
+            snprintf(flags, sizeof(flags), "-z %d -r %d", c.z, c.r);
+            printf("%-15s %-5s %6d  %-10s %8.1f %5.0f%% %6d %12.1f %12.0f %9.1f%%\n", name, gpu->flag, c.n, flags,
+                   c.mem.total() / GiB, 100.0 * c.mem.total() / (gpu->memory_mib * MiB), c.step.accum, c.step.step,
+                   c.step.tokens_per_s, 100.0 * c.step.efficiency);
+        }
+    }
+    printf("\n");
+    for (const Setup& s : unfit) {
+        printf("%s on %s: ", s.name.c_str(), s.gpu->name);
+        print_floor(s);
+    }
+    printf("ZeRO 3 runs on train_gpt_cpu today; the GPU trainers' -z 3 is in progress, and their Llama keeps every "
+           "activation (-r 0) so far: the rows above are plans, their times PREDICTED\n");
+}
+
+int main(int argc, char** argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help") || !strcmp(argv[i], "-h")) {
+            plan_print_help(argv[0]);
+            return 0;
+        }
+    }
+    PlanConfig cfg;
+    args_parse_table(argc, argv, plan_arg_specs(&cfg));
+    if (cfg.gpus == 0) fail("flag -n: expected -1 (the smallest that fits) or a GPU count, got 0");
+    if (cfg.T == 0) fail("flag -t: expected -1 (the family's default) or a length, got 0");
+    if (cfg.batch == 0) fail("flag -d: expected -1 (the family's default) or a token count, got 0");
+    if (cfg.gpus == 1 && cfg.zero > 0) fail("flag -z %d: one GPU has nothing to shard (ZeRO 0 only)", cfg.zero);
+    if (cfg.model.empty() && (cfg.gpus > 0 || cfg.zero >= 0 || cfg.recompute >= 0))
+        fail("flags -n, -z and -r describe one configuration: give the model with -e too");
+    std::vector<const PlanGpu*> gpus;  // -gpu's, or both
+    if (!cfg.gpu.empty()) {
+        const PlanGpu* g = plan_gpu_by_flag(cfg.gpu.c_str());
+        if (g == nullptr) fail("flag -gpu: unknown GPU '%s' (h100 or h200)", cfg.gpu.c_str());
+        gpus.push_back(g);
+    } else {
+        for (const PlanGpu& g : PLAN_GPUS) gpus.push_back(&g);
+    }
+
+    if (cfg.model.empty()) {
+        print_table(cfg, gpus);
+        return 0;
+    }
+    print_assumptions(cfg);
+    printf("\n");
+    for (const PlanGpu* gpu : gpus) {
+        const Setup s = make_setup(cfg, cfg.model, gpu);
+        Choice c;
+        if (cfg.gpus < 0) {
+            if (!smallest_fit(s, cfg.zero, cfg.recompute, &c)) {
+                printf("%s on %s: ", s.name.c_str(), gpu->name);
+                print_floor(s);
+                printf("\n");
+                continue;
+            }
+            printf("the smallest GPU count that fits: %d\n", c.n);
+        } else if (!best_at(s, cfg.gpus, cfg.zero, cfg.recompute, &c)) {
+            printf("DOES NOT FIT: %s on %d x %s at any ZeRO stage and recompute level these flags allow; the smallest "
+                   "of them:\n", s.name.c_str(), cfg.gpus, gpu->name);
+        }
+        print_detail(s, c);
+    }
+    return 0;
+}
