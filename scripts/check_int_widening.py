@@ -75,7 +75,7 @@ def units(plain):
     mpi = mpi_flags()
     emu_inc = ["-I", os.path.abspath("llmc/emu/include"), "-include", os.path.abspath("llmc/emu/emu.h")]
     out = []
-    cpu = ["train_gpt.cpp", "generate.cpp", "import_hf.cpp", "export_hf.cpp", "data/tokenize.cpp"]
+    cpu = ["train_gpt.cpp", "generate.cpp", "import_hf.cpp", "export_hf.cpp", "plan.cpp", "data/tokenize.cpp"]
     cpu += sorted(glob.glob("dev/*.cpp"))
     cpu += [t for t in sorted(glob.glob("test/*.cpp")) if not os.path.basename(t).startswith("test_emu_")]
     cuda_inc = cuda_include()
