@@ -76,9 +76,9 @@ static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase
     llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z);
 }
 static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute) { gpt2_cuda_alloc_state(m, B, T, recompute); }
-static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T); }
+static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T, recompute); }
 static void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
-static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, 0); }  // keeps every activation
+static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, m->recompute); }
 static ParamLayout gpu_model_layout(const GPT2Cuda* m) { return gpt2_cuda_layout(m); }
 static ParamLayout gpu_model_layout(const LlamaCuda* m) { return llama_cuda_layout(m); }
 static void gpu_model_bind_grads(GPT2Cuda* m, floatX* const* views) { gpt2_cuda_bind_grads(m, views); }
@@ -279,13 +279,13 @@ struct GpuBackend {
 // to spare (the plan came within 2.3% of the measured peak on an H200, and allocations
 // fragment): keeping every activation (-r 0) saves the GELU recompute, about 2.5% of a d12
 // step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
-// Llama 3 keeps every activation (no recompute yet).
+// Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx) {
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T)
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute);
         p.scratch = ctx.workspace_bytes;
         return p;
@@ -318,7 +318,7 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
          "and %s has %.1f GiB free (%s)",
          cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
          p.params / GiB, PRECISION_NAME, p.grads / GiB, p.adamw / GiB, p.master / GiB, p.activations / GiB, cfg.B,
-         cfg.T, mc.family == FAMILY_LLAMA3 ? 0 : recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
+         cfg.T, recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
          ctx.props.name, free_b / GiB, help);
 }
 

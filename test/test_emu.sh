@@ -29,8 +29,9 @@
 #      a short run of each family and the debug-state programs under ASan+UBSan (its sanitizers'
 #      stand-ins), the benchmark table produced; and that it leaves at most 8 files in $OUT, as
 #      a device returns. Here too, the GPU Llama 3: the emulated trainers on an imported Llama
-#      against train_gpt_cpu, their resume, 2 ranks at ZeRO 0/1/2 against 1, and the memory
-#      plan's one-line refusal of Meta's 8B, 70B and 405B.
+#      against train_gpt_cpu, their resume, recompute (-r 1, -r 2: -r 0's bits, the planned
+#      drop of the peak device memory), 2 ranks at ZeRO 0/1/2 against 1, and the memory plan's
+#      one-line refusal of Meta's 8B, 70B and 405B.
 # EMU_CHECK_PARTS overrides the gpu_check parts (default "short dev trainer faults").
 set -u
 cd "$(dirname "$0")/.."
@@ -161,6 +162,29 @@ else
             echo "ok   Llama train_gpt_${prec}_emu resumed from step 4: same main.log and final model"
         else
             echo "FAIL Llama train_gpt_${prec}_emu resumed from step 4 differs"; tail -n 3 "$b.2.stdout"; fail=1
+        fi
+    done
+    # recompute (-r 1: RMSNorm and SwiGLU; -r 2: the whole layer; llmc/llama_cuda.cuh): the fp32
+    # trainer on 8 layers at T=256 trains in -r 0's bits (main.log, model file), and the peak
+    # device memory drops by what the plan's activations say, within 10% (or 2 MiB: the peak
+    # is printed in whole MiB)
+    rflags=(-e llama3:l8c256h8kv2f704v300 -i "$LLAMA_RUN/markov_train_*.bin" -j "$LLAMA_RUN/markov_val_*.bin" -b 2
+            -t 256 -x 2 -v 0 -s 0 -n 2 -f 0)
+    for r in 0 1 2; do ./train_gpt_fp32_emu "${rflags[@]}" -r $r -o "$LLAMA_RUN/r$r" > "$LLAMA_RUN/r$r.stdout" 2>&1; done
+    for r in 1 2; do
+        res=$(awk -v r=$r '
+            FNR == 1 { f++ }
+            /^memory plan:/ { match($0, /activations [0-9.]+ MiB/); a[f] = substr($0, RSTART + 12, RLENGTH - 16) }
+            /^done:/ { match($0, /peak device memory [0-9]+ MiB/); p[f] = substr($0, RSTART + 19, RLENGTH - 23) }
+            END { plan = a[1] - a[2]; got = p[1] - p[2]; tol = 0.1 * plan > 2 ? 0.1 * plan : 2
+                  d = got - plan; if (d < 0) d = -d
+                  printf "%s peak device memory %d -> %d MiB: %d less, the plan says %.1f", (plan > 0 && d <= tol) ? "ok  " : "FAIL", p[1], p[2], got, plan }' \
+            "$LLAMA_RUN/r0.stdout" "$LLAMA_RUN/r$r.stdout")
+        if cmp -s "$LLAMA_RUN/r0/main.log" "$LLAMA_RUN/r$r/main.log" &&
+               cmp -s "$LLAMA_RUN/r0/model_00000002.bin" "$LLAMA_RUN/r$r/model_00000002.bin" && [ "${res:0:4}" = "ok  " ]; then
+            echo "ok   Llama train_gpt_fp32_emu -r $r: -r 0's main.log and model file; ${res:5}"
+        else
+            echo "FAIL Llama train_gpt_fp32_emu -r $r: ${res:5}; $(tail -n 1 "$LLAMA_RUN/r$r.stdout")"; fail=1
         fi
     done
     # Llama on several processes (llmc/cuda/grad_sync_gpu.cuh's buckets over Llama's table) against
