@@ -229,23 +229,6 @@ static float* cpu_alloc_zero_state(ModelBase* model, const ZeroLayout& z, int B,
     return z.stage < 2 ? nullptr : xcalloc_floats(z.shard);
 }
 
-// ZeRO 3: the model's table, its front and tail rows in its parameter buffer (one after the
-// other) and this rank's slice in *param_shard, as llmc/grad_sync.h keeps them; the rest of the
-// vector is never held here, not even while loading.
-static ModelBase* cpu_load_model_zero3(const TrainConfig& cfg, int resume_step, const ModelConfig& mc,
-                                       const ZeroLayout& z, float** param_shard) {
-    ParamTensor table[MAX_PARAM_TENSORS];
-    ParamLayout t;
-    const size_t n = model_config_table(mc, table, &t), front = t.front_len(), tail = t.tail_begin();
-    float* rest = xcalloc_floats(front + (n - tail));
-    *param_shard = xcalloc_floats(z.shard);
-    const size_t begin[3] = {0, tail, z.own_begin}, end[3] = {front, n, z.own_end};
-    float* const dst[3] = {rest, rest + front, *param_shard};
-    ModelBase* model = train_load_model_ranges(cfg, resume_step, 3, begin, end, dst);
-    model->params = rest;
-    return model;
-}
-
 // Bytes of memory this machine has available now (MemAvailable), or its physical memory.
 static double available_memory_bytes() {
     FILE* f = fopen("/proc/meminfo", "r");
@@ -316,7 +299,7 @@ int main(int argc, char** argv) {
     const ZeroLayout z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
-    ModelBase* model = z.stage == 3 ? cpu_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
+    ModelBase* model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
                                     : train_load_model(cfg, resume_step);
 
     // --- batch arithmetic and data

@@ -132,11 +132,12 @@ inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NU
 // Takes the configuration and the weights of a host Llama (llama_init + llama_init_random, or
 // a model file) and uploads them (master weights and z as gpt2_cuda_init's).
 inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
-                            const ZeroLayout& z) {
+                            const ZeroLayout& z, const float* host_shard = nullptr) {
     model->config = host->config;
     model->num_parameters = llama_param_table(host->config, model->tensors);
-    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z);
-    model->p = llama_ptrs_x(model->params, model->tensors);
+    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z,
+                           llama_layout(model->tensors, host->config.num_layers), host_shard);
+    if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);
 }
 
 enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
@@ -184,7 +185,7 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     model->recompute = recompute;
     cuda_model_alloc_grads(model, B, T);
-    model->g = llama_ptrs_x(model->grads, model->tensors);
+    if (model->grads != nullptr) model->g = llama_ptrs_x(model->grads, model->tensors);
 
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
     LlamaActivationsX& a = model->acts;
@@ -301,7 +302,7 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C);
     for (int l = 0; l < L; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
-        layer_slices(model->params, layout, l, slices);
+        cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
         llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
     phase_mark(ctx, PHASE_LAYERNORM);
@@ -352,7 +353,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
         floatX* slices[MAX_PARAM_TENSORS];
-        layer_slices(model->params, layout, l, slices);
+        cuda_model_layer_params(model, layout, l, l - 1, slices);  // ZeRO 3: gathered, layer l - 1 meanwhile
         const LlamaLayerX lp = llama_layer_x(slices);
         if (sink != nullptr) sink->layer_grads(l, slices);
         else layer_slices(model->grads, layout, l, slices);
@@ -412,12 +413,16 @@ inline void llama_cuda_update(LlamaCuda* model, float lr, float beta1, float bet
 }
 
 // As gpt2_cuda_checkpoint_write: the model file (rank 0; an fp32 Llama model file, llmc/checkpoint.h,
-// which holds bf16 weights exactly) and this rank's state file, each durable on disk.
-inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s) {
+// which holds bf16 weights exactly) and this rank's state file, each durable on disk. gathered:
+// the whole vector on the host already (ZeRO 3), else it comes from model->params.
+inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s,
+                                        const floatX* gathered = nullptr) {
     if (s.rank == 0) {
         Llama host;
         llama_init(&host, model->config);
-        cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
+        if (gathered != nullptr)
+            for (size_t i = 0; i < model->num_parameters; i++) host.params[i] = to_float(gathered[i]);
+        else cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
         model_write_checkpoint(&host, checkpoint_path(dir, "model", step));
         llama_free(&host);
     }
