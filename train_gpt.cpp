@@ -209,13 +209,14 @@ struct CpuBackend {
 // The model's state laid out for this rank's ZeRO layout, allocated at the lengths it keeps
 // (so no process ever touches a full copy it would drop): gradients padded to world*shard
 // (ZeRO 2, 3 over several ranks: none here, llmc/grad_sync.h makes the front and tail rows'),
-// AdamW m and v for the values this rank updates, activations for B x T; the parameters padded
+// AdamW m and v for the values this rank updates, activations for B x T (recompute: Llama's
+// level, LlamaActivations in llmc/llama3.h); the parameters padded
 // to world*shard (zero tail) below ZeRO 3 (whose grad_sync_init takes them apart). Returns ZeRO
 // 2 and 3's slice accumulator (nullptr below stage 2).
-static float* cpu_alloc_zero_state(ModelBase* model, const ZeroLayout& z, int B, int T) {
+static float* cpu_alloc_zero_state(ModelBase* model, const ZeroLayout& z, int B, int T, int recompute) {
     const size_t n = model->num_parameters;
     const bool sharded_grads = z.stage >= 2 && z.world > 1;
-    model_alloc_state(model, B, T, sharded_grads ? 0 : z.padded, z.opt_count());
+    model_alloc_state(model, B, T, sharded_grads ? 0 : z.padded, z.opt_count(), recompute);
     if (z.stage < 3) {
         if (z.padded != n) {
             float* p = (float*)realloc(model->params, z.padded * sizeof(float));
@@ -226,23 +227,6 @@ static float* cpu_alloc_zero_state(ModelBase* model, const ZeroLayout& z, int B,
         model_bind_views(model);
     }
     return z.stage < 2 ? nullptr : xcalloc_floats(z.shard);
-}
-
-// ZeRO 3: the model's table, its front and tail rows in its parameter buffer (one after the
-// other) and this rank's slice in *param_shard, as llmc/grad_sync.h keeps them; the rest of the
-// vector is never held here, not even while loading.
-static ModelBase* cpu_load_model_zero3(const TrainConfig& cfg, int resume_step, const ModelConfig& mc,
-                                       const ZeroLayout& z, float** param_shard) {
-    ParamTensor table[MAX_PARAM_TENSORS];
-    ParamLayout t;
-    const size_t n = model_config_table(mc, table, &t), front = t.front_len(), tail = t.tail_begin();
-    float* rest = xcalloc_floats(front + (n - tail));
-    *param_shard = xcalloc_floats(z.shard);
-    const size_t begin[3] = {0, tail, z.own_begin}, end[3] = {front, n, z.own_end};
-    float* const dst[3] = {rest, rest + front, *param_shard};
-    ModelBase* model = train_load_model_ranges(cfg, resume_step, 3, begin, end, dst);
-    model->params = rest;
-    return model;
 }
 
 // Bytes of memory this machine has available now (MemAvailable), or its physical memory.
@@ -259,21 +243,34 @@ static double available_memory_bytes() {
 
 // Before anything is allocated: the model's size and what each process will hold, and a
 // clear refusal when the processes of this machine cannot hold it (a Llama 3.1 8B needs some
-// 130 GiB to train in fp32 on one process: weights, gradients, AdamW's two moments).
-static void cpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world) {
+// 130 GiB to train in fp32 on one process: weights, gradients, AdamW's two moments). Returns
+// the recompute level to run (Llama; GPT-2 on the CPU keeps every activation): the one -r asks
+// for, or with -r -1 (the default) the least that fits.
+static int cpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world) {
     const int stage = world > 1 ? cfg.zero_stage : 0;
-    MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, world, stage);
+    const bool llama = mc.family == FAMILY_LLAMA3;
+    if (!llama && cfg.recompute > 0)
+        printf("note: -r %d: train_gpt_cpu recomputes Llama's activations only; GPT-2 keeps them all\n", cfg.recompute);
     const double GiB = 1073741824.0, have = available_memory_bytes();
     // the processes of one machine share its memory (under mpirun they may be spread over several)
     const char* local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     const int here = local != nullptr && atoi(local) > 0 ? atoi(local) : world;
-    if (p.total() * here <= have) return;
+    int recompute = llama ? cfg.recompute : 0;
+    auto fits = [&](int r) { return model_memory_plan(mc, cfg.B, cfg.T, world, stage, ValueBytes(), r).total() * here <= have; };
+    if (recompute == -1) {
+        recompute = llama ? 2 : 0;
+        for (int r = llama ? 1 : -1; r >= 0; r--)
+            if (fits(r)) recompute = r;
+    }
+    if (fits(recompute)) return recompute;
+    MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, world, stage, ValueBytes(), recompute);
     fail("%s (%s, %zu parameters) does not fit: %.1f GiB per process (params %.1f, grads %.1f, AdamW %.1f, "
-         "activations %.1f at B=%d T=%d; %d process%s, ZeRO %d) x %d on this machine = %.1f GiB, and %.1f GiB is "
-         "available (more processes with -z 1 or 2 shard AdamW and the gradients; -b and -t shrink the activations)",
+         "activations %.1f at B=%d T=%d -r %d; %d process%s, ZeRO %d) x %d on this machine = %.1f GiB, and %.1f GiB "
+         "is available (more processes with -z 1, 2 or 3 shard AdamW, the gradients and the parameters; -b and -t "
+         "shrink the activations%s)",
          cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
-         p.params / GiB, p.grads / GiB, p.adamw / GiB, p.activations / GiB, cfg.B, cfg.T, world,
-         world == 1 ? "" : "es", stage, here, p.total() * here / GiB, have / GiB);
+         p.params / GiB, p.grads / GiB, p.adamw / GiB, p.activations / GiB, cfg.B, cfg.T, recompute, world,
+         world == 1 ? "" : "es", stage, here, p.total() * here / GiB, have / GiB, llama ? ", -r 1 or 2 too" : "");
 }
 
 int main(int argc, char** argv) {
@@ -298,11 +295,11 @@ int main(int argc, char** argv) {
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
-    cpu_check_memory(start_config, cfg, world);
+    const int recompute = cpu_check_memory(start_config, cfg, world);
     const ZeroLayout z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
-    ModelBase* model = z.stage == 3 ? cpu_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
+    ModelBase* model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
                                     : train_load_model(cfg, resume_step);
 
     // --- batch arithmetic and data
@@ -313,7 +310,7 @@ int main(int argc, char** argv) {
     Tokenizer tokenizer;
     train_tokenizer_init(cfg, &tokenizer);
 
-    float* grad_shard = cpu_alloc_zero_state(model, z, B, T);
+    float* grad_shard = cpu_alloc_zero_state(model, z, B, T, recompute);
     LRSchedule sched = {schedule_kind, cfg.lr, cfg.warmup, data.num_steps, cfg.final_lr_frac};
 
     // --- the plan
@@ -334,12 +331,13 @@ int main(int argc, char** argv) {
     size_t grad_floats = world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
     size_t param_floats = world > 1 ? grad_sync_param_floats(&sync) : z.padded;
     const size_t all_grad_floats = grad_floats + (grad_shard ? z.shard : 0);
-    printf("memory per process: params %.1f MiB%s, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB; "
+    printf("memory per process: params %.1f MiB%s, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB%s; "
            "%.1f MiB in all; %d threads%s%s\n",
            param_floats * 4 / MiB, param_shard ? " (the owned slice, the front and tail rows, two layers in flight)" : "",
            all_grad_floats * 4 / MiB,
            grad_shard ? " (the owned slice, the front and tail rows, and two layer buckets in flight)" : "",
            z.opt_count() * 8 / MiB, model->acts_floats * 4 / MiB,
+           model->family == FAMILY_LLAMA3 ? (recompute == 2 ? " (-r 2: layer inputs)" : recompute == 1 ? " (-r 1)" : " (-r 0)") : "",
            (param_floats + all_grad_floats + 2 * z.opt_count() + model->acts_floats) * 4 / MiB, threads,
            getenv("GOMP_SPINCOUNT") ? ", GOMP_SPINCOUNT=" : "", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "");
     if (world > 1)

@@ -68,17 +68,20 @@ static double device_memory_used_mib() {
 // ---------------------------------------------------------------------------------------
 // What differs between the families' GPU models, one overload each; everything else the
 // backend and main do is model_cuda.cuh's, on either model (M: GPT2Cuda or LlamaCuda).
-static void gpu_model_init(GPT2Cuda* m, const CudaContext* ctx, const ModelBase* host, bool master, const ZeroLayout& z) {
-    gpt2_cuda_init(m, ctx, static_cast<const GPT2*>(host), master, z);
+static void gpu_model_init(GPT2Cuda* m, const CudaContext* ctx, const ModelBase* host, bool master, const ZeroLayout& z,
+                           const float* host_shard) {
+    gpt2_cuda_init(m, ctx, static_cast<const GPT2*>(host), master, z, host_shard);
 }
 static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase* host, bool master,
-                           const ZeroLayout& z) {
-    llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z);
+                           const ZeroLayout& z, const float* host_shard) {
+    llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z, host_shard);
 }
+static void gpu_model_bind_params(GPT2Cuda* m, floatX* const* views) { m->p = param_ptrs_x_of(views); }
+static void gpu_model_bind_params(LlamaCuda* m, floatX* const* views) { m->p = llama_ptrs_x_of(views); }
 static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute) { gpt2_cuda_alloc_state(m, B, T, recompute); }
-static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T); }
+static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T, recompute); }
 static void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
-static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, 0); }  // keeps every activation
+static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, m->recompute); }
 static ParamLayout gpu_model_layout(const GPT2Cuda* m) { return gpt2_cuda_layout(m); }
 static ParamLayout gpu_model_layout(const LlamaCuda* m) { return llama_cuda_layout(m); }
 static void gpu_model_bind_grads(GPT2Cuda* m, floatX* const* views) { gpt2_cuda_bind_grads(m, views); }
@@ -91,34 +94,68 @@ static void gpu_model_forward(LlamaCuda* m, const int* inputs, const int* target
 }
 static void gpu_model_backward(GPT2Cuda* m, GpuGradSync* sink) { gpt2_cuda_backward(m, sink); }
 static void gpu_model_backward(LlamaCuda* m, GpuGradSync* sink) { llama_cuda_backward(m, sink); }
-static void gpu_model_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* m, const TrainState& s) {
-    gpt2_cuda_checkpoint_write(dir, step, m, s);
+static void gpu_model_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* m, const TrainState& s,
+                                       const floatX* gathered) {
+    gpt2_cuda_checkpoint_write(dir, step, m, s, gathered);
 }
-static void gpu_model_checkpoint_write(const std::string& dir, int step, const LlamaCuda* m, const TrainState& s) {
-    llama_cuda_checkpoint_write(dir, step, m, s);
+static void gpu_model_checkpoint_write(const std::string& dir, int step, const LlamaCuda* m, const TrainState& s,
+                                       const floatX* gathered) {
+    llama_cuda_checkpoint_write(dir, step, m, s, gathered);
 }
 static void gpu_model_free(GPT2Cuda* m) { gpt2_cuda_free(m); }
 static void gpu_model_free(LlamaCuda* m) { llama_cuda_free(m); }
 
 // The weights of a checkpoint's model file into the allocated device model (reload after
 // faults); the bf16 build's master weights come back with the state file (cuda_model_load_state).
+// ZeRO 3: this rank's slice and the front and tail rows only, read as such (gsync: the slots
+// then hold stale layers).
 template <typename M>
-static void upload_weights(M* model, const std::string& path) {
-    ModelBase* host = model_load_checkpoint(path.c_str());
+static void upload_weights(M* model, const std::string& path, GpuGradSync* gsync) {
     size_t n = model->num_parameters;
+    const ZeroLayout& z = model->z;
+    if (z.stage == 3) {
+        const ParamLayout t = gpu_model_layout(model);
+        const size_t front = t.front_len(), tail = t.tail_begin();
+        std::vector<float> rest(front + (n - tail)), shard(z.own_end - z.own_begin);
+        const size_t begin[3] = {0, tail, z.own_begin}, end[3] = {front, n, z.own_end};
+        float* const dst[3] = {rest.data(), rest.data() + front, shard.data()};
+        ModelBase* host = model_load_checkpoint(path.c_str(), false, 3, begin, end, dst);
+        CHECK(host->num_parameters == n, "%zu vs %zu", host->num_parameters, n);
+        model_delete(host);
+        cuda_upload_params(model->params, rest.data(), rest.size());
+        cuda_upload_params(model->param_shard, shard.data(), shard.size());
+        gsync->params_changed();
+        return;
+    }
+    ModelBase* host = model_load_checkpoint(path.c_str());
     CHECK(host->num_parameters == n, "%zu vs %zu", host->num_parameters, n);
     cuda_upload_params(model->params, host->params, n);
     model_delete(host);
 }
 
 // Non-finite weights (or master weights) never go into a checkpoint: refuses before writing.
+// gathered: ZeRO 3's whole vector, on rank 0 (nullptr elsewhere), checked there and the verdict
+// shared, so every rank stops (a collective); else every rank checks model->params.
 template <typename M>
-static void check_weights_finite(const M* model, int step, const std::string& dir) {
+static void check_weights_finite(const M* model, int step, const std::string& dir, const floatX* gathered,
+                                 Comm* comm) {
     size_t n = model->num_parameters;
     const int count = (int)std::size(model->tensors);
     std::vector<float> host(n);
-    cuda_download_floatx(*model->ctx, model->params, n, host.data());
-    train_check_weights_finite(host.data(), n, model->tensors, count, step, dir);
+    if (model->z.stage == 3) {
+        size_t index = 0;
+        if (gathered != nullptr)
+            for (size_t i = 0; i < n; i++) host[i] = to_float(gathered[i]);
+        bool bad = gathered != nullptr && weights_find_nonfinite(host.data(), n, model->tensors, count, &index) != nullptr;
+        if (comm_sum(comm, bad ? 1.0 : 0.0) > 0) {
+            if (gathered != nullptr) train_check_weights_finite(host.data(), n, model->tensors, count, step, dir);
+            fail("rank %d: refusing to write the checkpoint at step %d: rank 0 found a weight that is not finite",
+                 comm->rank, step);
+        }
+    } else {
+        cuda_download_floatx(*model->ctx, model->params, n, host.data());
+        train_check_weights_finite(host.data(), n, model->tensors, count, step, dir);
+    }
     if (model->master != nullptr) {
         // the master covers this rank's values only: checked in place, the rest left zero
         const ZeroLayout& z = model->z;
@@ -171,7 +208,7 @@ struct GpuBackend {
             step_open = true;
         }
         gpu_model_forward(model, inputs, targets, B, T, dloss);
-        if (gsync != nullptr) gsync->communicate = model->z.stage == 2 || last_micro;
+        if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || last_micro;
         gpu_model_backward(model, gsync);
         return cuda_model_loss(model);  // waits for this forward's losses, not for the backward
     }
@@ -199,7 +236,11 @@ struct GpuBackend {
     void update(float lr, float weight_decay, float clip_scale, int t) {
         cuda_model_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
         const ZeroLayout& z = model->z;
-        if (z.world > 1 && z.stage > 0) {
+        if (z.stage == 3) {  // the front and tail rows; the layers are gathered as they run
+            phase_mark(*model->ctx, PHASE_COMM);
+            gsync->gather_front_and_tail();
+            gpu_comm_wait(gc, *model->ctx, "the parameter all-gather");
+        } else if (z.world > 1 && z.stage > 0) {
             phase_mark(*model->ctx, PHASE_COMM);
             gpu_all_gather(gc, *model->ctx, model->params, z.shard);
             gpu_comm_wait(gc, *model->ctx, "the parameter all-gather");
@@ -215,12 +256,16 @@ struct GpuBackend {
         poison_first(model, model->params);
         if (model->master != nullptr) poison_first(model, model->master);
     }
+    // ZeRO 3: every rank gathers the layers for rank 0's copy of the whole vector
     void write_checkpoint(const std::string& dir, int step, const TrainState& s) {
-        check_weights_finite(model, step, dir);
-        gpu_model_checkpoint_write(dir, step, model, s);
+        std::vector<floatX> gathered(model->z.stage == 3 && comm->rank == 0 ? model->num_parameters : 0);
+        if (model->z.stage == 3) gpu_grad_sync_download_params(gsync, gathered.empty() ? nullptr : gathered.data());
+        const floatX* all = gathered.empty() ? nullptr : gathered.data();
+        check_weights_finite(model, step, dir, all, comm);
+        gpu_model_checkpoint_write(dir, step, model, s, all);
     }
     void load_state(const std::string& dir, int step, TrainState* s) { cuda_model_load_state(model, dir, step, s); }
-    void load_weights(const std::string& path) { upload_weights(model, path); }
+    void load_weights(const std::string& path) { upload_weights(model, path, gsync); }
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
     void step_done(int step) {
@@ -279,13 +324,13 @@ struct GpuBackend {
 // to spare (the plan came within 2.3% of the measured peak on an H200, and allocations
 // fragment): keeping every activation (-r 0) saves the GELU recompute, about 2.5% of a d12
 // step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
-// Llama 3 keeps every activation (no recompute yet).
+// Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx) {
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T)
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute);
         p.scratch = ctx.workspace_bytes;
         return p;
@@ -301,24 +346,26 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
     }
     const MemoryPlan p = plan(world, stage, recompute);
     if (p.total() <= free_b) return recompute;
-    // ZeRO 2 shards everything but the parameters and the activations over the processes
-    int enough = 0;
-    for (int w = 2; w <= 65536 && enough == 0; w++)
-        if (plan(w, 2, recompute).total() <= free_b) enough = w;
+    // ZeRO 2 shards everything but the parameters and the activations over the processes, ZeRO 3
+    // the parameters too (two layers in flight); the least stage, then the fewest GPUs, that fit
+    int enough = 0, enough_stage = 2;
+    for (int z = 2; z <= 3 && enough == 0; z++)
+        for (int w = 2; w <= 65536 && enough == 0; w++)
+            if (plan(w, z, recompute).total() <= free_b) enough = w, enough_stage = z;
     const double GiB = 1073741824.0;
     char help[256];
     if (enough > 0)
-        snprintf(help, sizeof(help), "-z 2 over %d or more such GPUs would fit it; -b and -t shrink the activations%s",
-                 enough, master ? ", -w 0 drops the master weights" : "");
+        snprintf(help, sizeof(help), "-z %d over %d or more such GPUs would fit it; -b and -t shrink the activations%s%s",
+                 enough_stage, enough, recompute < 2 ? ", -r 2 too" : "", master ? ", -w 0 drops the master weights" : "");
     else
-        snprintf(help, sizeof(help), "every GPU holds all the parameters at any ZeRO stage, as there is no ZeRO 3 or "
-                 "tensor parallelism here: a smaller model, or GPUs with more memory");
+        snprintf(help, sizeof(help), "even -z 3 over 65536 GPUs holds more than that: the activations and two layers "
+                 "in flight do not shrink with the GPU count (-b, -t, -r 2 shrink the activations)");
     fail("%s (%s, %zu parameters) does not fit on the GPU: %.1f GiB per GPU (params %.1f %s, grads %.1f, AdamW "
          "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, workspace %.2f; %d process%s, ZeRO %d), "
          "and %s has %.1f GiB free (%s)",
          cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
          p.params / GiB, PRECISION_NAME, p.grads / GiB, p.adamw / GiB, p.master / GiB, p.activations / GiB, cfg.B,
-         cfg.T, mc.family == FAMILY_LLAMA3 ? 0 : recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
+         cfg.T, recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
          ctx.props.name, free_b / GiB, help);
 }
 
@@ -326,8 +373,6 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.zero_stage == 3)
-        fail("flag -z 3: ZeRO 3 (sharded parameters) runs in train_gpt_cpu so far; the GPU trainers shard up to -z 2");
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -381,7 +426,9 @@ int main(int argc, char** argv) {
     const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
                                                               : train_zero_layout(cfg, num_parameters, rank, world);
     const int recompute = gpu_check_memory(start_config, cfg, world, z.stage, use_master, sharing, ctx);
-    ModelBase* host = train_load_model(cfg, resume_step);
+    float* host_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters (the host model keeps the rest's ends)
+    ModelBase* host = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &host_shard)
+                                   : train_load_model(cfg, resume_step);
     CHECK(host->num_parameters == num_parameters, "model has %zu parameters, its configuration %zu",
           host->num_parameters, num_parameters);
     const std::string description = model_describe(host);
@@ -393,8 +440,9 @@ int main(int argc, char** argv) {
     auto train = [&](auto& model) {
         using M = std::decay_t<decltype(model)>;
         constexpr bool gpt2 = std::is_same<M, GPT2Cuda>::value;
-        gpu_model_init(&model, &ctx, host, use_master, z);
+        gpu_model_init(&model, &ctx, host, use_master, z, host_shard);
         model_delete(host);
+        free(host_shard);
         const auto& mc = model.config;
         // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
         const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
@@ -412,9 +460,11 @@ int main(int argc, char** argv) {
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = world > 1 || gc.nccl;
         if (bucketed) {
-            floatX* grad_views[MAX_PARAM_TENSORS];  // where each row's gradient lives (ZeRO 2 moves them)
-            gpu_grad_sync_init(&gsync, &model, gpu_model_layout(&model), &gc, grad_views);
+            // where each row's gradient lives (ZeRO 2, 3 move them), and its parameters (ZeRO 3)
+            floatX *grad_views[MAX_PARAM_TENSORS], *param_views[MAX_PARAM_TENSORS];
+            gpu_grad_sync_init(&gsync, &model, gpu_model_layout(&model), &gc, grad_views, param_views);
             gpu_model_bind_grads(&model, grad_views);
+            gpu_model_bind_params(&model, param_views);
         }
         if constexpr (gpt2) {
             // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand
@@ -450,7 +500,8 @@ int main(int argc, char** argv) {
                    world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
                    gc.nccl ? "NCCL" : (sharing ? "the host (ranks share a GPU)" : "the host (built without NCCL)"),
                    zero_stage_name(z.stage), z.shard,
-                   zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX)) / 1048576.0);
+                   zero_comm_bytes_per_step(z, data.grad_accum, sizeof(floatX), sizeof(floatX), mc.num_layers,
+                                            gsync.layer_n) / 1048576.0);
         gpu_model_print_memory(&model);
 
         EnergyMeter energy;
@@ -463,6 +514,9 @@ int main(int argc, char** argv) {
         else printf("energy: not measured (%s)\n", energy.why.c_str());
         GpuBackend<M> be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
         status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
+        if (z.stage == 3)
+            printf("parameter gathers (ZeRO 3): %lld layers, %lld of them queued while the layer before ran\n",
+                   gsync.gathers, gsync.gathers_ahead);
         gpu_grad_sync_free(&gsync);
         gpu_model_free(&model);
         energy_meter_free(&energy);

@@ -36,7 +36,7 @@ struct TrainConfig {
     int seed = 42;                   // -sd seed of init, data shuffling and sampling
     int shuffle = 0;                 // -sh 1: shuffle shards and samples every epoch (seeded)
     int zero_stage = 0;              // -z  ZeRO stage: 0 all-reduce, 1 sharded AdamW state, 2 also gradients, 3 also parameters
-    int recompute = -1;              // -r  activation recompute 0|1|2 (GPU; the CPU keeps all); -1: the least that fits
+    int recompute = -1;              // -r  activation recompute 0|1|2 (GPT-2: GPU only); -1: the least that fits
     int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
@@ -104,7 +104,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-sd", ARG_INT, seed, 0, 2147483647, "random seed (init, shuffling, sampling)"),
     ARG("-sh", ARG_INT, shuffle, 0, 1, "1: shuffle train shards and samples each epoch"),
     ARG("-z", ARG_INT, zero_stage, 0, 3, "ZeRO stage: 0 all-reduce, 1 shard AdamW state, 2 also gradients, 3 also parameters"),
-    ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 GELU, 2 GELU+LayerNorm (GPU); -1: the least that fits"),
+    ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 GELU (Llama: norms+SwiGLU), 2 +LayerNorm (Llama: whole layer); -1: least that fits"),
     ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),

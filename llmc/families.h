@@ -75,15 +75,15 @@ struct ValueBytes {
 // slice; else all of them, padded to the layout), the gradients (ZeRO 2 and 3: the front and
 // tail rows, two layer buckets and the owned slice; else all of them, and with several
 // processes two layer buckets), AdamW's m and v and the master weights (ZeRO 1 to 3: the owned
-// slice) and the CPU trainer's activations. The GPU trainers replace activations by their own
-// plan's and count their scratch (train_gpt.cu).
+// slice) and the CPU trainer's activations (Llama's at recompute level `recompute`). The GPU
+// trainers replace activations by their own plan's and count their scratch (train_gpt.cu).
 struct MemoryPlan {
     double params = 0, grads = 0, adamw = 0, master = 0, activations = 0, scratch = 0;
     double total() const { return params + grads + adamw + master + activations + scratch; }
 };
 
 inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int world, int stage,
-                                    const ValueBytes& bytes = ValueBytes()) {
+                                    const ValueBytes& bytes = ValueBytes(), int recompute = 0) {
     ParamTensor table[MAX_PARAM_TENSORS];
     ParamLayout t;
     const double n = (double)model_config_table(c, table, &t);
@@ -100,7 +100,7 @@ inline MemoryPlan model_memory_plan(const ModelConfig& c, int B, int T, int worl
     p.adamw = 8 * updated;
     p.master = bytes.master * updated;
     size_t sizes[LLAMA_NUM_ACTIVATIONS > GPT2_NUM_ACTIVATIONS ? LLAMA_NUM_ACTIVATIONS : GPT2_NUM_ACTIVATIONS];
-    p.activations = 4 * (double)(c.family == FAMILY_LLAMA3 ? llama_activation_sizes(c.llama, B, T, sizes)
+    p.activations = 4 * (double)(c.family == FAMILY_LLAMA3 ? llama_activation_sizes(c.llama, B, T, sizes, recompute)
                                                            : gpt2_activation_sizes(c.gpt2, B, T, sizes));
     return p;
 }
@@ -160,9 +160,10 @@ inline void model_init_random(ModelBase* m, uint32_t seed) {
 }
 
 // Gradients, AdamW moments and activations for micro-batches of B x T (grads_len, opt_len: see
-// model_base_alloc_state).
-inline void model_alloc_state(ModelBase* m, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
-    if (m->family == FAMILY_LLAMA3) llama_alloc_state(static_cast<Llama*>(m), B, T, grads_len, opt_len);
+// model_base_alloc_state; recompute: Llama's level, GPT-2 on the CPU keeps every activation).
+inline void model_alloc_state(ModelBase* m, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX,
+                              int recompute = 0) {
+    if (m->family == FAMILY_LLAMA3) llama_alloc_state(static_cast<Llama*>(m), B, T, grads_len, opt_len, recompute);
     else gpt2_alloc_state(static_cast<GPT2*>(m), B, T, grads_len, opt_len);
 }
 

@@ -158,13 +158,16 @@ inline void gpt2_cuda_bind_grads(GPT2Cuda* model, floatX* const views[NUM_PARAM_
 // Takes the configuration and the weights of a host model (gpt2_init + gpt2_init_random, or
 // gpt2_load_checkpoint) and uploads them, rounding to bf16 to nearest in the bf16 build.
 // master_weights (bf16 build): keep an fp32 master copy of the values this rank updates,
-// initialized from the host's fp32. z: the ZeRO layout (zero_layout(n, 0, 0, 1) for one process).
+// initialized from the host's fp32. z: the ZeRO layout (zero_layout(n, 0, 0, 1) for one process;
+// ZeRO 3: the host holds the front and tail rows and host_shard this rank's slice, see
+// cuda_model_init_params; the views are bound by llmc/cuda/grad_sync_gpu.cuh).
 inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
-                           const ZeroLayout& z) {
+                           const ZeroLayout& z, const float* host_shard = nullptr) {
     model->config = host->config;
     model->num_parameters = gpt2_param_table(host->config, model->tensors);
-    cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config), host, master_weights, z);
-    model->p = param_ptrs_x(model->params, model->tensors);
+    cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config), host, master_weights, z,
+                           gpt2_layout(model->tensors, host->config.num_layers), host_shard);
+    if (z.stage < 3) model->p = param_ptrs_x(model->params, model->tensors);
 }
 
 enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
@@ -208,7 +211,7 @@ inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, in
 inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     cuda_model_alloc_grads(model, B, T);
-    model->g = param_ptrs_x(model->grads, model->tensors);
+    if (model->grads != nullptr) model->g = param_ptrs_x(model->grads, model->tensors);
 
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
     gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots);
@@ -327,34 +330,43 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     const int Vp = cfg.padded_vocab_size, N = B * T;
     GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
+    const ParamLayout table = gpt2_cuda_layout(model);
+    // layer l's weights (ZeRO 3: gathered, the next layer's meanwhile: cuda_model_layer_params)
+    auto weights = [&](int l) {
+        floatX* slice[NUM_LAYER_TENSORS];
+        cuda_model_layer_params(model, table, l, l + 1 < L ? l + 1 : -1, slice);
+        return layer_ptrs_of(slice);
+    };
     phase_mark(ctx, PHASE_ENCODER);
     encoder_forward(ctx, a.encoded, a.inputs, p.wte, p.wpe, B, T, C);
+    LayerPtrsOf<floatX> lp = weights(0);
     phase_mark(ctx, PHASE_LAYERNORM);
-    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, p.ln1w, p.ln1b, N, C);
+    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, N, C);
     for (int l = 0; l < L; l++) {
-        const size_t lC = (size_t)l * C;
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.qkv, nullptr, la.ln1, p.qkvw + lC * 3 * C, p.qkvb + lC * 3, N, C, 3 * C);
+        matmul_forward(ctx, la.qkv, nullptr, la.ln1, lp.qkvw, lp.qkvb, N, C, 3 * C);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
         attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, C, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, a.proj, nullptr, la.atty, p.attprojw + lC * C, p.attprojb + lC, N, C, C);
+        matmul_forward(ctx, a.proj, nullptr, la.atty, lp.attprojw, lp.attprojb, N, C, C);
         phase_mark(ctx, PHASE_LAYERNORM);
         fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a.proj,
-                                         p.ln2w + lC, p.ln2b + lC, N, C);
+                                         lp.ln2w, lp.ln2b, N, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, p.fcw + lC * 4 * C, p.fcb + lC * 4, N, C, 4 * C);
-        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, p.fcprojw + lC * 4 * C, p.fcprojb + lC, N, 4 * C, C);
+        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, lp.fcw, lp.fcb, N, C, 4 * C);
+        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, lp.fcprojw, lp.fcprojb, N, 4 * C, C);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
-        // ln1, or after the last layer lnf
+        // ln1 (with the next layer's weights: this layer's are done with), or after the last
+        // layer lnf
         phase_mark(ctx, PHASE_LAYERNORM);
         if (l + 1 < L) {
             const GPT2LayerActsX next = gpt2_cuda_layer_acts(model, l + 1);
+            lp = weights(l + 1);
             fused_residual_layernorm_forward(ctx, la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2,
-                                             a.proj, p.ln1w + lC + C, p.ln1b + lC + C, N, C);
+                                             a.proj, lp.ln1w, lp.ln1b, N, C);
         } else {
             fused_residual_layernorm_forward(ctx, la.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.residual2, a.proj,
                                              p.lnfw, p.lnfb, N, C);
@@ -419,13 +431,17 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
     layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
                        a.lnf_rstd, N, C);
+    const ParamLayout table = gpt2_cuda_layout(model);
     for (int l = L - 1; l >= 0; l--) {
-        LayerPtrsOf<floatX> lp = layer_ptrs(model->params, model->tensors, l, L);
-        LayerPtrsOf<floatX> lg = layer_ptrs(model->grads, model->tensors, l, L);
+        floatX* slice[NUM_LAYER_TENSORS];
+        cuda_model_layer_params(model, table, l, l - 1, slice);  // ZeRO 3: gathered, layer l - 1 meanwhile
+        const LayerPtrsOf<floatX> lp = layer_ptrs_of(slice);
+        LayerPtrsOf<floatX> lg;
         if (sink != nullptr) {
-            floatX* slice[NUM_LAYER_TENSORS];
             sink->layer_grads(l, slice);
             lg = layer_ptrs_of(slice);
+        } else {
+            lg = layer_ptrs(model->grads, model->tensors, l, L);
         }
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // what the forward did not keep
@@ -481,7 +497,8 @@ inline void gpt2_cuda_download_grads(const GPT2Cuda* model, float* out) {
 }
 
 // llm.c model file of the current weights: version 3 (fp32) or 5 (bf16, the params' bits).
-inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path) {
+// gathered: the whole vector on the host already (ZeRO 3), else it comes from model->params.
+inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path, const floatX* gathered = nullptr) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
     int32_t h[256] = {0};
     const GPT2Config& c = model->config;
@@ -494,7 +511,8 @@ inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path
     std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
     for (size_t done = 0; done < n; done += chunk.size()) {
         size_t k = std::min(chunk.size(), n - done);
-        CHECK_CUDA(cudaMemcpy(chunk.data(), model->params + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
+        if (gathered != nullptr) std::copy(gathered + done, gathered + done + k, chunk.begin());
+        else CHECK_CUDA(cudaMemcpy(chunk.data(), model->params + done, k * sizeof(floatX), cudaMemcpyDeviceToHost));
         out.write(chunk.data(), k * sizeof(floatX));
     }
     out.commit();
@@ -503,9 +521,11 @@ inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path
 // As checkpoint_write_model_and_state in llmc/checkpoint.h: the model file (rank 0) and this
 // rank's state file (AdamW m, v and the master weights when there are any, of the slice it
 // owns), each durable on disk. The DONE marker follows once every rank is done.
-inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, TrainState s) {
+// gathered: as gpt2_cuda_write_model's (rank 0).
+inline void gpt2_cuda_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* model, TrainState s,
+                                       const floatX* gathered = nullptr) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
-    if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step));
+    if (s.rank == 0) gpt2_cuda_write_model(model, checkpoint_path(dir, "model", step), gathered);
     cuda_model_write_state(model, dir, step, s);
 }
 

@@ -149,7 +149,14 @@ inline ParamLayout llama_layout(const ParamTensor table[LLAMA_NUM_PARAM_TENSORS]
 }
 
 // Activations kept from forward for backward, and the backward's scratch; sized for the
-// (B, T) the model was set up with.
+// (B, T) the model was set up with. Recompute (-r) keeps less and redoes it in the backward,
+// from the kept inputs with the forward's own functions, so the gradients are -r 0's bits:
+//   -r 0  every layer's buffers below
+//   -r 1  RMSNorm's outputs (rms1, rms2) and SwiGLU's (fch_swiglu) for one layer only: the
+//         backward recomputes them from the layer's kept input, residual2 and fch
+//   -r 2  only each layer's input (the residual stream: encoded, residual3) is kept; every
+//         other per-layer buffer is one layer's, and the backward runs the layer's forward
+//         again from its input before its backward
 struct LlamaActivations {
     float* encoded;      // (B,T,C)
     float* rms1;         // (L,B,T,C)
@@ -179,21 +186,24 @@ struct LlamaActivations {
 // views of the parameters and gradients, the activations and the RoPE tables.
 struct Llama : ModelBase {
     LlamaConfig config;
+    int recompute = 0;  // -r: 0, 1 or 2 (LlamaActivations)
     LlamaParams p, g;
     LlamaActivations acts;
     std::vector<float> rope_cos, rope_sin;  // (T, hs/2)
 };
 
-// The floats of each activation (in LlamaActivations' order) for micro-batches of B x T.
-// Returns their sum.
+// The floats of each activation (in LlamaActivations' order) for micro-batches of B x T at
+// recompute level r. Returns their sum.
 constexpr int LLAMA_NUM_ACTIVATIONS = sizeof(LlamaActivations) / sizeof(float*);
-inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS]) {
+inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS],
+                                     int r = 0) {
     const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
     const size_t F = cfg.ffn_hidden, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
     const size_t BT = (size_t)B * T;
-    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT * QKV, L * BT * C, L * B * NH * T * T, L * BT * C,
-                        L * BT * C, L * BT, L * BT * 2 * F, L * BT * F, L * BT * C, BT * C, BT, BT * Vp, BT,
-                        BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
+    const size_t kept = r >= 2 ? 1 : L, norm = r >= 1 ? 1 : L;  // layers of the recomputed buffers
+    const size_t s[] = {BT * C, norm * BT * C, kept * BT, kept * BT * QKV, kept * BT * C, kept * B * NH * T * T,
+                        kept * BT * C, norm * BT * C, kept * BT, kept * BT * 2 * F, norm * BT * F, L * BT * C, BT * C,
+                        BT, BT * Vp, BT, BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
     static_assert(sizeof(s) / sizeof(s[0]) == LLAMA_NUM_ACTIVATIONS, "one size per activation");
     size_t total = 0;
     for (int i = 0; i < LLAMA_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
@@ -211,20 +221,24 @@ inline void llama_init(Llama* model, const LlamaConfig& cfg, bool with_params = 
     if (with_params) model->p = llama_param_ptrs(model->params, model->tensors);
 }
 
-// grads_len, opt_len: see model_base_alloc_state.
-inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX) {
+// grads_len, opt_len: see model_base_alloc_state; recompute: LlamaActivations.
+inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZE_MAX, size_t opt_len = SIZE_MAX,
+                              int recompute = 0) {
     const LlamaConfig& cfg = model->config;
+    CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
+    model->recompute = recompute;
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = llama_param_ptrs(model->grads, model->tensors);
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
-    llama_activation_sizes(cfg, B, T, sizes);
+    llama_activation_sizes(cfg, B, T, sizes, recompute);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
 }
 
 // Layer l's slices of the kept activations, and the residual stream it reads, for the
-// allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout:
-// l * B*T * 2F passes 2^31 at Llama 3.1 8B and T=4096 (test_offsets checks 8B, 70B, 405B).
+// allocated B x T (a smaller forward batch is a prefix of each slice; with recompute the
+// buffers of one layer serve every layer). size_t throughout: l * B*T * 2F passes 2^31 at
+// Llama 3.1 8B and T=4096 (test_offsets checks 8B, 70B, 405B).
 struct LlamaLayerActs {
     const float* residual;  // (B,T,C) the layer's input: encoded, or the previous layer's residual3
     float *rms1, *rms1_rstd, *qkv, *atty, *att, *residual2, *rms2, *rms2_rstd, *fch, *fch_swiglu, *residual3;
@@ -235,18 +249,19 @@ inline LlamaLayerActs llama_layer_acts(const Llama* model, int l) {
     const size_t C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
     const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
     const size_t BT = (size_t)model->B * model->T, BTC = BT * C, li = (size_t)l;
+    const size_t kept = model->recompute >= 2 ? 0 : li, norm = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActs v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
-    v.rms1 = a.rms1 + li * BTC;
-    v.rms1_rstd = a.rms1_rstd + li * BT;
-    v.qkv = a.qkv + li * BT * QKV;
-    v.atty = a.atty + li * BTC;
-    v.att = a.att + li * BT * NH * model->T;
-    v.residual2 = a.residual2 + li * BTC;
-    v.rms2 = a.rms2 + li * BTC;
-    v.rms2_rstd = a.rms2_rstd + li * BT;
-    v.fch = a.fch + li * BT * 2 * F;
-    v.fch_swiglu = a.fch_swiglu + li * BT * F;
+    v.rms1 = a.rms1 + norm * BTC;
+    v.rms1_rstd = a.rms1_rstd + kept * BT;
+    v.qkv = a.qkv + kept * BT * QKV;
+    v.atty = a.atty + kept * BTC;
+    v.att = a.att + kept * BT * NH * model->T;
+    v.residual2 = a.residual2 + kept * BTC;
+    v.rms2 = a.rms2 + norm * BTC;
+    v.rms2_rstd = a.rms2_rstd + kept * BT;
+    v.fch = a.fch + kept * BT * 2 * F;
+    v.fch_swiglu = a.fch_swiglu + norm * BT * F;
     v.residual3 = a.residual3 + li * BTC;
     return v;
 }
@@ -285,14 +300,43 @@ inline void llama_init_random(Llama* model, uint32_t seed) {
 }
 
 // ---------------------------------------------------------------------------------------
+// One layer's forward, B x T positions: lp its weights (rms1w, qkvw, attprojw, rms2w, fcw,
+// fcprojw), la its activations. The backward at -r 2 runs it again, so it is the one place
+// a layer's forward is written.
+inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayerActs& la, int B, int T) {
+    const LlamaConfig& cfg = model->config;
+    const int C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads, F = cfg.ffn_hidden, hs = C / NH;
+    const int QKV = (NH + 2 * NKV) * hs, N = B * T;
+    float* proj = model->acts.proj;
+    auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
+    phase(PHASE_LAYERNORM);
+    rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
+    phase(PHASE_MATMUL);
+    matmul_forward(la.qkv, la.rms1, lp[1], nullptr, B, T, C, QKV);
+    phase(PHASE_ATTENTION_FWD);
+    rope_forward(la.qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
+    attention_forward_gqa(la.atty, la.att, la.qkv, B, T, NH, NKV, hs);
+    phase(PHASE_MATMUL);
+    matmul_forward(proj, la.atty, lp[2], nullptr, B, T, C, C);
+    phase(PHASE_LAYERNORM);
+    residual_forward(la.residual2, la.residual, proj, (size_t)N * C);
+    rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
+    phase(PHASE_MATMUL);
+    matmul_forward(la.fch, la.rms2, lp[4], nullptr, B, T, C, 2 * F);
+    phase(PHASE_GELU);
+    swiglu_forward(la.fch_swiglu, la.fch, N, F);
+    phase(PHASE_MATMUL);
+    matmul_forward(proj, la.fch_swiglu, lp[5], nullptr, B, T, F, C);
+    phase(PHASE_LAYERNORM);
+    residual_forward(la.residual3, la.residual2, proj, (size_t)N * C);
+}
+
 // Forward: inputs (B,T) token ids; targets (B,T) or nullptr (then no loss). B and T may be
 // smaller than allocated.
 inline void llama_forward(Llama* model, const int* inputs, const int* targets, int B, int T) {
     const LlamaConfig& cfg = model->config;
     CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
-    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
-    const int QKV = (NH + 2 * NKV) * hs;
+    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     for (int i = 0; i < B * T; i++)
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const LlamaParams& p = model->p;
@@ -306,27 +350,7 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
         float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
         model_layer_params(model, l, l + 1 < L ? l + 1 : -1, lp);
-        const LlamaLayerActs la = llama_layer_acts(model, l);
-        phase(PHASE_LAYERNORM);
-        rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
-        phase(PHASE_MATMUL);
-        matmul_forward(la.qkv, la.rms1, lp[1], nullptr, B, T, C, QKV);
-        phase(PHASE_ATTENTION_FWD);
-        rope_forward(la.qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
-        attention_forward_gqa(la.atty, la.att, la.qkv, B, T, NH, NKV, hs);
-        phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.atty, lp[2], nullptr, B, T, C, C);
-        phase(PHASE_LAYERNORM);
-        residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
-        rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
-        phase(PHASE_MATMUL);
-        matmul_forward(la.fch, la.rms2, lp[4], nullptr, B, T, C, 2 * F);
-        phase(PHASE_GELU);
-        swiglu_forward(la.fch_swiglu, la.fch, N, F);
-        phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.fch_swiglu, lp[5], nullptr, B, T, F, C);
-        phase(PHASE_LAYERNORM);
-        residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
+        llama_layer_forward(model, lp, llama_layer_acts(model, l), B, T);
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, N, C, cfg.norm_eps);
     phase(PHASE_CLASSIFIER_MATMUL);
@@ -378,6 +402,15 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         if (sink != nullptr) sink->layer_grads(l, lg);
         else layer_slices(model->grads, layout, l, lg);
         const LlamaLayerActs la = llama_layer_acts(model, l);
+        if (model->recompute >= 2) {
+            llama_layer_forward(model, lp, la, B, T);  // everything but its input, again
+        } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
+            phase(PHASE_LAYERNORM);
+            rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
+            rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
+            phase(PHASE_GELU);
+            swiglu_forward(la.fch_swiglu, la.fch, N, F);
+        }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_swiglu, 0, BT * F * sizeof(float));

@@ -16,8 +16,12 @@
 // vocabulary, Vp padded vocabulary. N = B*T positions.
 //
 // Memory, allocated once as GPT-2's (gpt2_cuda.cuh explains params, grads, m, v, master and
-// the ZeRO layout), laid out by llama_param_table; the activations below, all kept (no
-// recompute). Grouped-query attention goes through the multi-head attention kernels
+// the ZeRO layout), laid out by llama_param_table; the activations below. Recompute (-r), as
+// the CPU's llmc/llama3.h: -r 1 keeps RMSNorm's outputs (rms1, rms2) and SwiGLU's for one
+// layer and the backward recomputes them from the kept inputs; -r 2 keeps only each layer's
+// input (encoded, residual3) and the backward runs the layer's forward again
+// (llama_cuda_layer_forward) before its backward. The same kernels on the same inputs: the
+// gradients are -r 0's bits (test_llama_debug.cu checks). Grouped-query attention goes through the multi-head attention kernels
 // (llmc/cuda/gqa.cuh): with NKV < NH the key/value heads are repeated into one (N,3C) buffer
 // before the attention, rebuilt from the kept qkv in the backward, and the repeats'
 // gradients are summed back; with NKV == NH qkv is already the multi-head layout.
@@ -97,6 +101,7 @@ struct LlamaActivationsX {
 // The buffers and host side every family has (model_cuda.cuh: CudaModelState), and Llama's own.
 struct LlamaCuda : CudaModelState {
     LlamaConfig config;
+    int recompute = 0;  // -r: 0, 1 or 2 (above)
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
@@ -127,30 +132,32 @@ inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NU
 // Takes the configuration and the weights of a host Llama (llama_init + llama_init_random, or
 // a model file) and uploads them (master weights and z as gpt2_cuda_init's).
 inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
-                            const ZeroLayout& z) {
+                            const ZeroLayout& z, const float* host_shard = nullptr) {
     model->config = host->config;
     model->num_parameters = llama_param_table(host->config, model->tensors);
-    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z);
-    model->p = llama_ptrs_x(model->params, model->tensors);
+    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z,
+                           llama_layout(model->tensors, host->config.num_layers), host_shard);
+    if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);
 }
 
 enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
 
-// The activation plan for micro-batch B x T: one row per buffer, in LlamaActivationsX order,
-// each pointing at its field of *a.
-inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, LlamaActivationsX* a,
+// The activation plan for micro-batch B x T at recompute level r: one row per buffer, in
+// LlamaActivationsX order, each pointing at its field of *a.
+inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int r, LlamaActivationsX* a,
                                        CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS]) {
+    const size_t Lk = r >= 2 ? 1 : cfg.num_layers, Ln = r >= 1 ? 1 : cfg.num_layers;  // kept / norms' layers
     const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
     const size_t F2 = 2 * (size_t)cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * hs;
     const size_t N = (size_t)B * T, mha = cfg.num_kv_heads < cfg.num_heads ? N * 3 * C : 0;
     const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
-        {(void**)&a->encoded, N * C, X},         {(void**)&a->rms1, L * N * C, X},
-        {(void**)&a->rms1_rstd, L * N, FL},      {(void**)&a->qkv, L * N * QKV, X},
-        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, L * N * C, X},
-        {(void**)&a->att_lse, L * B * NH * T, FL}, {(void**)&a->residual2, L * N * C, X},
-        {(void**)&a->rms2, L * N * C, X},        {(void**)&a->rms2_rstd, L * N, FL},
-        {(void**)&a->fch, L * N * F2, X},        {(void**)&a->fch_swiglu, L * N * F2 / 2, X},
+        {(void**)&a->encoded, N * C, X},         {(void**)&a->rms1, Ln * N * C, X},
+        {(void**)&a->rms1_rstd, Lk * N, FL},     {(void**)&a->qkv, Lk * N * QKV, X},
+        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, Lk * N * C, X},
+        {(void**)&a->att_lse, Lk * B * NH * T, FL}, {(void**)&a->residual2, Lk * N * C, X},
+        {(void**)&a->rms2, Ln * N * C, X},       {(void**)&a->rms2_rstd, Lk * N, FL},
+        {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ln * N * F2 / 2, X},
         {(void**)&a->residual3, L * N * C, X},   {(void**)&a->rmsf, N * C, X},
         {(void**)&a->rmsf_rstd, N, FL},          {(void**)&a->logits, N * Vp, X},
         {(void**)&a->losses, N, FL},             {(void**)&a->dres, N * C, X},
@@ -165,22 +172,24 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, Lla
 }
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
-inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T) {
+inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute) {
     LlamaActivationsX a;
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    llama_cuda_activation_plan(cfg, B, T, &a, slots);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
     return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
 }
 
-// Gradients, AdamW state and activations for micro-batch B x T.
-inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
+// Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
+inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute = 0) {
     const LlamaConfig& cfg = model->config;
+    CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
+    model->recompute = recompute;
     cuda_model_alloc_grads(model, B, T);
-    model->g = llama_ptrs_x(model->grads, model->tensors);
+    if (model->grads != nullptr) model->g = llama_ptrs_x(model->grads, model->tensors);
 
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
     LlamaActivationsX& a = model->acts;
-    llama_cuda_activation_plan(cfg, B, T, &a, slots);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
     model->acts_memory = cuda_carve_slots(slots, LLAMA_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
     const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
     // RoPE's angles from the CPU's table, so that both sides turn by the same floats
@@ -195,7 +204,8 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T) {
 }
 
 // Layer l's slices of the kept activations, and the residual stream it reads, for the
-// allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout: the
+// allocated B x T (a smaller forward batch is a prefix of each slice; with recompute the
+// buffers of one layer serve every layer). size_t throughout: the
 // backward's l * N * 2F in int wrapped on an H200 at L=24, N=8192, F=16384 (and does at Llama
 // 3.1 8B from T=4096); test_offsets checks 8B, 70B and 405B at T=8192.
 struct LlamaLayerActsX {
@@ -208,19 +218,20 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     const LlamaActivationsX& a = model->acts;
     const size_t N = (size_t)model->B * model->T, C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
     const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH), NC = N * C, li = (size_t)l;
+    const size_t lk = model->recompute >= 2 ? 0 : li, ln = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
-    v.rms1 = a.rms1 + li * NC;
-    v.qkv = a.qkv + li * N * QKV;
-    v.atty = a.atty + li * NC;
-    v.residual2 = a.residual2 + li * NC;
-    v.rms2 = a.rms2 + li * NC;
-    v.fch = a.fch + li * N * 2 * F;
-    v.fch_swiglu = a.fch_swiglu + li * N * F;
+    v.rms1 = a.rms1 + ln * NC;
+    v.qkv = a.qkv + lk * N * QKV;
+    v.atty = a.atty + lk * NC;
+    v.residual2 = a.residual2 + lk * NC;
+    v.rms2 = a.rms2 + ln * NC;
+    v.fch = a.fch + lk * N * 2 * F;
+    v.fch_swiglu = a.fch_swiglu + ln * N * F;
     v.residual3 = a.residual3 + li * NC;
-    v.rms1_rstd = a.rms1_rstd + li * N;
-    v.rms2_rstd = a.rms2_rstd + li * N;
-    v.att_lse = a.att_lse + li * N * NH;
+    v.rms1_rstd = a.rms1_rstd + lk * N;
+    v.rms2_rstd = a.rms2_rstd + lk * N;
+    v.att_lse = a.att_lse + lk * N * NH;
     return v;
 }
 
@@ -237,6 +248,41 @@ inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const flo
 }
 
 // ---------------------------------------------------------------------------------------
+// One layer's forward over N = B x T positions: lp its weights, la its activations. The
+// backward at -r 2 runs it again, so it is the one place a layer's forward is written.
+inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, const LlamaLayerActsX& la, int B, int T) {
+    const LlamaConfig& cfg = model->config;
+    const CudaContext& ctx = *model->ctx;
+    const int N = B * T, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads, F = cfg.ffn_hidden;
+    const int hs = C / NH, QKV = (NH + 2 * NKV) * hs;
+    const float eps = cfg.norm_eps;
+    LlamaActivationsX& a = model->acts;
+    // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
+    phase_mark(ctx, PHASE_LAYERNORM);
+    rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, eps);
+    phase_mark(ctx, PHASE_MATMUL);
+    matmul_forward(ctx, la.qkv, nullptr, la.rms1, lp.qkvw, nullptr, N, C, QKV);
+    phase_mark(ctx, PHASE_ATTENTION_FWD);
+    rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
+    const floatX* mha = la.qkv;
+    if (NKV < NH) {
+        gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
+        mha = a.qkv_mha;
+    }
+    attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, C, NH);
+    phase_mark(ctx, PHASE_MATMUL);
+    llama_matmul_residual(ctx, la.residual2, la.residual, la.atty, lp.attprojw, N, C, C);
+    // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
+    phase_mark(ctx, PHASE_LAYERNORM);
+    rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, eps);
+    phase_mark(ctx, PHASE_MATMUL);
+    matmul_forward(ctx, la.fch, nullptr, la.rms2, lp.fcw, nullptr, N, C, 2 * F);
+    phase_mark(ctx, PHASE_GELU);
+    swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
+    phase_mark(ctx, PHASE_MATMUL);
+    llama_matmul_residual(ctx, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
+}
+
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
 // smaller than allocated. dloss > 0 means a backward follows: the classifier then also writes
 // dlogits (scaled by dloss) over the logits, and the batch must be the full allocated B x T.
@@ -248,9 +294,7 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     cuda_model_check_batch(model, inputs, targets, B, T, dloss, cfg.vocab_size);
     cuda_model_upload_batch(model, inputs, targets, N);
 
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
-    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
-    const int QKV = (NH + 2 * NKV) * hs;
+    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
@@ -258,33 +302,8 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C);
     for (int l = 0; l < L; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
-        layer_slices(model->params, layout, l, slices);
-        const LlamaLayerX lp = llama_layer_x(slices);
-        const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
-        // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
-        phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, eps);
-        phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.qkv, nullptr, la.rms1, lp.qkvw, nullptr, N, C, QKV);
-        phase_mark(ctx, PHASE_ATTENTION_FWD);
-        rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
-        const floatX* mha = la.qkv;
-        if (NKV < NH) {
-            gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
-            mha = a.qkv_mha;
-        }
-        attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, C, NH);
-        phase_mark(ctx, PHASE_MATMUL);
-        llama_matmul_residual(ctx, la.residual2, la.residual, la.atty, lp.attprojw, N, C, C);
-        // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
-        phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, eps);
-        phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.fch, nullptr, la.rms2, lp.fcw, nullptr, N, C, 2 * F);
-        phase_mark(ctx, PHASE_GELU);
-        swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
-        phase_mark(ctx, PHASE_MATMUL);
-        llama_matmul_residual(ctx, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
+        cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
+        llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
     phase_mark(ctx, PHASE_LAYERNORM);
     rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw, N, C, eps);
@@ -334,12 +353,21 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
         floatX* slices[MAX_PARAM_TENSORS];
-        layer_slices(model->params, layout, l, slices);
+        cuda_model_layer_params(model, layout, l, l - 1, slices);  // ZeRO 3: gathered, layer l - 1 meanwhile
         const LlamaLayerX lp = llama_layer_x(slices);
         if (sink != nullptr) sink->layer_grads(l, slices);
         else layer_slices(model->grads, layout, l, slices);
         const LlamaLayerX lg = llama_layer_x(slices);
         const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
+        if (model->recompute >= 2) {
+            llama_cuda_layer_forward(model, lp, la, B, T);  // everything but its input, again
+        } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
+            phase_mark(ctx, PHASE_LAYERNORM);
+            rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, cfg.norm_eps);
+            rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, cfg.norm_eps);
+            phase_mark(ctx, PHASE_GELU);
+            swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
+        }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, a.dres, la.fch_swiglu, lp.fcprojw, N, F, C, false);
@@ -385,12 +413,16 @@ inline void llama_cuda_update(LlamaCuda* model, float lr, float beta1, float bet
 }
 
 // As gpt2_cuda_checkpoint_write: the model file (rank 0; an fp32 Llama model file, llmc/checkpoint.h,
-// which holds bf16 weights exactly) and this rank's state file, each durable on disk.
-inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s) {
+// which holds bf16 weights exactly) and this rank's state file, each durable on disk. gathered:
+// the whole vector on the host already (ZeRO 3), else it comes from model->params.
+inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s,
+                                        const floatX* gathered = nullptr) {
     if (s.rank == 0) {
         Llama host;
         llama_init(&host, model->config);
-        cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
+        if (gathered != nullptr)
+            for (size_t i = 0; i < model->num_parameters; i++) host.params[i] = to_float(gathered[i]);
+        else cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
         model_write_checkpoint(&host, checkpoint_path(dir, "model", step));
         llama_free(&host);
     }

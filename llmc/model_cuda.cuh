@@ -3,7 +3,7 @@
 // and download, the activation plan, the loss readback, the gradient norm and AdamW over the table.
 // defines: CudaModelState, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot,
 //          cuda_slots_bytes, cuda_carve_slots,
-//          cuda_model_init_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
+//          cuda_model_init_params, cuda_model_layer_params, cuda_model_opt_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
 //          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
 //          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
 //          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_load_state,
@@ -110,15 +110,20 @@ inline const char* cuda_shape_problem(int C, int Vp, int hs) {
 struct CudaModelState {
     const CudaContext* ctx = nullptr;  // the stream, cuBLASLt handle and workspace every launch uses
     size_t num_parameters = 0;
-    floatX* params = nullptr;          // one allocation laid out by the family's table
+    floatX* params = nullptr;          // one allocation laid out by the family's table (ZeRO 3:
+                                       // the front rows, then the tail rows; no layer rows)
+    size_t params_len = 0;             // values in params
+    floatX* param_shard = nullptr;     // ZeRO 3: this rank's slice of the parameters (z.shard), what AdamW updates
+    size_t param_slots_len = 0;        // ZeRO 3: values in the two layer slots the layers are gathered into
+    ParamSourceOf<floatX>* param_source = nullptr;  // ZeRO 3: where the layers come from (grad_sync_gpu.cuh)
     floatX* grads = nullptr;           // the same layout; micro-steps accumulate into it (+=)
     float* m = nullptr;                // AdamW moments of the values this rank updates
     float* v = nullptr;
     float* master = nullptr;           // bf16 build with master weights (-w 1) only
     ZeroLayout z;                      // this rank's part (llmc/zero.h): params and grads are
                                        // z.padded long; m, v and master cover [opt_begin, opt_end)
-    floatX* grad_shard = nullptr;      // ZeRO 2: the owned slice's gradient, summed over micro-steps
-    size_t grads_len = 0;              // values in grads: z.padded (less at ZeRO 2 with bucket slots)
+    floatX* grad_shard = nullptr;      // ZeRO 2, 3: the owned slice's gradient, summed over micro-steps
+    size_t grads_len = 0;              // values in grads: z.padded (less at ZeRO 2, 3 with bucket slots)
     size_t grad_slots_len = 0;         // values in the layer bucket slots held beside grads
                                        // (several ranks: llmc/cuda/grad_sync_gpu.cuh)
     void* acts_memory = nullptr;       // the activations' one allocation (cuda_carve_slots)
@@ -140,41 +145,69 @@ struct CudaModelState {
 // rounded to bf16 to nearest in the bf16 build, and with master_weights (bf16 build) an fp32
 // master copy of the values this rank updates. The family has filled in model->config, tensors
 // and num_parameters; problem is what its kernels find wrong with the shape (nullptr: nothing).
+// ZeRO 3 (table: the family's layout): the host model holds the front rows then the tail rows
+// and host_shard this rank's slice (train_load_model_zero3), and so will the device: params
+// the front and tail rows, param_shard the slice; the layers are gathered as they run.
 template <typename M>
 inline void cuda_model_init_params(M* model, const CudaContext* ctx, const char* problem, const ModelBase* host,
-                                   bool master_weights, const ZeroLayout& z) {
+                                   bool master_weights, const ZeroLayout& z, const ParamLayout& table,
+                                   const float* host_shard = nullptr) {
     if (problem != nullptr) fail("model config: %s", problem);
     model->ctx = ctx;
     const size_t n = model->num_parameters;
     CHECK(n == host->num_parameters, "%zu vs %zu", n, host->num_parameters);
     CHECK(z.n == n, "layout for %zu parameters, model has %zu", z.n, n);
-    const float* host_params = host->params;
+    CHECK((z.stage == 3) == (host_shard != nullptr), "ZeRO %d with%s a host shard", z.stage, host_shard ? "" : "out");
     model->z = z;
-    model->params = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "parameters");
-    CHECK_CUDA(cudaMemset(model->params, 0, z.padded * sizeof(floatX)));  // the padding stays zero
-    cuda_upload_params(model->params, host_params, n);
+    model->params_len = z.stage == 3 ? table.front_len() + (n - table.tail_begin()) : z.padded;
+    model->params = (floatX*)cuda_malloc_or_fail(model->params_len * sizeof(floatX), "parameters");
+    CHECK_CUDA(cudaMemset(model->params, 0, model->params_len * sizeof(floatX)));  // the padding stays zero
+    cuda_upload_params(model->params, host->params, z.stage == 3 ? model->params_len : n);
+    const float* opt_values = host->params + z.opt_begin;  // the host's values of [opt_begin, opt_end)
+    if (z.stage == 3) {
+        model->param_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "parameter shard");
+        CHECK_CUDA(cudaMemset(model->param_shard, 0, z.shard * sizeof(floatX)));
+        cuda_upload_params(model->param_shard, host_shard, z.own_end - z.own_begin);
+        opt_values = host_shard;
+    }
     bool bf16 = sizeof(floatX) == 2;
     if (bf16 && master_weights) {
         model->master = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "master weights");
-        CHECK_CUDA(cudaMemcpy(model->master, host_params + z.opt_begin, z.opt_count() * sizeof(float),
-                              cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(model->master, opt_values, z.opt_count() * sizeof(float), cudaMemcpyHostToDevice));
     }
 }
 
-// The gradients (z.padded), AdamW's m and v (the values this rank updates), ZeRO 2's gradient
-// shard, all zeroed, for micro-batches of B x T.
+// Layer l's parameters as the forward or backward reads them: from the parameter buffer, or at
+// ZeRO 3 from the model's ParamSource (llmc/model.h), which gathers them and next meanwhile.
+template <typename M>
+inline void cuda_model_layer_params(M* model, const ParamLayout& table, int l, int next, floatX** slices) {
+    if (model->param_source != nullptr) return model->param_source->layer_params(l, next, slices);
+    layer_slices(model->params, table, l, slices);
+}
+
+// The values AdamW updates (parameter opt_begin + i): ZeRO 3's slice, else the parameter buffer's.
+template <typename M>
+inline floatX* cuda_model_opt_params(M* model) {
+    return model->param_shard != nullptr ? model->param_shard : model->params + model->z.opt_begin;
+}
+
+// The gradients (z.padded; ZeRO 2 and 3: none here, gpu_grad_sync_init makes the front and
+// tail rows' beside its bucket slots), AdamW's m and v (the values this rank updates), ZeRO 2
+// and 3's gradient shard, all zeroed, for micro-batches of B x T.
 template <typename M>
 inline void cuda_model_alloc_grads(M* model, int B, int T) {
     CHECK(B >= 1 && T >= 1 && T <= model->config.max_seq_len, "B=%d T=%d maxT=%d", B, T, model->config.max_seq_len);
     const ZeroLayout& z = model->z;
-    model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
-    model->grads_len = z.padded;
+    model->grads_len = z.stage >= 2 ? 0 : z.padded;
+    if (model->grads_len > 0) {
+        model->grads = (floatX*)cuda_malloc_or_fail(z.padded * sizeof(floatX), "gradients");
+        CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
+    }
     model->m = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW m");
     model->v = (float*)cuda_malloc_or_fail(z.opt_count() * sizeof(float), "AdamW v");
-    CHECK_CUDA(cudaMemset(model->grads, 0, z.padded * sizeof(floatX)));
     CHECK_CUDA(cudaMemset(model->m, 0, z.opt_count() * sizeof(float)));
     CHECK_CUDA(cudaMemset(model->v, 0, z.opt_count() * sizeof(float)));
-    if (z.stage == 2) {  // several ranks (or one through the NCCL test hook)
+    if (z.stage >= 2) {  // several ranks (or one through the NCCL test hook)
         model->grad_shard = (floatX*)cuda_malloc_or_fail(z.shard * sizeof(floatX), "gradient shard");
         CHECK_CUDA(cudaMemset(model->grad_shard, 0, z.shard * sizeof(floatX)));
     }
@@ -314,12 +347,13 @@ inline void cuda_model_update(M* model, float lr, float beta1, float beta2, floa
     const ZeroLayout& z = model->z;
     const int count = (int)std::size(model->tensors);
     floatX* g = cuda_model_opt_grads(model);
+    floatX* p = cuda_model_opt_params(model);
     phase_mark(*model->ctx, PHASE_OPTIMIZER);
     for (const ZeroSegment& seg : zero_segments(model->tensors, count, z.opt_begin, z.opt_end)) {
         const ParamTensor& pt = model->tensors[seg.tensor];
         size_t o = seg.begin - z.opt_begin;
         uint32_t seed = hash32((uint32_t)t * 0x9E3779B9u ^ hash32((uint32_t)seg.tensor + 1));
-        adamw_update(*model->ctx, model->params + seg.begin, model->master ? model->master + o : nullptr, g + o,
+        adamw_update(*model->ctx, p + o, model->master ? model->master + o : nullptr, g + o,
                      model->m + o, model->v + o, seg.end - seg.begin, lr, beta1, beta2, eps,
                      pt.decays ? weight_decay : 0.0f, grad_scale, t, seed, seg.begin - pt.offset);
     }
@@ -377,9 +411,7 @@ inline void cuda_model_load_state(M* model, const std::string& dir, int step, Tr
         if (!has_master) {
             printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n",
                    step);
-            std::vector<float> all(z.n);
-            cuda_download_floatx(*model->ctx, model->params, z.n, all.data());
-            std::copy(all.begin() + z.opt_begin, all.begin() + z.opt_end, master.begin());
+            cuda_download_floatx(*model->ctx, cuda_model_opt_params(model), k, master.data());
         }
         CHECK_CUDA(cudaMemcpy(model->master, master.data(), k * sizeof(float), cudaMemcpyHostToDevice));
     }
@@ -391,7 +423,8 @@ template <typename M>
 inline void cuda_model_print_memory(const M* model, int recompute) {
     const double MiB = 1048576.0;
     const ZeroLayout& z = model->z;
-    double params = z.padded * sizeof(floatX) / MiB;
+    double params =
+        (model->params_len + model->param_slots_len + (model->param_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
     double grads =
         (model->grads_len + model->grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
     double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
@@ -409,7 +442,7 @@ inline void cuda_model_free_buffers(M* model) {
     CHECK_CUDA(cudaDeviceSynchronize());
     if (model->B > 0) cuda_model_free_io(model);
     void* bufs[] = {model->params, model->grads, model->m, model->v, model->master, model->acts_memory,
-                    model->norm_device, model->grad_shard};
+                    model->norm_device, model->grad_shard, model->param_shard};
     for (void* b : bufs)
         if (b != nullptr) CHECK_CUDA(cudaFree(b));
 }

@@ -4,7 +4,8 @@
 // loaders, the plan's shared lines, the resume-state checks, and small helpers (clock,
 // directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, train_check_flags,
-//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_model_ranges, TrainData, train_data_init,
+//          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_model_ranges,
+//          train_load_model_zero3, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
@@ -144,6 +145,24 @@ inline ModelBase* train_load_model_ranges(const TrainConfig& cfg, int resume_ste
     }
     if (cfg.T > model->max_seq_len)
         fail("flag -t: %d exceeds the model's maximum sequence length %d", cfg.T, model->max_seq_len);
+    return model;
+}
+
+// ZeRO 3: the model's table, its front and tail rows in its (fp32) parameter buffer, one after
+// the other, and this rank's slice of the vector in *shard (z.shard floats, zero padded), as
+// llmc/grad_sync.h and llmc/cuda/grad_sync_gpu.cuh keep them; the rest is never held here, not
+// even while loading.
+inline ModelBase* train_load_model_zero3(const TrainConfig& cfg, int resume_step, const ModelConfig& mc,
+                                         const ZeroLayout& z, float** shard) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout t;
+    const size_t n = model_config_table(mc, table, &t), front = t.front_len(), tail = t.tail_begin();
+    float* rest = xcalloc_floats(front + (n - tail));
+    *shard = xcalloc_floats(z.shard);
+    const size_t begin[3] = {0, tail, z.own_begin}, end[3] = {front, n, z.own_end};
+    float* const dst[3] = {rest, rest + front, *shard};
+    ModelBase* model = train_load_model_ranges(cfg, resume_step, 3, begin, end, dst);
+    model->params = rest;
     return model;
 }
 

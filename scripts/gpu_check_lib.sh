@@ -109,7 +109,9 @@ find_bench_data() {
 # epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1; tiny's
 # head size 8 is not one it takes). Llama 3 (test/llama_reference.py): one key/value head
 # (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama 3.1's RoPE
-# scaling (scaled); fp32, bf16, bf16 -ak 1. Small programs, so they run side by side.
+# scaling (scaled); fp32, bf16, bf16 -ak 1; and recompute, -r 1 (RMSNorm, SwiGLU) and -r 2 (the
+# whole layer), which must also give -r 0's gradients bit for bit. Small programs, so they run
+# side by side.
 pytorch_jobs() {
     local prec cfgs cfg levels r run
     for prec in fp32 bf16; do
@@ -126,8 +128,9 @@ pytorch_jobs() {
     for run in "fp32 0" "bf16 0" "bf16 1"; do
         for cfg in gqa1 odd gqa2 hs128 scaled; do echo "llama ${run% *} $cfg ${run#* }"; done
     done
+    echo "llama fp32 gqa1-r1 0"; echo "llama fp32 gqa2-r2 0"; echo "llama bf16 gqa2-r2 1"
 }
-# pytorch_one gpt2 PREC CFG RECOMPUTE | llama PREC CFG ATTENTION_KERNEL
+# pytorch_one gpt2 PREC CFG RECOMPUTE | llama PREC CFG[-rR] ATTENTION_KERNEL
 pytorch_one() {
     local fam=$1 prec=$2 cfg=$3 x=$4 name bin log args f rc nok nfail
     if [ "$fam" = gpt2 ]; then
@@ -138,10 +141,12 @@ pytorch_one() {
         log="$LOGDIR/pytorch_${cfg}_r${x}_${prec}.log"
         args=("$GPU_INPUTS/pytorch/${base}_model.bin" "$GPU_INPUTS/pytorch/${base}_debug.bin" "$x" "$ak" "$ge" "$bg")
     else
-        name="pytorch llama $cfg -ak $x $prec"
+        local base=${cfg%%-*} r=0
+        case "$cfg" in *-r1) r=1 ;; *-r2) r=2 ;; esac
+        name="pytorch llama $base -ak $x -r $r $prec"
         bin=$DEBUG_DIR/test_llama_debug_$prec
         log="$LOGDIR/pytorch_llama_${cfg}_ak${x}_${prec}.log"
-        args=("$GPU_INPUTS/llama/llama_${cfg}_debug.bin" "$x")
+        args=("$GPU_INPUTS/llama/llama_${base}_debug.bin" "$x" "$r")
     fi
     if [ ! -x "$bin" ]; then record "$name" FAIL "$bin not built"; return; fi
     for f in "${args[@]}"; do

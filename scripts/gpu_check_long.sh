@@ -180,9 +180,10 @@ part_trainer() {
         # the bucketed NCCL path of ZeRO 1 and 2 (ncclReduce to the owner on the gradient stream,
         # ZeRO 2's two bucket slots and their events) over one rank: ZeRO 1 bit-identical to
         # the plain run; ZeRO 2 adds each micro-step into its slice accumulator (a different
-        # rounding than accumulating in the matmul), so within the tolerance
+        # rounding than accumulating in the matmul), so within the tolerance; ZeRO 3 (the
+        # layers gathered into two slots on the gradient stream as they run) ZeRO 2's bits
         if has_nccl "$bin"; then
-            for z in 1 2; do
+            for z in 1 2 3; do
                 d="$out/nccl1-z$z"
                 GPTRAIN_NCCL_SINGLE=1 timeout $((120 * SLOW)) "$bin" "${base[@]}" -b 4 -z $z -o "$d" > "$d.stdout" 2>&1
                 st=$?
@@ -193,6 +194,12 @@ part_trainer() {
                     else
                         record "NCCL 1 rank -z 1 $prec" FAIL "rc=$st max rel $maxrel $(tail -n 1 "$d.stdout")"
                     fi
+                elif [ $z = 3 ]; then
+                    if [ $st -eq 0 ] && cmp -s "$out/nccl1-z2/main.log" "$d/main.log"; then
+                        record "NCCL 1 rank -z 3 $prec" PASS "layers gathered as they run: -z 2's main.log"
+                    else
+                        record "NCCL 1 rank -z 3 $prec" FAIL "rc=$st, main.log is not -z 2's $(tail -n 1 "$d.stdout")"
+                    fi
                 elif [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
                     record "NCCL 1 rank -z 2 $prec" PASS "bucket slots + slice accumulator: max loss rel diff $maxrel over $count lines"
                 else
@@ -202,11 +209,11 @@ part_trainer() {
         fi
         # two ranks sharing one GPU (host-staged, under mpirun) and, where there are two GPUs
         # (the emulator has two), two ranks with a GPU each (NCCL, the bucketed reduction on its
-        # own stream), bootstrapped over sockets (-pi fs) and by MPI
+        # own stream), bootstrapped over sockets (-pi fs) and by MPI; ZeRO 3 in ZeRO 2's bits
         ngpus=2
         [ "$EMU" = 1 ] || ngpus=$(nvidia-smi -L 2> /dev/null | wc -l)
         for mode in share own own-mpi; do
-            for z in 0 1 2; do
+            for z in 0 1 2 3; do
                 name="2 ranks share GPU -z $z $prec" detail="mpirun, host-staged"
                 devices=(CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1)
                 if [ $mode != share ]; then
@@ -238,6 +245,8 @@ part_trainer() {
                 read -r maxrel count nref <<< "$(max_loss_diff "$a/main.log" "$d/main.log")"
                 if [ $mode != share ] && ! grep -q "collectives through NCCL" "$d.stdout.0"; then
                     record "$name" FAIL "rank 0 does not say it uses NCCL: $(tail -n 1 "$d.stdout.0")"
+                elif [ $z = 3 ] && ! cmp -s "$out/$mode-z2/main.log" "$d/main.log"; then
+                    record "$name" FAIL "rc=$st, main.log is not -z 2's: $(tail -n 1 "$d.stdout.0")"
                 elif [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
                     record "$name" PASS "$detail, -b 2 x 2 vs -b 4: max loss rel diff $maxrel over $count lines"
                 else

@@ -29,8 +29,11 @@
 #      a short run of each family and the debug-state programs under ASan+UBSan (its sanitizers'
 #      stand-ins), the benchmark table produced; and that it leaves at most 8 files in $OUT, as
 #      a device returns. Here too, the GPU Llama 3: the emulated trainers on an imported Llama
-#      against train_gpt_cpu, their resume, 2 ranks at ZeRO 0/1/2 against 1, and the memory
-#      plan's one-line refusal of Meta's 8B, 70B and 405B.
+#      against train_gpt_cpu, their resume, recompute (-r 1, -r 2: -r 0's bits, the planned
+#      drop of the peak device memory), 2 and 4 ranks at ZeRO 0/1/2 against 1 and at ZeRO 3 in
+#      ZeRO 2's bits, and the memory plan's one-line refusal of Meta's 8B, 70B and 405B. ZeRO 3
+#      under the race check, and with a planted missing wait for a layer's gather, which the
+#      race check must stop.
 # EMU_CHECK_PARTS overrides the gpu_check parts (default "short dev trainer faults").
 set -u
 cd "$(dirname "$0")/.."
@@ -163,6 +166,29 @@ else
             echo "FAIL Llama train_gpt_${prec}_emu resumed from step 4 differs"; tail -n 3 "$b.2.stdout"; fail=1
         fi
     done
+    # recompute (-r 1: RMSNorm and SwiGLU; -r 2: the whole layer; llmc/llama_cuda.cuh): the fp32
+    # trainer on 8 layers at T=256 trains in -r 0's bits (main.log, model file), and the peak
+    # device memory drops by what the plan's activations say, within 10% (or 2 MiB: the peak
+    # is printed in whole MiB)
+    rflags=(-e llama3:l8c256h8kv2f704v300 -i "$LLAMA_RUN/markov_train_*.bin" -j "$LLAMA_RUN/markov_val_*.bin" -b 2
+            -t 256 -x 2 -v 0 -s 0 -n 2 -f 0)
+    for r in 0 1 2; do ./train_gpt_fp32_emu "${rflags[@]}" -r $r -o "$LLAMA_RUN/r$r" > "$LLAMA_RUN/r$r.stdout" 2>&1; done
+    for r in 1 2; do
+        res=$(awk -v r=$r '
+            FNR == 1 { f++ }
+            /^memory plan:/ { match($0, /activations [0-9.]+ MiB/); a[f] = substr($0, RSTART + 12, RLENGTH - 16) }
+            /^done:/ { match($0, /peak device memory [0-9]+ MiB/); p[f] = substr($0, RSTART + 19, RLENGTH - 23) }
+            END { plan = a[1] - a[2]; got = p[1] - p[2]; tol = 0.1 * plan > 2 ? 0.1 * plan : 2
+                  d = got - plan; if (d < 0) d = -d
+                  printf "%s peak device memory %d -> %d MiB: %d less, the plan says %.1f", (plan > 0 && d <= tol) ? "ok  " : "FAIL", p[1], p[2], got, plan }' \
+            "$LLAMA_RUN/r0.stdout" "$LLAMA_RUN/r$r.stdout")
+        if cmp -s "$LLAMA_RUN/r0/main.log" "$LLAMA_RUN/r$r/main.log" &&
+               cmp -s "$LLAMA_RUN/r0/model_00000002.bin" "$LLAMA_RUN/r$r/model_00000002.bin" && [ "${res:0:4}" = "ok  " ]; then
+            echo "ok   Llama train_gpt_fp32_emu -r $r: -r 0's main.log and model file; ${res:5}"
+        else
+            echo "FAIL Llama train_gpt_fp32_emu -r $r: ${res:5}; $(tail -n 1 "$LLAMA_RUN/r$r.stdout")"; fail=1
+        fi
+    done
     # Llama on several processes (llmc/cuda/grad_sync_gpu.cuh's buckets over Llama's table) against
     # the one-process runs above (-b 4): the bucketed NCCL path over one rank (GPTRAIN_NCCL_SINGLE=1)
     # gives the same main.log at ZeRO 0 and 1, and at ZeRO 2 (the slice accumulator) the same losses
@@ -200,29 +226,65 @@ else
         fi
     done
     if command -v mpirun > /dev/null && ldd ./train_gpt_fp32_emu | grep -q libmpi; then
-        for run in "own 0 fp32 0 1e-5" "own 1 fp32 0 1e-5" "own 2 fp32 0 1e-5" "share 1 fp32 0 1e-5" \
-                   "share 2 fp32 0 1e-5" "own 2 bf16 1 1e-3" "share 1 bf16 1 1e-3"; do
-            read -r mode z prec tf32 tol <<< "$run"
-            devices=(EMU_DEVICES=2) via="through NCCL" how="2 emulated GPUs, NCCL"
+        # ZeRO 3 (the layers gathered as they run, llmc/cuda/grad_sync_gpu.cuh) on 2 and 4 ranks,
+        # fp32 and bf16, NCCL and host-staged: ZeRO 2's main.log and model file, bit for bit
+        for run in "own 0 fp32 0 1e-5 2" "own 1 fp32 0 1e-5 2" "own 2 fp32 0 1e-5 2" "share 1 fp32 0 1e-5 2" \
+                   "share 2 fp32 0 1e-5 2" "own 2 bf16 1 1e-3 2" "share 1 bf16 1 1e-3 2" "own 3 fp32 0 1e-5 2" \
+                   "share 3 fp32 0 1e-5 2" "own 3 bf16 1 1e-3 2" "own 2 fp32 0 1e-5 4" "own 3 fp32 0 1e-5 4" \
+                   "own 2 bf16 1 1e-3 4" "own 3 bf16 1 1e-3 4"; do
+            read -r mode z prec tf32 tol np <<< "$run"
+            devices=(EMU_DEVICES=$np) via="through NCCL" how="$np emulated GPUs, NCCL"
             if [ $mode = share ]; then
                 devices=(CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1) via="through the host" how="1 GPU, host-staged"
             fi
-            d="$LLAMA_RUN/np2_${mode}_z${z}_$prec"
+            d="$LLAMA_RUN/np${np}_${mode}_z${z}_$prec"
+            [ $np = 2 ] || d="$d-np$np"
             OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 \
-                mpirun -np 2 env "${devices[@]}" ./train_gpt_${prec}_emu "${llama_flags[@]}" -n 0 -ak 0 -f "$tf32" -b 2 \
-                -z $z -o "$d" > "$d.stdout" 2>&1
+                mpirun -np $np env "${devices[@]}" ./train_gpt_${prec}_emu "${llama_flags[@]}" -n 8 -ak 0 -f "$tf32" \
+                -b $((4 / np)) -z $z -o "$d" > "$d.stdout" 2>&1
             st=$?
-            if grep -q "^processes: 2 .*$via" "$d.stdout"; then
-                llama_check_losses "train_gpt_${prec}_emu mpirun -np 2 -b 2 -z $z ($how) vs -b 4" "$LLAMA_RUN/${prec}_ak0" \
-                    "$d" "$tol" $st
-            else
-                echo "FAIL Llama train_gpt_${prec}_emu mpirun -np 2 -z $z: rc=$st, not $via: $(tail -n 1 "$d.stdout")"
+            if ! grep -q "^processes: $np .*$via" "$d.stdout"; then
+                echo "FAIL Llama train_gpt_${prec}_emu mpirun -np $np -z $z: rc=$st, not $via: $(tail -n 1 "$d.stdout")"
                 fail=1
+            elif [ $z = 3 ]; then
+                z2=${d/_z3_/_z2_}
+                if [ $st -eq 0 ] && cmp -s "$z2/main.log" "$d/main.log" && cmp -s "$z2/model_00000008.bin" "$d/model_00000008.bin"; then
+                    echo "ok   Llama train_gpt_${prec}_emu mpirun -np $np -z 3 ($how): -z 2's main.log and model file"
+                else
+                    echo "FAIL Llama train_gpt_${prec}_emu mpirun -np $np -z 3 ($how): rc=$st, not -z 2's bits"; fail=1
+                fi
+            else
+                llama_check_losses "train_gpt_${prec}_emu mpirun -np $np -b $((4 / np)) -z $z ($how) vs -b 4" \
+                    "$LLAMA_RUN/${prec}_ak0" "$d" "$tol" $st
             fi
         done
     else
         echo "skip Llama on 2 ranks: no mpirun, or the emulated trainers were built without MPI"
     fi
+fi
+# GPT-2 at ZeRO 3 on 4 emulated GPUs (NCCL), fp32 and bf16, 2 micro-steps a step, a checkpoint
+# at the end: ZeRO 2's main.log and model file, bit for bit (2 ranks: gpu_check.sh's trainer part)
+if command -v mpirun > /dev/null && ldd ./train_gpt_fp32_emu | grep -q libmpi; then
+    R=$INPUTS/resume
+    for prec in fp32 bf16; do
+        for z in 2 3; do
+            d="$OUT/gpt2_np4_z${z}_$prec"
+            rm -rf "$d"
+            OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 \
+                mpirun -np 4 env EMU_DEVICES=4 ./train_gpt_${prec}_emu -e "$R/model.bin" -i "$R/markov_train_*.bin" \
+                -j "$R/markov_val_*.bin" -b 1 -t 32 -d 256 -x 4 -v 2 -m 1 -s 0 -n 4 -f 0 -ak 0 -z $z -o "$d" \
+                > "$d.stdout" 2>&1 || echo "FAIL GPT-2 train_gpt_${prec}_emu mpirun -np 4 -z $z: $(tail -n 1 "$d.stdout")"
+        done
+        a="$OUT/gpt2_np4_z2_$prec" b="$OUT/gpt2_np4_z3_$prec"
+        if cmp -s "$a/main.log" "$b/main.log" && cmp -s "$a/model_00000004.bin" "$b/model_00000004.bin" &&
+               grep -q "^parameter gathers (ZeRO 3): " "$b.stdout"; then
+            echo "ok   GPT-2 train_gpt_${prec}_emu mpirun -np 4 -z 3 (NCCL): -z 2's main.log and model file; $(grep -o '[0-9]* layers, [0-9]* of them queued' "$b.stdout") ahead"
+        else
+            echo "FAIL GPT-2 train_gpt_${prec}_emu mpirun -np 4 -z 3: not -z 2's bits"; fail=1
+        fi
+    done
+else
+    echo "skip GPT-2 on 4 ranks: no mpirun, or the emulated trainers were built without MPI"
 fi
 # The GPU trainers' memory plan (train_gpt.cu: gpu_check_memory) refuses Meta's Llamas on the
 # emulated GPU (an H100's 79.6 GiB) with one line before anything is built (8B is 32 GB of fp32 on
@@ -260,10 +322,13 @@ for run in "llama3.1:8b 8030261248 1 0" "llama3.1:70b 70553706496 1 0" "llama3.1
 done
 # The trainers' race-check builds under EMU_RACECHECK=1: two steps with validation, a sample and
 # a checkpoint; here fp32 with the gradient reduction on a stream of its own (NCCL over one
-# rank, ZeRO 1, events between the streams); bf16 (GPT-2 with the tensor-core attention's
-# cp.async replayed as CUDA graphs, and Llama) is gpu_check.sh's train_sanitizer part below
+# rank, ZeRO 1, events between the streams), and ZeRO 3 (each layer gathered into a slot on
+# that stream while the layer before runs; events both ways); bf16 (GPT-2 with the
+# tensor-core attention's cp.async replayed as CUDA graphs, and Llama) is gpu_check.sh's
+# train_sanitizer part below. Then ZeRO 3 with a planted bug: the main stream does not wait
+# for a layer's gather (GPTRAIN_TEST_ZERO3_NO_WAIT=1); the race check must stop it.
 R=$INPUTS/resume
-for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1"; do
+for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1" "fp32 GPTRAIN_NCCL_SINGLE=1 -z 3"; do
     read -r prec nccl extra <<< "$run"
     d="$OUT/race_trainer_$prec"
     rm -rf "$d"
@@ -278,6 +343,17 @@ for run in "fp32 GPTRAIN_NCCL_SINGLE=1 -z 1"; do
         grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300; fail=1
     fi
 done
+d="$OUT/race_trainer_zero3_no_wait"
+rm -rf "$d"
+env EMU_RACECHECK=1 GPTRAIN_NCCL_SINGLE=1 GPTRAIN_TEST_ZERO3_NO_WAIT=1 timeout 600 build/emu/race/train_gpt_fp32 \
+    -e "$R/model.bin" -i "$R/markov_train_*.bin" -j "$R/markov_val_*.bin" -b 4 -t 32 -d 256 -x 2 -v 0 -s 0 -z 3 -o "$d" \
+    > "$d.stdout" 2>&1
+st=$?
+if [ $st -ne 0 ] && grep -q "race: .*stream #.*nothing orders the two" "$d.stdout"; then
+    echo "ok   -z 3 with the wait for a gather left out: stopped, $(grep -m 1 -o 'race: .*hazard between streams' "$d.stdout" | cut -c1-160)"
+else
+    echo "FAIL -z 3 with the wait for a gather left out: rc=$st, the race check did not stop it"; fail=1
+fi
 # gpu_check.sh as a device runs it: its logs in a folder of their own, $OUT an empty folder
 # that must end with at most 8 files (a device returns no more): the summary, results.tsv and
 # one archive of the logs, with the benchmark table's five rows

@@ -2,7 +2,9 @@
 // test_llama_debug.cpp does for the CPU. Reads a debug state written by test/llama_reference.py
 // (read by test/llama_debug_state.h) and checks logits, loss, every gradient tensor and
 // the losses and gradient norms of 10 AdamW steps with clipping.
-// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1]
+// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1] [recompute 0|1|2]
+// With recompute 1 or 2 (llmc/llama_cuda.cuh) the checks run at that level, and the first
+// backward's gradients must also be -r 0's bit for bit.
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
 //   fp32: the CPU model's (test/debug_checks.h): logits max error over the largest logit
@@ -71,9 +73,11 @@ static void check_sink(LlamaCuda* model, const LlamaDebug& d, const std::vector<
 }
 
 int main(int argc, char** argv) {
-    CHECK(argc == 2 || argc == 3, "usage: %s DEBUG.bin [attention kernel 0|1]", argv[0]);
-    const int attention_kernel = argc == 3 ? atoi(argv[2]) : 0;
+    CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1] [recompute 0|1|2]", argv[0]);
+    const int attention_kernel = argc >= 3 ? atoi(argv[2]) : 0;
+    const int recompute = argc == 4 ? atoi(argv[3]) : 0;
     CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
+    CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     const bool bf16 = sizeof(floatX) == 2;
     Llama host;
     LlamaDebug d;
@@ -90,13 +94,12 @@ int main(int argc, char** argv) {
         const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
         CHECK(problem == nullptr, "attention kernel 1: %s", problem);
     }
-    printf("%s on %s: config L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d scaling %g, B=%d T=%d; clip %g; -ak %d\n",
+    printf("%s on %s: config L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d scaling %g, B=%d T=%d; clip %g; -ak %d -r %d\n",
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, V, Vp,
-           c.max_seq_len, c.rope_scaling.factor, B, T, d.grad_clip, attention_kernel);
+           c.max_seq_len, c.rope_scaling.factor, B, T, d.grad_clip, attention_kernel, recompute);
     LlamaCuda model;
     llama_cuda_init(&model, &ctx, &host, true, zero_layout(n, 0, 0, 1));
-    llama_free(&host);
-    llama_cuda_alloc_state(&model, B, T);
+    llama_cuda_alloc_state(&model, B, T, recompute);
 
     // forward without a backward: the logits stay
     llama_cuda_forward(&model, d.x.data(), d.y.data(), B, T, 0.0f);
@@ -139,6 +142,20 @@ int main(int argc, char** argv) {
         debug_check_grads(model.tensors, LLAMA_NUM_PARAM_TENSORS, got.data(), d.grads.data());
     }
     check_sink(&model, d, got);
+    if (recompute > 0) {  // the same kernels on the same inputs: -r 0's bits
+        LlamaCuda keep;
+        llama_cuda_init(&keep, &ctx, &host, true, zero_layout(n, 0, 0, 1));
+        llama_cuda_alloc_state(&keep, B, T, 0);
+        llama_cuda_forward(&keep, d.x.data(), d.y.data(), B, T, 1.0f / (float)BT);
+        llama_cuda_backward(&keep);
+        std::vector<float> want(n);
+        llama_cuda_download_grads(&keep, want.data());
+        size_t differ = 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        debug_expect(differ == 0, "gradients = -r 0's bits", (double)differ, 0.0);
+        llama_cuda_free(&keep);
+    }
+    llama_free(&host);
 
     // 10 AdamW steps on the same batch, as the reference did
     llama_cuda_zero_grad(&model);

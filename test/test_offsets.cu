@@ -118,7 +118,7 @@ static void check_llama(const LlamaShape& s, u64 B, u64 T) {
         m.B = (int)B;
         m.T = (int)T;
         CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-        llama_cuda_activation_plan(cfg, (int)B, (int)T, &m.acts, slots);
+        llama_cuda_activation_plan(cfg, (int)B, (int)T, 0, &m.acts, slots);
         for (int i = 0; i < LLAMA_CUDA_NUM_ACTIVATIONS; i++) *slots[i].ptr = fake_base(i);
         const LlamaActivationsX& a = m.acts;
         auto len = [&](const void* field_value) {
