@@ -308,8 +308,8 @@ static void print_table(const PlanConfig& cfg, const std::vector<const PlanGpu*>
         printf("%s on %s: ", s.name.c_str(), s.gpu->name);
         print_floor(s);
     }
-    printf("ZeRO 3 runs on train_gpt_cpu today; the GPU trainers' -z 3 is in progress, and their Llama keeps every "
-           "activation (-r 0) so far: the rows above are plans, their times PREDICTED\n");
+    printf("ZeRO 3 and Llama's recompute run on train_gpt_cpu and, so far executed on the emulated GPU only, on the "
+           "GPU trainers: the rows above are plans, their times PREDICTED\n");
 }
 
 int main(int argc, char** argv) {

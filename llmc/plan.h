@@ -39,8 +39,7 @@ constexpr double PLAN_WORKSPACE_BYTES = 32.0 * 1048576.0;
 //   -r 1: GELU's output is recomputed from fch in the backward: fch_gelu is one layer deep
 //   -r 2: also the two LayerNorm outputs, from the kept input, mean and rstd: ln1, ln2 one layer
 //
-// Llama 3, at -r 0 as llama_cuda_activation_plan allocates them (the GPU trainer keeps every
-// Llama activation today; -r 1 and -r 2 below are plans for it):
+// Llama 3, as llama_cuda_activation_plan allocates them (test_offsets checks all three levels):
 //   per layer, L deep: rms1, rms2 (N,C); their rstd (N) fp32; qkv (N,QKV) after RoPE; atty
 //     (N,C); att_lse (B,NH,T) fp32; residual2, residual3 (N,C); fch (N,2F) [gate | up];
 //     fch_swiglu (N,F)

@@ -12,8 +12,7 @@
 // inside its buffer. Nothing is allocated: each buffer gets a made-up base address 2^44 bytes
 // from the next, never dereferenced, and a slice is judged by its distance from its base.
 // Also: the planner's activation bytes (llmc/plan.h, ./plan) equal what the GPU plans allocate,
-// at these shapes and at a small odd one (Llama at -r 0, the only level its trainer has; GPT-2
-// at -r 0, 1 and 2).
+// at these shapes and at a small odd one (Llama and GPT-2 at -r 0, 1 and 2).
 // Built for the emulated GPU (emu.mk: the GPU headers are CUDA); runs on the CPU in a second.
 // Prints each failure and a summary; exits 1 if any check failed.
 #include <cstdint>
@@ -291,8 +290,8 @@ static void check_plan_bytes(const char* desc, int B, int T) {
         return;
     }
     const bool llama = c.family == FAMILY_LLAMA3;
-    for (int recompute = 0; recompute <= (llama ? 0 : 2); recompute++) {
-        const double want = llama ? (double)llama_cuda_activation_bytes(c.llama, B, T)
+    for (int recompute = 0; recompute <= 2; recompute++) {
+        const double want = llama ? (double)llama_cuda_activation_bytes(c.llama, B, T, recompute)
                                   : (double)gpt2_cuda_activation_bytes(c.gpt2, B, T, recompute);
         const double got = plan_activation_bytes(c, B, T, recompute, sizeof(floatX));
         checks++;
