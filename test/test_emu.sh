@@ -258,6 +258,24 @@ else
                     "$LLAMA_RUN/${prec}_ak0" "$d" "$tol" $st
             fi
         done
+        # ZeRO 3 resumed: the bf16 run on 2 GPUs above, from its step-4 checkpoint, on its 2 ranks
+        # (every rank's slice and the master weights back from the state files) gives the same
+        # main.log and final model
+        a="$LLAMA_RUN/np2_own_z3_bf16" b="$LLAMA_RUN/np2_own_z3_bf16_resumed"
+        rm -rf "$b"
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 \
+            mpirun -np 2 env EMU_DEVICES=2 ./train_gpt_bf16_emu "${llama_flags[@]}" -n 4 -x 4 -ak 0 -f 1 -b 2 -z 3 -o "$b" \
+            > "$b.1.stdout" 2>&1
+        OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300 \
+            mpirun -np 2 env EMU_DEVICES=2 ./train_gpt_bf16_emu "${llama_flags[@]}" -n 4 -y 1 -ak 0 -f 1 -b 2 -z 3 -o "$b" \
+            > "$b.2.stdout" 2>&1
+        if grep -q "at step 4" "$b.2.stdout" && cmp -s "$a/main.log" "$b/main.log" &&
+               cmp -s "$a/model_00000008.bin" "$b/model_00000008.bin"; then
+            echo "ok   Llama train_gpt_bf16_emu mpirun -np 2 -z 3 resumed from step 4: same main.log and final model"
+        else
+            echo "FAIL Llama train_gpt_bf16_emu mpirun -np 2 -z 3 resumed from step 4 differs: $(tail -n 1 "$b.2.stdout")"
+            fail=1
+        fi
     else
         echo "skip Llama on 2 ranks: no mpirun, or the emulated trainers were built without MPI"
     fi
