@@ -176,9 +176,9 @@ static bool smallest_fit(const Setup& s, int zero, int recompute, Choice* best) 
 static const char* recompute_what(const Setup& s, int r) {
     const bool llama = s.model.family == FAMILY_LLAMA3;
     if (r == 0) return "every activation kept";
-    if (r == 1) return llama ? "RMSNorm and SwiGLU outputs one layer deep (planned: Llama recomputes nothing yet)"
+    if (r == 1) return llama ? "RMSNorm and SwiGLU outputs one layer deep"
                              : "GELU's output one layer deep";
-    return llama ? "the layers' inputs kept, all else one layer (planned: Llama recomputes nothing yet)"
+    return llama ? "the layers' inputs kept, all else one layer"
                  : "GELU's and the LayerNorms' outputs one layer deep";
 }
 
