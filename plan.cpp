@@ -313,11 +313,11 @@ static void print_detail(const Setup& s, const Choice& c) {
         const bool across = l.tp * l.pp > s.links.gpus_per_node;
         if (l.tp > 1)
             printf("  tensor par.  %12.4f GB   %d x %d all-reduce%s of (B,T,C) in the TP group of %d a micro-batch "
-                   "(pipeline rank %d), %.3f ms each on NVLink\n", p.tp_bytes / GB, p.accum, p.tp_collectives,
+                   "(pipeline rank %d), %.4f ms each on NVLink\n", p.tp_bytes / GB, p.accum, p.tp_collectives,
                    l.sp ? "-equivalents (all-gather + reduce-scatter)" : "s", l.tp, p.slowest, p.t_collective * ms);
         if (l.pp > 1)
             printf("  pipeline     %12.4f GB   %d x %d sends of %s bytes (B x T x C / TP, activations forward, "
-                   "gradients back) a micro-batch, %.3f ms each on %s\n", p.pp_bytes / GB, p.accum, p.pp_sends,
+                   "gradients back) a micro-batch, %.4f ms each on %s\n", p.pp_bytes / GB, p.accum, p.pp_sends,
                    with_commas(p.send_bytes).c_str(), p.t_send * ms, across ? "the GPU's NIC" : "NVLink");
         if (l.dp > 1)
             printf("  gradients    %12.4f GB   %d x %s of %.4f GB (%d buckets), %.2f ms each on the links%s\n",
@@ -377,14 +377,16 @@ static void print_detail(const Setup& s, const Choice& c) {
 // plan_layout_problem allows. *tried counts the layouts; *why says why the first refused one was.
 static bool best_layout(const Setup& s, const PlanConfig& cfg, int n, Choice* best, int* tried, std::string* why) {
     const int L = model_layers(s.model);
-    const std::vector<int> tps = cfg.tp > 0 ? std::vector<int>{cfg.tp} : std::vector<int>{1, 2, 4, 8};
+    auto given_or = [](int flag, std::vector<int> all) { return flag > 0 ? std::vector<int>{flag} : all; };
+    std::vector<int> counts;  // 1..L
+    for (int i = 1; i <= L; i++) counts.push_back(i);
     bool found = false;
     *tried = 0;
-    for (int tp : tps) {
-        for (int pp = 1; pp <= L; pp++) {
-            if (cfg.pp > 0 ? pp != cfg.pp : n % (tp * pp) != 0) continue;
-            for (int vp = 1; vp <= L; vp++) {
-                if (cfg.vp > 0 ? vp != cfg.vp : vp > 1 && (pp == 1 || pp * vp > L)) continue;
+    for (int tp : given_or(cfg.tp, {1, 2, 4, 8})) {
+        for (int pp : given_or(cfg.pp, counts)) {
+            if (cfg.pp < 0 && n % (tp * pp) != 0) continue;
+            for (int vp : given_or(cfg.vp, counts)) {
+                if (cfg.vp < 0 && vp > 1 && (pp == 1 || pp * vp > L)) continue;
                 for (int sp = 0; sp <= 1; sp++) {
                     if (cfg.sp >= 0 ? sp != cfg.sp : sp == 1 && tp == 1) continue;
                     const PlanLayout lay = make_layout(n, tp, pp, vp, sp == 1);
