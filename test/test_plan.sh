@@ -6,7 +6,13 @@
 # five configurations, part by part, the bytes each GPU sends per step, and one compute time,
 # within 0.1%; then what the search must find (70B needs at least as many H100s as H200s, the
 # count below the smallest does not fit, 405B fits on 8 H100s at no ZeRO stage), the table,
-# and the bad-flag errors. Exits 0 when every check passes, 1 otherwise.
+# and the bad-flag errors. Then tensor and pipeline parallelism, which the trainers do not have
+# yet (a PLAN): four layouts worked out by hand (Megatron's split of each tensor, the stages'
+# layers, the micro-batches 1F1B and interleaved 1F1B keep in flight as Megatron-LM's schedules
+# count their warm-up): every pipeline rank's memory and the heaviest's part by part, the sends
+# between stages, the TP all-reduces, the bubble (p-1)/(v m + p-1), the slowest stage's compute;
+# the layout table (the best found no slower than MLPerf's layout, which the search includes);
+# the bad layouts. Exits 0 when every check passes, 1 otherwise.
 set -u
 cd "$(dirname "$0")/.."
 source test/lib.sh
@@ -41,8 +47,8 @@ def r256(nbytes):  # the trainers carve each buffer on 256 bytes (model_cuda.cuh
     return -(-nbytes // 256) * 256
 
 # --- the models, from the published shapes -------------------------------------------------
-def llama(L, C, NH, F):
-    V = 128256; Vp = -(-V // 128) * 128; NKV = 8; hs = C // NH; QKV = (NH + 2 * NKV) * hs
+def llama(L, C, NH, F, NKV=8):
+    V = 128256; Vp = -(-V // 128) * 128; hs = C // NH; QKV = (NH + 2 * NKV) * hs
     layer = C + QKV * C + C * C + C + 2 * F * C + F * C  # rms1w qkvw attprojw rms2w fcw fcprojw
     front, tail = Vp * C, C + Vp * C                      # wte | rmsfw lmheadw
     return dict(family="llama", L=L, C=C, NH=NH, NKV=NKV, F=F, Vp=Vp, hs=hs, QKV=QKV, layer=layer,
@@ -52,48 +58,69 @@ def gpt3(L, C, NH, maxT):
     Vp = 50304
     layer = 12 * C * C + 13 * C  # ln1 w,b  qkv w,b  attproj w,b  ln2 w,b  fc w,b  fcproj w,b
     front, tail = Vp * C + maxT * C, 2 * C
-    return dict(family="gpt", L=L, C=C, NH=NH, Vp=Vp, layer=layer, front_tail=front + tail,
+    return dict(family="gpt", L=L, C=C, NH=NH, Vp=Vp, maxT=maxT, layer=layer, front_tail=front + tail,
                 n=front + L * layer + tail, weights=front + L * layer + tail)
 
 MODELS = {"llama3.1:8b": llama(32, 4096, 32, 14336), "llama3.1:70b": llama(80, 8192, 64, 28672),
-          "llama3.1:405b": llama(126, 16384, 128, 53248), "gpt3:c12288": gpt3(96, 12288, 96, 2048)}
+          "llama3.1:405b": llama(126, 16384, 128, 53248), "gpt3:c12288": gpt3(96, 12288, 96, 2048),
+          "llama3:l8c4096h32kv2f14336": llama(8, 4096, 32, 14336, NKV=2)}  # 2 KV heads: replicated at TP 8
 check(MODELS["llama3.1:8b"]["n"] == 8030261248, "Llama 3.1 8B has 8,030,261,248 parameters (Meta's count)")
 
-def activations(m, B, T, r):
-    N, L, C, NH, Vp = B * T, m["L"], m["C"], m["NH"], m["Vp"]
+def cdiv(a, b):
+    return -(-a // b)
+
+# One GPU's activations. The defaults: the whole model on one GPU, the trainers' buffers. Under a
+# layout (tensor and pipeline parallelism, a PLAN): the buffers split by heads or hidden units
+# are 1/tp; the norms and the residual stream whole, or with -sp 1 1/tp along T plus one whole
+# (N,C) buffer for the gathered norm output; `deep` layer x micro-batch pairs kept (the stage's
+# layers of every micro-batch in flight), `inputs` stage inputs, the head's buffers on the last stage.
+def activations(m, B, T, r, tp=1, sp=False, deep=None, inputs=1, head=True):
+    N, C, NH, Vp = B * T, m["C"], m["NH"], m["Vp"]
+    L = m["L"] if deep is None else deep
+    NC, Ns = cdiv(N * C, tp if sp else 1), cdiv(N, tp if sp else 1)  # the norms' and residuals' share
+    whole = N * C * BF16 if sp else 0                                   # -sp 1: a gathered norm output
     if m["family"] == "llama":
-        F, QKV, hs = m["F"], m["QKV"], m["hs"]
-        mha = N * 3 * C  # NKV < NH: the key/value heads repeated for the attention kernels
+        F, hs = m["F"] // tp, m["hs"]
+        kv = m["NKV"] // tp if m["NKV"] % tp == 0 else 1  # key/value heads a GPU keeps
+        QKV = (NH // tp + 2 * kv) * hs
+        mha = N * 3 * C // tp  # NKV < NH: the key/value heads repeated for the attention kernels
         kept = 1 if r >= 2 else L   # -r 2: every per-layer buffer one layer deep...
         norms = 1 if r >= 1 else L  # -r 1: rms1, rms2, fch_swiglu one layer deep
-        sizes = [N*C*BF16, norms*N*C*BF16, kept*N*F32, kept*N*QKV*BF16, mha*BF16, kept*N*C*BF16,
-                 kept*B*NH*T*F32, kept*N*C*BF16, norms*N*C*BF16, kept*N*F32, kept*N*2*F*BF16,
-                 norms*N*F*BF16,
-                 L*N*C*BF16,  # ...but the residual stream between layers (residual3)
-                 N*C*BF16, N*F32, N*Vp*BF16, N*F32, N*C*BF16, N*C*BF16, N*QKV*BF16, mha*BF16,
-                 N*2*F*BF16, N*F*BF16, T*hs//2*F32, T*hs//2*F32, N*I32, N*I32]
+        sizes = [inputs*NC*BF16, norms*NC*BF16, kept*Ns*F32, kept*N*QKV*BF16, mha*BF16,
+                 kept*N*C//tp*BF16, kept*B*NH//tp*T*F32, kept*NC*BF16, norms*NC*BF16, kept*Ns*F32,
+                 kept*N*2*F*BF16, norms*N*F*BF16,
+                 L*NC*BF16,  # ...but the residual stream between layers (residual3)
+                 NC*BF16, N*C*BF16, N*QKV*BF16, mha*BF16,
+                 N*2*F*BF16, N*F*BF16, T*hs//2*F32, T*hs//2*F32, N*I32, N*I32, whole]
+        if head:
+            sizes += [NC*BF16, Ns*F32, N*cdiv(Vp, tp)*BF16, N*F32]
     else:
         ln = 1 if r >= 2 else L
         gelu = 1 if r >= 1 else L
-        sizes = [N*C*BF16, ln*N*C*BF16, L*N*F32, L*N*F32, L*N*3*C*BF16, L*N*C*BF16, L*B*NH*T*F32,
-                 L*N*C*BF16, ln*N*C*BF16, L*N*F32, L*N*F32, L*N*4*C*BF16, gelu*N*4*C*BF16,
-                 L*N*C*BF16, N*C*BF16, N*F32, N*F32, N*Vp*BF16, N*F32, N*C*BF16, N*C*BF16,
-                 N*C*BF16, N*3*C*BF16, N*4*C*BF16, N*I32, N*I32]
+        sizes = [inputs*NC*BF16, ln*NC*BF16, L*Ns*F32, L*Ns*F32, L*N*3*C//tp*BF16, L*N*C//tp*BF16,
+                 L*B*NH//tp*T*F32, L*NC*BF16, ln*NC*BF16, L*Ns*F32, L*Ns*F32, L*N*4*C//tp*BF16,
+                 gelu*N*4*C//tp*BF16, L*NC*BF16, N*C*BF16, NC*BF16,
+                 N*C*BF16, N*3*C//tp*BF16, N*4*C//tp*BF16, N*I32, N*I32, whole]
+        if head:
+            sizes += [NC*BF16, Ns*F32, Ns*F32, N*cdiv(Vp, tp)*BF16, N*F32]
     return sum(r256(s) for s in sizes)
 
-def expected(name, W, z, r, B, T, tokens):
-    m = MODELS[name]
-    n, L, layer, ft = m["n"], m["L"], m["layer"], m["front_tail"]
+# What one GPU keeps of n values on W data-parallel ranks at ZeRO z: bf16 parameters and
+# gradients, fp32 AdamW m, v and master weights; layer: ZeRO 3's two slots, ft: the rows it keeps whole
+def zero_memory(n, layer, ft, W, z):
     per_gpu = -(-n // W)              # ceil(n / W)
     shard = -(-per_gpu // 64) * 64    # rounded up to 64 values (zero.h: ZERO_ALIGN)
     padded = shard * W
     owned = n if z == 0 else shard
-    mem = {
-        "params": BF16 * (ft + 2 * layer + shard if z == 3 else padded),
-        "grads": BF16 * (ft + 2 * layer + shard if z >= 2 else padded + 2 * layer),
-        "adamw": 8 * owned, "master": 4 * owned,
-        "activations": activations(m, B, T, r), "workspace": 32 * MiB,
-    }
+    return {"params": BF16 * (ft + 2 * layer + shard if z == 3 else padded),
+            "grads": BF16 * (ft + 2 * layer + shard if z >= 2 else padded + 2 * layer),
+            "adamw": 8 * owned, "master": 4 * owned}, padded
+
+def expected(name, W, z, r, B, T, tokens):
+    m = MODELS[name]
+    n, L, layer, ft = m["n"], m["L"], m["layer"], m["front_tail"]
+    mem, padded = zero_memory(n, layer, ft, W, z)
+    mem.update({"activations": activations(m, B, T, r), "workspace": 32 * MiB})
     mem["total"] = sum(mem.values())
     accum = -(-tokens // (W * B * T))
     part = (W - 1) / W
@@ -147,11 +174,127 @@ for z in range(4):
           f"405B does not fit on 8 H100s at -z {z}")
 check("DOES NOT FIT" in plan("-e", "llama3.1:405b", "-gpu", "h100", "-n", "8"), "405B on 8 H100s: no stage fits")
 
-# --- the table ---------------------------------------------------------------------------
+# --- tensor and pipeline parallelism: a PLAN ------------------------------------------------
+# Megatron's layout, worked out here: TP splits qkvw and fcw (GPT: and qkvb, fcb) by rows,
+# attprojw and fcprojw by columns, wte and the head by vocabulary rows; the norms (GPT: and
+# attprojb, fcprojb, wpe) stay whole. One GPU's share of a layer, of the first stage's rows and
+# of the last stage's (GPT's head is wte: with PP > 1 the last stage keeps a copy of its rows).
+def layout_slice(m, tp, pp):
+    C, NH, Vp = m["C"], m["NH"], m["Vp"]
+    if m["family"] == "llama":
+        F, hs, NKV = m["F"], m["hs"], m["NKV"]
+        kv = NKV // tp if NKV % tp == 0 else 1  # TP a multiple of NKV: the one its query heads share
+        layer = (NH // tp + 2 * kv) * hs * C + C * C // tp + 2 * F * C // tp + F * C // tp + 2 * C
+        return layer, Vp * C // tp, C + Vp * C // tp
+    layer = (3 * C * C + 3 * C + C * C + 4 * C * C + 4 * C + 4 * C * C) // tp + 6 * C
+    return layer, Vp * C // tp + m["maxT"] * C, 2 * C + (Vp * C // tp if pp > 1 else 0)
+
+LAYOUTS = [  # model, GPU, GPUs, TP, PP, VP, SP, ZeRO, recompute; by hand: each stage's layers, the
+             # slowest stage, its sends and TP all-reduces a micro-batch
+    # 405B as MLPerf laid it out: (126 + 2) / 8 = 16 a rank with the embedding and the loss counted
+    # as a layer each, so 15 on the first and the last; the fuller stages are the slowest (rank 1
+    # the first of them): 2 x 8 sends, 16 layers x 6 all-reduces (-r 2 repeats the forward's two)
+    ("llama3.1:405b", "h100", 512, 8, 8, 8, 1, 1, 2, [15] + [16] * 6 + [15], 1, 16, 16 * 6),
+    # GPT-3 175B as MLPerf laid it out: 96 / 8 = 12 a rank; the last also computes the head, so it is
+    # the slowest: 2 x 4 - 1 sends (none forward from its last virtual stage), 12 x 4 + 1 all-reduces
+    ("gpt3:c12288", "h200", 512, 4, 8, 4, 0, 3, 1, [12] * 8, 7, 2 * 4 - 1, 12 * 4 + 1),
+    # 405B on 4 stages, plain 1F1B: 126 = 4 x 31 + 2, so two stages of 32, the lighter ones the
+    # last and the first; rank 1 the slowest: 2 sends, 32 x 4 all-reduces
+    ("llama3.1:405b", "h200", 256, 8, 4, 1, 1, 1, 1, [31, 32, 32, 31], 1, 2, 32 * 4),
+    # 2 key/value heads at TP 8: each rank keeps one (replicated 4 times); 8 / 2 = 4 layers a stage;
+    # the last (the head) the slowest: 1 send, 4 x 4 + 1 all-reduces
+    ("llama3:l8c4096h32kv2f14336", "h100", 32, 8, 2, 1, 0, 1, 0, [4, 4], 1, 1, 4 * 4 + 1),
+]
+rate = 0.42 * 989e12
+for name, gpu, W, tp, pp, vp, sp, z, r, stages, slowest, sends, collectives in LAYOUTS:
+    m = MODELS[name]
+    llama_like = m["family"] == "llama"
+    B, T, tokens, C = 1, 8192 if llama_like else 2048, 4194304 if llama_like else 2097152, m["C"]
+    tag = f"{name} {gpu} -n {W} -tp {tp} -pp {pp} -vp {vp} -sp {sp} -z {z} -r {r}"
+    out = plan("-e", name, "-gpu", gpu, *[str(a) for a in ("-n", W, "-tp", tp, "-pp", pp, "-vp", vp, "-sp", sp,
+                                                          "-z", z, "-r", r)])
+    check(sum(stages) == m["L"] and "PLAN" in out, f"{tag}: the stages hold the {m['L']} layers; it says PLAN")
+    dp = W // (tp * pp)
+    micro = cdiv(tokens, dp * B * T)  # micro-batches a step: the pipeline's
+    layer, front, tail = layout_slice(m, tp, pp)
+    mems = []  # every pipeline rank's memory: its layers and rows, ZeRO over DP, its micro-batches in flight
+    for rank, layers in enumerate(stages):
+        held = (front if rank == 0 else 0) + (tail if rank == pp - 1 else 0)
+        # Megatron's schedules: the warm-up forwards, then one more before the first backward
+        flight = min(pp - rank, micro) if vp == 1 else min(2 * (pp - rank - 1) + (vp - 1) * pp + 1, micro * vp)
+        mem, _ = zero_memory(layers * layer + held, layer, held, dp, z)
+        mem["activations"] = activations(m, B, T, r, tp, sp == 1, cdiv(flight * layers, vp), flight, rank == pp - 1)
+        mem["workspace"] = 32 * MiB
+        mem["total"] = sum(mem.values())
+        mems.append(mem)
+    heavy = max(range(pp), key=lambda i: (mems[i]["total"], -i))
+    got = re.search(r"memory per GPU on pipeline rank (\d+) of", out)
+    check(got is not None and int(got.group(1)) == heavy, f"{tag}: the heaviest pipeline rank is {heavy}")
+    for part, want in mems[heavy].items():
+        close(number(out, part, "MiB"), want / MiB, f"{tag}: rank {heavy}'s {part} MiB")
+    # the sends between stages: B x T x C values in bf16, each TP rank its 1/TP
+    got = re.search(r"^  pipeline\s+([\d.]+) GB\s+(\d+) x (\d+) sends of ([\d,]+) bytes", out, re.M)
+    send = 2 * B * T * C // tp
+    check(got is not None and (int(got.group(2)), int(got.group(3)), int(got.group(4).replace(",", ""))) ==
+          (micro, sends, send), f"{tag}: {micro} x {sends} sends of {send} bytes a step")
+    close(float(got.group(1)) if got else None, micro * sends * send / GB, f"{tag}: pipeline GB per GPU per step")
+    # the TP group's all-reduces of (B,T,C) in bf16: a ring sends 2 (TP-1)/TP of it, on NVLink
+    got = re.search(r"^  tensor par\.\s+([\d.]+) GB\s+(\d+) x (\d+) all-reduce.* ([\d.]+) ms each", out, re.M)
+    check(got is not None and (int(got.group(2)), int(got.group(3))) == (micro, collectives),
+          f"{tag}: {micro} x {collectives} TP all-reduces a step")
+    close(float(got.group(1)) if got else None, micro * collectives * 2 * (tp - 1) / tp * 2 * B * T * C / GB,
+          f"{tag}: TP GB per GPU per step")
+    close(float(got.group(4)) if got else None, 2e3 * ((tp - 1) / tp * 2 * B * T * C / 450e9 + (tp - 1) * 5e-6),
+          f"{tag}: one all-reduce's ms on NVLink")
+    fits = mems[heavy]["total"] <= 0.9 * {"h100": 81559, "h200": 143771}[gpu] * MiB
+    check(("DOES NOT FIT" in out) == (not fits), f"{tag}: {'fits' if fits else 'does not fit'}")
+    if not fits:
+        continue
+    # the bubble: p - 1 slots of v beside v m of work
+    got = re.search(r"^  bubble\s+([\d.]+) s\s+([\d.]+)% of the step idle = .* = (\d+)/(\d+)", out, re.M)
+    check(got is not None and (int(got.group(3)), int(got.group(4))) == (pp - 1, vp * micro + pp - 1),
+          f"{tag}: bubble {pp - 1}/{vp * micro + pp - 1}")
+    close(float(got.group(2)) if got else None, 100 * (pp - 1) / (vp * micro + pp - 1), f"{tag}: bubble %")
+    # the slowest stage's compute: its layers (1/TP each), the head on the last stage, recompute
+    t_fwd = B * T * (2 * m["layer"] + 2 * C * T) / tp / rate
+    layers = stages[slowest]
+    plain = 3 * layers * t_fwd + (B * T * 6 * (m["weights"] - m["L"] * m["layer"]) / tp / rate if slowest == pp - 1 else 0)
+    extra = {1: 0.02 * plain, 2: layers * t_fwd}.get(r, 0)
+    close(number(out, "compute", "s"), micro * (plain + extra), f"{tag}: compute seconds per step (PREDICTED)", 2e-3)
+    got = re.search(r"^  exposed\s+([\d.]+) s\s+tensor parallel ([\d.]+), pipeline sends ([\d.]+)", out, re.M)
+    bubble, compute, step = number(out, "bubble", "s"), number(out, "compute", "s"), number(out, "step", "s")
+    if got and bubble and compute and step:
+        b = (pp - 1) / (vp * micro + pp - 1)
+        piped = compute + float(got.group(2)) + float(got.group(3))
+        close(bubble, piped * b / (1 - b), f"{tag}: bubble seconds = (compute + TP + PP) b / (1 - b)", 5e-3)
+        close(step, compute + bubble + float(got.group(1)), f"{tag}: step = compute + bubble + exposed", 1e-4)
+    else:
+        check(False, f"{tag}: the time lines")
+
+# --- the layout search -------------------------------------------------------------------
 table = plan()
-rows = [l for l in table.splitlines() if re.match(r"^(llama3\.1:\d+b|gpt3:c12288)\s+h[12]00 ", l)]
-check(len(rows) == 8, f"the table has a row for each of 4 models x 2 GPUs ({len(rows)})")
-check(table.count("PREDICTED") >= 4 and "step s" in table, "the table labels its times PREDICTED")
+zero_part, _, layout_part = table.partition("Tensor and pipeline parallelism")
+zero_rows = re.findall(r"^(llama3\.1:\d+b|gpt3:c12288)\s+(h[12]00)\s+(\d+|-) ", zero_part, re.M)
+check(len(zero_rows) == 8, f"the ZeRO table has a row for each of 4 models x 2 GPUs ({len(zero_rows)})")
+check("PLAN" in layout_part and "PREDICTED" in layout_part, "the layout table says PLAN and PREDICTED")
+# model, GPU, GPUs, layout, step s; a row that does not fit says so at its end
+layout_rows = re.findall(r"^(\S+|  MLPerf's)\s+(h[12]00)\s+(\d+)  (TP\d+ PP\d+(?: VP\d+)?(?: SP)?)\s+-z \d -r \d"
+                         r"(?:\s+[\d.]+%?){5}\s+([\d.]+) .*?(DOES NOT FIT)?$", layout_part, re.M)
+check(len(layout_rows) == 12, f"the layout table: 8 best rows and 4 of MLPerf's ({len(layout_rows)})")
+for model, gpu, n, layout, step, unfit in layout_rows:
+    if model != "  MLPerf's":
+        best = (model, gpu, float(step))
+        gpus = 512 if model in ("llama3.1:405b", "gpt3:c12288") else int(next(
+            (z[2] for z in zero_rows if z[:2] == (model, gpu)), 0))
+        check(int(n) == gpus and not unfit, f"layout table: {model} {gpu} on {gpus} GPUs ({n}): the best one fits")
+        continue
+    want = "TP8 PP8 VP8" if best[0] == "llama3.1:405b" else "TP4 PP8 VP4"
+    check(layout.startswith(want) and n == "512", f"layout table: MLPerf's {want} on 512 for {best[0]} {gpu}")
+    check(best[2] <= float(step), f"{best[0]} {gpu}: the best found ({best[2]} s) is no slower than MLPerf's "
+          f"({step} s), which the search includes")
+one = plan("-e", "llama3.1:405b", "-gpu", "h100", "-tp", "-1", "-pp", "-1", "-vp", "-1", "-sp", "-1")
+check(re.search(r"the fastest PREDICTED of \d+ layouts", one) is not None and "MLPerf's layout" in one
+      and "DOES NOT FIT" not in one, "405B on 512 H100s: a layout fits, MLPerf's beside it")
 sys.exit(1 if fails else 0)
 EOF
 
@@ -164,6 +307,19 @@ for args in "-z 4" "-r 3" "-gpu a100" "-e gpt9:x" "-n 0" "-b 0" "-x 1" "-n" "-n 
         echo "ok   ./plan $args: $err"
     else
         echo "FAIL ./plan $args: exit $code, stderr: $err"; rc=1
+    fi
+done
+# bad layouts (tensor and pipeline parallelism, a PLAN): refused the same way, with nothing on stdout
+for args in "-e llama3.1:405b -n 500 -tp 8 -pp 8" "-e llama3.1:405b -n 384 -tp 3" \
+            "-e llama3:l4c384h12kv3f704 -n 2 -tp 2" "-e llama3.1:8b -n 512 -pp 32 -vp 2" \
+            "-e llama3.1:405b -n 512 -pp 128" "-e llama3.1:405b -n 1024 -tp 16" "-e llama3.1:8b -n 8 -sp 1" \
+            "-e llama3.1:8b -n 8 -vp 2" "-e llama3.1:70b -n 64 -pp 4 -vp 3" "-e llama3.1:405b -n 512 -tp 16 -pp -1" \
+            "-tp 8" "-e llama3.1:8b -tp 0"; do
+    out=$(./plan $args 2>/dev/null); err=$(./plan $args 2>&1 >/dev/null); code=$?
+    if [ $code -ne 0 ] && [ -z "$out" ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == error:* ]]; then
+        echo "ok   ./plan $args: $err"
+    else
+        echo "FAIL ./plan $args: exit $code, stdout ${#out} bytes, stderr: $err"; rc=1
     fi
 done
 exit $rc
