@@ -80,7 +80,9 @@ def units(plain):
     cpu += [t for t in sorted(glob.glob("test/*.cpp")) if not os.path.basename(t).startswith("test_emu_")]
     cuda_inc = cuda_include()
     for f in cpu:
-        if f == "test/kernel_occupancy_ref.cpp":  # the CUDA toolkit's occupancy header, as test_kernel_resources.sh builds it
+        # built against the CUDA toolkit's own headers (occupancy: as test_kernel_resources.sh builds it;
+        # FP8: as emu.mk builds test_emu_fp8's reference table), where there is a toolkit
+        if f in ("test/kernel_occupancy_ref.cpp", "test/fp8_reference.cpp"):
             if cuda_inc:
                 out.append((tidy, f, ".", CPU_FLAGS + ["-I", cuda_inc]))
             continue
