@@ -36,27 +36,6 @@
 #error "fp8_reference.cpp must be built against the CUDA toolkit's cuda_fp8.h, not the emulator's"
 #endif
 
-static uint64_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint64_t double_bits(double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-static double bits_double(uint64_t u) {
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
 // splitmix64: a small generator whose whole state is one number, so the table is reproducible
 static uint64_t rng_state = 0x5eed0f8ull;
 static uint64_t rng_next() {

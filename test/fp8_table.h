@@ -7,9 +7,10 @@
 // input's bits and NVIDIA's result's bits, both zero-extended, as the op's comment says.
 //
 // defines: FP8_TABLE_MAGIC, FP8_TABLE_VERSION, Fp8TableOp, Fp8TableSection, Fp8TableEntry,
-//          fp8_table_op_name
+//          fp8_table_op_name, float_bits, bits_float, double_bits, bits_double
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 constexpr uint32_t FP8_TABLE_MAGIC = 0x38504638u;  // "8FP8" as bytes
 constexpr uint32_t FP8_TABLE_VERSION = 1;
@@ -52,4 +53,26 @@ inline const char* fp8_table_op_name(uint32_t op) {
         "constructor(__nv_bfloat16)", "constructor(int)", "x4 constructor(float4)", "operator float",
         "operator double", "operator __nv_bfloat16", "x2 operator float2"};
     return op < FP8_TABLE_OP_COUNT ? names[op] : "unknown op";
+}
+
+// A float or double as its bits (zero-extended, as an entry holds them) and back.
+inline uint64_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+inline float bits_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+inline uint64_t double_bits(double d) {
+    uint64_t u;
+    memcpy(&u, &d, 8);
+    return u;
+}
+inline double bits_double(uint64_t u) {
+    double d;
+    memcpy(&d, &u, 8);
+    return d;
 }

@@ -30,27 +30,6 @@ static void check(bool ok, const char* what) {
 }
 #define OK(x) check((x) == cudaSuccess, #x)
 
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-static float bits_float(uint32_t u) {
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static uint64_t double_bits(double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    return u;
-}
-static double bits_double(uint64_t u) {
-    double d;
-    memcpy(&d, &u, 8);
-    return d;
-}
-
 static float widen(unsigned code, __nv_fp8_interpretation_t kind) {
     if (kind == __NV_E4M3) {
         __nv_fp8_e4m3 v;
