@@ -177,6 +177,26 @@ part_trainer() {
                  { split($2, b, ":"); d = b[2] - ref[FNR]; if (d < 0) d = -d; r = d / ref[FNR]; if (r > m) m = r; c++ }
                  END { printf "%.3g %d %d", m, c, n }' "$1" "$2" 2> /dev/null
         }
+        # zero3_vs_zero2 NAME Z2DIR Z3DIR RC STDOUT DETAIL: ZeRO 3 trains in ZeRO 2's bits; a run
+        # that is not bit-identical fails unless every loss is within ztol (the issue's 1e-6
+        # relative in fp32), and says so with the first line that differs, so that a CI log
+        # shows where it went apart
+        ztol=1e-6
+        [ $prec = bf16 ] && ztol=1e-3
+        zero3_vs_zero2() {
+            local name=$1 z2=$2 z3=$3 st=$4 so=$5 detail=$6 first zrel zcount znref
+            if [ "$st" -eq 0 ] && cmp -s "$z2/main.log" "$z3/main.log"; then
+                record "$name" PASS "$detail: -z 2's main.log, bit for bit"
+                return
+            fi
+            first=$(diff "$z2/main.log" "$z3/main.log" 2>&1 | grep -m 2 '^[<>]' | tr '\n' ' ')
+            read -r zrel zcount znref <<< "$(max_loss_diff "$z2/main.log" "$z3/main.log")"
+            if [ "$st" -eq 0 ] && [ "${zcount:-0}" = "$znref" ] && awk -v m="$zrel" -v t=$ztol 'BEGIN { exit !(m <= t) }'; then
+                record "$name" PASS "$detail: NOT bit-identical to -z 2 (max loss rel diff $zrel <= $ztol; first: $first)"
+            else
+                record "$name" FAIL "rc=$st, main.log is not -z 2's: max loss rel diff $zrel over $zcount/$znref lines; first: $first $(tail -n 1 "$so")"
+            fi
+        }
         # the bucketed NCCL path of ZeRO 1 and 2 (ncclReduce to the owner on the gradient stream,
         # ZeRO 2's two bucket slots and their events) over one rank: ZeRO 1 bit-identical to
         # the plain run; ZeRO 2 adds each micro-step into its slice accumulator (a different
@@ -195,11 +215,7 @@ part_trainer() {
                         record "NCCL 1 rank -z 1 $prec" FAIL "rc=$st max rel $maxrel $(tail -n 1 "$d.stdout")"
                     fi
                 elif [ $z = 3 ]; then
-                    if [ $st -eq 0 ] && cmp -s "$out/nccl1-z2/main.log" "$d/main.log"; then
-                        record "NCCL 1 rank -z 3 $prec" PASS "layers gathered as they run: -z 2's main.log"
-                    else
-                        record "NCCL 1 rank -z 3 $prec" FAIL "rc=$st, main.log is not -z 2's $(tail -n 1 "$d.stdout")"
-                    fi
+                    zero3_vs_zero2 "NCCL 1 rank -z 3 $prec" "$out/nccl1-z2" "$d" $st "$d.stdout" "layers gathered as they run"
                 elif [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
                     record "NCCL 1 rank -z 2 $prec" PASS "bucket slots + slice accumulator: max loss rel diff $maxrel over $count lines"
                 else
@@ -245,8 +261,8 @@ part_trainer() {
                 read -r maxrel count nref <<< "$(max_loss_diff "$a/main.log" "$d/main.log")"
                 if [ $mode != share ] && ! grep -q "collectives through NCCL" "$d.stdout.0"; then
                     record "$name" FAIL "rank 0 does not say it uses NCCL: $(tail -n 1 "$d.stdout.0")"
-                elif [ $z = 3 ] && ! cmp -s "$out/$mode-z2/main.log" "$d/main.log"; then
-                    record "$name" FAIL "rc=$st, main.log is not -z 2's: $(tail -n 1 "$d.stdout.0")"
+                elif [ $z = 3 ]; then
+                    zero3_vs_zero2 "$name" "$out/$mode-z2" "$d" $st "$d.stdout.0" "$detail"
                 elif [ $st -eq 0 ] && [ "${count:-0}" = "$nref" ] && awk -v m="$maxrel" -v t=$tol 'BEGIN { exit !(m <= t) }'; then
                     record "$name" PASS "$detail, -b 2 x 2 vs -b 4: max loss rel diff $maxrel over $count lines"
                 else
