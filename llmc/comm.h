@@ -13,7 +13,7 @@
 // its buffers through the host and MPI's collectives, so it needs mpirun.
 // defines: Comm, CommEngine, comm_init, comm_free, comm_set_engine, comm_exchange,
 //          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_gather, comm_broadcast,
-//          comm_sum_f64, comm_sum, comm_barrier
+//          comm_sum_f64, comm_sum, comm_barrier, comm_split, comm_all_reduce_f32, comm_gather_v_f32
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
@@ -69,6 +69,10 @@ struct Comm {
     std::atomic<const char*> busy_what{""};
     std::atomic<bool> watchdog_stop{false};
     std::thread watchdog;
+#ifdef USE_MPI
+    MPI_Comm mpi = MPI_COMM_WORLD;               // the processes of this group (comm_split: a part of the world)
+#endif
+    Comm* parent = nullptr;                      // comm_split: the world's Comm, whose watchdog watches this one
 };
 
 inline double comm_clock_() {
@@ -94,7 +98,7 @@ inline bool comm_under_mpi_launcher_() {
 // Marks a collective as in progress for the watchdog (MPI only), for the scope.
 struct CommBusy {
     Comm* c;
-    CommBusy(Comm* comm, const char* what) : c(comm) {
+    CommBusy(Comm* comm, const char* what) : c(comm->parent != nullptr ? comm->parent : comm) {
         c->busy_what = what;
         c->busy_since = comm_clock_();
     }
@@ -168,6 +172,13 @@ inline void comm_init(Comm* c, const TrainConfig& cfg, int* argc, char*** argv) 
 }
 
 inline void comm_free(Comm* c) {
+    if (c->parent != nullptr) {  // a group of comm_split's: its communicator only
+#ifdef USE_MPI
+        if (c->transport == COMM_TRANSPORT_MPI) MPI_Comm_free(&c->mpi);
+#endif
+        c->transport = COMM_TRANSPORT_NONE;
+        return;
+    }
     if (c->watchdog.joinable()) {
         c->watchdog_stop = true;
         c->watchdog.join();
@@ -204,7 +215,7 @@ inline void comm_exchange(Comm* c, const void* mine, size_t bytes, void* all) {
 #ifdef USE_MPI
     CHECK(bytes <= (size_t)INT32_MAX / (size_t)c->world, "bytes=%zu: MPI counts are int", bytes);
     CommBusy busy(c, "exchange");
-    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, c->mpi);
 #endif
 }
 
@@ -224,7 +235,7 @@ inline void comm_reduce_scatter_v_f32(Comm* c, float* buf, const size_t* counts)
         if (r < c->rank) own += counts[r];
     }
     CommBusy busy(c, "reduce-scatter");
-    MPI_Reduce_scatter(MPI_IN_PLACE, buf, n.data(), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Reduce_scatter(MPI_IN_PLACE, buf, n.data(), MPI_FLOAT, MPI_SUM, c->mpi);
     // MPI leaves the result at the front; the owned part is where the value lives
     if (own != 0) memmove(buf + own, buf, counts[c->rank] * sizeof(float));
 #endif
@@ -249,7 +260,7 @@ inline void comm_all_gather_v(Comm* c, void* buf, const size_t* counts, size_t e
     }
     CommBusy busy(c, "all-gather");
     MPI_Datatype type = elem_bytes == 4 ? MPI_FLOAT : MPI_UINT16_T;
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), displs.data(), type, MPI_COMM_WORLD);
+    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, n.data(), displs.data(), type, c->mpi);
 #endif
 }
 
@@ -267,7 +278,7 @@ inline void comm_broadcast(Comm* c, void* buf, size_t bytes, int root) {
 #ifdef USE_MPI
     CHECK(bytes <= (size_t)INT32_MAX, "bytes=%zu", bytes);
     CommBusy busy(c, "broadcast");
-    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD);
+    MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi);
 #endif
 }
 
@@ -290,7 +301,7 @@ inline void comm_sum_f64(Comm* c, double* x, int n) {
 #ifdef USE_MPI
     CommBusy busy(c, "sum");
     std::vector<double> all(c->rank == 0 ? (size_t)n * c->world : 0);
-    MPI_Gather(x, n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Gather(x, n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE, 0, c->mpi);
     if (c->rank == 0) {
         for (int i = 0; i < n; i++) {
             double s = 0.0;
@@ -298,7 +309,7 @@ inline void comm_sum_f64(Comm* c, double* x, int n) {
             x[i] = s;
         }
     }
-    MPI_Bcast(x, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Bcast(x, n, MPI_DOUBLE, 0, c->mpi);
 #endif
 }
 
@@ -316,6 +327,72 @@ inline void comm_barrier(Comm* c) {
     if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a barrier");
 #ifdef USE_MPI
     CommBusy busy(c, "barrier");
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Barrier(c->mpi);
+#endif
+}
+
+// The processes of `parent` with the same color, as a group of their own (*sub; ranks in
+// order of key): tensor parallelism's group and the data-parallel group across it. MPI only;
+// a world of one process splits into itself.
+inline void comm_split(Comm* parent, int color, int key, Comm* sub) {
+    sub->parent = parent;
+    sub->timeout_s = parent->timeout_s;
+    sub->threads_ok = parent->threads_ok;
+    sub->local_rank = parent->local_rank;
+    sub->rank = 0;
+    sub->world = 1;
+    if (parent->world == 1) return;
+    if (parent->transport != COMM_TRANSPORT_MPI) comm_no_engine_(parent, "a split into groups");
+#ifdef USE_MPI
+    MPI_Comm_split(parent->mpi, color, key, &sub->mpi);
+    MPI_Comm_rank(sub->mpi, &sub->rank);
+    MPI_Comm_size(sub->mpi, &sub->world);
+    sub->transport = COMM_TRANSPORT_MPI;
+#endif
+}
+
+// x[0..n) := the sum over ranks (max: the largest), every rank's values added in rank order
+// on every rank from the same gathered values, so every rank gets the same bits. MPI only
+// (tensor parallelism's activations on the CPU trainer).
+inline void comm_all_reduce_f32(Comm* c, float* x, size_t n, bool max = false) {
+    if (c->world == 1 || n == 0) return;
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "an all-reduce");
+#ifdef USE_MPI
+    CHECK(n * c->world <= (size_t)INT32_MAX, "all-reduce of %zu values x %d ranks: MPI counts are int", n, c->world);
+    CommBusy busy(c, "all-reduce");
+    std::vector<float> all(n * c->world);
+    MPI_Allgather(x, (int)n, MPI_FLOAT, all.data(), (int)n, MPI_FLOAT, c->mpi);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float s = all[i];
+        for (int r = 1; r < c->world; r++) {
+            const float y = all[(size_t)r * n + i];
+            s = max ? (y > s ? y : s) : s + y;
+        }
+        x[i] = s;
+    }
+#endif
+}
+
+// Rank 0's root (rank 0 only; nullptr elsewhere) gets every rank's counts[r] floats, back to
+// back in rank order; mine is this rank's counts[rank]. MPI only (-tp's checkpoints).
+inline void comm_gather_v_f32(Comm* c, const float* mine, const size_t* counts, float* root) {
+    if (c->world == 1) {
+        if (counts[0] > 0) memmove(root, mine, counts[0] * sizeof(float));
+        return;
+    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a gather");
+#ifdef USE_MPI
+    std::vector<int> n(c->world), displs(c->world);
+    size_t at = 0;
+    for (int r = 0; r < c->world; r++) {
+        CHECK(counts[r] <= (size_t)INT32_MAX && at <= (size_t)INT32_MAX, "counts[%d]=%zu at %zu: MPI counts are int", r,
+              counts[r], at);
+        n[r] = (int)counts[r];
+        displs[r] = (int)at;
+        at += counts[r];
+    }
+    CommBusy busy(c, "gather");
+    MPI_Gatherv(mine, n[c->rank], MPI_FLOAT, root, n.data(), displs.data(), MPI_FLOAT, 0, c->mpi);
 #endif
 }
