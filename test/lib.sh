@@ -1,5 +1,5 @@
 # test/lib.sh: what several test scripts share; `source test/lib.sh` after `cd` to the repo root.
-# defines: PY, require_pytorch
+# defines: PY, require_pytorch, compare_logs
 
 PY=${PYTHON:-/usr/bin/python3}
 
@@ -10,4 +10,30 @@ require_pytorch() {
         echo "PyTorch/numpy not importable by $PY (apt-get install python3-torch python3-numpy)"
         [ "${CI:-}" = "true" ] && exit 1 || exit 77
     fi
+}
+
+# compare_logs REF RUN [LOSS_TOL NORM_TOL]: two main.logs line by line: the same lines (step,
+# kind), the same lr, every loss within LOSS_TOL relative (default 1e-5) and every grad norm
+# within NORM_TOL (1e-4). Prints "N lines, max rel diff: loss L, norm G" (or where they part);
+# the status says whether they agree.
+compare_logs() {
+    awk -v ref="$1" -v run="$2" -v tl="${3:-1e-5}" -v tn="${4:-1e-4}" '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+        FNR == NR { r[FNR] = $0; nr = FNR; next }
+        {
+            n++
+            split(r[FNR], a, /[ :]+/); split($0, b, /[ :]+/)
+            if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3]) { print "line " FNR ": " r[FNR] " vs " $0; bad = 1; exit }
+            if ((e = rel(a[4], b[4])) > maxl) maxl = e
+            if (a[3] == "trl") {
+                if (a[6] != b[6]) { print "lr differs at line " FNR; bad = 1; exit }
+                if ((e = rel(a[8], b[8])) > maxn) maxn = e
+            }
+        }
+        END {
+            if (bad) exit 1
+            if (n != nr || n == 0) { print "line count " nr " vs " n; exit 1 }
+            printf "%d lines, max rel diff: loss %.2g, norm %.2g", n, maxl, maxn
+            exit !(maxl <= tl + 0 && maxn <= tn + 0)
+        }' "$1" "$2"
 }

@@ -41,6 +41,7 @@ echo "--- train_gpt_cpu -r 0, 1, 2"
 make -s train_gpt_cpu
 "$PY" test/make_test_data.py --out "$out" --vocab 300 --train-tokens 6000 --val-tokens 2000 --shards 2 --seed 4 > /dev/null
 for r in 0 1 2; do
+    rm -rf "$out/r$r"  # a run of this test before left its checkpoints there
     OMP_NUM_THREADS=2 ./train_gpt_cpu -e llama3:l8c256h8kv2f704v300 -i "$out/markov_train_*.bin" \
         -j "$out/markov_val_*.bin" -t 256 -b 2 -x 3 -v 3 -m 1 -s 0 -n 3 -r $r -o "$out/r$r" > "$out/r$r.stdout" 2>&1 ||
         { tail -n 3 "$out/r$r.stdout"; echo "FAIL: train_gpt_cpu -r $r"; exit 1; }

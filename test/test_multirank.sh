@@ -26,7 +26,7 @@
 # That ranks read disjoint slices covering each global sample is test_dataloader's check.
 set -eu
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
+source test/lib.sh  # defines: PY, compare_logs
 make -s train_gpt_cpu
 out=test/out/multirank
 rm -rf "$out"; mkdir -p "$out"
@@ -43,28 +43,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 flags="-e $out/model.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -t 32 -d 512 -x 16
        -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -sh 1 -sd 7"
 
-# compare_logs REF RUN: same lines; losses within 1e-5 relative, norms 1e-4, lr identical
-compare_logs() {
-    awk -v ref="$1" -v run="$2" '
-        function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-        FNR == NR { r[FNR] = $0; nr = FNR; next }
-        {
-            n++
-            split(r[FNR], a, /[ :]+/); split($0, b, /[ :]+/)
-            if (a[1] != b[1] || a[2] != b[2] || a[3] != b[3]) { print "line " FNR ": " r[FNR] " vs " $0; bad = 1; exit }
-            if ((e = rel(a[4], b[4])) > maxl) maxl = e
-            if (a[3] == "trl") {
-                if (a[6] != b[6]) { print "lr differs at line " FNR; bad = 1; exit }
-                if ((e = rel(a[8], b[8])) > maxn) maxn = e
-            }
-        }
-        END {
-            if (bad) exit 1
-            if (n != nr || n == 0) { print "line count " nr " vs " n; exit 1 }
-            printf "%d lines, max rel diff: loss %.2g, norm %.2g", n, maxl, maxn
-            exit !(maxl <= 1e-5 && maxn <= 1e-4)
-        }' "$1" "$2"
-}
+# compare_logs (test/lib.sh): losses within 1e-5 relative, norms 1e-4
 
 have_mpi=0
 if command -v mpirun > /dev/null && ldd ./train_gpt_cpu | grep -q libmpi; then have_mpi=1; fi
