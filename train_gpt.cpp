@@ -25,6 +25,7 @@
 #include "llmc/cpu/adamw.h"   // defines: adamw_update
 #include "llmc/cpu/omp_wait.h" // defines: omp_wait_setup
 #include "llmc/train_loop.h"  // defines: train_loop
+#include "llmc/tensor_parallel.h" // defines: TpShard, tp_shard_make, tp_local_to_global, tp_global_to_local
 
 // A line of /proc/self/status in bytes: "VmHWM" the most memory this process has held
 // resident, "VmRSS" what it holds now; 0 where Linux does not say.
@@ -39,9 +40,18 @@ static double proc_status_bytes(const char* key) {
     return kb * 1024.0;
 }
 
+// -tp: the model's collectives across its tensor-parallel group, through MPI
+struct CpuTensorParallel final : TensorParallel {
+    Comm* group = nullptr;
+    void all_reduce(float* x, size_t n, bool max) override { comm_all_reduce_f32(group, x, n, max); }
+};
+
 // The loop's Backend (llmc/train_loop.h) for a model in host memory, one of comm->world
 // ranks that split the parameter vector as llmc/zero.h lays it out. With one process the
-// ZeRO layout is the whole vector and every collective is a no-op.
+// ZeRO layout is the whole vector and every collective is a no-op. With -tp the model is
+// this rank's part of every layer (llmc/tensor_parallel.h), the ZeRO layout splits that part
+// over the data-parallel ranks (dp: the ranks with the same part), and the checkpoints are
+// put together on rank 0 as one process would write them.
 struct CpuBackend {
     ModelBase* model;
     Comm* comm;
@@ -54,6 +64,10 @@ struct CpuBackend {
     size_t grads_len = 0;               // the length of model->grads
     bool step_open = false;             // a step's first micro-step ran and its step_done has not (-pb 1)
     double rss_base = 0;                // bytes resident before the model was loaded
+    Comm* dp = nullptr;                 // the data-parallel group (without -tp: comm)
+    Comm* tpc = nullptr;                // -tp: the tensor-parallel group
+    const TpShard* shard = nullptr;     // -tp: this rank's part of the model's table
+    std::vector<float> full_logits;     // -tp: a row of logits put together for sampling
 
     // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced, and the value
     const float* opt_grads() const { return z.stage >= 2 ? grad_shard : model->grads + z.opt_begin; }
@@ -86,12 +100,29 @@ struct CpuBackend {
     }
     const float* last_logits(const int* tokens, int ctx) {
         model_forward(model, tokens, nullptr, 1, ctx);
-        return model_logits(model) + (size_t)(ctx - 1) * model->padded_vocab_size;
+        if (shard == nullptr) return model_logits(model) + (size_t)(ctx - 1) * model->padded_vocab_size;
+        // -tp: each rank has its columns of the row; the group puts the row together
+        const size_t part = model->padded_vocab_size / shard->size;
+        full_logits.resize(part * shard->size);
+        memcpy(full_logits.data() + shard->rank * part, model_logits(model) + (size_t)(ctx - 1) * part,
+               part * sizeof(float));
+        comm_all_gather(tpc, full_logits.data(), part, sizeof(float));
+        return full_logits.data();
     }
     float grad_norm() {
         phase_clock_mark(model->phases, PHASE_OPTIMIZER);
-        double sum = grad_sum_squares(opt_grads(), z.opt_count());
-        if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
+        const float* g = opt_grads();
+        double sum = 0.0;
+        if (shard == nullptr) {
+            sum = grad_sum_squares(g, z.opt_count());
+        } else {  // -tp: values several ranks of the group hold (a whole tensor, a shared KV head) count once
+            for (const TpRun& r : shard->runs) {
+                const size_t lo = std::max(r.local, z.opt_begin), hi = std::min(r.local + r.len, z.opt_end);
+                if (r.first && lo < hi) sum += grad_sum_squares(g + (lo - z.opt_begin), hi - lo);
+            }
+        }
+        if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice (-tp: of its part)
+        else if (shard != nullptr) sum = comm_sum(tpc, sum);  // the group's parts
         return (float)std::sqrt(sum);
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
@@ -105,7 +136,7 @@ struct CpuBackend {
         }
         phase_clock_mark(model->phases, PHASE_COMM);
         if (z.stage == 3) gsync->gather_front_and_tail();  // the layers are gathered as they run
-        else if (z.stage > 0) comm_all_gather(comm, model->params, z.shard, sizeof(float));
+        else if (z.stage > 0) comm_all_gather(dp, model->params, z.shard, sizeof(float));
     }
     void zero_grad() {
         phase_clock_mark(model->phases, PHASE_OTHER);
@@ -117,6 +148,7 @@ struct CpuBackend {
     void poison_weight() { model->params[0] = NAN; }
     // the model file (rank 0) and the AdamW state of this rank's slice
     void write_checkpoint(const std::string& dir, int step, TrainState s) {
+        if (shard != nullptr) return write_checkpoint_tp(dir, step, s);
         zero_state_slice(&s, z);
         size_t o = z.own_begin - z.opt_begin;
         if (z.stage == 3) return write_checkpoint_gathered(dir, step, s);
@@ -154,16 +186,77 @@ struct CpuBackend {
         model->params = rest;
         free(full);
     }
+    // -tp: the model file and one state file, both as one process writes them, from rank 0:
+    // it gathers the parameters of its tensor-parallel group (data-parallel rank 0) and every
+    // rank's AdamW values (ZeRO 0: data-parallel rank 0's), and maps each part onto the model
+    // file's vector. So a -tp checkpoint resumes on any layout, and any checkpoint on -tp.
+    // (Rank 0 holds the whole model and its AdamW state meanwhile.)
+    void write_checkpoint_tp(const std::string& dir, int step, TrainState s) {
+        const size_t nl = model->num_parameters, ng = shard->global_n;
+        const int tp = shard->size, world = comm->world;
+        const bool root = comm->rank == 0;
+        std::vector<float> parts(root ? nl * tp : 0), gp(root ? ng : 0), gm(root ? ng : 0), gv(root ? ng : 0);
+        if (dp->rank == 0) {
+            std::vector<size_t> counts(tp, nl);
+            comm_gather_v_f32(tpc, model->params, counts.data(), parts.data());
+        }
+        std::vector<size_t> opt_counts(world), opt_begins(world);
+        size_t total = 0;
+        for (int k = 0; k < world; k++) {  // rank k: tensor-parallel rank k % tp, data-parallel k / tp
+            const ZeroLayout zk = zero_layout(nl, z.stage, k / tp, z.world);
+            opt_begins[k] = zk.opt_begin;
+            opt_counts[k] = z.stage == 0 && k / tp > 0 ? 0 : zk.opt_count();  // ZeRO 0: every DP rank has it all
+            total += opt_counts[k];
+        }
+        std::vector<float> all_m(root ? total : 0), all_v(root ? total : 0);
+        comm_gather_v_f32(comm, model->m, opt_counts.data(), all_m.data());
+        comm_gather_v_f32(comm, model->v, opt_counts.data(), all_v.data());
+        if (root) {
+            size_t at = 0;
+            for (int k = 0; k < world; k++) {
+                TpShard sk;
+                tp_shard_make(shard->global, shard->count, model->layout(), shard->splits, tp, k % tp, &sk);
+                if (k < tp) tp_local_to_global(sk, 0, nl, parts.data() + (size_t)k * nl, gp.data());
+                tp_local_to_global(sk, opt_begins[k], opt_counts[k], all_m.data() + at, gm.data());
+                tp_local_to_global(sk, opt_begins[k], opt_counts[k], all_v.data() + at, gv.data());
+                at += opt_counts[k];
+            }
+            ModelBase* file = model_new(model_config_of(model), false);  // the whole model's table
+            file->params = gp.data();
+            train_check_weights_finite(file->params, ng, file->tensors, file->num_tensors, step, dir);
+            s.rank = 0;
+            s.world = 1;  // one file holds every value
+            s.data_world = z.world;
+            s.range_begin = 0;
+            s.range_count = ng;
+            s.zero_stage = z.stage;
+            checkpoint_write_model_and_state(dir, step, file, s, gm.data(), gv.data());
+            file->params = nullptr;
+            model_delete(file);
+        }
+    }
     void load_state(const std::string& dir, int step, TrainState* s) {
+        if (shard != nullptr) {  // -tp: the model file's vector, then this rank's part of it
+            const size_t ng = shard->global_n;
+            std::vector<float> gm(ng), gv(ng);
+            std::string err = state_read_range(dir, step, ng, 0, ng, s, gm.data(), gv.data());
+            if (!err.empty()) fail("%s", err.c_str());
+            tp_global_to_local(*shard, z.opt_begin, z.opt_count(), gm.data(), model->m);
+            tp_global_to_local(*shard, z.opt_begin, z.opt_count(), gv.data(), model->v);
+            return;
+        }
         std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, model->m, model->v);
         if (!err.empty()) fail("%s", err.c_str());
     }
     // reload after faults: the weights of a checkpoint's model file into the allocated model
     void load_weights(const std::string& path) {
         ModelBase* file = model_load_checkpoint(path.c_str());
-        CHECK(file->family == model->family && file->num_parameters == model->num_parameters, "%s: %zu vs %zu",
-              path.c_str(), file->num_parameters, model->num_parameters);
-        if (z.stage == 3) {  // this rank's slice, and the front and tail rows
+        const size_t n = shard != nullptr ? shard->global_n : model->num_parameters;
+        CHECK(file->family == model->family && file->num_parameters == n, "%s: %zu vs %zu", path.c_str(),
+              file->num_parameters, n);
+        if (shard != nullptr) {
+            tp_global_to_local(*shard, 0, model->num_parameters, file->params, model->params);
+        } else if (z.stage == 3) {  // this rank's slice, and the front and tail rows
             const size_t n = model->num_parameters, tail = model->layout().tail_begin();
             memcpy(param_shard, file->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
             memcpy(model->params, file->params, gsync->front_n * sizeof(float));
@@ -188,13 +281,13 @@ struct CpuBackend {
     // largest rank's too (a collective)
     std::string summary_extras(double tok_s) {
         double mine = proc_status_bytes("VmHWM") - rss_base;
-        std::vector<double> all(z.world);
+        std::vector<double> all(comm->world);
         comm_exchange(comm, &mine, sizeof(double), all.data());
         char buf[160];
         int n = snprintf(buf, sizeof(buf), ", peak memory %.1f MiB (resident, above the %.1f MiB held before the model",
                          mine / 1048576.0, rss_base / 1048576.0);
-        if (z.world > 1)
-            snprintf(buf + n, sizeof(buf) - n, "; the largest of %d ranks %.1f MiB)", z.world,
+        if (comm->world > 1)
+            snprintf(buf + n, sizeof(buf) - n, "; the largest of %d ranks %.1f MiB)", comm->world,
                      *std::max_element(all.begin(), all.end()) / 1048576.0);
         else
             snprintf(buf + n, sizeof(buf) - n, ")");
@@ -203,7 +296,7 @@ struct CpuBackend {
     std::string step_metrics(double tok_s) { return ""; }
     double energy_joules() { return -1.0; }
     int vocab_size() const { return model->vocab_size; }
-    size_t num_parameters() const { return model->num_parameters; }
+    size_t num_parameters() const { return shard != nullptr ? shard->global_n : model->num_parameters; }
 };
 
 // The model's state laid out for this rank's ZeRO layout, allocated at the lengths it keeps
@@ -289,22 +382,61 @@ int main(int argc, char** argv) {
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
+    // -tp: the world is data-parallel x tensor-parallel ranks, the tensor-parallel innermost:
+    // ranks [d tp, (d + 1) tp) share every layer, and data-parallel rank d's batches
+    const int tp = cfg.tensor_parallel;
+    if (world % tp != 0)
+        fail("flag -tp %d: %d process%s are not whole tensor-parallel groups of %d (processes = data-parallel x "
+             "tensor-parallel ranks)", tp, world, world == 1 ? "" : "es", tp);
+    if (tp > 1 && cfg.zero_stage == 3)
+        fail("flag -tp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor-parallel run is not built yet "
+             "(-z 1 and -z 2 shard the AdamW state and the gradients)", tp);
+    if (tp > 1 && cfg.hellaswag)
+        fail("flag -tp %d with -h 1: HellaSwag on tensor-parallel ranks is not built yet", tp);
+    const int dp_rank = rank / tp, dp_world = world / tp;
+    Comm tp_comm, dp_comm;
+    CpuTensorParallel tp_group;
+    if (tp > 1) {
+        comm_split(&comm, dp_rank, rank % tp, &tp_comm);
+        comm_split(&comm, rank % tp, dp_rank, &dp_comm);
+        tp_group.group = &tp_comm;
+        tp_group.size = tp;
+        tp_group.rank = tp_comm.rank;
+    }
+    Comm* dpc = tp > 1 ? &dp_comm : &comm;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
+    if (tp > 1) {
+        std::string why = model_tp_problem(start_config, tp);
+        if (!why.empty()) fail("flag -tp %d: %s", tp, why.c_str());
+    }
     const int recompute = cpu_check_memory(start_config, cfg, world);
-    const ZeroLayout z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
-    ModelBase* model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
-                                    : train_load_model(cfg, resume_step);
+    TpShard shard;                 // -tp: this rank's part of the table
+    ModelBase* model = nullptr;
+    ZeroLayout z;
+    if (tp > 1) {  // the whole model is read (or drawn), and this rank keeps its part
+        ModelBase* whole = train_load_model(cfg, resume_step);
+        std::string why;
+        model = model_new_tp(model_config_of(whole), &tp_group, &shard, &why);
+        if (model == nullptr) fail("flag -tp %d: %s", tp, why.c_str());
+        tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
+        model_delete(whole);
+        z = train_zero_layout(cfg, model->num_parameters, dp_rank, dp_world);
+    } else {
+        z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
+        model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)
+                             : train_load_model(cfg, resume_step);
+    }
 
-    // --- batch arithmetic and data
+    // --- batch arithmetic and data (the data-parallel ranks read their own batches)
     TrainData data;
-    train_data_init(&data, &cfg, model->vocab_size, rank, world);
+    train_data_init(&data, &cfg, model->vocab_size, dp_rank, dp_world);
     int B = cfg.B, T = cfg.T;
 
     Tokenizer tokenizer;
@@ -318,18 +450,21 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    size_t n = model->num_parameters;
+    size_t n = tp > 1 ? shard.global_n : model->num_parameters;
     double flops = model_flops_per_token(model, T);
-    train_print_plan(model_describe(model), n, cfg, data, resume_step, world);
+    train_print_plan(model_describe(model), n, cfg, data, resume_step, dp_world);
     const double MiB = 1048576.0;
-    if (world > 1)
+    if (tp > 1)
+        printf("tensor parallelism: %d data-parallel x %d tensor-parallel ranks; each holds %zu of the %zu parameters "
+               "(its heads, MLP units and vocabulary rows; the norms whole)\n", dp_world, tp, model->num_parameters, n);
+    if (dp_world > 1)
         printf("processes: %d (MPI), %s, %zu parameters per rank's slice\n", world, zero_stage_name(z.stage), z.shard);
-    // several ranks: each layer's gradients are reduced while the backward runs the layers below
+    // several data-parallel ranks: each layer's gradients are reduced while the backward runs the layers below
     GradSync sync;
-    if (world > 1) grad_sync_init(&sync, model, &comm, z, grad_shard, param_shard);
-    size_t grads_len = world > 1 ? grad_sync_grads_len(&sync) : z.padded;
-    size_t grad_floats = world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
-    size_t param_floats = world > 1 ? grad_sync_param_floats(&sync) : z.padded;
+    if (dp_world > 1) grad_sync_init(&sync, model, dpc, z, grad_shard, param_shard);
+    size_t grads_len = dp_world > 1 ? grad_sync_grads_len(&sync) : z.padded;
+    size_t grad_floats = dp_world > 1 ? grad_sync_grad_floats(&sync) : z.padded;
+    size_t param_floats = dp_world > 1 ? grad_sync_param_floats(&sync) : z.padded;
     const size_t all_grad_floats = grad_floats + (grad_shard ? z.shard : 0);
     printf("memory per process: params %.1f MiB%s, grads %.1f MiB%s, AdamW %.1f MiB, activations %.1f MiB%s; "
            "%.1f MiB in all; %d threads%s%s\n",
@@ -340,17 +475,18 @@ int main(int argc, char** argv) {
            model->family == FAMILY_LLAMA3 ? (recompute == 2 ? " (-r 2: layer inputs)" : recompute == 1 ? " (-r 1)" : " (-r 0)") : "",
            (param_floats + all_grad_floats + 2 * z.opt_count() + model->acts_floats) * 4 / MiB, threads,
            getenv("GOMP_SPINCOUNT") ? ", GOMP_SPINCOUNT=" : "", getenv("GOMP_SPINCOUNT") ? getenv("GOMP_SPINCOUNT") : "");
-    if (world > 1)
+    if (dp_world > 1)
         printf("communication per step and process: %.1f MiB sent\n",
                zero_comm_bytes_per_step(z, data.grad_accum, 4, 4, model->num_layers, sync.layer_n) / MiB);
 
     PhaseClock phase_clock;  // -pb 1
     if (cfg.phase_breakdown) model->phases = &phase_clock;
     CpuBackend be = {model, &comm, z, zero_segments(model->tensors, model->num_tensors, z.opt_begin, z.opt_end),
-                     grad_shard, param_shard, flops, world > 1 ? &sync : nullptr, grads_len, false, rss_base};
+                     grad_shard, param_shard, flops, dp_world > 1 ? &sync : nullptr, grads_len, false, rss_base,
+                     dpc, tp > 1 ? &tp_comm : nullptr, tp > 1 ? &shard : nullptr, {}};
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_clock_report(phase_clock);
-    if (world > 1) {
+    if (dp_world > 1) {
         grad_sync_report(&sync);
         grad_sync_free(&sync);
     }
@@ -359,6 +495,10 @@ int main(int argc, char** argv) {
     model_delete(model);
     free(grad_shard);
     free(param_shard);
+    if (tp > 1) {
+        comm_free(&tp_comm);
+        comm_free(&dp_comm);
+    }
     comm_free(&comm);
     return status;
 }

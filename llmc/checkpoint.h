@@ -232,6 +232,8 @@ struct TrainState {
     uint64_t sample_rng;    // sampling RNG state
     uint64_t range_begin = 0, range_count = 0;  // the slice of m, v (and master) in this file
     uint64_t zero_stage = 0;                    // -z of the run that wrote it (information only)
+    uint64_t data_world = 0;                    // the data-parallel processes, if not `world` (-tp:
+                                                // rank 0 writes the one file; 0 in older files)
     // optional section: the step guard (outlier windows, fault counters; llmc/faults.h) as
     // doubles. Empty when absent: files written before it existed still load.
     std::vector<double> step_guard = {};
@@ -257,7 +259,7 @@ inline void state_write(const std::string& path, const TrainState& s, const floa
           (unsigned long long)s.range_begin, (unsigned long long)s.range_count, (unsigned long long)s.num_parameters);
     // range 0 + 0 means all parameters, as in files written before ranks existed
     uint64_t count = s.range_begin == 0 && s.range_count == 0 ? s.num_parameters : s.range_count;
-    h[21] = s.range_begin; h[22] = count; h[23] = s.zero_stage;
+    h[21] = s.range_begin; h[22] = count; h[23] = s.zero_stage; h[24] = s.data_world;
     size_t bytes = count * sizeof(float);
     h[15] = checksum64(m, bytes);
     h[16] = checksum64(v, bytes);
@@ -299,6 +301,7 @@ inline std::string state_read(const char* path, TrainState* s, float* m, float* 
     s->range_begin = h[21];
     s->range_count = h[22] == 0 && h[21] == 0 ? h[5] : h[22];
     s->zero_stage = h[23];
+    s->data_world = h[24];
     if (s->range_begin > s->num_parameters || s->range_count > s->num_parameters - s->range_begin ||
         s->rank >= s->world) {  // compared so that no sum can wrap
         fclose(f);

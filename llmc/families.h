@@ -9,7 +9,7 @@
 //          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
-//          model_logits, model_losses, model_update, model_flops_per_token, model_describe
+//          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_new_tp, model_tp_problem
 #pragma once
 #include <cmath>
 #include <string>
@@ -193,6 +193,45 @@ inline void model_bind_params(ModelBase* m, float* const* views) {
 inline void model_bind_grads(ModelBase* m, float* const* views) {
     if (m->family == FAMILY_LLAMA3) llama_bind_grads(static_cast<Llama*>(m), views);
     else gpt2_bind_grads(static_cast<GPT2*>(m), views);
+}
+
+// -tp: a new model of configuration c holding tp->rank's part of every layer
+// (llmc/tensor_parallel.h), its parameters zeroed; *shard gets its table and the runs that map
+// it onto the model file's. Returns nullptr, with *problem, when a tensor does not split.
+inline ModelBase* model_new_tp(const ModelConfig& c, TensorParallel* tp, TpShard* shard, std::string* problem) {
+    ModelBase* m = model_new(c, false);
+    TpSplit splits[MAX_PARAM_TENSORS];
+    if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp->size, splits);
+    else gpt2_tp_splits(c.gpt2, splits);
+    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp->size, tp->rank, shard);
+    if (!problem->empty()) {
+        model_delete(m);
+        return nullptr;
+    }
+    memcpy(m->tensors, shard->local, m->num_tensors * sizeof(ParamTensor));
+    m->num_parameters = shard->local_n;
+    m->tp = tp;
+    m->params = xcalloc_floats(m->num_parameters);
+    model_bind_views(m);
+    return m;
+}
+
+// -tp: why configuration c cannot run on tensor-parallel groups of tp ranks ("" if it can):
+// whole heads on each rank, Llama's KV heads split with its query heads, the MLP's hidden
+// units and the padded vocabulary's rows in equal parts.
+inline std::string model_tp_problem(const ModelConfig& c, int tp) {
+    char buf[200] = "";
+    const int NH = c.family == FAMILY_LLAMA3 ? c.llama.num_heads : c.gpt2.num_heads;
+    const int Vp = c.family == FAMILY_LLAMA3 ? c.llama.padded_vocab_size : c.gpt2.padded_vocab_size;
+    if (NH % tp != 0) snprintf(buf, sizeof(buf), "the model's %d heads do not split into %d equal parts", NH, tp);
+    else if (c.family == FAMILY_LLAMA3 && c.llama.num_kv_heads % tp != 0 && tp % c.llama.num_kv_heads != 0)
+        snprintf(buf, sizeof(buf), "the model's %d KV heads neither split into %d equal parts nor are shared by whole "
+                 "groups of its ranks", c.llama.num_kv_heads, tp);
+    else if (c.family == FAMILY_LLAMA3 && c.llama.ffn_hidden % tp != 0)
+        snprintf(buf, sizeof(buf), "the MLP's %d hidden units do not split into %d equal parts", c.llama.ffn_hidden, tp);
+    else if (Vp % tp != 0)
+        snprintf(buf, sizeof(buf), "the padded vocabulary's %d rows do not split into %d equal parts", Vp, tp);
+    return buf;
 }
 
 // Forward of B x T tokens; with targets, the losses and m->mean_loss.

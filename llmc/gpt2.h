@@ -24,6 +24,7 @@
 #include "cpu/residual.h"     // defines: residual_forward
 #include "cpu/crossentropy.h" // defines: crossentropy_forward, crossentropy_backward
 #include "phases.h"           // defines: PhaseClock, phase_clock_mark (-pb 1)
+#include "tensor_parallel.h"  // defines: TpSplit, tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward
 
 struct GPT2Config {
     int max_seq_len;        // maxT: positions in wpe
@@ -138,6 +139,19 @@ inline size_t gpt2_param_table(const GPT2Config& cfg, ParamTensor table[NUM_PARA
     return param_table_build(rows, NUM_PARAM_TENSORS, table);
 }
 
+// Tensor parallelism (llmc/tensor_parallel.h): QKV and FC column-parallel (QKV's q, k and v
+// rows each split, so a rank has whole heads), the projections row-parallel, wte by vocabulary
+// rows; the norms, wpe and the projections' biases whole on every rank.
+inline void gpt2_tp_splits(const GPT2Config& cfg, TpSplit splits[NUM_PARAM_TENSORS]) {
+    const size_t C = cfg.channels;
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) splits[i] = TpSplit();
+    splits[0] = {TP_ROWS, 1, {(size_t)cfg.padded_vocab_size}};  // wte
+    splits[4] = splits[5] = {TP_ROWS, 3, {C, C, C}};             // qkvw, qkvb
+    splits[6].mode = TP_COLS;                                     // attprojw
+    splits[10] = splits[11] = {TP_ROWS, 1, {4 * C}};             // fcw, fcb
+    splits[12].mode = TP_COLS;                                    // fcprojw
+}
+
 // Named views into a buffer laid out by the table (parameters or their gradients).
 struct ParamPtrs {
     float *wte, *wpe, *ln1w, *ln1b, *qkvw, *qkvb, *attprojw, *attprojb;
@@ -245,13 +259,16 @@ struct GPT2 : ModelBase {
 // The floats of each activation (in Activations' order) for micro-batches of B x T. size_t:
 // L*B*NH*T*T passes 2^31 at d12, B=16, T=1024. Returns their sum.
 constexpr int GPT2_NUM_ACTIVATIONS = sizeof(Activations) / sizeof(float*);
-inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t sizes[GPT2_NUM_ACTIVATIONS]) {
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t BT = (size_t)B * T;
-    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * C, L * BT * C,
+// tp: the ranks of a tensor-parallel group (each holds 1/tp of the heads, of FC's hidden units
+// and of the vocabulary's logits).
+inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t sizes[GPT2_NUM_ACTIVATIONS],
+                                    int tp = 1) {
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads / tp, Vp = cfg.padded_vocab_size / tp;
+    const size_t BT = (size_t)B * T, A = C / tp;  // A: this rank's attention channels (its heads)
+    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * A, L * BT * A,
                         L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
-                        L * BT * 4 * C, L * BT * 4 * C, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
-                        BT * C, BT * C, BT * C, BT * 3 * C, BT * 4 * C, BT * 4 * C};
+                        L * BT * 4 * A, L * BT * 4 * A, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
+                        BT * C, BT * C, BT * C, BT * 3 * A, BT * 4 * A, BT * 4 * A};
     static_assert(sizeof(s) / sizeof(s[0]) == GPT2_NUM_ACTIVATIONS, "one size per activation");
     size_t total = 0;
     for (int i = 0; i < GPT2_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
@@ -276,7 +293,7 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T, size_t grads_len = SIZE_
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = param_ptrs(model->grads, model->tensors);
     size_t sizes[GPT2_NUM_ACTIVATIONS];
-    gpt2_activation_sizes(model->config, B, T, sizes);
+    gpt2_activation_sizes(model->config, B, T, sizes, model->tp != nullptr ? model->tp->size : 1);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
 }
 
@@ -323,22 +340,24 @@ struct GPT2LayerActs {
 };
 inline GPT2LayerActs gpt2_layer_acts(const GPT2* model, int l) {
     const Activations& a = model->acts;
+    const int tp = model->tp != nullptr ? model->tp->size : 1;
     const size_t BT = (size_t)model->B * model->T, BTC = BT * model->config.channels, li = (size_t)l;
-    const size_t att_stride = BT * model->config.num_heads * model->T;
+    const size_t BTA = BTC / tp;  // this rank's heads' channels
+    const size_t att_stride = BT * (model->config.num_heads / tp) * model->T;
     GPT2LayerActs v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
     v.ln1 = a.ln1 + li * BTC;
     v.ln1_mean = a.ln1_mean + li * BT;
     v.ln1_rstd = a.ln1_rstd + li * BT;
-    v.qkv = a.qkv + li * 3 * BTC;
-    v.atty = a.atty + li * BTC;
+    v.qkv = a.qkv + li * 3 * BTA;
+    v.atty = a.atty + li * BTA;
     v.att = a.att + li * att_stride;
     v.residual2 = a.residual2 + li * BTC;
     v.ln2 = a.ln2 + li * BTC;
     v.ln2_mean = a.ln2_mean + li * BT;
     v.ln2_rstd = a.ln2_rstd + li * BT;
-    v.fch = a.fch + li * 4 * BTC;
-    v.fch_gelu = a.fch_gelu + li * 4 * BTC;
+    v.fch = a.fch + li * 4 * BTA;
+    v.fch_gelu = a.fch_gelu + li * 4 * BTA;
     v.residual3 = a.residual3 + li * BTC;
     return v;
 }
@@ -355,10 +374,28 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const ParamPtrs& p = model->p;
     Activations& a = model->acts;
     int N = B * T;
+    // -tp: this rank's heads (A channels of attention, NHl heads), FC units (H) and vocabulary
+    // rows [v0, v0 + Vl); the row-parallel projections' partial sums meet in `meet`
+    TensorParallel* tp = model->tp;
+    const int tpn = tp != nullptr ? tp->size : 1, A = C / tpn, NHl = NH / tpn, H = 4 * C / tpn;
+    int v0 = 0, Vl = Vp;
+    if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
+    auto meet = [&](float* x, const float* bias) {  // the group's sum, then the bias once
+        if (tp == nullptr) return;
+        tp->all_reduce(x, (size_t)N * C, false);
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) x[(size_t)i * C + c] += bias[c];
+    };
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
     phase(PHASE_ENCODER);
-    encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
+    if (tp == nullptr) {
+        encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
+    } else {  // the token's row from the rank that holds it, then the position's, as encoder_forward adds them
+        tp_embedding_lookup(tp, a.encoded, inputs, p.wte, N, C, v0, Vl);
+        for (int i = 0; i < N; i++)
+            for (int c = 0; c < C; c++) a.encoded[(size_t)i * C + c] += p.wpe[(size_t)(i % T) * C + c];
+    }
     for (int l = 0; l < L; l++) {
         const GPT2LayerActs la = gpt2_layer_acts(model, l);
         float* slice[NUM_LAYER_TENSORS];
@@ -368,31 +405,36 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         phase(PHASE_LAYERNORM);
         layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * C);
+        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * A);
         phase(PHASE_ATTENTION_FWD);
-        attention_forward(la.atty, la.att, la.qkv, B, T, C, NH);
+        attention_forward(la.atty, la.att, la.qkv, B, T, A, NHl);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.atty, lp.attprojw, lp.attprojb, B, T, C, C);
+        matmul_forward(a.proj, la.atty, lp.attprojw, tp == nullptr ? lp.attprojb : nullptr, B, T, A, C);
+        phase(PHASE_COMM);
+        meet(a.proj, lp.attprojb);
         phase(PHASE_LAYERNORM);
         residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
         layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, N, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, 4 * C);
+        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, H);
         phase(PHASE_GELU);
-        gelu_forward(la.fch_gelu, la.fch, (size_t)N * 4 * C);
+        gelu_forward(la.fch_gelu, la.fch, (size_t)N * H);
         phase(PHASE_MATMUL);
-        matmul_forward(a.proj, la.fch_gelu, lp.fcprojw, lp.fcprojb, B, T, 4 * C, C);
+        matmul_forward(a.proj, la.fch_gelu, lp.fcprojw, tp == nullptr ? lp.fcprojb : nullptr, B, T, H, C);
+        phase(PHASE_COMM);
+        meet(a.proj, lp.fcprojb);
         phase(PHASE_LAYERNORM);
         residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
     }
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, p.lnfb, N, C);
     phase(PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vp);  // tied head: wte is the classifier
+    matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vl);  // tied head: wte is the classifier
     if (targets != nullptr) {
         phase(PHASE_CLASSIFIER);
         for (int i = 0; i < N; i++)
             CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
-        crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
+        if (tp != nullptr) tp_crossentropy_forward(tp, a.losses, a.logits, targets, N, V, v0, Vl);
+        else crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
         double sum = 0.0;
         for (int i = 0; i < N; i++) sum += a.losses[i];
         model->mean_loss = (float)(sum / N);
@@ -413,13 +455,27 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     Activations& a = model->acts;
     size_t BTC = (size_t)B * T * C;
     int N = B * T;
+    // -tp: as in the forward; a column-parallel matmul's input gradient is this rank's part of
+    // the sum: `meet` adds the group's
+    TensorParallel* tp = model->tp;
+    const int tpn = tp != nullptr ? tp->size : 1, A = C / tpn, NHl = NH / tpn, H = 4 * C / tpn;
+    const size_t BTA = BTC / tpn;
+    int v0 = 0, Vl = Vp;
+    if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
+    auto meet = [&](float* x) {
+        if (tp == nullptr) return;
+        phase_clock_mark(model->phases, PHASE_COMM);
+        tp->all_reduce(x, BTC, false);
+    };
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
     phase(PHASE_CLASSIFIER);
-    crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+    if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, v0, Vl);
+    else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
     phase(PHASE_CLASSIFIER_MATMUL);
     memset(a.dtmp, 0, BTC * sizeof(float));
-    matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vp);
+    matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vl);
+    meet(a.dtmp);
     phase(PHASE_LAYERNORM);
     memset(a.dres, 0, BTC * sizeof(float));
     layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, a.lnf_mean,
@@ -439,26 +495,28 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         const GPT2LayerActs la = gpt2_layer_acts(model, l);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase(PHASE_MATMUL);
-        memset(a.dfch_gelu, 0, 4 * BTC * sizeof(float));
-        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, B, T, 4 * C, C);
+        memset(a.dfch_gelu, 0, 4 * BTA * sizeof(float));
+        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, B, T, H, C);
         phase(PHASE_GELU);
-        memset(a.dfch, 0, 4 * BTC * sizeof(float));
-        gelu_backward(a.dfch, la.fch, a.dfch_gelu, 4 * BTC);
+        memset(a.dfch, 0, 4 * BTA * sizeof(float));
+        gelu_backward(a.dfch, la.fch, a.dfch_gelu, 4 * BTA);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, B, T, C, 4 * C);
+        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, B, T, C, H);
+        meet(a.dtmp);
         phase(PHASE_LAYERNORM);
         layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N, C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, B, T, C, C);
+        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, B, T, A, C);
         phase(PHASE_ATTENTION_BWD);
-        memset(a.dqkv, 0, 3 * BTC * sizeof(float));
-        attention_backward(a.dqkv, a.dtmp, la.qkv, la.att, B, T, C, NH);
+        memset(a.dqkv, 0, 3 * BTA * sizeof(float));
+        attention_backward(a.dqkv, a.dtmp, la.qkv, la.att, B, T, A, NHl);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, B, T, C, 3 * C);
+        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, B, T, C, 3 * A);
+        meet(a.dtmp);
         phase(PHASE_LAYERNORM);
         layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N, C);
         if (sink != nullptr) {
@@ -467,7 +525,18 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         }
     }
     phase(PHASE_ENCODER);
-    encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
+    if (tp == nullptr) {
+        encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
+    } else {  // wpe whole, wte's rows of this rank's tokens only: the same sums in the same order
+        for (int t = 0; t < T; t++)
+            for (int b = 0; b < B; b++)
+                for (int c = 0; c < C; c++) g.wpe[(size_t)t * C + c] += a.dres[((size_t)b * T + t) * C + c];
+        for (int i = 0; i < N; i++) {
+            const int tok = inputs[i] - v0;
+            if (tok < 0 || tok >= Vl) continue;
+            for (int c = 0; c < C; c++) g.wte[(size_t)tok * C + c] += a.dres[(size_t)i * C + c];
+        }
+    }
     if (sink != nullptr) {
         phase(PHASE_COMM);
         sink->backward_done();

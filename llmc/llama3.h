@@ -25,6 +25,7 @@
 #include "cpu/rmsnorm.h"      // defines: rmsnorm_forward, rmsnorm_backward
 #include "cpu/rope.h"         // defines: rope_table, rope_forward, rope_backward
 #include "cpu/swiglu.h"       // defines: swiglu_forward, swiglu_backward
+#include "tensor_parallel.h"  // defines: TpSplit, tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward
 
 struct LlamaConfig {
     int max_seq_len;        // maxT
@@ -121,6 +122,46 @@ inline size_t llama_param_table(const LlamaConfig& cfg, ParamTensor table[LLAMA_
     return param_table_build(rows, LLAMA_NUM_PARAM_TENSORS, table);
 }
 
+// Tensor parallelism (llmc/tensor_parallel.h) over tp ranks: QKV column-parallel by heads (q's
+// NH heads and k's and v's NKV each split, so a rank's query heads find their KV heads on the
+// same rank; with fewer KV heads than ranks each rank holds the one its query heads share, the
+// same as tp / NKV - 1 other ranks), gate and up column-parallel, o_proj and down_proj
+// row-parallel, wte and the head by vocabulary rows; the RMSNorm weights whole on every rank.
+inline void llama_tp_splits(const LlamaConfig& cfg, int tp, TpSplit splits[LLAMA_NUM_PARAM_TENSORS]) {
+    const size_t hs = cfg.channels / cfg.num_heads, F = cfg.ffn_hidden, Vp = cfg.padded_vocab_size;
+    const int kv_parts = cfg.num_kv_heads < tp ? cfg.num_kv_heads : 0;  // 0: one part per rank
+    for (int i = 0; i < LLAMA_NUM_PARAM_TENSORS; i++) splits[i] = TpSplit();
+    splits[0] = {TP_ROWS, 1, {Vp}};                                                      // wte
+    splits[2] = {TP_ROWS, 3, {cfg.num_heads * hs, cfg.num_kv_heads * hs, cfg.num_kv_heads * hs}, {0, kv_parts, kv_parts}};  // qkvw
+    splits[3].mode = TP_COLS;                                                           // attprojw
+    splits[5] = {TP_ROWS, 2, {F, F}};                                                   // fcw
+    splits[6].mode = TP_COLS;                                                           // fcprojw
+    splits[8] = {TP_ROWS, 1, {Vp}};                                                     // lmheadw
+}
+
+// The sizes a rank computes with: the whole model's, or with -tp its part of the heads (NH
+// query, NKV key/value), of the MLP's hidden units (F), of the attention's channels (A = NH hs)
+// and of the vocabulary's rows [v0, v0 + Vp).
+struct LlamaDims {
+    int C, hs, NH, NKV, F, QKV, A, Vp, v0;
+};
+inline LlamaDims llama_dims(const LlamaConfig& cfg, int tp = 1, int tp_rank = 0) {
+    LlamaDims d;
+    d.C = cfg.channels;
+    d.hs = cfg.channels / cfg.num_heads;
+    d.NH = cfg.num_heads / tp;
+    d.NKV = cfg.num_kv_heads >= tp ? cfg.num_kv_heads / tp : 1;  // fewer than ranks: the shared one
+    d.F = cfg.ffn_hidden / tp;
+    d.QKV = (d.NH + 2 * d.NKV) * d.hs;
+    d.A = d.NH * d.hs;
+    d.Vp = cfg.padded_vocab_size / tp;
+    d.v0 = tp_rank * d.Vp;
+    return d;
+}
+inline LlamaDims llama_dims_of(const ModelBase* m, const LlamaConfig& cfg) {
+    return m->tp != nullptr ? llama_dims(cfg, m->tp->size, m->tp->rank) : llama_dims(cfg);
+}
+
 struct LlamaParams {
     float *wte, *rms1w, *qkvw, *attprojw, *rms2w, *fcw, *fcprojw, *rmsfw, *lmheadw;
 };
@@ -196,12 +237,13 @@ struct Llama : ModelBase {
 // recompute level r. Returns their sum.
 constexpr int LLAMA_NUM_ACTIVATIONS = sizeof(LlamaActivations) / sizeof(float*);
 inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS],
-                                     int r = 0) {
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t F = cfg.ffn_hidden, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
+                                     int r = 0, int tp = 1) {
+    const LlamaDims d = llama_dims(cfg, tp);  // -tp: this rank's heads, hidden units and logits
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = d.NH, Vp = d.Vp, A = d.A;
+    const size_t F = d.F, QKV = d.QKV;
     const size_t BT = (size_t)B * T;
     const size_t kept = r >= 2 ? 1 : L, norm = r >= 1 ? 1 : L;  // layers of the recomputed buffers
-    const size_t s[] = {BT * C, norm * BT * C, kept * BT, kept * BT * QKV, kept * BT * C, kept * B * NH * T * T,
+    const size_t s[] = {BT * C, norm * BT * C, kept * BT, kept * BT * QKV, kept * BT * A, kept * B * NH * T * T,
                         kept * BT * C, norm * BT * C, kept * BT, kept * BT * 2 * F, norm * BT * F, L * BT * C, BT * C,
                         BT, BT * Vp, BT, BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
     static_assert(sizeof(s) / sizeof(s[0]) == LLAMA_NUM_ACTIVATIONS, "one size per activation");
@@ -230,7 +272,7 @@ inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZ
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = llama_param_ptrs(model->grads, model->tensors);
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
-    llama_activation_sizes(cfg, B, T, sizes, recompute);
+    llama_activation_sizes(cfg, B, T, sizes, recompute, model->tp != nullptr ? model->tp->size : 1);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
 }
@@ -246,8 +288,8 @@ struct LlamaLayerActs {
 inline LlamaLayerActs llama_layer_acts(const Llama* model, int l) {
     const LlamaConfig& cfg = model->config;
     const LlamaActivations& a = model->acts;
-    const size_t C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
-    const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH);
+    const LlamaDims d = llama_dims_of(model, cfg);
+    const size_t C = cfg.channels, NH = d.NH, F = d.F, QKV = d.QKV, A = d.A;
     const size_t BT = (size_t)model->B * model->T, BTC = BT * C, li = (size_t)l;
     const size_t kept = model->recompute >= 2 ? 0 : li, norm = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActs v;
@@ -255,7 +297,7 @@ inline LlamaLayerActs llama_layer_acts(const Llama* model, int l) {
     v.rms1 = a.rms1 + norm * BTC;
     v.rms1_rstd = a.rms1_rstd + kept * BT;
     v.qkv = a.qkv + kept * BT * QKV;
-    v.atty = a.atty + kept * BTC;
+    v.atty = a.atty + kept * BT * A;
     v.att = a.att + kept * BT * NH * model->T;
     v.residual2 = a.residual2 + kept * BTC;
     v.rms2 = a.rms2 + norm * BTC;
@@ -305,9 +347,14 @@ inline void llama_init_random(Llama* model, uint32_t seed) {
 // a layer's forward is written.
 inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayerActs& la, int B, int T) {
     const LlamaConfig& cfg = model->config;
-    const int C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads, F = cfg.ffn_hidden, hs = C / NH;
-    const int QKV = (NH + 2 * NKV) * hs, N = B * T;
+    const LlamaDims d = llama_dims_of(model, cfg);  // -tp: this rank's heads and hidden units
+    const int C = cfg.channels, NH = d.NH, NKV = d.NKV, F = d.F, hs = d.hs, QKV = d.QKV, A = d.A, N = B * T;
     float* proj = model->acts.proj;
+    auto meet = [&]() {  // -tp: a row-parallel projection's partial sums, added over the group
+        if (model->tp == nullptr) return;
+        phase_clock_mark(model->phases, PHASE_COMM);
+        model->tp->all_reduce(proj, (size_t)N * C, false);
+    };
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
     phase(PHASE_LAYERNORM);
     rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
@@ -317,7 +364,8 @@ inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayer
     rope_forward(la.qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
     attention_forward_gqa(la.atty, la.att, la.qkv, B, T, NH, NKV, hs);
     phase(PHASE_MATMUL);
-    matmul_forward(proj, la.atty, lp[2], nullptr, B, T, C, C);
+    matmul_forward(proj, la.atty, lp[2], nullptr, B, T, A, C);
+    meet();
     phase(PHASE_LAYERNORM);
     residual_forward(la.residual2, la.residual, proj, (size_t)N * C);
     rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
@@ -327,6 +375,7 @@ inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayer
     swiglu_forward(la.fch_swiglu, la.fch, N, F);
     phase(PHASE_MATMUL);
     matmul_forward(proj, la.fch_swiglu, lp[5], nullptr, B, T, F, C);
+    meet();
     phase(PHASE_LAYERNORM);
     residual_forward(la.residual3, la.residual2, proj, (size_t)N * C);
 }
@@ -344,8 +393,10 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
     const int N = B * T;
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
+    const LlamaDims d = llama_dims_of(model, cfg);  // -tp: the vocabulary rows [d.v0, d.v0 + d.Vp) are here
     phase(PHASE_ENCODER);
-    for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
+    if (model->tp != nullptr) tp_embedding_lookup(model->tp, a.encoded, inputs, p.wte, N, C, d.v0, d.Vp);
+    else for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
     for (int l = 0; l < L; l++) {
         float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
@@ -354,12 +405,13 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, N, C, cfg.norm_eps);
     phase(PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(a.logits, a.rmsf, p.lmheadw, nullptr, B, T, C, Vp);
+    matmul_forward(a.logits, a.rmsf, p.lmheadw, nullptr, B, T, C, d.Vp);
     if (targets != nullptr) {
         phase(PHASE_CLASSIFIER);
         for (int i = 0; i < N; i++)
             CHECK(targets[i] >= 0 && targets[i] < V, "target %d at %d outside vocab %d", targets[i], i, V);
-        crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
+        if (model->tp != nullptr) tp_crossentropy_forward(model->tp, a.losses, a.logits, targets, N, V, d.v0, d.Vp);
+        else crossentropy_forward(a.losses, a.logits, targets, N, V, Vp);
         double sum = 0.0;
         for (int i = 0; i < N; i++) sum += a.losses[i];
         model->mean_loss = (float)(sum / N);
@@ -374,9 +426,24 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
                            GradSink* sink = nullptr) {
     const LlamaConfig& cfg = model->config;
     const int B = model->B, T = model->T;
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
-    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH;
-    const int QKV = (NH + 2 * NKV) * hs;
+    const LlamaDims d = llama_dims_of(model, cfg);  // -tp: this rank's part, as in the forward
+    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
+    const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = d.F, hs = d.hs;
+    const int QKV = d.QKV;
+    TensorParallel* tp = model->tp;
+    auto meet = [&](float* x) {  // -tp: a column-parallel matmul's input gradient, added over the group
+        if (tp == nullptr) return;
+        phase_clock_mark(model->phases, PHASE_COMM);
+        tp->all_reduce(x, (size_t)B * T * C, false);
+    };
+    // -tp with fewer KV heads than ranks: the tp / NKV ranks that share a KV head each find the
+    // part of its k and v rows' gradient that their query heads make; a micro-step's parts are
+    // added over the group (each rank's in the slot of its head, zeros elsewhere), then to what
+    // the rows held (earlier micro-steps)
+    const bool kv_shared = tp != nullptr && cfg.num_kv_heads < tp->size;
+    const size_t kv_vals = (size_t)2 * hs * C;  // one KV head's k and v rows
+    const int kv_head = kv_shared ? tp->rank / (tp->size / cfg.num_kv_heads) : 0;
+    std::vector<float> kv_keep(kv_shared ? kv_vals : 0), kv_all(kv_shared ? kv_vals * cfg.num_kv_heads : 0);
     const LlamaParams& p = model->p;
     const LlamaParams& g = model->g;
     LlamaActivations& a = model->acts;
@@ -386,10 +453,12 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
     phase(PHASE_CLASSIFIER);
-    crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+    if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, d.v0, d.Vp);
+    else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
     phase(PHASE_CLASSIFIER_MATMUL);
     memset(a.dtmp, 0, BTC * sizeof(float));
-    matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, Vp);
+    matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, d.Vp);
+    meet(a.dtmp);
     phase(PHASE_LAYERNORM);
     memset(a.dres, 0, BTC * sizeof(float));
     rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, N, C);
@@ -421,19 +490,33 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
         matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, la.rms2, lp[4], B, T, C, 2 * F);
+        meet(a.dtmp);
         phase(PHASE_LAYERNORM);
         rmsnorm_backward(a.dres, lg[3], a.dtmp, la.residual2, lp[3], la.rms2_rstd, N, C);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, la.atty, lp[2], B, T, C, C);
+        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, la.atty, lp[2], B, T, A, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, BT * QKV * sizeof(float));
         attention_backward_gqa(a.dqkv, a.dtmp, la.qkv, la.att, B, T, NH, NKV, hs);
         rope_backward(a.dqkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
+        float* kv_rows = lg[1] + (size_t)A * C;  // after the query heads' rows
+        if (kv_shared) {
+            memcpy(kv_keep.data(), kv_rows, kv_vals * sizeof(float));
+            memset(kv_rows, 0, kv_vals * sizeof(float));
+        }
         matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, la.rms1, lp[1], B, T, C, QKV);
+        if (kv_shared) {
+            phase(PHASE_COMM);
+            std::fill(kv_all.begin(), kv_all.end(), 0.0f);
+            memcpy(kv_all.data() + kv_head * kv_vals, kv_rows, kv_vals * sizeof(float));
+            tp->all_reduce(kv_all.data(), kv_all.size(), false);
+            for (size_t i = 0; i < kv_vals; i++) kv_rows[i] = kv_keep[i] + kv_all[kv_head * kv_vals + i];
+        }
+        meet(a.dtmp);
         phase(PHASE_LAYERNORM);
         rmsnorm_backward(a.dres, lg[0], a.dtmp, la.residual, lp[0], la.rms1_rstd, N, C);
         if (sink != nullptr) {
@@ -445,7 +528,8 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     // the same token can repeat anywhere in the batch: a serial pass in (b,t) order keeps the
     // sums deterministic
     for (int i = 0; i < N; i++) {
-        float* dt = g.wte + (size_t)inputs[i] * C;
+        if (inputs[i] < d.v0 || inputs[i] >= d.v0 + d.Vp) continue;  // -tp: another rank's row
+        float* dt = g.wte + (size_t)(inputs[i] - d.v0) * C;
         const float* d = a.dres + (size_t)i * C;
         for (int c = 0; c < C; c++) dt[c] += d[c];
     }

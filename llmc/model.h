@@ -3,7 +3,7 @@
 // backward reports to, random init, the gradient norm and AdamW over a table. The families
 // are listed in one place, llmc/families.h.
 // defines: ParamTensor, ParamRow, param_table_build, MAX_PARAM_TENSORS, ParamLayout, layer_slices,
-//          layer_slices_packed, GradSinkOf, GradSink, ParamSourceOf, ParamSource, ModelFamily, ModelBase,
+//          layer_slices_packed, GradSinkOf, GradSink, ParamSourceOf, ParamSource, TensorParallel, ModelFamily, ModelBase,
 //          model_layer_params, xcalloc_floats, carve_buffers,
 //          NormalRng, grad_sum_squares, grad_clip_scale, adamw_update_table, flops_per_token, model_base_init,
 //          model_base_alloc_state, model_free_buffers
@@ -124,6 +124,15 @@ struct ParamSourceOf {
 };
 using ParamSource = ParamSourceOf<float>;
 
+// Tensor parallelism (-tp N, llmc/tensor_parallel.h): the group of ranks that share each
+// layer, and its all-reduce, which a family's forward and backward call where a layer's parts
+// meet. Every rank of the group gets the same bits.
+struct TensorParallel {
+    int size = 1, rank = 0;
+    virtual void all_reduce(float* x, size_t n, bool max) = 0;  // sum (max: the largest) over the group
+    virtual ~TensorParallel() = default;
+};
+
 // ---------------------------------------------------------------------------------------
 // A model in host memory (fp32), whatever its family: the table, the four buffers laid out
 // by it, the activations, and the dimensions every family has. Each family's struct starts
@@ -147,6 +156,7 @@ struct ModelBase {
     PhaseClock* phases = nullptr;  // -pb 1: forward and backward mark their phases here
     ParamSource* param_source = nullptr;  // ZeRO 3: where the layers' parameters come from (params
                                           // then holds only the front and tail rows)
+    TensorParallel* tp = nullptr;  // -tp: the tables are this rank's part (llmc/tensor_parallel.h); nullptr: all here
 
     ParamLayout layout() const {
         ParamLayout t;

@@ -273,16 +273,17 @@ inline void train_state_check(const TrainState& s, const std::string& path, size
     if (s.num_parameters != num_parameters)
         fail("%s: state is for %llu parameters, the model has %zu", path.c_str(),
              (unsigned long long)s.num_parameters, num_parameters);
+    const uint64_t data_world = s.data_world != 0 ? s.data_world : s.world;  // the processes that read data
     if (s.T != (uint64_t)cfg.T || s.total_batch != (uint64_t)cfg.total_batch || s.shuffle != (uint64_t)cfg.shuffle ||
-        s.seed != (uint64_t)cfg.seed || s.B * s.world != (uint64_t)cfg.B * world)
+        s.seed != (uint64_t)cfg.seed || s.B * data_world != (uint64_t)cfg.B * world)
         fail("%s: written by a run with -b %llu -t %llu -d %llu -sh %llu -sd %llu on %llu processes; resume with the "
              "same -t -d -sh -sd, and processes x -b = %llu",
              path.c_str(), (unsigned long long)s.B, (unsigned long long)s.T, (unsigned long long)s.total_batch,
-             (unsigned long long)s.shuffle, (unsigned long long)s.seed, (unsigned long long)s.world,
-             (unsigned long long)(s.B * s.world));
-    if (s.world != (uint64_t)world)
-        printf("resuming on %d processes a run saved on %llu: AdamW state re-sharded, -b %d\n", world,
-               (unsigned long long)s.world, cfg.B);
+             (unsigned long long)s.shuffle, (unsigned long long)s.seed, (unsigned long long)data_world,
+             (unsigned long long)(s.B * data_world));
+    if (data_world != (uint64_t)world)
+        printf("resuming on %d data-parallel processes a run saved on %llu: AdamW state re-sharded, -b %d\n", world,
+               (unsigned long long)data_world, cfg.B);
 }
 
 // Generates cfg.gen_tokens tokens after an EOT in one row, printing each as it comes; the

@@ -109,7 +109,8 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     const size_t n = be.num_parameters();
     // ZeRO 3: a forward gathers its layers from every rank, so every rank runs each one: the
     // samples too (rank 0 prints them), and the HellaSwag forwards in step
-    const bool lockstep = world > 1 && cfg.zero_stage == 3;
+    // -tp likewise: a tensor-parallel group runs every forward together
+    const bool lockstep = world > 1 && (cfg.zero_stage == 3 || cfg.tensor_parallel > 1);
 
     // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
     int step = 0;
@@ -119,7 +120,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         std::string path = checkpoint_path(dir, "state", from, 0);
         TrainState s;
         be.load_state(dir, from, &s);
-        train_state_check(s, path, n, cfg, world);
+        train_state_check(s, path, n, cfg, world / cfg.tensor_parallel);  // the data-parallel processes
         dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
         sample_rng = s.sample_rng;
         train_state_restore_guard(&guard, s, path, cfg);
@@ -208,7 +209,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         be.sync();
         double t0 = now_seconds();
         double loss_sum = 0.0;
-        float dloss = 1.0f / ((float)B * T * grad_accum * world);
+        float dloss = 1.0f / ((float)B * T * grad_accum * (world / cfg.tensor_parallel));  // the data-parallel ranks' batches
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
             bool last_micro = micro == grad_accum - 1;
