@@ -53,21 +53,41 @@ struct CpuTensorParallel final : TensorParallel {
 // over the data-parallel ranks (dp: the ranks with the same part), and the checkpoints are
 // put together on rank 0 as one process would write them.
 struct CpuBackend {
-    ModelBase* model;
-    Comm* comm;
+    ModelBase* model = nullptr;
+    Comm* comm = nullptr;
     ZeroLayout z;
     std::vector<ZeroSegment> segments;  // the tensors' pieces of [opt_begin, opt_end): what AdamW updates
     float* grad_shard = nullptr;        // ZeRO 2, 3: the owned slice's gradient, summed over ranks and micro-steps
     float* param_shard = nullptr;       // ZeRO 3: the owned slice's parameters (the model keeps the front and tail)
-    double flops_per_token;             // for the step line's GFLOP/s
+    double flops_per_token = 0;         // for the step line's GFLOP/s
     GradSync* gsync = nullptr;          // several ranks: reduces each layer's gradients as the backward finishes it
     size_t grads_len = 0;               // the length of model->grads
     bool step_open = false;             // a step's first micro-step ran and its step_done has not (-pb 1)
     double rss_base = 0;                // bytes resident before the model was loaded
-    Comm* dp = nullptr;                 // the data-parallel group (without -tp: comm)
+    Comm* dp = nullptr;                 // the data-parallel group (without -tp and -pp: comm)
     Comm* tpc = nullptr;                // -tp: the tensor-parallel group
-    const TpShard* shard = nullptr;     // -tp: this rank's part of the model's table
-    std::vector<float> full_logits;     // -tp: a row of logits put together for sampling
+    const TpShard* shard = nullptr;     // -tp, -pp: this rank's part of the model's table
+    std::vector<float> full_logits;     // -tp, -pp: a row of logits put together for sampling
+    // -pp: this rank's stage of pp, the world ranks of the stages before and after it, the
+    // group of the first and last stage (GPT-2's tied wte), the activations of the micro-batches
+    // in flight, the step's micro-batches, the sends not yet waited for
+    ModelConfig config = {};
+    int tp = 1, pp = 1, stage = 0, prev = -1, next = -1;
+    Comm* emb = nullptr;
+    ActsSets acts;
+    std::vector<std::vector<int>> queued_inputs, queued_targets;
+    float queued_dloss = 0.0f;
+    CommSends sends;
+
+    // The deferring sink of a pipeline step: the layers' buckets go to the reduction as the
+    // backward finishes them; the front and tail's wait for the step's end (the tied wte's two
+    // stages add first)
+    struct StageSink final : GradSink {
+        GradSink* inner = nullptr;
+        void layer_grads(int l, float** slices) override { inner->layer_grads(l, slices); }
+        void layer_done(int l) override { inner->layer_done(l); }
+        void backward_done() override {}
+    };
 
     // gradient i of the values AdamW updates (parameter opt_begin + i), once reduced, and the value
     const float* opt_grads() const { return z.stage >= 2 ? grad_shard : model->grads + z.opt_begin; }
@@ -79,6 +99,12 @@ struct CpuBackend {
     float micro_step(const int* inputs, const int* targets, int B, int T, float dloss, bool last_micro) {
         if (!step_open) phase_clock_step_begin(model->phases);  // -pb 1 times the step from here
         step_open = true;
+        if (pp > 1) {  // the step's micro-batches go through the pipeline together, after the last
+            queued_inputs.emplace_back(inputs, inputs + (size_t)B * T);
+            queued_targets.emplace_back(targets, targets + (size_t)B * T);
+            queued_dloss = dloss;
+            return last_micro ? pipeline_step(B, T) : 0.0f;
+        }
         model_forward(model, inputs, targets, B, T);
         if (gsync != nullptr) gsync->communicate = z.stage >= 2 || last_micro;
         model_backward(model, inputs, targets, dloss, gsync);
@@ -90,7 +116,61 @@ struct CpuBackend {
         grad_sync_wait(gsync);
         phase_clock_mark(model->phases, PHASE_OTHER);
     }
+    // -pp: one micro-batch's forward on this stage: the stage before's output in, this
+    // stage's out to the next (tag: the message's, the same on both sides)
+    void stage_forward(const int* inputs, const int* targets, int B, int T, int tag) {
+        const size_t n = (size_t)B * T * model->channels;
+        if (!model->pp_first) comm_recv_f32(comm, model_stage_input(model), n, prev, tag);
+        model_forward(model, inputs, targets, B, T);
+        if (!model->pp_last) comm_isend_f32(comm, &sends, model_stage_output(model), n, next, tag);
+    }
+    // -pp: a step's micro-batches through the stages, one forward then one backward at a time
+    // once the pipeline is full (1F1B, PipeDream-Flush as Megatron-LM schedules it): stage s
+    // runs pp - s - 1 forwards ahead, so at most pp - s micro-batches' activations are kept.
+    // Returns the sum of the micro-batches' losses (the last stage; 0 on the others).
+    float pipeline_step(int B, int T) {
+        const int m = (int)queued_inputs.size(), K = (int)acts.views.size();
+        const size_t n = (size_t)B * T * model->channels;
+        StageSink stage_sink;
+        stage_sink.inner = gsync;
+        double loss = 0.0;
+        auto forward = [&](int i) {
+            model_acts_select(model, acts, i % K);
+            stage_forward(queued_inputs[i].data(), queued_targets[i].data(), B, T, 2 * i);
+            if (model->pp_last) loss += model->mean_loss;
+        };
+        auto backward = [&](int i) {
+            model_acts_select(model, acts, i % K);
+            if (!model->pp_last) comm_recv_f32(comm, model_stage_grad(model), n, next, 2 * i + 1);
+            if (gsync != nullptr) gsync->communicate = z.stage >= 2 || i == m - 1;
+            model_backward(model, queued_inputs[i].data(), queued_targets[i].data(), queued_dloss,
+                           gsync != nullptr ? &stage_sink : nullptr);
+            if (!model->pp_first) comm_isend_f32(comm, &sends, model_stage_grad(model), n, prev, 2 * i + 1);
+        };
+        int nf = 0, nb = 0;
+        for (int warm = std::min(pp - stage - 1, m); nf < warm;) forward(nf++);
+        while (nf < m) {
+            forward(nf++);
+            backward(nb++);
+        }
+        while (nb < m) backward(nb++);
+        comm_sends_wait(comm, &sends);
+        model_acts_select(model, acts, 0);
+        if (emb != nullptr) {  // GPT-2: the tied wte's gradient is the first stage's plus the last's
+            const ParamTensor& wte = model->tensors[0];
+            comm_all_reduce_f32(emb, model->grads + wte.offset, wte.numel);
+        }
+        if (gsync != nullptr) gsync->backward_done();
+        queued_inputs.clear();
+        queued_targets.clear();
+        return (float)loss;
+    }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
+        if (pp > 1) {
+            stage_forward(inputs, targets, B, T, 0);
+            comm_sends_wait(comm, &sends);
+            return model->pp_last ? model->mean_loss : 0.0f;
+        }
         model_forward(model, inputs, targets, B, T);
         return model->mean_loss;
     }
@@ -99,14 +179,22 @@ struct CpuBackend {
         return model_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
-        model_forward(model, tokens, nullptr, 1, ctx);
-        if (shard == nullptr) return model_logits(model) + (size_t)(ctx - 1) * model->padded_vocab_size;
-        // -tp: each rank has its columns of the row; the group puts the row together
-        const size_t part = model->padded_vocab_size / shard->size;
-        full_logits.resize(part * shard->size);
-        memcpy(full_logits.data() + shard->rank * part, model_logits(model) + (size_t)(ctx - 1) * part,
-               part * sizeof(float));
-        comm_all_gather(tpc, full_logits.data(), part, sizeof(float));
+        if (shard == nullptr) {
+            model_forward(model, tokens, nullptr, 1, ctx);
+            return model_logits(model) + (size_t)(ctx - 1) * model->padded_vocab_size;
+        }
+        stage_forward(tokens, nullptr, 1, ctx, 0);
+        comm_sends_wait(comm, &sends);
+        // -tp: each rank of the last stage has its columns of the row; the group puts it together
+        const size_t part = model->padded_vocab_size / tp;
+        full_logits.resize(part * tp);
+        if (model->pp_last) {
+            memcpy(full_logits.data() + (comm->rank % tp) * part, model_logits(model) + (size_t)(ctx - 1) * part,
+                   part * sizeof(float));
+            if (tp > 1) comm_all_gather(tpc, full_logits.data(), part, sizeof(float));
+        }
+        // -pp: every rank samples the same token: the row from the last stage (data-parallel rank 0's)
+        if (pp > 1) comm_broadcast(comm, full_logits.data(), full_logits.size() * sizeof(float), (pp - 1) * tp);
         return full_logits.data();
     }
     float grad_norm() {
@@ -115,14 +203,15 @@ struct CpuBackend {
         double sum = 0.0;
         if (shard == nullptr) {
             sum = grad_sum_squares(g, z.opt_count());
-        } else {  // -tp: values several ranks of the group hold (a whole tensor, a shared KV head) count once
+        } else {  // -tp, -pp: values several ranks hold (a whole tensor, a shared KV head, the tied wte) count once
             for (const TpRun& r : shard->runs) {
                 const size_t lo = std::max(r.local, z.opt_begin), hi = std::min(r.local + r.len, z.opt_end);
                 if (r.first && lo < hi) sum += grad_sum_squares(g + (lo - z.opt_begin), hi - lo);
             }
+            if (z.stage == 0 && dp->rank > 0) sum = 0.0;  // ZeRO 0: the data-parallel ranks hold the same
+            return (float)std::sqrt(comm_sum(comm, sum));  // every part of every stage
         }
-        if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice (-tp: of its part)
-        else if (shard != nullptr) sum = comm_sum(tpc, sum);  // the group's parts
+        if (z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
         return (float)std::sqrt(sum);
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
@@ -191,35 +280,46 @@ struct CpuBackend {
     // rank's AdamW values (ZeRO 0: data-parallel rank 0's), and maps each part onto the model
     // file's vector. So a -tp checkpoint resumes on any layout, and any checkpoint on -tp.
     // (Rank 0 holds the whole model and its AdamW state meanwhile.)
+    // world rank k's part of the model (its tensor-parallel rank and pipeline stage)
+    void part_of_rank(int k, TpShard* out) const {
+        int l0, l1, hold[MAX_PARAM_TENSORS];
+        model_stage(config, (k / tp) % pp, pp, &l0, &l1, hold);
+        ParamTensor table[MAX_PARAM_TENSORS];
+        ParamLayout lt;
+        model_config_table(config, table, &lt);
+        tp_shard_make(table, lt.count, lt, shard->splits, tp, k % tp, out, l0, l1, hold);
+    }
     void write_checkpoint_tp(const std::string& dir, int step, TrainState s) {
-        const size_t nl = model->num_parameters, ng = shard->global_n;
-        const int tp = shard->size, world = comm->world;
+        const size_t ng = shard->global_n;
+        const int world = comm->world;
         const bool root = comm->rank == 0;
-        std::vector<float> parts(root ? nl * tp : 0), gp(root ? ng : 0), gm(root ? ng : 0), gv(root ? ng : 0);
-        if (dp->rank == 0) {
-            std::vector<size_t> counts(tp, nl);
-            comm_gather_v_f32(tpc, model->params, counts.data(), parts.data());
-        }
-        std::vector<size_t> opt_counts(world), opt_begins(world);
-        size_t total = 0;
-        for (int k = 0; k < world; k++) {  // rank k: tensor-parallel rank k % tp, data-parallel k / tp
-            const ZeroLayout zk = zero_layout(nl, z.stage, k / tp, z.world);
+        std::vector<TpShard> parts(world);
+        std::vector<size_t> param_counts(world), opt_counts(world), opt_begins(world);
+        size_t params_total = 0, total = 0;
+        for (int k = 0; k < world; k++) {  // rank k: tensor-parallel k % tp, stage (k / tp) % pp, data-parallel the rest
+            part_of_rank(k, &parts[k]);
+            const size_t nk = parts[k].local_n;
+            const bool dp0 = k / (tp * pp) == 0;
+            const ZeroLayout zk = zero_layout(nk, z.stage, k / (tp * pp), z.world);
+            param_counts[k] = dp0 ? nk : 0;  // data-parallel rank 0's parameters
             opt_begins[k] = zk.opt_begin;
-            opt_counts[k] = z.stage == 0 && k / tp > 0 ? 0 : zk.opt_count();  // ZeRO 0: every DP rank has it all
+            opt_counts[k] = z.stage == 0 && !dp0 ? 0 : zk.opt_count();  // ZeRO 0: every DP rank has it all
+            params_total += param_counts[k];
             total += opt_counts[k];
         }
+        std::vector<float> all_p(root ? params_total : 0), gp(root ? ng : 0), gm(root ? ng : 0), gv(root ? ng : 0);
         std::vector<float> all_m(root ? total : 0), all_v(root ? total : 0);
+        comm_gather_v_f32(comm, model->params, param_counts.data(), all_p.data());
         comm_gather_v_f32(comm, model->m, opt_counts.data(), all_m.data());
         comm_gather_v_f32(comm, model->v, opt_counts.data(), all_v.data());
         if (root) {
-            size_t at = 0;
+            size_t at = 0, at_p = 0;
             for (int k = 0; k < world; k++) {
-                TpShard sk;
-                tp_shard_make(shard->global, shard->count, model->layout(), shard->splits, tp, k % tp, &sk);
-                if (k < tp) tp_local_to_global(sk, 0, nl, parts.data() + (size_t)k * nl, gp.data());
-                tp_local_to_global(sk, opt_begins[k], opt_counts[k], all_m.data() + at, gm.data());
-                tp_local_to_global(sk, opt_begins[k], opt_counts[k], all_v.data() + at, gv.data());
+                tp_local_to_global(parts[k], 0, param_counts[k], all_p.data() + at_p, gp.data());
+                tp_local_to_global(parts[k], opt_begins[k], opt_counts[k], all_m.data() + at, gm.data());
+                tp_local_to_global(parts[k], opt_begins[k], opt_counts[k], all_v.data() + at, gv.data());
                 at += opt_counts[k];
+                at_p += param_counts[k];
             }
             ModelBase* file = model_new(model_config_of(model), false);  // the whole model's table
             file->params = gp.data();
@@ -382,49 +482,59 @@ int main(int argc, char** argv) {
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
-    // -tp: the world is data-parallel x tensor-parallel ranks, the tensor-parallel innermost:
-    // ranks [d tp, (d + 1) tp) share every layer, and data-parallel rank d's batches
-    const int tp = cfg.tensor_parallel;
-    if (world % tp != 0)
-        fail("flag -tp %d: %d process%s are not whole tensor-parallel groups of %d (processes = data-parallel x "
-             "tensor-parallel ranks)", tp, world, world == 1 ? "" : "es", tp);
-    if (tp > 1 && cfg.zero_stage == 3)
-        fail("flag -tp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor-parallel run is not built yet "
-             "(-z 1 and -z 2 shard the AdamW state and the gradients)", tp);
-    if (tp > 1 && cfg.hellaswag)
-        fail("flag -tp %d with -h 1: HellaSwag on tensor-parallel ranks is not built yet", tp);
-    const int dp_rank = rank / tp, dp_world = world / tp;
-    Comm tp_comm, dp_comm;
+    // -tp, -pp: the world is data-parallel x pipeline-parallel x tensor-parallel ranks, the
+    // tensor-parallel innermost (Megatron-LM's order): rank = (d pp + s) tp + t. The tp ranks of
+    // stage s of replica d share its layers; replica d reads data-parallel rank d's batches.
+    const int tp = cfg.tensor_parallel, pp = cfg.pipeline_parallel;
+    if (world % (tp * pp) != 0)
+        fail("flag -tp %d -pp %d: %d process%s are not whole replicas of %d (processes = data-parallel x "
+             "pipeline-parallel x tensor-parallel ranks)", tp, pp, world, world == 1 ? "" : "es", tp * pp);
+    if ((tp > 1 || pp > 1) && cfg.zero_stage == 3)
+        fail("flag -tp %d -pp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor- or pipeline-parallel run "
+             "is not built yet (-z 1 and -z 2 shard the AdamW state and the gradients)", tp, pp);
+    if (pp > 1 && cfg.zero_stage == 2)
+        fail("flag -pp %d with -z 2: ZeRO 2 across pipeline stages is not built yet (-z 1 shards the AdamW state)", pp);
+    if ((tp > 1 || pp > 1) && cfg.hellaswag)
+        fail("flag -tp %d -pp %d with -h 1: HellaSwag on tensor- or pipeline-parallel ranks is not built yet", tp, pp);
+    const int t_rank = rank % tp, stage = (rank / tp) % pp, dp_rank = rank / (tp * pp), dp_world = world / (tp * pp);
+    Comm tp_comm, dp_comm, emb_comm;
     CpuTensorParallel tp_group;
-    if (tp > 1) {
-        comm_split(&comm, dp_rank, rank % tp, &tp_comm);
-        comm_split(&comm, rank % tp, dp_rank, &dp_comm);
+    const bool parts = tp > 1 || pp > 1;  // this rank holds a part of the model
+    if (parts) {
+        comm_split(&comm, rank / tp, t_rank, &tp_comm);                 // the stage's tensor-parallel group
+        comm_split(&comm, rank % (tp * pp), dp_rank, &dp_comm);          // the same part in every replica
+        // the first and last stage's ranks of the same part (GPT-2's tied wte; the others alone)
+        const bool ends = pp > 1 && (stage == 0 || stage == pp - 1);
+        comm_split(&comm, ends ? dp_rank * tp + t_rank : world + rank, stage, &emb_comm);
+        // the backward talks to its tensor-parallel group and the stages beside it: only
+        // this thread may be in MPI, so the gradient buckets are reduced on it too
+        dp_comm.threads_ok = false;
         tp_group.group = &tp_comm;
         tp_group.size = tp;
-        tp_group.rank = tp_comm.rank;
+        tp_group.rank = t_rank;
     }
-    Comm* dpc = tp > 1 ? &dp_comm : &comm;
+    Comm* dpc = parts ? &dp_comm : &comm;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
-    if (tp > 1) {
-        std::string why = model_tp_problem(start_config, tp);
-        if (!why.empty()) fail("flag -tp %d: %s", tp, why.c_str());
+    if (parts) {
+        std::string why = model_tp_problem(start_config, tp, pp);
+        if (!why.empty()) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
     const int recompute = cpu_check_memory(start_config, cfg, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
-    TpShard shard;                 // -tp: this rank's part of the table
+    TpShard shard;                 // -tp, -pp: this rank's part of the table
     ModelBase* model = nullptr;
     ZeroLayout z;
-    if (tp > 1) {  // the whole model is read (or drawn), and this rank keeps its part
+    if (parts) {  // the whole model is read (or drawn), and this rank keeps its part
         ModelBase* whole = train_load_model(cfg, resume_step);
         std::string why;
-        model = model_new_tp(model_config_of(whole), &tp_group, &shard, &why);
-        if (model == nullptr) fail("flag -tp %d: %s", tp, why.c_str());
+        model = model_new_part(model_config_of(whole), tp > 1 ? &tp_group : nullptr, tp, t_rank, stage, pp, &shard, &why);
+        if (model == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
         tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
         model_delete(whole);
         z = train_zero_layout(cfg, model->num_parameters, dp_rank, dp_world);
@@ -450,13 +560,24 @@ int main(int argc, char** argv) {
 #ifdef _OPENMP
     threads = omp_get_max_threads();
 #endif
-    size_t n = tp > 1 ? shard.global_n : model->num_parameters;
+    size_t n = parts ? shard.global_n : model->num_parameters;
     double flops = model_flops_per_token(model, T);
     train_print_plan(model_describe(model), n, cfg, data, resume_step, dp_world);
     const double MiB = 1048576.0;
     if (tp > 1)
         printf("tensor parallelism: %d data-parallel x %d tensor-parallel ranks; each holds %zu of the %zu parameters "
                "(its heads, MLP units and vocabulary rows; the norms whole)\n", dp_world, tp, model->num_parameters, n);
+    ActsSets acts_sets;
+    if (pp > 1) {
+        // 1F1B keeps pp - s micro-batches' activations on stage s; the bubble (pp - 1) / (m + pp - 1)
+        const int m = data.grad_accum, K = std::min(pp - stage, m);
+        model_acts_sets(model, K, &acts_sets);
+        int l0, l1, hold[MAX_PARAM_TENSORS];
+        model_stage(start_config, 0, pp, &l0, &l1, hold);
+        printf("pipeline parallelism: %d stages (stage 0: layers %d..%d; each stage's tensor-parallel ranks: %d), "
+               "1F1B over %d micro-batches a step: bubble (pp-1)/(m+pp-1) = %.1f%%; the first stage keeps %d "
+               "micro-batches' activations\n", pp, l0, l1 - 1, tp, m, 100.0 * (pp - 1) / (m + pp - 1), K);
+    }
     if (dp_world > 1)
         printf("processes: %d (MPI), %s, %zu parameters per rank's slice\n", world, zero_stage_name(z.stage), z.shard);
     // several data-parallel ranks: each layer's gradients are reduced while the backward runs the layers below
@@ -481,9 +602,30 @@ int main(int argc, char** argv) {
 
     PhaseClock phase_clock;  // -pb 1
     if (cfg.phase_breakdown) model->phases = &phase_clock;
-    CpuBackend be = {model, &comm, z, zero_segments(model->tensors, model->num_tensors, z.opt_begin, z.opt_end),
-                     grad_shard, param_shard, flops, dp_world > 1 ? &sync : nullptr, grads_len, false, rss_base,
-                     dpc, tp > 1 ? &tp_comm : nullptr, tp > 1 ? &shard : nullptr, {}};
+    CpuBackend be;
+    be.model = model;
+    be.comm = &comm;
+    be.z = z;
+    be.segments = zero_segments(model->tensors, model->num_tensors, z.opt_begin, z.opt_end);
+    be.grad_shard = grad_shard;
+    be.param_shard = param_shard;
+    be.flops_per_token = flops;
+    be.gsync = dp_world > 1 ? &sync : nullptr;
+    be.grads_len = grads_len;
+    be.rss_base = rss_base;
+    be.dp = dpc;
+    if (parts) {
+        be.tpc = tp > 1 ? &tp_comm : nullptr;
+        be.shard = &shard;
+        be.config = model_config_of(model);
+        be.tp = tp;
+        be.pp = pp;
+        be.stage = stage;
+        be.prev = rank - tp;
+        be.next = rank + tp;
+        be.emb = pp > 1 && model->family == FAMILY_GPT2 && (stage == 0 || stage == pp - 1) ? &emb_comm : nullptr;
+        be.acts = acts_sets;
+    }
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_clock_report(phase_clock);
     if (dp_world > 1) {
@@ -495,9 +637,11 @@ int main(int argc, char** argv) {
     model_delete(model);
     free(grad_shard);
     free(param_shard);
-    if (tp > 1) {
+    if (parts) {
+        model_acts_sets_free(&be.acts);
         comm_free(&tp_comm);
         comm_free(&dp_comm);
+        comm_free(&emb_comm);
     }
     comm_free(&comm);
     return status;

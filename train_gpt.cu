@@ -373,9 +373,9 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.tensor_parallel > 1)
-        fail("flag -tp %d: tensor parallelism runs on train_gpt_cpu so far; the GPU trainers split work over "
-             "data-parallel ranks only (-z 0..3)", cfg.tensor_parallel);
+    if (cfg.tensor_parallel > 1 || cfg.pipeline_parallel > 1)
+        fail("flag -tp %d -pp %d: tensor and pipeline parallelism run on train_gpt_cpu so far; the GPU trainers split "
+             "work over data-parallel ranks only (-z 0..3)", cfg.tensor_parallel, cfg.pipeline_parallel);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());

@@ -13,7 +13,8 @@
 // its buffers through the host and MPI's collectives, so it needs mpirun.
 // defines: Comm, CommEngine, comm_init, comm_free, comm_set_engine, comm_exchange,
 //          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_gather, comm_broadcast,
-//          comm_sum_f64, comm_sum, comm_barrier, comm_split, comm_all_reduce_f32, comm_gather_v_f32
+//          comm_sum_f64, comm_sum, comm_barrier, comm_split, comm_all_reduce_f32, comm_gather_v_f32,
+//          CommSends, comm_isend_f32, comm_sends_wait, comm_recv_f32
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
@@ -394,5 +395,42 @@ inline void comm_gather_v_f32(Comm* c, const float* mine, const size_t* counts, 
     }
     CommBusy busy(c, "gather");
     MPI_Gatherv(mine, n[c->rank], MPI_FLOAT, root, n.data(), displs.data(), MPI_FLOAT, 0, c->mpi);
+#endif
+}
+
+// -pp's sends and receives between neighbouring stages, MPI only. A send copies the values and
+// returns at once (a blocking send could wait on a neighbour that is itself sending: 1F1B
+// sends both ways); comm_sends_wait waits for every send so far. A receive waits for its values.
+struct CommSends {
+    std::vector<std::vector<float>> bufs;
+#ifdef USE_MPI
+    std::vector<MPI_Request> reqs;
+#endif
+};
+inline void comm_isend_f32(Comm* c, CommSends* s, const float* x, size_t n, int dest, int tag) {
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a send");
+#ifdef USE_MPI
+    CHECK(n <= (size_t)INT32_MAX, "a send of %zu values: MPI counts are int", n);
+    s->bufs.emplace_back(x, x + n);
+    s->reqs.emplace_back();
+    MPI_Isend(s->bufs.back().data(), (int)n, MPI_FLOAT, dest, tag, c->mpi, &s->reqs.back());
+#endif
+}
+inline void comm_sends_wait(Comm* c, CommSends* s) {
+#ifdef USE_MPI
+    if (!s->reqs.empty()) {
+        CommBusy busy(c, "pipeline sends");
+        MPI_Waitall((int)s->reqs.size(), s->reqs.data(), MPI_STATUSES_IGNORE);
+    }
+    s->reqs.clear();
+#endif
+    s->bufs.clear();
+}
+inline void comm_recv_f32(Comm* c, float* x, size_t n, int src, int tag) {
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a receive");
+#ifdef USE_MPI
+    CHECK(n <= (size_t)INT32_MAX, "a receive of %zu values: MPI counts are int", n);
+    CommBusy busy(c, "pipeline receive");
+    MPI_Recv(x, (int)n, MPI_FLOAT, src, tag, c->mpi, MPI_STATUS_IGNORE);
 #endif
 }

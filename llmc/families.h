@@ -9,7 +9,9 @@
 //          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
-//          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_new_tp, model_tp_problem
+//          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_stage, model_new_part, model_stage_input,
+//          model_stage_grad, model_stage_output, ActsSets, model_acts_sets, model_acts_select, model_acts_sets_free,
+//          model_tp_problem
 #pragma once
 #include <cmath>
 #include <string>
@@ -195,32 +197,122 @@ inline void model_bind_grads(ModelBase* m, float* const* views) {
     else gpt2_bind_grads(static_cast<GPT2*>(m), views);
 }
 
-// -tp: a new model of configuration c holding tp->rank's part of every layer
-// (llmc/tensor_parallel.h), its parameters zeroed; *shard gets its table and the runs that map
-// it onto the model file's. Returns nullptr, with *problem, when a tensor does not split.
-inline ModelBase* model_new_tp(const ModelConfig& c, TensorParallel* tp, TpShard* shard, std::string* problem) {
+// -pp: pipeline stage `stage` of `stages` holds the layers [*l0, *l1), balanced by count (the
+// later stages the fewer where L does not divide: the last also runs the head), the embedding
+// rows on the first stage and the head's on the last; hold[i] for tensor_parallel.h's
+// tp_shard_make (GPT-2's tied wte is on the last stage too, as a copy whose gradient joins the
+// first stage's).
+inline void model_stage(const ModelConfig& c, int stage, int stages, int* l0, int* l1, int hold[MAX_PARAM_TENSORS]) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout lt;
+    model_config_table(c, table, &lt);
+    const bool first = stage == 0, last = stage == stages - 1;
+    *l0 = (stage * lt.L + stages - 1) / stages;
+    *l1 = ((stage + 1) * lt.L + stages - 1) / stages;
+    for (int i = 0; i < lt.count; i++)
+        hold[i] = lt.per_layer(i) ? 1 : i < lt.first_layer ? (first ? 1 : 0) : (last ? 1 : 0);
+    if (c.family == FAMILY_GPT2 && last && !first) hold[0] = 2;  // the tied head
+}
+
+// -tp and -pp: a new model of configuration c holding the part of rank tp_rank of a
+// tensor-parallel group of tp_size (llmc/tensor_parallel.h) of pipeline stage `stage` of
+// `stages` (model_stage), its parameters zeroed; tp: the group's collectives (nullptr when
+// tp_size is 1). *shard gets its table and the runs that map it onto the model file's. Returns
+// nullptr, with *problem, when a tensor does not split.
+inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int tp_size, int tp_rank, int stage,
+                                 int stages, TpShard* shard, std::string* problem) {
     ModelBase* m = model_new(c, false);
     TpSplit splits[MAX_PARAM_TENSORS];
-    if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp->size, splits);
+    if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp_size, splits);
     else gpt2_tp_splits(c.gpt2, splits);
-    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp->size, tp->rank, shard);
+    int l0, l1, hold[MAX_PARAM_TENSORS];
+    model_stage(c, stage, stages, &l0, &l1, hold);
+    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp_size, tp_rank, shard, l0, l1, hold);
     if (!problem->empty()) {
         model_delete(m);
         return nullptr;
     }
     memcpy(m->tensors, shard->local, m->num_tensors * sizeof(ParamTensor));
     m->num_parameters = shard->local_n;
+    m->num_layers = l1 - l0;
+    m->pp_first = stage == 0;
+    m->pp_last = stage == stages - 1;
     m->tp = tp;
     m->params = xcalloc_floats(m->num_parameters);
     model_bind_views(m);
     return m;
 }
 
-// -tp: why configuration c cannot run on tensor-parallel groups of tp ranks ("" if it can):
-// whole heads on each rank, Llama's KV heads split with its query heads, the MLP's hidden
-// units and the padded vocabulary's rows in equal parts.
-inline std::string model_tp_problem(const ModelConfig& c, int tp) {
+// -pp: the buffer a stage after the first reads its input from, and the one a stage before the
+// last gets its output's gradient in (and leaves its input's): (B, T, C) each
+inline float* model_stage_input(ModelBase* m) {
+    return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.encoded : static_cast<GPT2*>(m)->acts.encoded;
+}
+inline float* model_stage_grad(ModelBase* m) {
+    return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.dres : static_cast<GPT2*>(m)->acts.dres;
+}
+// -pp: the stage's output, the last layer's residual stream (B, T, C)
+inline float* model_stage_output(ModelBase* m) {
+    if (m->family == FAMILY_LLAMA3) {
+        Llama* l = static_cast<Llama*>(m);
+        return l->acts.residual3 + (size_t)(m->num_layers - 1) * m->B * m->T * m->channels;
+    }
+    GPT2* g = static_cast<GPT2*>(m);
+    return gpt2_layer_acts(g, m->num_layers - 1).residual3;
+}
+
+// -pp: the activations of several micro-batches in flight. model_acts_sets(m, K) makes K - 1
+// more sets beside the one model_alloc_state made (each as large); model_acts_select(m, i)
+// points the model at set i (0: the first). The model frees set 0, model_acts_sets_free the rest.
+struct ActsSets {
+    std::vector<float*> memory;            // [0]: the model's own
+    std::vector<std::vector<char>> views;  // each set's family activation struct, as bytes
+};
+inline void model_acts_sets(ModelBase* m, int K, ActsSets* sets) {
+    const bool llama = m->family == FAMILY_LLAMA3;
+    const size_t bytes = llama ? sizeof(LlamaActivations) : sizeof(Activations);
+    void* own = llama ? (void*)&static_cast<Llama*>(m)->acts : (void*)&static_cast<GPT2*>(m)->acts;
+    sets->memory.assign(1, m->acts_memory);
+    sets->views.assign(1, std::vector<char>((char*)own, (char*)own + bytes));
+    for (int k = 1; k < K; k++) {
+        std::vector<char> v(bytes);
+        size_t floats = 0;
+        if (llama) {
+            size_t sizes[LLAMA_NUM_ACTIVATIONS];
+            const Llama* l = static_cast<const Llama*>(m);
+            llama_activation_sizes(l->config, m->B, m->T, sizes, l->recompute, m->tp != nullptr ? m->tp->size : 1,
+                                   m->num_layers);
+            sets->memory.push_back(carve_buffers((float**)v.data(), sizes, LLAMA_NUM_ACTIVATIONS, &floats));
+        } else {
+            size_t sizes[GPT2_NUM_ACTIVATIONS];
+            gpt2_activation_sizes(static_cast<const GPT2*>(m)->config, m->B, m->T, sizes,
+                                  m->tp != nullptr ? m->tp->size : 1, m->num_layers);
+            sets->memory.push_back(carve_buffers((float**)v.data(), sizes, GPT2_NUM_ACTIVATIONS, &floats));
+        }
+        sets->views.push_back(v);
+    }
+}
+inline void model_acts_select(ModelBase* m, const ActsSets& sets, int i) {
+    void* own = m->family == FAMILY_LLAMA3 ? (void*)&static_cast<Llama*>(m)->acts : (void*)&static_cast<GPT2*>(m)->acts;
+    memcpy(own, sets.views[i].data(), sets.views[i].size());
+}
+inline void model_acts_sets_free(ActsSets* sets) {
+    for (size_t k = 1; k < sets->memory.size(); k++) free(sets->memory[k]);
+    sets->memory.clear();
+    sets->views.clear();
+}
+
+// -tp, -pp: why configuration c cannot run on tensor-parallel groups of tp ranks in pp
+// pipeline stages ("" if it can): whole heads on each rank, Llama's KV heads split with its
+// query heads or shared by whole groups of ranks, the MLP's hidden units and the padded
+// vocabulary's rows in equal parts; at least a layer a stage.
+inline std::string model_tp_problem(const ModelConfig& c, int tp, int pp = 1) {
     char buf[200] = "";
+    const int L = c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
+    if (pp > L) {
+        snprintf(buf, sizeof(buf), "%d pipeline stages but the model has %d layers", pp, L);
+        return buf;
+    }
     const int NH = c.family == FAMILY_LLAMA3 ? c.llama.num_heads : c.gpt2.num_heads;
     const int Vp = c.family == FAMILY_LLAMA3 ? c.llama.padded_vocab_size : c.gpt2.padded_vocab_size;
     if (NH % tp != 0) snprintf(buf, sizeof(buf), "the model's %d heads do not split into %d equal parts", NH, tp);

@@ -262,8 +262,8 @@ constexpr int GPT2_NUM_ACTIVATIONS = sizeof(Activations) / sizeof(float*);
 // tp: the ranks of a tensor-parallel group (each holds 1/tp of the heads, of FC's hidden units
 // and of the vocabulary's logits).
 inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t sizes[GPT2_NUM_ACTIVATIONS],
-                                    int tp = 1) {
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads / tp, Vp = cfg.padded_vocab_size / tp;
+                                    int tp = 1, int layers = -1) {  // layers: -pp, the stage's
+    const size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, NH = cfg.num_heads / tp, Vp = cfg.padded_vocab_size / tp;
     const size_t BT = (size_t)B * T, A = C / tp;  // A: this rank's attention channels (its heads)
     const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * A, L * BT * A,
                         L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
@@ -293,7 +293,7 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T, size_t grads_len = SIZE_
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = param_ptrs(model->grads, model->tensors);
     size_t sizes[GPT2_NUM_ACTIVATIONS];
-    gpt2_activation_sizes(model->config, B, T, sizes, model->tp != nullptr ? model->tp->size : 1);
+    gpt2_activation_sizes(model->config, B, T, sizes, model->tp != nullptr ? model->tp->size : 1, model->num_layers);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
 }
 
@@ -368,8 +368,9 @@ inline GPT2LayerActs gpt2_layer_acts(const GPT2* model, int l) {
 inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int B, int T) {
     const GPT2Config& cfg = model->config;
     CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
-    int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
-    for (int i = 0; i < B * T; i++)
+    // L: this stage's layers (-pp; all of them otherwise)
+    int L = model->num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    for (int i = 0; model->pp_first && i < B * T; i++)
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const ParamPtrs& p = model->p;
     Activations& a = model->acts;
@@ -389,7 +390,9 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
     phase(PHASE_ENCODER);
-    if (tp == nullptr) {
+    if (!model->pp_first) {
+        // -pp: a.encoded holds the stage before's output
+    } else if (tp == nullptr) {
         encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
     } else {  // the token's row from the rank that holds it, then the position's, as encoder_forward adds them
         tp_embedding_lookup(tp, a.encoded, inputs, p.wte, N, C, v0, Vl);
@@ -426,6 +429,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         phase(PHASE_LAYERNORM);
         residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
     }
+    if (!model->pp_last) {  // -pp: the last layer's residual3 goes to the next stage
+        phase(PHASE_OTHER);
+        return;
+    }
     layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, p.lnfb, N, C);
     phase(PHASE_CLASSIFIER_MATMUL);
     matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vl);  // tied head: wte is the classifier
@@ -449,7 +456,7 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
                           GradSink* sink = nullptr) {
     const GPT2Config& cfg = model->config;
     int B = model->B, T = model->T;
-    int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    int L = model->num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     const ParamPtrs& p = model->p;
     const ParamPtrs& g = model->g;
     Activations& a = model->acts;
@@ -469,17 +476,19 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     };
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
-    phase(PHASE_CLASSIFIER);
-    if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, v0, Vl);
-    else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
-    phase(PHASE_CLASSIFIER_MATMUL);
-    memset(a.dtmp, 0, BTC * sizeof(float));
-    matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vl);
-    meet(a.dtmp);
-    phase(PHASE_LAYERNORM);
-    memset(a.dres, 0, BTC * sizeof(float));
-    layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, N, C);
+    if (model->pp_last) {  // -pp: else dres holds the next stage's gradient of this stage's output
+        phase(PHASE_CLASSIFIER);
+        if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, v0, Vl);
+        else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+        phase(PHASE_CLASSIFIER_MATMUL);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vl);
+        meet(a.dtmp);
+        phase(PHASE_LAYERNORM);
+        memset(a.dres, 0, BTC * sizeof(float));
+        layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, a.lnf_mean,
+                           a.lnf_rstd, N, C);
+    }
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
         float* pslice[NUM_LAYER_TENSORS];
@@ -525,7 +534,9 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         }
     }
     phase(PHASE_ENCODER);
-    if (tp == nullptr) {
+    if (!model->pp_first) {
+        // -pp: dres is the gradient of this stage's input, for the stage before
+    } else if (tp == nullptr) {
         encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
     } else {  // wpe whole, wte's rows of this rank's tokens only: the same sums in the same order
         for (int t = 0; t < T; t++)

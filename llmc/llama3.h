@@ -237,9 +237,9 @@ struct Llama : ModelBase {
 // recompute level r. Returns their sum.
 constexpr int LLAMA_NUM_ACTIVATIONS = sizeof(LlamaActivations) / sizeof(float*);
 inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS],
-                                     int r = 0, int tp = 1) {
+                                     int r = 0, int tp = 1, int layers = -1) {  // layers: -pp, the stage's
     const LlamaDims d = llama_dims(cfg, tp);  // -tp: this rank's heads, hidden units and logits
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = d.NH, Vp = d.Vp, A = d.A;
+    const size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, NH = d.NH, Vp = d.Vp, A = d.A;
     const size_t F = d.F, QKV = d.QKV;
     const size_t BT = (size_t)B * T;
     const size_t kept = r >= 2 ? 1 : L, norm = r >= 1 ? 1 : L;  // layers of the recomputed buffers
@@ -272,7 +272,7 @@ inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZ
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = llama_param_ptrs(model->grads, model->tensors);
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
-    llama_activation_sizes(cfg, B, T, sizes, recompute, model->tp != nullptr ? model->tp->size : 1);
+    llama_activation_sizes(cfg, B, T, sizes, recompute, model->tp != nullptr ? model->tp->size : 1, model->num_layers);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
 }
@@ -385,8 +385,8 @@ inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayer
 inline void llama_forward(Llama* model, const int* inputs, const int* targets, int B, int T) {
     const LlamaConfig& cfg = model->config;
     CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
-    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
-    for (int i = 0; i < B * T; i++)
+    const int L = model->num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;  // L: -pp, the stage's
+    for (int i = 0; model->pp_first && i < B * T; i++)
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const LlamaParams& p = model->p;
     LlamaActivations& a = model->acts;
@@ -395,13 +395,22 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
 
     const LlamaDims d = llama_dims_of(model, cfg);  // -tp: the vocabulary rows [d.v0, d.v0 + d.Vp) are here
     phase(PHASE_ENCODER);
-    if (model->tp != nullptr) tp_embedding_lookup(model->tp, a.encoded, inputs, p.wte, N, C, d.v0, d.Vp);
-    else for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
+    if (!model->pp_first) {
+        // -pp: a.encoded holds the stage before's output
+    } else if (model->tp != nullptr) {
+        tp_embedding_lookup(model->tp, a.encoded, inputs, p.wte, N, C, d.v0, d.Vp);
+    } else {
+        for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
+    }
     for (int l = 0; l < L; l++) {
         float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
         model_layer_params(model, l, l + 1 < L ? l + 1 : -1, lp);
         llama_layer_forward(model, lp, llama_layer_acts(model, l), B, T);
+    }
+    if (!model->pp_last) {  // -pp: the last layer's residual3 goes to the next stage
+        phase(PHASE_OTHER);
+        return;
     }
     rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, N, C, cfg.norm_eps);
     phase(PHASE_CLASSIFIER_MATMUL);
@@ -427,7 +436,7 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     const LlamaConfig& cfg = model->config;
     const int B = model->B, T = model->T;
     const LlamaDims d = llama_dims_of(model, cfg);  // -tp: this rank's part, as in the forward
-    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
+    const int L = model->num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;  // L: -pp, the stage's
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = d.F, hs = d.hs;
     const int QKV = d.QKV;
     TensorParallel* tp = model->tp;
@@ -452,16 +461,19 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     const int N = B * T;
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
-    phase(PHASE_CLASSIFIER);
-    if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, d.v0, d.Vp);
-    else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
-    phase(PHASE_CLASSIFIER_MATMUL);
-    memset(a.dtmp, 0, BTC * sizeof(float));
-    matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, d.Vp);
-    meet(a.dtmp);
-    phase(PHASE_LAYERNORM);
-    memset(a.dres, 0, BTC * sizeof(float));
-    rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, N, C);
+    if (model->pp_last) {  // -pp: else dres holds the next stage's gradient of this stage's output
+        phase(PHASE_CLASSIFIER);
+        if (tp != nullptr) tp_crossentropy_backward(tp, a.logits, targets, dloss, N, V, d.v0, d.Vp);
+        else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
+        phase(PHASE_CLASSIFIER_MATMUL);
+        memset(a.dtmp, 0, BTC * sizeof(float));
+        matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, d.Vp);
+        meet(a.dtmp);
+        phase(PHASE_LAYERNORM);
+        memset(a.dres, 0, BTC * sizeof(float));
+        rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, N,
+                         C);
+    }
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
         // this layer's weights and where its gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
@@ -526,8 +538,9 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     }
     phase(PHASE_ENCODER);
     // the same token can repeat anywhere in the batch: a serial pass in (b,t) order keeps the
-    // sums deterministic
-    for (int i = 0; i < N; i++) {
+    // sums deterministic (-pp: only the first stage has the embedding; dres is the gradient of
+    // a later stage's input)
+    for (int i = 0; model->pp_first && i < N; i++) {
         if (inputs[i] < d.v0 || inputs[i] >= d.v0 + d.Vp) continue;  // -tp: another rank's row
         float* dt = g.wte + (size_t)(inputs[i] - d.v0) * C;
         const float* d = a.dres + (size_t)i * C;

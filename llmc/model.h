@@ -157,6 +157,11 @@ struct ModelBase {
     ParamSource* param_source = nullptr;  // ZeRO 3: where the layers' parameters come from (params
                                           // then holds only the front and tail rows)
     TensorParallel* tp = nullptr;  // -tp: the tables are this rank's part (llmc/tensor_parallel.h); nullptr: all here
+    // -pp: this rank is a pipeline stage of num_layers consecutive layers (its table holds those,
+    // and the embedding on the first stage, the head on the last). A stage after the first reads
+    // its input from model_stage_input (llmc/families.h), a stage before the last starts its
+    // backward from the gradient in model_stage_grad, and leaves its input's gradient there.
+    bool pp_first = true, pp_last = true;
 
     ParamLayout layout() const {
         ParamLayout t;

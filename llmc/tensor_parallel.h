@@ -79,10 +79,13 @@ inline void tp_dims(const ParamTensor& t, bool per_layer, size_t* outer, size_t*
 }
 
 // The rank's part of the table `global` (count rows, layout lt) split as `splits` over `size`
-// ranks. Returns "" or, when something does not divide, the tensor and the numbers (the caller
-// names the flag).
+// ranks. A pipeline stage (-pp) holds the layers [l0, l1) (l1 -1: all) and of the other rows
+// those hold[i] says: 0 none, 1 its own, 2 a copy whose gradient another stage's counts (GPT-2's
+// tied wte on the last stage); nullptr: all. Returns "" or, when something does not divide,
+// the tensor and the numbers (the caller names the flag).
 inline std::string tp_shard_make(const ParamTensor* global, int count, const ParamLayout& lt, const TpSplit* splits,
-                                 int size, int rank, TpShard* out) {
+                                 int size, int rank, TpShard* out, int l0 = 0, int l1 = -1, const int* hold = nullptr) {
+    if (l1 < 0) l1 = lt.L;
     out->size = size;
     out->rank = rank;
     out->count = count;
@@ -116,9 +119,10 @@ inline std::string tp_shard_make(const ParamTensor* global, int count, const Par
         row.decays = t.decays;
         row.ndim = t.ndim;
         if (lt.per_layer(i)) {
-            row.s0 = outer; row.s1 = r_local; row.s2 = t.ndim > 2 ? k_local : 0;
+            row.s0 = (size_t)(l1 - l0); row.s1 = r_local; row.s2 = t.ndim > 2 ? k_local : 0;
         } else {
-            row.s0 = r_local; row.s1 = t.ndim > 1 ? k_local : 0; row.s2 = 0;
+            row.s0 = hold == nullptr || hold[i] != 0 ? r_local : 0;  // a row this stage does not hold: empty
+            row.s1 = t.ndim > 1 ? k_local : 0; row.s2 = 0;
         }
     }
     out->global_n = global[count - 1].offset + global[count - 1].numel;
@@ -139,21 +143,24 @@ inline std::string tp_shard_make(const ParamTensor* global, int count, const Par
                 out->runs.push_back({gbegin, at, len, first});
             at += len;
         };
-        for (size_t o = 0; o < outer; o++) {
+        const bool layer = lt.per_layer(i);
+        if (!layer && hold != nullptr && hold[i] == 0) continue;
+        const bool own = layer || hold == nullptr || hold[i] == 1;  // not a copy counted elsewhere
+        for (size_t o = layer ? (size_t)l0 : 0; o < (layer ? (size_t)l1 : outer); o++) {
             const size_t base = g.offset + o * R * K;
             if (s.mode == TP_WHOLE) {
-                add(base, R * K, rank == 0);
+                add(base, R * K, own && rank == 0);
             } else if (s.mode == TP_ROWS) {
                 size_t row0 = 0;
                 for (int b = 0; b < s.blocks; b++) {
                     const int parts = s.parts[b] > 0 ? s.parts[b] : size, share = size / parts;  // ranks per part
                     const size_t rows = s.block_rows[b] / parts;
-                    add(base + (row0 + (size_t)(rank / share) * rows) * K, rows * K, rank % share == 0);
+                    add(base + (row0 + (size_t)(rank / share) * rows) * K, rows * K, own && rank % share == 0);
                     row0 += s.block_rows[b];
                 }
             } else {
                 const size_t part = K / size;
-                for (size_t r = 0; r < R; r++) add(base + r * K + rank * part, part, true);
+                for (size_t r = 0; r < R; r++) add(base + r * K + rank * part, part, own);
             }
         }
         CHECK(at == l.offset + l.numel, "%s: %zu local values mapped, %zu in the table", l.name, at - l.offset, l.numel);

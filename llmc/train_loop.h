@@ -51,15 +51,16 @@
 
 // Mean loss over num_batches validation batches from the start of the val split (each rank
 // evaluates its slice of every batch; the mean is over all of them).
+// loss_ranks: the ranks whose eval_loss is a loss (-pp: the last stage's; the others give 0).
 template <typename Backend>
-float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm) {
+float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm, int loss_ranks) {
     dataloader_reset(val);
     double sum = 0.0;
     for (int i = 0; i < num_batches; i++) {
         dataloader_next_batch(val);
         sum += be.eval_loss(val->inputs, val->targets, val->B, val->T);
     }
-    return (float)(comm_sum(comm, sum) / ((double)num_batches * comm->world));
+    return (float)(comm_sum(comm, sum) / ((double)num_batches * loss_ranks));
 }
 
 // HellaSwag accuracy: each rank scores a contiguous share of the examples, B rows per forward;
@@ -109,8 +110,11 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
     const size_t n = be.num_parameters();
     // ZeRO 3: a forward gathers its layers from every rank, so every rank runs each one: the
     // samples too (rank 0 prints them), and the HellaSwag forwards in step
-    // -tp likewise: a tensor-parallel group runs every forward together
-    const bool lockstep = world > 1 && (cfg.zero_stage == 3 || cfg.tensor_parallel > 1);
+    // -tp and -pp likewise: a tensor-parallel group runs every forward together, a pipeline
+    // passes it from stage to stage
+    const bool lockstep = world > 1 && (cfg.zero_stage == 3 || cfg.tensor_parallel > 1 || cfg.pipeline_parallel > 1);
+    // the ranks that report a loss: the last pipeline stage's (every rank without -pp)
+    const int loss_ranks = world / cfg.pipeline_parallel;
 
     // --- resume the optimizer, data position, RNG and step guard (also after -fk faults)
     int step = 0;
@@ -120,7 +124,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         std::string path = checkpoint_path(dir, "state", from, 0);
         TrainState s;
         be.load_state(dir, from, &s);
-        train_state_check(s, path, n, cfg, world / cfg.tensor_parallel);  // the data-parallel processes
+        train_state_check(s, path, n, cfg, world / (cfg.tensor_parallel * cfg.pipeline_parallel));  // data-parallel
         dataloader_set_state(&data.train, {s.dl_epoch, s.dl_shard_pos, s.dl_sample_pos});
         sample_rng = s.sample_rng;
         train_state_restore_guard(&guard, s, path, cfg);
@@ -166,7 +170,7 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         bool last = step == num_steps;
         bool evaluate = (cfg.val_every > 0 && step % cfg.val_every == 0) || last;
         if (data.do_val && evaluate) {
-            last_val = train_validate(be, &data.val, data.val_batches, comm);
+            last_val = train_validate(be, &data.val, data.val_batches, comm, loss_ranks);
             printf("val loss %f\n", last_val);
             logger_log_val(&logger, step, last_val);
             if (best_val < 0 || last_val < best_val) { best_val = last_val; best_val_step = step; }
@@ -209,14 +213,14 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
         be.sync();
         double t0 = now_seconds();
         double loss_sum = 0.0;
-        float dloss = 1.0f / ((float)B * T * grad_accum * (world / cfg.tensor_parallel));  // the data-parallel ranks' batches
+        float dloss = 1.0f / ((float)B * T * grad_accum * (world / (cfg.tensor_parallel * cfg.pipeline_parallel)));  // the data-parallel ranks' batches
         for (int micro = 0; micro < grad_accum; micro++) {
             if (!cfg.overfit_batch || (step == 0 && micro == 0)) dataloader_next_batch(&data.train);
             bool last_micro = micro == grad_accum - 1;
             loss_sum += be.micro_step(data.train.inputs, data.train.targets, B, T, dloss, last_micro);
             be.reduce_grads(last_micro);
         }
-        float loss = (float)(comm_sum(comm, loss_sum) / ((double)grad_accum * world));
+        float loss = (float)(comm_sum(comm, loss_sum) / ((double)grad_accum * loss_ranks));
         if (fault_inject_fire(inject, FAULT_NAN_LOSS, step)) loss = NAN;
         if (fault_inject_fire(inject, FAULT_SPIKE_LOSS, step)) loss *= 100.0f;
         if (fault_inject_fire(inject, FAULT_NAN_GRAD, step)) be.poison_grad();

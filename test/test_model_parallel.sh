@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Tensor parallelism (-tp, train_gpt_cpu under mpirun): a layout of data-parallel x
-# tensor-parallel ranks must train like one process with the same total batch. The reference
-# is the single-process trainer (itself checked against PyTorch by test_train_vs_pytorch.sh
-# and test_llama_vs_pytorch.sh).
+# Tensor and pipeline parallelism (-tp, -pp; train_gpt_cpu under mpirun): a layout of
+# data-parallel x pipeline-parallel x tensor-parallel ranks must train like one process with
+# the same total batch. The reference is the single-process trainer (itself checked against
+# PyTorch by test_train_vs_pytorch.sh and test_llama_vs_pytorch.sh).
 #  - GPT-2 and two Llama 3s with grouped-query attention, 8 steps of 2 micro-steps each: 6
 #    query heads on 2 KV heads (split with them), and 4 on 1 (shared: each rank holds it, and the
 #    ranks add their parts of its gradient); TP 2, TP 4 (GPT-2, 4 on 1), TP 2 x DP 2 at ZeRO 0,
@@ -10,6 +10,9 @@
 #    val loss within 1e-6 relative, every grad norm within 1e-5, the lr identical; the final
 #    model file (rank 0 puts the parts together) within 1e-5 of the reference's, relative to
 #    the largest weight
+#  - pipelines (1F1B over the micro-batches of a step): PP 2, TP 2 x PP 2, PP 2 x DP 2 at ZeRO
+#    0 and 1, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
+#    micro-batches a step and with 2 (fewer than stages), the same tolerances
 #  - checkpoints are layout-free: a TP 2 x DP 2 run saved at step 4 resumes as one process,
 #    on 4 data-parallel ranks and at TP 4, and a single process's checkpoint resumes at
 #    TP 2 x DP 2; each continues like the uninterrupted run (the same tolerances)
@@ -20,7 +23,7 @@ set -eu
 cd "$(dirname "$0")/.."
 source test/lib.sh  # defines: PY, compare_logs
 make -s train_gpt_cpu import_hf
-out=test/out/tensor_parallel
+out=test/out/model_parallel
 rm -rf "$out"; mkdir -p "$out"
 fail() { echo "FAIL: $*"; exit 1; }
 if ! command -v mpirun > /dev/null || ! ldd ./train_gpt_cpu | grep -q libmpi; then
@@ -28,6 +31,7 @@ if ! command -v mpirun > /dev/null || ! ldd ./train_gpt_cpu | grep -q libmpi; th
     exit 77
 fi
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/gpt2.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
+"$PY" test/pytorch_reference.py --random-checkpoint "$out/gpt2_l4.bin" --V 300 --maxT 64 --L 4 --NH 4 --C 64 --seed 6 > /dev/null
 "$PY" test/make_test_data.py --out "$out/v300" --vocab 300 --train-tokens 9000 --val-tokens 3000 --shards 2 --seed 9 > /dev/null
 # test/llama_reference.py's gqa2: V=1000, C=96, 6 query heads on 2 KV heads, F=256
 "$PY" test/llama_reference.py --write-hf "$out/llama_hf" --config gqa2 --seed 3
@@ -94,20 +98,46 @@ for fam in gpt2 llama llama1; do
     done
 done
 
+# pipelines: processes, -tp, -pp, -b, -z
+for fam in gpt2 llama; do
+    flags=${!fam}
+    for layout in "2 1 2 8 0" "4 2 2 8 0" "4 1 2 4 0" "4 1 2 4 1" "8 2 2 4 1"; do
+        read -r np tp pp b z <<< "$layout"
+        d="$out/$fam-np$np-tp$tp-pp$pp-z$z"
+        run_np "$np" "$d" $flags -b "$b" -tp "$tp" -pp "$pp" -z "$z"
+        grep -q "^pipeline parallelism: $pp stages" "$d.stdout" || fail "$fam PP $pp: no plan line"
+        check_run "$fam TP $tp x PP $pp x DP $((np / tp / pp)) -z $z (-b $b)" "$out/$fam-ref" "$d"
+    done
+done
+# 4 stages of one layer: 4 micro-batches a step (-d 1024), and 2 (the pipeline never fills)
+deep="-e $out/gpt2_l4.bin -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin $common"
+for d_tokens in 1024 512; do
+    run_np 1 "$out/deep-ref-$d_tokens" $deep -b 8 -d $d_tokens
+    run_np 4 "$out/deep-pp4-$d_tokens" $deep -b 8 -d $d_tokens -pp 4
+    grep -q "over $((d_tokens / 256)) micro-batches a step" "$out/deep-pp4-$d_tokens.stdout" || fail "PP 4: $(grep pipeline "$out/deep-pp4-$d_tokens.stdout")"
+    check_run "4-layer GPT-2 on PP 4, $((d_tokens / 256)) micro-batches a step" "$out/deep-ref-$d_tokens" "$out/deep-pp4-$d_tokens"
+done
+
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4, resumed on other layouts
 forget_step8() { rm -f "$1/DONE_00000008"; }
 for fam in gpt2 llama llama1; do
     flags=${!fam}
     src="$out/$fam-np4-tp2-z1"
-    for layout in "1 1 8 0" "4 1 2 1" "4 4 8 0" "2 2 8 2"; do
-        read -r np tp b z <<< "$layout"
+    for layout in "1 1 1 8 0" "4 1 1 2 1" "4 4 1 8 0" "2 2 1 8 2" "4 2 2 8 0" "4 1 2 4 1"; do
+        read -r np tp pp b z <<< "$layout"
         [ $fam = llama ] && [ "$tp" = 4 ] && continue
-        d="$out/$fam-resume-np$np-tp$tp-z$z"
+        d="$out/$fam-resume-np$np-tp$tp-pp$pp-z$z"
         rm -rf "$d"; cp -r "$src" "$d"; forget_step8 "$d"
-        run_np "$np" "$d" $flags -b "$b" -tp "$tp" -z "$z" -y 1
-        grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$fam resume at TP $tp: $(tail -2 "$d.stdout")"
-        check_run "$fam saved at TP 2 x DP 2 -z 1, resumed at TP $tp x DP $((np / tp)) -z $z" "$out/$fam-ref" "$d"
+        run_np "$np" "$d" $flags -b "$b" -tp "$tp" -pp "$pp" -z "$z" -y 1
+        grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$fam resume at TP $tp PP $pp: $(tail -2 "$d.stdout")"
+        check_run "$fam saved at TP 2 x DP 2 -z 1, resumed at TP $tp x PP $pp x DP $((np / tp / pp)) -z $z" "$out/$fam-ref" "$d"
     done
+    if [ $fam != llama1 ]; then  # a pipeline's checkpoint (TP 2 x PP 2 x DP 2) as one process
+        d="$out/$fam-from-pp"
+        rm -rf "$d"; cp -r "$out/$fam-np8-tp2-pp2-z1" "$d"; forget_step8 "$d"
+        run_np 1 "$d" $flags -b 8 -y 1
+        check_run "$fam saved at TP 2 x PP 2 x DP 2 -z 1, resumed as one process" "$out/$fam-ref" "$d"
+    fi
     d="$out/$fam-from-single"
     rm -rf "$d"; cp -r "$out/$fam-ref" "$d"; forget_step8 "$d"
     run_np 4 "$d" $flags -b 4 -tp 2 -z 2 -y 1
@@ -115,13 +145,18 @@ for fam in gpt2 llama llama1; do
     check_run "$fam saved by one process, resumed at TP 2 x DP 2 -z 2" "$out/$fam-ref" "$d"
 done
 
-# sampling: the group puts each row of logits together; greedy text as one process's
+# sampling: the group puts each row of logits together, the last stage sends it to every
+# rank; greedy text as one process's
 run_np 1 "$out/sample-ref" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0
-run_np 2 "$out/sample-tp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp 2
 sample_of() { awk '/^generating:/ { on = 1; next } on && /^---$/ { k++; if (k == 2) exit; next } on' "$1"; }
-a=$(sample_of "$out/sample-ref.stdout") b=$(sample_of "$out/sample-tp.stdout")
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP 2: '$b', one process: '$a'"
-echo "ok   sampling at TP 2: the single process's greedy text"
+a=$(sample_of "$out/sample-ref.stdout")
+for layout in "2 2 1" "2 1 2" "4 2 2"; do
+    read -r np tp pp <<< "$layout"
+    run_np "$np" "$out/sample-$tp-$pp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp "$tp" -pp "$pp"
+    b=$(sample_of "$out/sample-$tp-$pp.stdout")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP $tp PP $pp: '$b', one process: '$a'"
+    echo "ok   sampling at TP $tp x PP $pp: the single process's greedy text"
+done
 
 # bad layouts: one line on stderr naming the flag, exit 1, nothing written
 refuse() {  # refuse NAME NP PATTERN FLAGS...
@@ -132,8 +167,11 @@ refuse() {  # refuse NAME NP PATTERN FLAGS...
     [ ! -e "$d/main.log" ] || fail "$name: wrote a main.log"
     echo "ok   refused: $name: $(grep -m 1 "$pat" "$d.stderr")"
 }
-refuse "3 processes at -tp 2" 3 "flag -tp 2: 3 processes are not whole tensor-parallel groups of 2" $gpt2 -b 8 -tp 2
-refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
-refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3: the model's 2 KV heads neither split into 3 equal parts" $llama -b 8 -tp 3
-refuse "-tp 2 with -z 3" 4 "flag -tp 2 with -z 3" $gpt2 -b 4 -tp 2 -z 3
-echo "PASS: tensor parallelism"
+refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
+refuse "6 processes at -tp 2 -pp 2" 6 "flag -tp 2 -pp 2: 6 processes are not whole replicas of 4" $gpt2 -b 8 -tp 2 -pp 2
+refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
+refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 2 KV heads neither split into 3 equal parts" $llama -b 8 -tp 3
+refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages but the model has 2 layers" $gpt2 -b 8 -pp 3
+refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
+refuse "-pp 2 with -z 2" 4 "flag -pp 2 with -z 2" $gpt2 -b 4 -pp 2 -z 2
+echo "PASS: tensor and pipeline parallelism"
