@@ -11,8 +11,9 @@
 # out-of-bounds global or shared access as compute-sanitizer's memcheck would; the tests run
 # the dev programs and four debug states so, two GPT-2 and two Llama (the rest unsanitised, for time), as they do
 #   build/emu/test_emu_runtime, test_emu_ptx, test_emu_cublaslt, test_emu_nccl,
-#   test_emu_semantics, test_emu_races, test_emu_fp8 the emulator's own tests;
-#   build/emu/fp8_reference.bin                     NVIDIA's FP8 conversions for test_emu_fp8, written
+#   test_emu_semantics, test_emu_races, test_emu_fp8, test_emu_fp8_gemm the emulator's own tests;
+#   build/emu/fp8_reference.bin                     NVIDIA's FP8 conversions for test_emu_fp8 and
+#                                                   test_emu_fp8_gemm, written
 #                                                   by test/fp8_reference.cpp built against the CUDA
 #                                                   toolkit's own cuda_fp8.h (where there is one).
 # and the race-check flavour under build/emu/race/ (the dev programs, test_emu_runtime,
@@ -130,10 +131,12 @@ build/emu/test_emu_%: $(EMU_ASAN_OBJS) $(wildcard test/test_emu_*.cpp) $(EMU_DEP
 build/emu/race/test_emu_%: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_RACE_BUILD,$@,$(EMU_SRC)/test/test_emu_$*.cu,-I.,)
 
-# NVIDIA's FP8 conversions, the reference test_emu_fp8 compares the emulator's cuda_fp8.h to:
+# NVIDIA's FP8 conversions, the reference test_emu_fp8 compares the emulator's cuda_fp8.h to (and
+# test_emu_fp8_gemm decodes its FP8 matmuls' inputs and rounds their outputs by):
 # test/fp8_reference.cpp, compiled by the host compiler against the toolkit's cuda_fp8.h (beside
 # nvcc, or in /usr/local/cuda), never the emulator's, writes them to a table. Without a toolkit
-# there is no table, and test_emu_fp8 checks only the OFP8 specification's values.
+# there is no table, and test_emu_fp8 checks only the OFP8 specification's values
+# (test_emu_fp8_gemm only the refusals).
 FP8_CUDA_INCLUDE ?= $(patsubst %/cuda_fp8.h,%,$(firstword $(wildcard $(dir $(NVCC))../include/cuda_fp8.h \
                                                                       /usr/local/cuda/include/cuda_fp8.h)))
 ifneq ($(FP8_CUDA_INCLUDE),)
@@ -142,7 +145,7 @@ build/emu/fp8_reference: test/fp8_reference.cpp test/fp8_table.h $(FP8_CUDA_INCL
 	$(CXX) -std=c++17 -O2 -Wall -I $(FP8_CUDA_INCLUDE) -o $@ $<
 build/emu/fp8_reference.bin: build/emu/fp8_reference
 	build/emu/fp8_reference $@
-build/emu/test_emu_fp8: | build/emu/fp8_reference.bin
+build/emu/test_emu_fp8 build/emu/test_emu_fp8_gemm: | build/emu/fp8_reference.bin
 endif
 
 EMU_DEV_BINS := $(foreach n,$(CUDA_DEV_NAMES),build/emu/cuda/$(n)_fp32 build/emu/cuda/$(n)_bf16)

@@ -8,7 +8,9 @@
 #      4 processes (test_emu_nccl), the slips issue 22 found (test_emu_semantics: min/max beyond
 #      int, __activemask, shuffles with a width, a capture forked to a second stream and never
 #      joined), the FP8 types against the OCP FP8 specification and, bit for bit, NVIDIA's own
-#      cuda_fp8.h conversions (test_emu_fp8); all with ASan+UBSan. The race check (EMU_RACECHECK=1, in
+#      cuda_fp8.h conversions (test_emu_fp8), cuBLASLt's FP8 matmul (scales, amax, saturation,
+#      epilogues) against a double product of inputs NVIDIA's table decodes and the refusals of
+#      what FP8 cannot take (test_emu_fp8_gemm); all with ASan+UBSan. The race check (EMU_RACECHECK=1, in
 #      the race-check builds of build/emu/race/): test_emu_runtime and the corrected programs of
 #      test_emu_races pass under it in three thread orders, and it stops each planted bug of
 #      test_emu_races (a cp.async issued before the barrier that frees its stage, or its tile
@@ -51,13 +53,13 @@ if ! make -s -j2 emu-all > "$OUT/build.log" 2>&1; then
 fi
 
 # 1. the emulator's own tests
-for t in runtime ptx cublaslt nccl semantics races fp8; do
+for t in runtime ptx cublaslt nccl semantics races fp8 fp8_gemm; do
     bin=build/emu/test_emu_$t
     "$bin" > "$OUT/test_emu_$t.log" 2>&1
     rc=$?
     if [ $rc -eq 0 ]; then
         echo "ok   test_emu_$t: $(grep -c '^PASS' "$OUT/test_emu_$t.log") checks"
-    elif [ $rc -eq 77 ]; then  # test_emu_fp8 without the CUDA toolkit: no NVIDIA table to compare to
+    elif [ $rc -eq 77 ]; then  # test_emu_fp8(_gemm) without the CUDA toolkit: no NVIDIA table to compare to
         echo "ok   test_emu_$t: $(grep -c '^PASS' "$OUT/test_emu_$t.log") checks; $(grep -m 1 '^SKIP' "$OUT/test_emu_$t.log")"
     else
         echo "FAIL test_emu_$t"

@@ -10,12 +10,38 @@
 //   - the epilogue works in fp32 on x = alpha * acc + beta * C (+ bias), then D is rounded
 //     once to its type (bf16: to nearest even); C is not read when beta is 0 (it may be NaN)
 //
+// FP8 (A and B CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2), [D]'s FP8 section and [N]'s reference of it
+// (fp8_matmul_reference; test_amax holds amax to the result computed without scale_D):
+//   D = scale_D * epilogue(alpha * scale_A * scale_B * op(A) op(B) + beta * C)
+//   AMAX_D = max |epilogue(...)| over D's elements: the result before scale_D
+// where scale_A, scale_B, scale_D are the device floats the descriptor's A_SCALE_POINTER,
+// B_SCALE_POINTER, D_SCALE_POINTER name (NULL: 1) and AMAX_D_POINTER a device float written,
+// all read and written when the stream reaches the work. The fp8 numbers widen exactly, their
+// products are exact in fp32 and summed as above; an fp8 D is the fp32 value times scale_D,
+// rounded to nearest even and saturated to the largest finite number, NaN staying NaN ([P]: the
+// only conversion PTX has from f32 to fp8 is cvt.rn.satfinite; the emulated cuda_fp8.h's
+// __NV_SATFINITE conversion). What FP8 accepts and refuses: fp8_types, fp8_shapes below.
+// FAST_ACCUM: [H] "intermediate results will not periodically be promoted to a higher precision".
+// [E] ASSUMPTION: with it the emulator still sums in fp32, exactly as without. NVIDIA documents no
+// rule for the lower precision (DeepSeek-V3's report, arXiv 2412.19437, measured "around 14 bits"
+// kept on H800, which is not a rounding rule), so the GPU with FAST_ACCUM may differ from the
+// emulator by more than fp32's rounding; without it the GPU's periodic promotion to fp32 is what
+// the emulator's fp32 sum models.
+//
 // Where each rule below comes from:
 //   [H] NVIDIA's cublasLt.h (CUDA 13.1): the comment on the attribute, epilogue or call
 //   [N] NVIDIA's own reference of the epilogues: simulate_epilog in nvmath-python's
 //       tests/nvmath_tests/linalg/advanced/matmul/test_epilog.py, and what that test expects
-//       cuBLASLt to refuse
-//   [D] the cuBLAS documentation (docs.nvidia.com/cuda/cublas, section cublasLtMatmul)
+//       cuBLASLt to refuse; for FP8 its test_fp8.py (the type combinations it runs, test_amax),
+//       fp8_utils.py (fp8_matmul_reference), test_fp8_epilogs.py (what it lets cuBLASLt refuse)
+//       and the checks of nvmath/linalg/advanced/matmulmod.py
+//   [D] the cuBLAS documentation (docs.nvidia.com/cuda/cublas, section cublasLtMatmul); its FP8
+//       requirements, table of types and Tensor Core Usage rules as quoted word for word in
+//       pytorch/pytorch#106844 and in Modular's cuBLASLt binding (the page itself was not at hand)
+//   [T] what cuBLASLt answered PyTorch, as its pull requests report: #122821 (amax "unsupported for
+//       non-fp8 outputs", word from cuBLAS), #190452 (CUDA 13 answers INVALID_VALUE to a D scale
+//       on a D that is not fp8)
+//   [P] the PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution), instruction cvt
 //   [E] the emulator's own choice where NVIDIA says nothing; each one says why
 // A status answers what the real library answers with a status. What would fault or corrupt
 // memory on the GPU instead (a pointer outside its allocation, less aligned than the chosen
@@ -23,8 +49,10 @@
 // call, naming the operand.
 #include <cublasLt.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <utility>
@@ -116,7 +144,15 @@ cublasStatus_t get_attr(const AttrTable& t, const O* o, uint64_t magic, int attr
 // ---------------------------------------------------------------------------------------
 // the problem a descriptor and four layouts describe
 
-size_t type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : t == CUDA_R_16BF ? 2 : 0; }
+size_t type_size(cudaDataType_t t) {
+    switch (t) {
+    case CUDA_R_32F: return 4;
+    case CUDA_R_16BF: return 2;
+    case CUDA_R_8F_E4M3: case CUDA_R_8F_E5M2: return 1;
+    default: return 0;  // not emulated
+    }
+}
+bool is_fp8(cudaDataType_t t) { return t == CUDA_R_8F_E4M3 || t == CUDA_R_8F_E5M2; }
 
 // the largest power of two, at most 256 (the preferences' default), dividing a
 uint32_t pow2_align(uintptr_t a) {
@@ -172,6 +208,10 @@ struct Problem {
     int64_t bias_bs;
     void* aux;        // nullptr unless the epilogue uses it
     int64_t aux_ld, aux_bs;
+    cudaDataType_t bias_type;  // D's, but for FP8 (the table's)
+    bool fp8;                  // A and B are fp8: the scales below may be set
+    const float *scale_a, *scale_b, *scale_d;  // device floats, nullptr: 1
+    float* amax_d;                             // device float written, or nullptr
 };
 
 cublasStatus_t read_layout(cublasLtMatrixLayout_t l, View* v, int32_t* batch) {
@@ -204,6 +244,51 @@ View transposed(View v) { return View{v.p, v.type, v.cols, v.rows, v.cs, v.rs, v
 
 bool fast_compute(int32_t c) { return c == CUBLAS_COMPUTE_32F_FAST_TF32 || c == CUBLAS_COMPUTE_32F_FAST_16BF; }
 
+// FP8's data types. [D] "The compute type must be CUBLAS_COMPUTE_32F. The scale type must be
+// CUDA_R_32F", and the FP8 rows of the table of types:
+//   A     B     C     D                    bias
+//   E4M3  E4M3  BF16  BF16 or E4M3         BF16
+//               FP16  FP16 or E4M3         FP16
+//               FP32  FP32                 BF16
+//   E4M3  E5M2  BF16  BF16, E4M3 or E5M2   BF16
+//   (and  FP16  FP16, E4M3 or E5M2   FP16
+//   E5M2  E4M3) FP32  FP32                 BF16
+// and no E5M2 x E5M2. [N] test_fp8.py runs exactly these. [E] FP16 is not emulated: its rows,
+// like every combination the table lacks, answer NOT_SUPPORTED (no algorithm).
+cublasStatus_t fp8_types(const View& A, const View& B, const View& C, const View& D, int32_t compute, int32_t scale) {
+    if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (!is_fp8(A.type) || !is_fp8(B.type) || (A.type == CUDA_R_8F_E5M2 && B.type == CUDA_R_8F_E5M2))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    const bool e5m2_in = A.type == CUDA_R_8F_E5M2 || B.type == CUDA_R_8F_E5M2;
+    const bool row = (C.type == CUDA_R_16BF && (D.type == CUDA_R_16BF || D.type == CUDA_R_8F_E4M3 ||
+                                                (e5m2_in && D.type == CUDA_R_8F_E5M2))) ||
+                     (C.type == CUDA_R_32F && D.type == CUDA_R_32F);
+    return row ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+// FP8's layouts, ls and vs in the order A, B, C, D; m, n, k of the product. [D] "A must be
+// transposed and B non-transposed (The "TN" format)" ([E] CUBLAS_OP_T itself, column-major, the
+// order the format is stated in) and "All matrix dimensions must meet the optimal requirements
+// listed in Tensor Core Usage": there (k * A's type size) % 16 == 0, the same of B (for TN),
+// (m * C's type size) % 16 == 0, and each of lda, ldb, ldc times its type's size a multiple of 16.
+// [E] Beyond those: ldd likewise, m and n multiples of 16 (every shape NVIDIA's FP8 tests run,
+// test_fp8.py, is), batch strides whole multiples of 16 bytes (each member's pointer as aligned
+// as the first's). What cuBLASLt does with less is not documented; NOT_SUPPORTED is what it
+// answers when no algorithm fits, and a caller then runs its own kernel.
+cublasStatus_t fp8_shapes(const int32_t ops[2], cublasLtMatrixLayout_t const ls[4], const View* const vs[4], int64_t m,
+                          int64_t n, int64_t k, int32_t batch) {
+    if (ops[0] != CUBLAS_OP_T || ops[1] != CUBLAS_OP_N || m % 16 != 0 || n % 16 != 0 || k % 16 != 0)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    const AttrTable& t = layout_table();
+    for (int i = 0; i < 4; i++) {
+        const int64_t es = (int64_t)type_size(vs[i]->type);
+        if (get<int32_t>(t, ls[i], CUBLASLT_MATRIX_LAYOUT_ORDER) != CUBLASLT_ORDER_COL ||
+            get<int64_t>(t, ls[i], CUBLASLT_MATRIX_LAYOUT_LD) * es % 16 != 0 || (batch > 1 && vs[i]->bs * es % 16 != 0))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
                             cublasLtMatrixLayout_t lc, cublasLtMatrixLayout_t ld, Problem* P) {
     if (!valid(desc, MAGIC_DESC)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -230,21 +315,35 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
     // [D] the data types cublasLtMatmul supports with an fp32 accumulator and fp32 alpha/beta
     // (of which the emulator has the fp32 and bf16 ones): A and B alike; C and D alike; fp32
     // A/B with fp32 C/D, bf16 A/B with bf16 or fp32 C/D; the _FAST_ modes only for fp32 data.
-    // [E] _FAST_16F and _EMULATED_16BFX9, fp16, fp8, int8 and fp64 are not emulated.
+    // [E] _FAST_16F and _EMULATED_16BFX9, fp16, int8 and fp64 are not emulated. FP8: fp8_types.
+    const bool fp8 = is_fp8(A.type) || is_fp8(B.type);
     const bool compute_ok = compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC || fast_compute(compute);
-    if (!compute_ok || scale != CUDA_R_32F || type_size(A.type) == 0 || A.type != B.type || C.type != D.type ||
-        !(D.type == A.type || (A.type == CUDA_R_16BF && D.type == CUDA_R_32F)) ||
-        (fast_compute(compute) && A.type != CUDA_R_32F))
+    if (fp8) {
+        if ((st = fp8_types(A, B, C, D, compute, scale)) != CUBLAS_STATUS_SUCCESS) return st;
+    } else if (!compute_ok || scale != CUDA_R_32F || type_size(A.type) == 0 || A.type != B.type || C.type != D.type ||
+               !(D.type == A.type || (A.type == CUDA_R_16BF && D.type == CUDA_R_32F)) ||
+               (fast_compute(compute) && A.type != CUDA_R_32F)) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     // [E] the alpha/beta vector pointer modes are not emulated
     const int32_t pmode = get<int32_t>(t, desc, CUBLASLT_MATMUL_DESC_POINTER_MODE);
     if (pmode != CUBLASLT_POINTER_MODE_HOST && pmode != CUBLASLT_POINTER_MODE_DEVICE) return CUBLAS_STATUS_NOT_SUPPORTED;
     // [H] the fp8 attributes (scale and amax pointers 17-24, scale modes 31-37) and [E] the
     // emulation descriptor (38): "If set for an unsupported matrix data, scale, and compute type
-    // combination, calling cublasLtMatmul() will return CUBLAS_INVALID_VALUE" (no fp8 here)
+    // combination, calling cublasLtMatmul() will return CUBLAS_INVALID_VALUE". With FP8 A and B
+    // the emulator has A's and B's scales (17, 18), and D's scale and amax (20, 21) when D is
+    // fp8: [N] nvmath's matmul refuses a scale of a C or D, or D's amax, that is not fp8; [T]
+    // CUDA 13 refuses the D scale of a bf16 D, amax is "unsupported for non-fp8 outputs". No C of
+    // the table is fp8: a C scale (19) is refused. Scale modes other than 0 (one fp32 scalar)
+    // are the block scalings of later GPUs; the aux scale and amax (23, 24) go with the aux
+    // epilogues, which FP8 here has not.
+    const bool fp8_d = is_fp8(D.type);
     for (int attr : {17, 18, 19, 20, 21, 23, 24, 31, 32, 33, 34, 35, 36, 37, 38}) {
         const uint64_t v = t.size[attr] == 8 ? get<uint64_t>(t, desc, attr) : (uint64_t)get<uint32_t>(t, desc, attr);
-        if (v != 0) return CUBLAS_STATUS_INVALID_VALUE;
+        const bool ab_scale = attr == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER || attr == CUBLASLT_MATMUL_DESC_B_SCALE_POINTER;
+        const bool d_scale = attr == CUBLASLT_MATMUL_DESC_D_SCALE_POINTER || attr == CUBLASLT_MATMUL_DESC_AMAX_D_POINTER;
+        const bool allowed = fp8 && (ab_scale || (fp8_d && d_scale));
+        if (v != 0 && !allowed) return CUBLAS_STATUS_INVALID_VALUE;
     }
 
     // shapes: [H] cublasLtMatmul returns INVALID_VALUE "if parameters are in conflict"
@@ -254,10 +353,20 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
         return CUBLAS_STATUS_INVALID_VALUE;
     // [E] one batch count for all four (a member shared by all: batch stride 0)
     if (batch[0] != batch[3] || batch[1] != batch[3] || batch[2] != batch[3]) return CUBLAS_STATUS_INVALID_VALUE;
+    const cublasLtMatrixLayout_t layouts[4] = {la, lb, lc, ld};
+    const View* const views[4] = {&A, &B, &C, &D};
+    if (fp8 && (st = fp8_shapes(ops, layouts, views, m, n, k, batch[3])) != CUBLAS_STATUS_SUCCESS) return st;
 
     Flags f;
     const uint32_t epilogue = get<uint32_t>(t, desc, CUBLASLT_MATMUL_DESC_EPILOGUE);
     if (!decode_epilogue(epilogue, &f)) return CUBLAS_STATUS_INVALID_VALUE;
+    // FP8: [N] test_fp8_epilogs.py lets cuBLASLt refuse GELU and GELU_BIAS with an fp8 D and any
+    // GELU with fp32 C and D; [E] of the rest the emulator has the epilogues without aux or
+    // gradients (DEFAULT, BIAS, RELU, RELU_BIAS, GELU, GELU_BIAS): that test lets cuBLASLt refuse
+    // most of the others too (every BGRAD, RELU_AUX of mixed A and B, DRELU and DGELU of an fp8
+    // D, an fp8 aux but for one combination), and their fp8 aux types are not emulated
+    if (fp8 && (f.aux() || f.bgrad_d || f.bgrad_a || f.bgrad_b || (f.gelu && (fp8_d || D.type == CUDA_R_32F))))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     void* bias = get<void*>(t, desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER);
     void* aux = get<void*>(t, desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER);
     const int64_t aux_ld = get<int64_t>(t, desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD);
@@ -266,9 +375,10 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
         // [H] BIAS_POINTER: the bias (length D's rows) or the gradient written; it must be set
         if (bias == nullptr) return CUBLAS_STATUS_INVALID_VALUE;
         // [H] BIAS_DATA_TYPE: "same type as the elements of output matrix (Dtype)" but for
-        // int8 and fp8 kernels, which are not emulated
+        // int8 kernels (not emulated) and fp8 kernels with an fp32 or fp8 D, where [D]'s table
+        // has it: BF16 beside a BF16 or FP32 C. [E] -1 (the default) means the table's type there
         const int32_t bias_type = get<int32_t>(t, desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE);
-        if (bias_type != -1 && bias_type != D.type) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (bias_type != -1 && bias_type != (fp8 ? CUDA_R_16BF : D.type)) return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (f.aux()) {
         const bool relu = f.relu || f.drelu;
@@ -292,7 +402,11 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
 
     *P = Problem{compute, pmode, epilogue, f, m, n, k, batch[3], opA, opB, C, D,
                  f.bias_ptr() ? bias : nullptr, get<int64_t>(t, desc, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE),
-                 f.aux() ? aux : nullptr, aux_ld, aux_bs};
+                 f.aux() ? aux : nullptr, aux_ld, aux_bs, fp8 ? CUDA_R_16BF : D.type, fp8,
+                 get<const float*>(t, desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER),
+                 get<const float*>(t, desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER),
+                 get<const float*>(t, desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER),
+                 get<float*>(t, desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER)};
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -339,15 +453,18 @@ cublasStatus_t choose_algo(const Problem& P, const Pref& pr, AlgoRecord* rec, fl
     // [E] LIMITED_BY_ALGO_ID needs cublasLtMatmulAlgoInit's ids, which are not emulated
     if (pr.search != CUBLASLT_SEARCH_BEST_FIT) return CUBLAS_STATUS_NOT_SUPPORTED;
     // [H] MIN_ALIGNMENT_*: "selecting a smaller value will exclude algorithms that can not work
-    // with" a less aligned matrix; [E] this one needs at least its elements' alignment
+    // with" a less aligned matrix; [E] this one needs at least its elements' alignment, and for
+    // FP8 16 bytes: [D] Tensor Core Usage's "intptr_t(A) % 16 == 0" (B, C likewise; [E] D too),
+    // which FP8 must meet; [N] nvmath refuses an FP8 operand less aligned
     const View* mats[4] = {&P.a, &P.b, &P.c, &P.d};
     for (int i = 0; i < 4; i++) {
-        if (pr.align[i] == 0 || pr.align[i] % type_size(mats[i]->type) != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
+        if (pr.align[i] == 0 || pr.align[i] % type_size(mats[i]->type) != 0 || (P.fp8 && pr.align[i] < 16))
+            return CUBLAS_STATUS_NOT_SUPPORTED;
         rec->align[i] = (uint16_t)pow2_align(pr.align[i]);
     }
     // [H] BIAS_POINTER, AUX_POINTER: the heuristic "depend[s] on its value to determine expected
     // pointer alignment"; [E] element alignment is required, as of A..D
-    const size_t es = type_size(P.d.type), aux_es = (P.f.relu || P.f.drelu) ? 1 : es;
+    const size_t es = type_size(P.bias_type), aux_es = (P.f.relu || P.f.drelu) ? 1 : type_size(P.d.type);
     rec->align[4] = rec->align[5] = 1;
     if (P.bias != nullptr) {
         if ((uintptr_t)P.bias % es != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -370,9 +487,15 @@ cublasStatus_t choose_algo(const Problem& P, const Pref& pr, AlgoRecord* rec, fl
 
 inline float to_f(float x) { return x; }
 inline float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline float to_f(__nv_fp8_e4m3 x) { return float(x); }
+inline float to_f(__nv_fp8_e5m2 x) { return float(x); }
 template <typename T> inline T from_f(float x);
 template <> inline float from_f<float>(float x) { return x; }
 template <> inline __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+// to nearest even, saturated to the largest finite number, NaN a NaN (the class's constructor:
+// __NV_SATFINITE); [P] cvt.rn.satfinite, the only f32 to fp8 conversion the GPU has
+template <> inline __nv_fp8_e4m3 from_f<__nv_fp8_e4m3>(float x) { return __nv_fp8_e4m3(x); }
+template <> inline __nv_fp8_e5m2 from_f<__nv_fp8_e5m2>(float x) { return __nv_fp8_e5m2(x); }
 
 enum Rounding { ROUND_NONE, ROUND_TF32, ROUND_BF16 };
 
@@ -414,7 +537,9 @@ template <typename T> void pack_t(float* out, const View& v, int32_t b, Rounding
 }
 void pack(float* out, const View& v, int32_t b, Rounding r) {
     if (v.type == CUDA_R_32F) pack_t<float>(out, v, b, r);
-    else pack_t<__nv_bfloat16>(out, v, b, r);
+    else if (v.type == CUDA_R_16BF) pack_t<__nv_bfloat16>(out, v, b, r);
+    else if (v.type == CUDA_R_8F_E4M3) pack_t<__nv_fp8_e4m3>(out, v, b, r);
+    else pack_t<__nv_fp8_e5m2>(out, v, b, r);
 }
 
 // out[i] = the sum over c of v(i, c), in order of c, in fp32: a bias gradient
@@ -429,7 +554,7 @@ template <typename TS, typename TD> void row_sums_t(TD* out, const View& v, int3
 }
 template <typename TD> void row_sums(TD* out, const View& v, int32_t b) {
     if (v.type == CUDA_R_32F) row_sums_t<float, TD>(out, v, b);
-    else row_sums_t<__nv_bfloat16, TD>(out, v, b);
+    else row_sums_t<__nv_bfloat16, TD>(out, v, b);  // (never fp8: make_problem refuses its gradients)
 }
 
 struct Job {
@@ -440,26 +565,38 @@ struct Job {
     uint64_t workspace_bytes;
 };
 
+// The scalars as the work reads them, and where the columns' amax go.
+struct Scalars {
+    float alpha, beta;  // alpha times FP8's scale_A and scale_B
+    float scale_d;      // 1 but for an fp8 D
+    float* col_amax;    // n floats: each column's largest |result| (AMAX_D), or nullptr
+};
+
+// the larger of a and |y|; a NaN stays ([E] NVIDIA does not say; a NaN in amax shows the overflow)
+inline float amax_with(float a, float y) { return std::isnan(a) || std::isnan(y) ? NAN : std::max(a, std::fabs(y)); }
+
 // Column j, rows i0 .. i0 + rows - 1, of batch member b: acc holds the fp32 sums of products.
-template <typename TD>
-void finish_column(const Job& J, float alpha, float beta, int32_t b, int64_t i0, int64_t rows, int64_t j,
-                   const float* acc, float* stage) {
+// TC, TD, TB: the types of C, D and the bias.
+template <typename TC, typename TD, typename TB>
+void finish_column(const Job& J, const Scalars& s, int32_t b, int64_t i0, int64_t rows, int64_t j, const float* acc,
+                   float* stage) {
     const Problem& P = J.P;
     const Flags& f = P.f;
     TD* d = (TD*)P.d.p + b * P.d.bs + j * P.d.cs;
     // [D] with beta == 0, C is not read: it may hold anything, NaN included
-    const TD* c = beta != 0.0f ? (const TD*)P.c.p + b * P.c.bs + j * P.c.cs : nullptr;
+    const TC* c = s.beta != 0.0f ? (const TC*)P.c.p + b * P.c.bs + j * P.c.cs : nullptr;
     // [H] BIAS: "broadcasted to all columns and added before applying final postprocessing"
-    const TD* bias = f.bias_in ? (const TD*)P.bias + b * P.bias_bs : nullptr;
+    const TB* bias = f.bias_in ? (const TB*)P.bias + b * P.bias_bs : nullptr;
     TD* aux = (f.gelu || f.dgelu) && P.aux ? (TD*)P.aux + b * P.aux_bs + j * P.aux_ld : nullptr;
     // [N] the ReLU bit-mask is column-major in bits: element (i, j) is bit (j ld + i) % 8 of
     // byte (j ld + i) / 8. With ld a multiple of 128 each column has bytes of its own.
     uint8_t* mask = (f.relu || f.drelu) && P.aux ? (uint8_t*)P.aux : nullptr;
     const int64_t bit0 = b * P.aux_bs + j * P.aux_ld;
+    float amax = 0.0f;
     for (int64_t ii = 0; ii < rows; ii++) {
         const int64_t i = i0 + ii;
-        float x = alpha * acc[ii];
-        if (c != nullptr) x += beta * to_f(c[i * P.c.rs]);
+        float x = s.alpha * acc[ii];
+        if (c != nullptr) x += s.beta * to_f(c[i * P.c.rs]);
         if (bias != nullptr) x += to_f(bias[i]);
         float y = x;
         if (f.gelu) {
@@ -478,16 +615,19 @@ void finish_column(const Job& J, float alpha, float beta, int32_t b, int64_t i0,
             y = (mask[(bit0 + i) >> 3] >> ((bit0 + i) & 7) & 1) ? x : 0.0f;
         }
         if (f.bgrad_d) stage[j * P.m + i] = y;
-        d[i * P.d.rs] = from_f<TD>(y);
+        // [N] AMAX_D is taken before D's scale, which [E] multiplies in fp32 (1 exactly but for fp8)
+        if (s.col_amax != nullptr) amax = amax_with(amax, y);
+        d[i * P.d.rs] = from_f<TD>(s.scale_d * y);
     }
+    if (s.col_amax != nullptr) s.col_amax[j] = amax_with(s.col_amax[j], amax);  // the thread owns column j
 }
 
 // Four columns of D at a time, 256 rows at a time: the inner loop runs down a column of
 // op(A), contiguous after packing, and vectorises; each thread owns whole columns.
 constexpr int64_t TILE_COLS = 4, TILE_ROWS = 256;
 
-template <typename TD>
-void multiply(const Job& J, float alpha, float beta, int32_t b, const float* af, const float* bf, float* stage) {
+template <typename TC, typename TD, typename TB>
+void multiply(const Job& J, const Scalars& s, int32_t b, const float* af, const float* bf, float* stage) {
     const int64_t m = J.P.m, n = J.P.n, k = J.P.k;
     const int64_t blocks = (n + TILE_COLS - 1) / TILE_COLS;
 #pragma omp parallel for schedule(dynamic) if (m * n * k >= PARALLEL_MIN_WORK)
@@ -512,13 +652,13 @@ void multiply(const Job& J, float alpha, float beta, int32_t b, const float* af,
                 }
             }
             for (int64_t t = 0; t < TILE_COLS && j0 + t < n; t++)
-                finish_column<TD>(J, alpha, beta, b, i0, rows, j0 + t, acc[t], stage);
+                finish_column<TC, TD, TB>(J, s, b, i0, rows, j0 + t, acc[t], stage);
         }
     }
 }
 static_assert(TILE_COLS == 4, "multiply's inner loop is written for four columns");
 
-template <typename TD> void run_t(const Job& J, float alpha, float beta) {
+template <typename TC, typename TD, typename TB> void run_t(const Job& J, const Scalars& s) {
     const Problem& P = J.P;
     const Rounding r = P.compute == CUBLAS_COMPUTE_32F_FAST_TF32   ? ROUND_TF32
                        : P.compute == CUBLAS_COMPUTE_32F_FAST_16BF ? ROUND_BF16
@@ -527,20 +667,20 @@ template <typename TD> void run_t(const Job& J, float alpha, float beta) {
     for (int32_t b = 0; b < P.batch; b++) {
         pack(af.data(), P.a, b, r);
         pack(bf.data(), P.b, b, r);
-        multiply<TD>(J, alpha, beta, b, af.data(), bf.data(), stage.data());
-        TD* grad = P.f.bias_ptr() && !P.f.bias_in ? (TD*)P.bias + b * P.bias_bs : nullptr;
+        multiply<TC, TD, TB>(J, s, b, af.data(), bf.data(), stage.data());
+        TB* grad = P.f.bias_ptr() && !P.f.bias_in ? (TB*)P.bias + b * P.bias_bs : nullptr;
         if (P.f.bgrad_d) {
             // [N] DGELU_BGRAD / DRELU_BGRAD: the row sums of the result (result.sum(axis=1)),
             // here of its fp32 values, in order of columns
             std::vector<float> sum(P.m, 0.0f);
             for (int64_t j = 0; j < P.n; j++)
                 for (int64_t i = 0; i < P.m; i++) sum[i] += stage[j * P.m + i];
-            for (int64_t i = 0; i < P.m; i++) grad[i] = from_f<TD>(sum[i]);
+            for (int64_t i = 0; i < P.m; i++) grad[i] = from_f<TB>(sum[i]);
         }
         // [H] BGRADA: length D's rows, "the reduction happens over the GEMM's k dimension" (of
         // op(A)); BGRADB: length D's columns, over k of op(B). [N] a.sum(axis=1), b.sum(axis=0)
-        if (P.f.bgrad_a) row_sums<TD>(grad, P.a, b);
-        if (P.f.bgrad_b) row_sums<TD>(grad, transposed(P.b), b);
+        if (P.f.bgrad_a) row_sums<TB>(grad, P.a, b);
+        if (P.f.bgrad_b) row_sums<TB>(grad, transposed(P.b), b);
     }
 }
 
@@ -564,7 +704,10 @@ void race_job(const Job& J, float beta) {
     if (beta != 0.0f) race_view(P.c, P.batch, false);
     if (J.alpha_dev) emu::race_range(J.alpha_dev, sizeof(float), false), emu::race_range(J.beta_dev, sizeof(float), false);
     if (P.bias != nullptr)
-        race_view(View{P.bias, P.d.type, P.f.bgrad_b ? P.n : P.m, 1, 1, 0, P.bias_bs}, P.batch, !P.f.bias_in);
+        race_view(View{P.bias, P.bias_type, P.f.bgrad_b ? P.n : P.m, 1, 1, 0, P.bias_bs}, P.batch, !P.f.bias_in);
+    for (const float* scale : {P.scale_a, P.scale_b, P.scale_d})
+        if (scale != nullptr) emu::race_range(scale, sizeof(float), false);
+    if (P.amax_d != nullptr) emu::race_range(P.amax_d, sizeof(float), true);
     const bool bits = P.f.relu || P.f.drelu;  // as check_pointers reads aux
     if (P.aux != nullptr)
         race_view(bits ? View{P.aux, P.d.type, (P.m + 7) / 8, P.n, 1, P.aux_ld / 8, P.aux_bs / 8}
@@ -575,11 +718,27 @@ void race_job(const Job& J, float beta) {
 }
 
 void run(const Job& J) {
+    const Problem& P = J.P;
     const float alpha = J.alpha_dev ? *J.alpha_dev : J.alpha, beta = J.beta_dev ? *J.beta_dev : J.beta;
     race_job(J, beta);
     if (J.workspace_bytes > 0) memset(J.workspace, 0xff, J.workspace_bytes);
-    if (J.P.d.type == CUDA_R_32F) run_t<float>(J, alpha, beta);
-    else run_t<__nv_bfloat16>(J, alpha, beta);
+    // FP8's scales, read now (device memory), NULL: 1. [E] alpha scale_A scale_B is formed in
+    // fp32 in that order (NVIDIA does not say); for other types it is alpha itself
+    const float sa = P.scale_a ? *P.scale_a : 1.0f, sb = P.scale_b ? *P.scale_b : 1.0f;
+    std::vector<float> col_amax(P.amax_d ? P.n : 0, 0.0f);
+    const Scalars s{alpha * sa * sb, beta, P.scale_d ? *P.scale_d : 1.0f, P.amax_d ? col_amax.data() : nullptr};
+    using bf16 = __nv_bfloat16;
+    switch (P.d.type) {
+    case CUDA_R_32F: P.fp8 ? run_t<float, float, bf16>(J, s) : run_t<float, float, float>(J, s); break;
+    case CUDA_R_8F_E4M3: run_t<bf16, __nv_fp8_e4m3, bf16>(J, s); break;
+    case CUDA_R_8F_E5M2: run_t<bf16, __nv_fp8_e5m2, bf16>(J, s); break;
+    default: run_t<bf16, bf16, bf16>(J, s);
+    }
+    if (P.amax_d != nullptr) {
+        float amax = 0.0f;
+        for (float a : col_amax) amax = amax_with(amax, a);
+        *P.amax_d = amax;
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -620,7 +779,17 @@ void check_pointers(const Job& J, const AlgoRecord& rec, bool reads_c) {
     if (overlap(d, a) || overlap(d, b))
         emu::fatal("cublasLtMatmul: D overlaps A or B: on the GPU the result would depend on the order of tiles");
     if (P.bias != nullptr)
-        check_operand("bias", View{P.bias, P.d.type, P.f.bgrad_b ? P.n : P.m, 1, 1, 0, P.bias_bs}, P.batch, rec.align[4]);
+        check_operand("bias", View{P.bias, P.bias_type, P.f.bgrad_b ? P.n : P.m, 1, 1, 0, P.bias_bs}, P.batch, rec.align[4]);
+    // FP8's scales and amax: [H] "Device pointer to the scale factor value", a float ([H] "the
+    // same type as the compute type")
+    const std::pair<const char*, const float*> scalars[4] = {{"A_SCALE_POINTER", P.scale_a},
+                                                             {"B_SCALE_POINTER", P.scale_b},
+                                                             {"D_SCALE_POINTER", P.scale_d},
+                                                             {"AMAX_D_POINTER", P.amax_d}};
+    for (const auto& sc : scalars)
+        if (sc.second != nullptr &&
+            ((uintptr_t)sc.second % alignof(float) != 0 || !emu::device_range(sc.second, sizeof(float))))
+            emu::fatal("cublasLtMatmul: %s=%p is not a float in device memory", sc.first, (const void*)sc.second);
     if (P.aux != nullptr) {
         // a bit-mask as the bytes that hold its bits (its ld and batch stride count bits)
         const bool bits = P.f.relu || P.f.drelu;
@@ -844,7 +1013,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     P.a.p = A, P.b.p = B, P.c.p = C, P.d.p = D;
     // [D] in place (C == D) needs C's layout to be D's; out of place they must not overlap
     if (C != nullptr) {
-        const bool same = P.c.rs == P.d.rs && P.c.cs == P.d.cs && P.c.bs == P.d.bs;
+        const bool same = P.c.type == P.d.type && P.c.rs == P.d.rs && P.c.cs == P.d.cs && P.c.bs == P.d.bs;
         if (C == D ? !same : overlap(range_of(P.c, P.batch), range_of(P.d, P.batch)))
             return CUBLAS_STATUS_INVALID_VALUE;
     }

@@ -143,6 +143,8 @@ enum cudaDataType_t {
     CUDA_R_16BF = 14,
     CUDA_R_8I = 3,
     CUDA_R_32I = 10,
+    CUDA_R_8F_E4M3 = 28,  // cuda_fp8.h's __nv_fp8_e4m3
+    CUDA_R_8F_E5M2 = 29,  // __nv_fp8_e5m2
 };
 typedef cudaDataType_t cudaDataType;
 

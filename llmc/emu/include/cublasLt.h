@@ -1,7 +1,8 @@
 // cublasLt.h for the emulated GPU (llmc/emu/emu.h): the part of cuBLASLt that gptrain calls
 // (llmc/cuda/matmul.cuh), with the names, signatures and numeric enum values of NVIDIA's
 // cublasLt.h and cublas_api.h (CUDA 13), so the same source compiles against either.
-// Implemented by llmc/emu/cublaslt.cpp, which documents what each call accepts and rejects.
+// Implemented by llmc/emu/cublaslt.cpp, which documents what each call accepts and rejects,
+// FP8 matmuls (CUDA_R_8F_E4M3 / CUDA_R_8F_E5M2 in emu.h's cudaDataType_t) included.
 //
 // The descriptors are NVIDIA's semi-opaque structs of the same sizes (a descriptor may live
 // on the caller's stack through the *Init functions); what the emulator keeps in them is its
@@ -168,15 +169,15 @@ typedef enum {
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,  // [int64_t]
     CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE = 14,  // [int64_t]
     CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 15,         // [int32_t]
-    CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,         // [void*] fp8 scaling (not emulated)
-    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,         // [void*]
-    CUBLASLT_MATMUL_DESC_C_SCALE_POINTER = 19,         // [void*]
-    CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,         // [void*]
-    CUBLASLT_MATMUL_DESC_AMAX_D_POINTER = 21,          // [void*]
+    CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17,         // [void*] fp8: device float multiplying A, NULL: 1
+    CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,         // [void*] ... B
+    CUBLASLT_MATMUL_DESC_C_SCALE_POINTER = 19,         // [void*] ... C (fp8 C only: refused here)
+    CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,         // [void*] ... the result stored to an fp8 D
+    CUBLASLT_MATMUL_DESC_AMAX_D_POINTER = 21,          // [void*] fp8 D: device float, max |result| before D's scale
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,  // [int32_t] default -1: D's type
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_SCALE_POINTER = 23,  // [void*]
     CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_AMAX_POINTER = 24,   // [void*]
-    CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,              // [int8_t] fp8 only
+    CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,              // [int8_t] fp8 only; the emulator sums in fp32 either way
     CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26,          // [int32_t] default -1: D's type
     CUBLASLT_MATMUL_DESC_A_SCALE_MODE = 31,            // [int32_t]
     CUBLASLT_MATMUL_DESC_B_SCALE_MODE = 32,            // [int32_t]
@@ -302,7 +303,8 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
                                               cublasLtMatmulHeuristicResult_t heuristicResultsArray[],
                                               int* returnAlgoCount);
 
-// D = epilogue(alpha op(A) op(B) + beta C), column-major, queued on stream.
+// D = epilogue(alpha op(A) op(B) + beta C), column-major, queued on stream; for FP8 A and B
+// D = scale_D epilogue(alpha scale_A scale_B op(A) op(B) + beta C) (llmc/emu/cublaslt.cpp).
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
                               const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
                               const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
