@@ -120,9 +120,15 @@ struct CpuBackend {
     // stage's out to the next (tag: the message's, the same on both sides)
     void stage_forward(const int* inputs, const int* targets, int B, int T, int tag) {
         const size_t n = (size_t)B * T * model->channels;
-        if (!model->pp_first) comm_recv_f32(comm, model_stage_input(model), n, prev, tag);
+        if (!model->pp_first) receive(model_stage_input(model), n, prev, tag);
         model_forward(model, inputs, targets, B, T);
         if (!model->pp_last) comm_isend_f32(comm, &sends, model_stage_output(model), n, next, tag);
+    }
+    // -pp: a receive from a stage beside, timed as the pipeline's wait (-pb 1)
+    void receive(float* x, size_t n, int from, int tag) {
+        phase_clock_mark(model->phases, PHASE_PIPELINE);
+        comm_recv_f32(comm, x, n, from, tag);
+        phase_clock_mark(model->phases, PHASE_OTHER);
     }
     // -pp: a step's micro-batches through the stages, one forward then one backward at a time
     // once the pipeline is full (1F1B, PipeDream-Flush as Megatron-LM schedules it): stage s
@@ -141,7 +147,7 @@ struct CpuBackend {
         };
         auto backward = [&](int i) {
             model_acts_select(model, acts, i % K);
-            if (!model->pp_last) comm_recv_f32(comm, model_stage_grad(model), n, next, 2 * i + 1);
+            if (!model->pp_last) receive(model_stage_grad(model), n, next, 2 * i + 1);
             if (gsync != nullptr) gsync->communicate = z.stage >= 2 || i == m - 1;
             model_backward(model, queued_inputs[i].data(), queued_targets[i].data(), queued_dloss,
                            gsync != nullptr ? &stage_sink : nullptr);
@@ -154,7 +160,9 @@ struct CpuBackend {
             backward(nb++);
         }
         while (nb < m) backward(nb++);
+        phase_clock_mark(model->phases, PHASE_PIPELINE);
         comm_sends_wait(comm, &sends);
+        phase_clock_mark(model->phases, PHASE_OTHER);
         model_acts_select(model, acts, 0);
         if (emb != nullptr) {  // GPT-2: the tied wte's gradient is the first stage's plus the last's
             const ParamTensor& wte = model->tensors[0];
@@ -628,6 +636,21 @@ int main(int argc, char** argv) {
     }
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
     if (cfg.phase_breakdown && rank == 0) phase_clock_report(phase_clock);
+    if (cfg.phase_breakdown && pp > 1) {
+        // -pp: each stage's wait for the others, against 1F1B's bubble; the mean over the stages
+        // (a collective: every rank takes part, rank 0 prints)
+        const double share = phase_clock.wall_ms > 0 ? phase_clock.ms[PHASE_PIPELINE] / phase_clock.wall_ms : 0.0;
+        std::vector<double> all(world);
+        comm_exchange(&comm, &share, sizeof(double), all.data());
+        double mean = 0.0;
+        printf("pipeline bubble, measured (-pb 1): the share of the step each stage waited for another:");
+        for (int s = 0; s < pp; s++) {
+            printf(" stage %d %.1f%%", s, 100.0 * all[s * tp]);
+            mean += all[s * tp] / pp;
+        }
+        const int m = data.grad_accum;
+        printf("; mean %.1f%%; 1F1B's (pp-1)/(m+pp-1) = %.1f%%\n", 100.0 * mean, 100.0 * (pp - 1) / (m + pp - 1));
+    }
     if (dp_world > 1) {
         grad_sync_report(&sync);
         grad_sync_free(&sync);

@@ -20,13 +20,14 @@ enum Phase {
     PHASE_OPTIMIZER,      // gradient norm and AdamW
     PHASE_COMM,           // waiting for the gradient reduction; the parameter all-gather
     PHASE_OTHER,          // copies, memsets, the rest
+    PHASE_PIPELINE,       // -pp: waiting for the stage before or after (the bubble, and the transfers)
     NUM_PHASES
 };
 
 inline const char* phase_name(int p) {
     static const char* const names[NUM_PHASES] = {
         "encoder", "layernorm", "matmul", "classifier matmul", "attention forward", "attention backward",
-        "gelu", "classifier", "optimizer", "communication", "other"};
+        "gelu", "classifier", "optimizer", "communication", "other", "pipeline wait"};
     return p >= 0 && p < NUM_PHASES ? names[p] : "?";
 }
 

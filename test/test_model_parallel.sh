@@ -118,6 +118,13 @@ for d_tokens in 1024 512; do
     check_run "4-layer GPT-2 on PP 4, $((d_tokens / 256)) micro-batches a step" "$out/deep-ref-$d_tokens" "$out/deep-pp4-$d_tokens"
 done
 
+# -pb 1: each stage's wait for the others (dev/bench_pipeline.sh measures it against 1F1B's
+# bubble on a quiet machine; here only that it is reported, with the model's figure)
+run_np 2 "$out/pb" $gpt2 -b 8 -pp 2 -pb 1 -x 3 -n 0
+grep -q "^pipeline bubble, measured (-pb 1): .* stage 0 [0-9.]*% stage 1 [0-9.]*%; mean [0-9.]*%; 1F1B's (pp-1)/(m+pp-1) = 33.3%" \
+    "$out/pb.stdout" || fail "-pb 1 at PP 2: $(grep -m 1 'pipeline bubble' "$out/pb.stdout")"
+echo "ok   -pb 1 at PP 2: $(grep -m 1 'pipeline bubble' "$out/pb.stdout")"
+
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4, resumed on other layouts
 forget_step8() { rm -f "$1/DONE_00000008"; }
 for fam in gpt2 llama llama1; do
