@@ -43,7 +43,16 @@ static double proc_status_bytes(const char* key) {
 // -tp: the model's collectives across its tensor-parallel group, through MPI
 struct CpuTensorParallel final : TensorParallel {
     Comm* group = nullptr;
+    std::vector<float> buffers[2];
     void all_reduce(float* x, size_t n, bool max) override { comm_all_reduce_f32(group, x, n, max); }
+    void all_gather(const float* mine, size_t n, float* all) override { comm_all_gather_f32(group, mine, n, all); }
+    void reduce_scatter(const float* all, size_t n, float* mine) override {
+        comm_reduce_scatter_f32(group, all, n, mine);
+    }
+    float* scratch(int i, size_t n) override {
+        if (buffers[i].size() < n) buffers[i].resize(n);
+        return buffers[i].data();
+    }
 };
 
 // The loop's Backend (llmc/train_loop.h) for a model in host memory, one of comm->world
@@ -68,6 +77,7 @@ struct CpuBackend {
     Comm* tpc = nullptr;                // -tp: the tensor-parallel group
     const TpShard* shard = nullptr;     // -tp, -pp: this rank's part of the model's table
     std::vector<float> full_logits;     // -tp, -pp: a row of logits put together for sampling
+    std::vector<int> padded_tokens;     // -sp: a sample's context padded to whole parts
     // -pp: this rank's stage of pp, the world ranks of the stages before and after it, the
     // group of the first and last stage (GPT-2's tied wte), the activations of the micro-batches
     // in flight, the step's micro-batches, the sends not yet waited for
@@ -118,8 +128,12 @@ struct CpuBackend {
     }
     // -pp: one micro-batch's forward on this stage: the stage before's output in, this
     // stage's out to the next (tag: the message's, the same on both sides)
+    // (-sp: the stages pass this rank's positions only)
+    size_t stage_values(int B, int T) const {
+        return (size_t)B * T * model->channels / (model->tp != nullptr && model->tp->sp ? tp : 1);
+    }
     void stage_forward(const int* inputs, const int* targets, int B, int T, int tag) {
-        const size_t n = (size_t)B * T * model->channels;
+        const size_t n = stage_values(B, T);
         if (!model->pp_first) receive(model_stage_input(model), n, prev, tag);
         model_forward(model, inputs, targets, B, T);
         if (!model->pp_last) comm_isend_f32(comm, &sends, model_stage_output(model), n, next, tag);
@@ -136,7 +150,7 @@ struct CpuBackend {
     // Returns the sum of the micro-batches' losses (the last stage; 0 on the others).
     float pipeline_step(int B, int T) {
         const int m = (int)queued_inputs.size(), K = (int)acts.views.size();
-        const size_t n = (size_t)B * T * model->channels;
+        const size_t n = stage_values(B, T);
         StageSink stage_sink;
         stage_sink.inner = gsync;
         double loss = 0.0;
@@ -191,7 +205,12 @@ struct CpuBackend {
             model_forward(model, tokens, nullptr, 1, ctx);
             return model_logits(model) + (size_t)(ctx - 1) * model->padded_vocab_size;
         }
-        stage_forward(tokens, nullptr, 1, ctx, 0);
+        // -sp splits the positions in equal parts: the row is padded to a multiple of them (the
+        // causal model's logits at ctx - 1 do not see what follows)
+        const int sp_parts = model->tp != nullptr && model->tp->sp ? tp : 1, padded = (ctx + sp_parts - 1) / sp_parts * sp_parts;
+        padded_tokens.assign(tokens, tokens + ctx);
+        padded_tokens.resize(padded, tokens[ctx - 1]);
+        stage_forward(padded_tokens.data(), nullptr, 1, padded, 0);
         comm_sends_wait(comm, &sends);
         // -tp: each rank of the last stage has its columns of the row; the group puts it together
         const size_t part = model->padded_vocab_size / tp;
@@ -504,6 +523,10 @@ int main(int argc, char** argv) {
         fail("flag -pp %d with -z 2: ZeRO 2 across pipeline stages is not built yet (-z 1 shards the AdamW state)", pp);
     if ((tp > 1 || pp > 1) && cfg.hellaswag)
         fail("flag -tp %d -pp %d with -h 1: HellaSwag on tensor- or pipeline-parallel ranks is not built yet", tp, pp);
+    if (cfg.sequence_parallel && tp == 1)
+        fail("flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks: give -tp 2 or more");
+    if (cfg.sequence_parallel && cfg.T % tp != 0)
+        fail("flag -sp 1: -t %d does not split into %d equal parts (one per tensor-parallel rank)", cfg.T, tp);
     const int t_rank = rank % tp, stage = (rank / tp) % pp, dp_rank = rank / (tp * pp), dp_world = world / (tp * pp);
     Comm tp_comm, dp_comm, emb_comm;
     CpuTensorParallel tp_group;
@@ -520,6 +543,7 @@ int main(int argc, char** argv) {
         tp_group.group = &tp_comm;
         tp_group.size = tp;
         tp_group.rank = t_rank;
+        tp_group.sp = cfg.sequence_parallel != 0;
     }
     Comm* dpc = parts ? &dp_comm : &comm;
     preempt_install_handlers();

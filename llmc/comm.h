@@ -14,7 +14,7 @@
 // defines: Comm, CommEngine, comm_init, comm_free, comm_set_engine, comm_exchange,
 //          comm_reduce_scatter_v_f32, comm_all_gather_v, comm_all_gather, comm_broadcast,
 //          comm_sum_f64, comm_sum, comm_barrier, comm_split, comm_all_reduce_f32, comm_gather_v_f32,
-//          CommSends, comm_isend_f32, comm_sends_wait, comm_recv_f32
+//          CommSends, comm_isend_f32, comm_sends_wait, comm_recv_f32, comm_all_gather_f32, comm_reduce_scatter_f32
 //
 // Every result is bitwise identical on every rank: reductions are a reduce-scatter (each
 // slice summed once, by its owner) followed by an all-gather, and scalar sums are added in
@@ -432,5 +432,40 @@ inline void comm_recv_f32(Comm* c, float* x, size_t n, int src, int tag) {
     CHECK(n <= (size_t)INT32_MAX, "a receive of %zu values: MPI counts are int", n);
     CommBusy busy(c, "pipeline receive");
     MPI_Recv(x, (int)n, MPI_FLOAT, src, tag, c->mpi, MPI_STATUS_IGNORE);
+#endif
+}
+
+// -sp's collectives (MPI only): all (world x n) := every rank's mine (n), in rank order; and
+// mine (n) := the sum, in rank order, of part `rank` of every rank's all (world x n), each
+// rank exchanging the parts with the others first, so every rank adds the same way.
+inline void comm_all_gather_f32(Comm* c, const float* mine, size_t n, float* all) {
+    if (c->world == 1) {
+        memmove(all, mine, n * sizeof(float));
+        return;
+    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "an all-gather");
+#ifdef USE_MPI
+    CHECK(n * c->world <= (size_t)INT32_MAX, "all-gather of %zu values x %d ranks: MPI counts are int", n, c->world);
+    CommBusy busy(c, "all-gather");
+    MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, c->mpi);
+#endif
+}
+inline void comm_reduce_scatter_f32(Comm* c, const float* all, size_t n, float* mine) {
+    if (c->world == 1) {
+        memmove(mine, all, n * sizeof(float));
+        return;
+    }
+    if (c->transport != COMM_TRANSPORT_MPI) comm_no_engine_(c, "a reduce-scatter");
+#ifdef USE_MPI
+    CHECK(n * c->world <= (size_t)INT32_MAX, "reduce-scatter of %zu values x %d ranks: MPI counts are int", n, c->world);
+    CommBusy busy(c, "reduce-scatter");
+    std::vector<float> parts(n * c->world);  // every rank's part `rank`
+    MPI_Alltoall(all, (int)n, MPI_FLOAT, parts.data(), (int)n, MPI_FLOAT, c->mpi);
+    #pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float s = parts[i];
+        for (int r = 1; r < c->world; r++) s += parts[(size_t)r * n + i];
+        mine[i] = s;
+    }
 #endif
 }

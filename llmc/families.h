@@ -253,10 +253,7 @@ inline float* model_stage_grad(ModelBase* m) {
 }
 // -pp: the stage's output, the last layer's residual stream (B, T, C)
 inline float* model_stage_output(ModelBase* m) {
-    if (m->family == FAMILY_LLAMA3) {
-        Llama* l = static_cast<Llama*>(m);
-        return l->acts.residual3 + (size_t)(m->num_layers - 1) * m->B * m->T * m->channels;
-    }
+    if (m->family == FAMILY_LLAMA3) return llama_layer_acts(static_cast<Llama*>(m), m->num_layers - 1).residual3;
     GPT2* g = static_cast<GPT2*>(m);
     return gpt2_layer_acts(g, m->num_layers - 1).residual3;
 }
@@ -281,12 +278,12 @@ inline void model_acts_sets(ModelBase* m, int K, ActsSets* sets) {
             size_t sizes[LLAMA_NUM_ACTIVATIONS];
             const Llama* l = static_cast<const Llama*>(m);
             llama_activation_sizes(l->config, m->B, m->T, sizes, l->recompute, m->tp != nullptr ? m->tp->size : 1,
-                                   m->num_layers);
+                                   m->num_layers, m->tp != nullptr && m->tp->sp);
             sets->memory.push_back(carve_buffers((float**)v.data(), sizes, LLAMA_NUM_ACTIVATIONS, &floats));
         } else {
             size_t sizes[GPT2_NUM_ACTIVATIONS];
             gpt2_activation_sizes(static_cast<const GPT2*>(m)->config, m->B, m->T, sizes,
-                                  m->tp != nullptr ? m->tp->size : 1, m->num_layers);
+                                  m->tp != nullptr ? m->tp->size : 1, m->num_layers, m->tp != nullptr && m->tp->sp);
             sets->memory.push_back(carve_buffers((float**)v.data(), sizes, GPT2_NUM_ACTIVATIONS, &floats));
         }
         sets->views.push_back(v);

@@ -260,15 +260,17 @@ struct GPT2 : ModelBase {
 // L*B*NH*T*T passes 2^31 at d12, B=16, T=1024. Returns their sum.
 constexpr int GPT2_NUM_ACTIVATIONS = sizeof(Activations) / sizeof(float*);
 // tp: the ranks of a tensor-parallel group (each holds 1/tp of the heads, of FC's hidden units
-// and of the vocabulary's logits).
+// and of the vocabulary's logits); sp: with sequence parallelism, 1/tp of the positions of the
+// residual stream, the norms and their outputs (and of the gradient of the residual stream).
 inline size_t gpt2_activation_sizes(const GPT2Config& cfg, int B, int T, size_t sizes[GPT2_NUM_ACTIVATIONS],
-                                    int tp = 1, int layers = -1) {  // layers: -pp, the stage's
+                                    int tp = 1, int layers = -1, bool sp = false) {  // layers: -pp, the stage's
     const size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, NH = cfg.num_heads / tp, Vp = cfg.padded_vocab_size / tp;
     const size_t BT = (size_t)B * T, A = C / tp;  // A: this rank's attention channels (its heads)
-    const size_t s[] = {BT * C, L * BT * C, L * BT, L * BT, L * BT * 3 * A, L * BT * A,
-                        L * B * NH * T * T, L * BT * C, L * BT * C, L * BT, L * BT,
-                        L * BT * 4 * A, L * BT * 4 * A, L * BT * C, BT * C, BT, BT, BT * Vp, BT,
-                        BT * C, BT * C, BT * C, BT * 3 * A, BT * 4 * A, BT * 4 * A};
+    const size_t R = (size_t)B * T / (sp ? tp : 1);  // rows of the residual stream here
+    const size_t s[] = {R * C, L * R * C, L * R, L * R, L * BT * 3 * A, L * BT * A,
+                        L * B * NH * T * T, L * R * C, L * R * C, L * R, L * R,
+                        L * BT * 4 * A, L * BT * 4 * A, L * R * C, R * C, R, R, BT * Vp, BT,
+                        BT * C, R * C, BT * C, BT * 3 * A, BT * 4 * A, BT * 4 * A};
     static_assert(sizeof(s) / sizeof(s[0]) == GPT2_NUM_ACTIVATIONS, "one size per activation");
     size_t total = 0;
     for (int i = 0; i < GPT2_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
@@ -293,7 +295,8 @@ inline void gpt2_alloc_state(GPT2* model, int B, int T, size_t grads_len = SIZE_
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = param_ptrs(model->grads, model->tensors);
     size_t sizes[GPT2_NUM_ACTIVATIONS];
-    gpt2_activation_sizes(model->config, B, T, sizes, model->tp != nullptr ? model->tp->size : 1, model->num_layers);
+    gpt2_activation_sizes(model->config, B, T, sizes, model->tp != nullptr ? model->tp->size : 1, model->num_layers,
+                          model->tp != nullptr && model->tp->sp);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, GPT2_NUM_ACTIVATIONS, &model->acts_floats);
 }
 
@@ -340,25 +343,25 @@ struct GPT2LayerActs {
 };
 inline GPT2LayerActs gpt2_layer_acts(const GPT2* model, int l) {
     const Activations& a = model->acts;
-    const int tp = model->tp != nullptr ? model->tp->size : 1;
-    const size_t BT = (size_t)model->B * model->T, BTC = BT * model->config.channels, li = (size_t)l;
-    const size_t BTA = BTC / tp;  // this rank's heads' channels
+    const int tp = model->tp != nullptr ? model->tp->size : 1, sp = model->tp != nullptr && model->tp->sp ? tp : 1;
+    const size_t BT = (size_t)model->B * model->T, BTA = BT * model->config.channels / tp, li = (size_t)l;  // BTA: this rank's heads' channels
+    const size_t R = BT / sp, RC = R * model->config.channels;  // -sp: this rank's positions of the residual stream
     const size_t att_stride = BT * (model->config.num_heads / tp) * model->T;
     GPT2LayerActs v;
-    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
-    v.ln1 = a.ln1 + li * BTC;
-    v.ln1_mean = a.ln1_mean + li * BT;
-    v.ln1_rstd = a.ln1_rstd + li * BT;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * RC;
+    v.ln1 = a.ln1 + li * RC;
+    v.ln1_mean = a.ln1_mean + li * R;
+    v.ln1_rstd = a.ln1_rstd + li * R;
     v.qkv = a.qkv + li * 3 * BTA;
     v.atty = a.atty + li * BTA;
     v.att = a.att + li * att_stride;
-    v.residual2 = a.residual2 + li * BTC;
-    v.ln2 = a.ln2 + li * BTC;
-    v.ln2_mean = a.ln2_mean + li * BT;
-    v.ln2_rstd = a.ln2_rstd + li * BT;
+    v.residual2 = a.residual2 + li * RC;
+    v.ln2 = a.ln2 + li * RC;
+    v.ln2_mean = a.ln2_mean + li * R;
+    v.ln2_rstd = a.ln2_rstd + li * R;
     v.fch = a.fch + li * 4 * BTA;
     v.fch_gelu = a.fch_gelu + li * 4 * BTA;
-    v.residual3 = a.residual3 + li * BTC;
+    v.residual3 = a.residual3 + li * RC;
     return v;
 }
 
@@ -381,11 +384,19 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const int tpn = tp != nullptr ? tp->size : 1, A = C / tpn, NHl = NH / tpn, H = 4 * C / tpn;
     int v0 = 0, Vl = Vp;
     if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
-    auto meet = [&](float* x, const float* bias) {  // the group's sum, then the bias once
-        if (tp == nullptr) return;
-        tp->all_reduce(x, (size_t)N * C, false);
-        for (int i = 0; i < N; i++)
-            for (int c = 0; c < C; c++) x[(size_t)i * C + c] += bias[c];
+    // -sp: the residual stream holds Nr of the N positions (llmc/tensor_parallel.h: sp_row); a
+    // norm's output is gathered to all N (`whole`) for the matmul that reads it, and `meet`
+    // reduce-scatters instead of all-reducing. Returns where the sum is: x, or (-sp) the scratch.
+    TpStream ts(tp, B, T, C);
+    const bool sp = ts.sp;
+    const int Nr = ts.rows;
+    auto whole = [&](const float* x) { return ts.whole(x); };
+    auto meet = [&](float* x, const float* bias) -> float* {  // the group's sum, then the bias once
+        if (tp == nullptr) return x;
+        float* out = ts.sum(x);
+        for (int i = 0; i < Nr; i++)
+            for (int c = 0; c < C; c++) out[(size_t)i * C + c] += bias[c];
+        return out;
     };
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
@@ -395,9 +406,10 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     } else if (tp == nullptr) {
         encoder_forward(a.encoded, inputs, p.wte, p.wpe, B, T, C);
     } else {  // the token's row from the rank that holds it, then the position's, as encoder_forward adds them
-        tp_embedding_lookup(tp, a.encoded, inputs, p.wte, N, C, v0, Vl);
-        for (int i = 0; i < N; i++)
-            for (int c = 0; c < C; c++) a.encoded[(size_t)i * C + c] += p.wpe[(size_t)(i % T) * C + c];
+        tp_embedding_lookup(tp, sp ? a.proj : a.encoded, inputs, p.wte, N, C, v0, Vl, !sp);
+        if (sp) sp_reduce_scatter(tp, a.proj, a.encoded, B, T, C);  // this rank's positions
+        for (int i = 0; i < Nr; i++)
+            for (int c = 0; c < C; c++) a.encoded[(size_t)i * C + c] += p.wpe[ts.position(i) * C + c];
     }
     for (int l = 0; l < L; l++) {
         const GPT2LayerActs la = gpt2_layer_acts(model, l);
@@ -406,36 +418,36 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         model_layer_params(model, l, l + 1 < L ? l + 1 : -1, slice);
         const LayerPtrs lp = layer_ptrs_of(slice);
         phase(PHASE_LAYERNORM);
-        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, N, C);
+        layernorm_forward(la.ln1, la.ln1_mean, la.ln1_rstd, la.residual, lp.ln1w, lp.ln1b, Nr, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.qkv, la.ln1, lp.qkvw, lp.qkvb, B, T, C, 3 * A);
+        matmul_forward(la.qkv, whole(la.ln1), lp.qkvw, lp.qkvb, B, T, C, 3 * A);
         phase(PHASE_ATTENTION_FWD);
         attention_forward(la.atty, la.att, la.qkv, B, T, A, NHl);
         phase(PHASE_MATMUL);
         matmul_forward(a.proj, la.atty, lp.attprojw, tp == nullptr ? lp.attprojb : nullptr, B, T, A, C);
         phase(PHASE_COMM);
-        meet(a.proj, lp.attprojb);
+        const float* attn = meet(a.proj, lp.attprojb);
         phase(PHASE_LAYERNORM);
-        residual_forward(la.residual2, la.residual, a.proj, (size_t)N * C);
-        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, N, C);
+        residual_forward(la.residual2, la.residual, attn, (size_t)Nr * C);
+        layernorm_forward(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, lp.ln2w, lp.ln2b, Nr, C);
         phase(PHASE_MATMUL);
-        matmul_forward(la.fch, la.ln2, lp.fcw, lp.fcb, B, T, C, H);
+        matmul_forward(la.fch, whole(la.ln2), lp.fcw, lp.fcb, B, T, C, H);
         phase(PHASE_GELU);
         gelu_forward(la.fch_gelu, la.fch, (size_t)N * H);
         phase(PHASE_MATMUL);
         matmul_forward(a.proj, la.fch_gelu, lp.fcprojw, tp == nullptr ? lp.fcprojb : nullptr, B, T, H, C);
         phase(PHASE_COMM);
-        meet(a.proj, lp.fcprojb);
+        const float* mlp = meet(a.proj, lp.fcprojb);
         phase(PHASE_LAYERNORM);
-        residual_forward(la.residual3, la.residual2, a.proj, (size_t)N * C);
+        residual_forward(la.residual3, la.residual2, mlp, (size_t)Nr * C);
     }
     if (!model->pp_last) {  // -pp: the last layer's residual3 goes to the next stage
         phase(PHASE_OTHER);
         return;
     }
-    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, p.lnfb, N, C);
+    layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, p.lnfb, Nr, C);
     phase(PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(a.logits, a.lnf, p.wte, nullptr, B, T, C, Vl);  // tied head: wte is the classifier
+    matmul_forward(a.logits, whole(a.lnf), p.wte, nullptr, B, T, C, Vl);  // tied head: wte is the classifier
     if (targets != nullptr) {
         phase(PHASE_CLASSIFIER);
         for (int i = 0; i < N; i++)
@@ -469,10 +481,22 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     const size_t BTA = BTC / tpn;
     int v0 = 0, Vl = Vp;
     if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
+    // -sp (as in the forward): dres holds this rank's Nr positions; `whole` gathers a buffer of
+    // the residual stream's positions for a matmul, `meet` reduce-scatters an input gradient to
+    // this rank's positions (returning where it is), and `norm_grads` adds a norm's weight
+    // gradients, found from this rank's positions, over the group
+    TpStream ts(tp, B, T, C);
+    const bool sp = ts.sp;
+    const int Nr = ts.rows;
+    auto whole = [&](const float* x) { return ts.whole(x); };
     auto meet = [&](float* x) {
-        if (tp == nullptr) return;
-        phase_clock_mark(model->phases, PHASE_COMM);
-        tp->all_reduce(x, BTC, false);
+        if (tp != nullptr) phase_clock_mark(model->phases, PHASE_COMM);
+        return ts.sum(x);
+    };
+    auto norm_grads = [&](float* w, float* b, auto&& compute) {
+        float* g2[2] = {w, b};
+        const size_t n2[2] = {(size_t)C, (size_t)C};
+        ts.norm_grads(g2, n2, 2, compute);
     };
 
     auto phase = [model](Phase p) { phase_clock_mark(model->phases, p); };
@@ -482,12 +506,14 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
         phase(PHASE_CLASSIFIER_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, B, T, C, Vl);
-        meet(a.dtmp);
+        matmul_backward(a.dtmp, g.wte, nullptr, a.logits, whole(a.lnf), p.wte, B, T, C, Vl);
+        const float* dlnf = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        memset(a.dres, 0, BTC * sizeof(float));
-        layernorm_backward(a.dres, g.lnfw, g.lnfb, a.dtmp, gpt2_layer_acts(model, L - 1).residual3, p.lnfw, a.lnf_mean,
-                           a.lnf_rstd, N, C);
+        memset(a.dres, 0, (size_t)Nr * C * sizeof(float));
+        norm_grads(g.lnfw, g.lnfb, [&] {
+            layernorm_backward(a.dres, g.lnfw, g.lnfb, dlnf, gpt2_layer_acts(model, L - 1).residual3, p.lnfw,
+                               a.lnf_mean, a.lnf_rstd, Nr, C);
+        });
     }
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
@@ -505,29 +531,33 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_gelu, 0, 4 * BTA * sizeof(float));
-        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, B, T, H, C);
+        matmul_backward(a.dfch_gelu, lg.fcprojw, lg.fcprojb, whole(a.dres), la.fch_gelu, lp.fcprojw, B, T, H, C);
         phase(PHASE_GELU);
         memset(a.dfch, 0, 4 * BTA * sizeof(float));
         gelu_backward(a.dfch, la.fch, a.dfch_gelu, 4 * BTA);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, B, T, C, H);
-        meet(a.dtmp);
+        matmul_backward(a.dtmp, lg.fcw, lg.fcb, a.dfch, whole(la.ln2), lp.fcw, B, T, C, H);
+        const float* dln2 = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        layernorm_backward(a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N, C);
+        norm_grads(lg.ln2w, lg.ln2b, [&] {
+            layernorm_backward(a.dres, lg.ln2w, lg.ln2b, dln2, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, Nr, C);
+        });
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, B, T, A, C);
+        matmul_backward(a.dtmp, lg.attprojw, lg.attprojb, whole(a.dres), la.atty, lp.attprojw, B, T, A, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, 3 * BTA * sizeof(float));
         attention_backward(a.dqkv, a.dtmp, la.qkv, la.att, B, T, A, NHl);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, B, T, C, 3 * A);
-        meet(a.dtmp);
+        matmul_backward(a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, whole(la.ln1), lp.qkvw, B, T, C, 3 * A);
+        const float* dln1 = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        layernorm_backward(a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N, C);
+        norm_grads(lg.ln1w, lg.ln1b, [&] {
+            layernorm_backward(a.dres, lg.ln1w, lg.ln1b, dln1, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, Nr, C);
+        });
         if (sink != nullptr) {
             phase(PHASE_COMM);
             sink->layer_done(l);  // its reduction may start now
@@ -538,7 +568,7 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         // -pp: dres is the gradient of this stage's input, for the stage before
     } else if (tp == nullptr) {
         encoder_backward(g.wte, g.wpe, a.dres, inputs, B, T, C);
-    } else {  // wpe whole, wte's rows of this rank's tokens only: the same sums in the same order
+    } else if (!sp) {  // wpe whole, wte's rows of this rank's tokens only: the same sums in the same order
         for (int t = 0; t < T; t++)
             for (int b = 0; b < B; b++)
                 for (int c = 0; c < C; c++) g.wpe[(size_t)t * C + c] += a.dres[((size_t)b * T + t) * C + c];
@@ -546,6 +576,19 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
             const int tok = inputs[i] - v0;
             if (tok < 0 || tok >= Vl) continue;
             for (int c = 0; c < C; c++) g.wte[(size_t)tok * C + c] += a.dres[(size_t)i * C + c];
+        }
+    } else {  // -sp: wpe's rows of this rank's positions (added over the group), wte's from every position
+        float* gw[1] = {g.wpe};
+        const size_t nw[1] = {(size_t)cfg.max_seq_len * C};
+        ts.norm_grads(gw, nw, 1, [&] {
+            for (int i = 0; i < Nr; i++)
+                for (int c = 0; c < C; c++) g.wpe[ts.position(i) * C + c] += a.dres[(size_t)i * C + c];
+        });
+        const float* dres = whole(a.dres);
+        for (int i = 0; i < N; i++) {
+            const int tok = inputs[i] - v0;
+            if (tok < 0 || tok >= Vl) continue;
+            for (int c = 0; c < C; c++) g.wte[(size_t)tok * C + c] += dres[(size_t)i * C + c];
         }
     }
     if (sink != nullptr) {

@@ -237,15 +237,15 @@ struct Llama : ModelBase {
 // recompute level r. Returns their sum.
 constexpr int LLAMA_NUM_ACTIVATIONS = sizeof(LlamaActivations) / sizeof(float*);
 inline size_t llama_activation_sizes(const LlamaConfig& cfg, int B, int T, size_t sizes[LLAMA_NUM_ACTIVATIONS],
-                                     int r = 0, int tp = 1, int layers = -1) {  // layers: -pp, the stage's
+                                     int r = 0, int tp = 1, int layers = -1, bool sp = false) {  // layers: -pp, the stage's
     const LlamaDims d = llama_dims(cfg, tp);  // -tp: this rank's heads, hidden units and logits
     const size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, NH = d.NH, Vp = d.Vp, A = d.A;
     const size_t F = d.F, QKV = d.QKV;
-    const size_t BT = (size_t)B * T;
+    const size_t BT = (size_t)B * T, R = BT / (sp ? tp : 1);  // R: -sp, the residual stream's rows here
     const size_t kept = r >= 2 ? 1 : L, norm = r >= 1 ? 1 : L;  // layers of the recomputed buffers
-    const size_t s[] = {BT * C, norm * BT * C, kept * BT, kept * BT * QKV, kept * BT * A, kept * B * NH * T * T,
-                        kept * BT * C, norm * BT * C, kept * BT, kept * BT * 2 * F, norm * BT * F, L * BT * C, BT * C,
-                        BT, BT * Vp, BT, BT * C, BT * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
+    const size_t s[] = {R * C, norm * R * C, kept * R, kept * BT * QKV, kept * BT * A, kept * B * NH * T * T,
+                        kept * R * C, norm * R * C, kept * R, kept * BT * 2 * F, norm * BT * F, L * R * C, R * C,
+                        R, BT * Vp, BT, BT * C, R * C, BT * C, BT * QKV, BT * 2 * F, BT * F};
     static_assert(sizeof(s) / sizeof(s[0]) == LLAMA_NUM_ACTIVATIONS, "one size per activation");
     size_t total = 0;
     for (int i = 0; i < LLAMA_NUM_ACTIVATIONS; i++) total += (sizes[i] = s[i]);
@@ -272,7 +272,8 @@ inline void llama_alloc_state(Llama* model, int B, int T, size_t grads_len = SIZ
     model_base_alloc_state(model, B, T, grads_len, opt_len);
     if (model->grads != nullptr) model->g = llama_param_ptrs(model->grads, model->tensors);
     size_t sizes[LLAMA_NUM_ACTIVATIONS];
-    llama_activation_sizes(cfg, B, T, sizes, recompute, model->tp != nullptr ? model->tp->size : 1, model->num_layers);
+    llama_activation_sizes(cfg, B, T, sizes, recompute, model->tp != nullptr ? model->tp->size : 1, model->num_layers,
+                           model->tp != nullptr && model->tp->sp);
     model->acts_memory = carve_buffers((float**)&model->acts, sizes, LLAMA_NUM_ACTIVATIONS, &model->acts_floats);
     rope_table(&model->rope_cos, &model->rope_sin, T, cfg.channels / cfg.num_heads, cfg.rope_theta, cfg.rope_scaling);
 }
@@ -290,21 +291,22 @@ inline LlamaLayerActs llama_layer_acts(const Llama* model, int l) {
     const LlamaActivations& a = model->acts;
     const LlamaDims d = llama_dims_of(model, cfg);
     const size_t C = cfg.channels, NH = d.NH, F = d.F, QKV = d.QKV, A = d.A;
-    const size_t BT = (size_t)model->B * model->T, BTC = BT * C, li = (size_t)l;
+    const size_t BT = (size_t)model->B * model->T, li = (size_t)l;
+    const size_t R = BT / (model->tp != nullptr && model->tp->sp ? model->tp->size : 1), RC = R * C;  // -sp: rows here
     const size_t kept = model->recompute >= 2 ? 0 : li, norm = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActs v;
-    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * BTC;
-    v.rms1 = a.rms1 + norm * BTC;
-    v.rms1_rstd = a.rms1_rstd + kept * BT;
+    v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * RC;
+    v.rms1 = a.rms1 + norm * RC;
+    v.rms1_rstd = a.rms1_rstd + kept * R;
     v.qkv = a.qkv + kept * BT * QKV;
     v.atty = a.atty + kept * BT * A;
     v.att = a.att + kept * BT * NH * model->T;
-    v.residual2 = a.residual2 + kept * BTC;
-    v.rms2 = a.rms2 + norm * BTC;
-    v.rms2_rstd = a.rms2_rstd + kept * BT;
+    v.residual2 = a.residual2 + kept * RC;
+    v.rms2 = a.rms2 + norm * RC;
+    v.rms2_rstd = a.rms2_rstd + kept * R;
     v.fch = a.fch + kept * BT * 2 * F;
     v.fch_swiglu = a.fch_swiglu + norm * BT * F;
-    v.residual3 = a.residual3 + li * BTC;
+    v.residual3 = a.residual3 + li * RC;
     return v;
 }
 
@@ -350,34 +352,35 @@ inline void llama_layer_forward(Llama* model, float* const* lp, const LlamaLayer
     const LlamaDims d = llama_dims_of(model, cfg);  // -tp: this rank's heads and hidden units
     const int C = cfg.channels, NH = d.NH, NKV = d.NKV, F = d.F, hs = d.hs, QKV = d.QKV, A = d.A, N = B * T;
     float* proj = model->acts.proj;
+    TpStream ts(model->tp, B, T, C);  // -tp, -sp: where the layer's parts meet (llmc/tensor_parallel.h)
+    const int Nr = ts.rows;
     auto meet = [&]() {  // -tp: a row-parallel projection's partial sums, added over the group
-        if (model->tp == nullptr) return;
-        phase_clock_mark(model->phases, PHASE_COMM);
-        model->tp->all_reduce(proj, (size_t)N * C, false);
+        if (model->tp != nullptr) phase_clock_mark(model->phases, PHASE_COMM);
+        return ts.sum(proj);
     };
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
     phase(PHASE_LAYERNORM);
-    rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
+    rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], Nr, C, cfg.norm_eps);
     phase(PHASE_MATMUL);
-    matmul_forward(la.qkv, la.rms1, lp[1], nullptr, B, T, C, QKV);
+    matmul_forward(la.qkv, ts.whole(la.rms1), lp[1], nullptr, B, T, C, QKV);
     phase(PHASE_ATTENTION_FWD);
     rope_forward(la.qkv, B, T, NH, NKV, hs, model->rope_cos.data(), model->rope_sin.data());
     attention_forward_gqa(la.atty, la.att, la.qkv, B, T, NH, NKV, hs);
     phase(PHASE_MATMUL);
     matmul_forward(proj, la.atty, lp[2], nullptr, B, T, A, C);
-    meet();
+    const float* attn = meet();
     phase(PHASE_LAYERNORM);
-    residual_forward(la.residual2, la.residual, proj, (size_t)N * C);
-    rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
+    residual_forward(la.residual2, la.residual, attn, (size_t)Nr * C);
+    rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], Nr, C, cfg.norm_eps);
     phase(PHASE_MATMUL);
-    matmul_forward(la.fch, la.rms2, lp[4], nullptr, B, T, C, 2 * F);
+    matmul_forward(la.fch, ts.whole(la.rms2), lp[4], nullptr, B, T, C, 2 * F);
     phase(PHASE_GELU);
     swiglu_forward(la.fch_swiglu, la.fch, N, F);
     phase(PHASE_MATMUL);
     matmul_forward(proj, la.fch_swiglu, lp[5], nullptr, B, T, F, C);
-    meet();
+    const float* mlp = meet();
     phase(PHASE_LAYERNORM);
-    residual_forward(la.residual3, la.residual2, proj, (size_t)N * C);
+    residual_forward(la.residual3, la.residual2, mlp, (size_t)Nr * C);
 }
 
 // Forward: inputs (B,T) token ids; targets (B,T) or nullptr (then no loss). B and T may be
@@ -394,9 +397,13 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
     auto phase = [model](Phase ph) { phase_clock_mark(model->phases, ph); };
 
     const LlamaDims d = llama_dims_of(model, cfg);  // -tp: the vocabulary rows [d.v0, d.v0 + d.Vp) are here
+    TpStream ts(model->tp, B, T, C);                // -sp: the residual stream's rows here
     phase(PHASE_ENCODER);
     if (!model->pp_first) {
         // -pp: a.encoded holds the stage before's output
+    } else if (ts.sp) {  // the rows of every position, then this rank's positions summed
+        tp_embedding_lookup(model->tp, a.proj, inputs, p.wte, N, C, d.v0, d.Vp, false);
+        sp_reduce_scatter(model->tp, a.proj, a.encoded, B, T, C);
     } else if (model->tp != nullptr) {
         tp_embedding_lookup(model->tp, a.encoded, inputs, p.wte, N, C, d.v0, d.Vp);
     } else {
@@ -412,9 +419,9 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
         phase(PHASE_OTHER);
         return;
     }
-    rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, N, C, cfg.norm_eps);
+    rmsnorm_forward(a.rmsf, a.rmsf_rstd, llama_layer_acts(model, L - 1).residual3, p.rmsfw, ts.rows, C, cfg.norm_eps);
     phase(PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(a.logits, a.rmsf, p.lmheadw, nullptr, B, T, C, d.Vp);
+    matmul_forward(a.logits, ts.whole(a.rmsf), p.lmheadw, nullptr, B, T, C, d.Vp);
     if (targets != nullptr) {
         phase(PHASE_CLASSIFIER);
         for (int i = 0; i < N; i++)
@@ -440,10 +447,19 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     const int V = cfg.vocab_size, Vp = cfg.padded_vocab_size, F = d.F, hs = d.hs;
     const int QKV = d.QKV;
     TensorParallel* tp = model->tp;
-    auto meet = [&](float* x) {  // -tp: a column-parallel matmul's input gradient, added over the group
-        if (tp == nullptr) return;
-        phase_clock_mark(model->phases, PHASE_COMM);
-        tp->all_reduce(x, (size_t)B * T * C, false);
+    // -tp, -sp (llmc/tensor_parallel.h): `meet` adds a column-parallel matmul's input gradient
+    // over the group (-sp: this rank's positions of it, returning where); under -sp dres holds
+    // this rank's Nr positions, ts.whole gathers the rows a matmul reads, and `norm_grads` adds
+    // an RMSNorm weight's gradient, found from this rank's positions, over the group
+    TpStream ts(tp, B, T, C);
+    const int Nr = ts.rows;
+    auto meet = [&](float* x) {
+        if (tp != nullptr) phase_clock_mark(model->phases, PHASE_COMM);
+        return ts.sum(x);
+    };
+    auto norm_grads = [&](float* w, auto&& compute) {
+        const size_t n1[1] = {(size_t)C};
+        ts.norm_grads(&w, n1, 1, compute);
     };
     // -tp with fewer KV heads than ranks: the tp / NKV ranks that share a KV head each find the
     // part of its k and v rows' gradient that their query heads make; a micro-step's parts are
@@ -467,12 +483,14 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         else crossentropy_backward(a.logits, targets, dloss, N, V, Vp);  // logits now hold dlogits
         phase(PHASE_CLASSIFIER_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, B, T, C, d.Vp);
-        meet(a.dtmp);
+        matmul_backward(a.dtmp, g.lmheadw, nullptr, a.logits, ts.whole(a.rmsf), p.lmheadw, B, T, C, d.Vp);
+        const float* drmsf = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        memset(a.dres, 0, BTC * sizeof(float));
-        rmsnorm_backward(a.dres, g.rmsfw, a.dtmp, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, N,
-                         C);
+        memset(a.dres, 0, (size_t)Nr * C * sizeof(float));
+        norm_grads(g.rmsfw, [&] {
+            rmsnorm_backward(a.dres, g.rmsfw, drmsf, llama_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd, Nr,
+                             C);
+        });
     }
     // dres is the gradient of the residual stream; each block adds into it on the way down
     for (int l = L - 1; l >= 0; l--) {
@@ -487,28 +505,28 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
             llama_layer_forward(model, lp, la, B, T);  // everything but its input, again
         } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
             phase(PHASE_LAYERNORM);
-            rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], N, C, cfg.norm_eps);
-            rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], N, C, cfg.norm_eps);
+            rmsnorm_forward(la.rms1, la.rms1_rstd, la.residual, lp[0], Nr, C, cfg.norm_eps);
+            rmsnorm_forward(la.rms2, la.rms2_rstd, la.residual2, lp[3], Nr, C, cfg.norm_eps);
             phase(PHASE_GELU);
             swiglu_forward(la.fch_swiglu, la.fch, N, F);
         }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase(PHASE_MATMUL);
         memset(a.dfch_swiglu, 0, BT * F * sizeof(float));
-        matmul_backward(a.dfch_swiglu, lg[5], nullptr, a.dres, la.fch_swiglu, lp[5], B, T, F, C);
+        matmul_backward(a.dfch_swiglu, lg[5], nullptr, ts.whole(a.dres), la.fch_swiglu, lp[5], B, T, F, C);
         phase(PHASE_GELU);
         memset(a.dfch, 0, BT * 2 * F * sizeof(float));
         swiglu_backward(a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, la.rms2, lp[4], B, T, C, 2 * F);
-        meet(a.dtmp);
+        matmul_backward(a.dtmp, lg[4], nullptr, a.dfch, ts.whole(la.rms2), lp[4], B, T, C, 2 * F);
+        const float* drms2 = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, lg[3], a.dtmp, la.residual2, lp[3], la.rms2_rstd, N, C);
+        norm_grads(lg[3], [&] { rmsnorm_backward(a.dres, lg[3], drms2, la.residual2, lp[3], la.rms2_rstd, Nr, C); });
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase(PHASE_MATMUL);
         memset(a.dtmp, 0, BTC * sizeof(float));
-        matmul_backward(a.dtmp, lg[2], nullptr, a.dres, la.atty, lp[2], B, T, A, C);
+        matmul_backward(a.dtmp, lg[2], nullptr, ts.whole(a.dres), la.atty, lp[2], B, T, A, C);
         phase(PHASE_ATTENTION_BWD);
         memset(a.dqkv, 0, BT * QKV * sizeof(float));
         attention_backward_gqa(a.dqkv, a.dtmp, la.qkv, la.att, B, T, NH, NKV, hs);
@@ -520,7 +538,7 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
             memcpy(kv_keep.data(), kv_rows, kv_vals * sizeof(float));
             memset(kv_rows, 0, kv_vals * sizeof(float));
         }
-        matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, la.rms1, lp[1], B, T, C, QKV);
+        matmul_backward(a.dtmp, lg[1], nullptr, a.dqkv, ts.whole(la.rms1), lp[1], B, T, C, QKV);
         if (kv_shared) {
             phase(PHASE_COMM);
             std::fill(kv_all.begin(), kv_all.end(), 0.0f);
@@ -528,9 +546,9 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
             tp->all_reduce(kv_all.data(), kv_all.size(), false);
             for (size_t i = 0; i < kv_vals; i++) kv_rows[i] = kv_keep[i] + kv_all[kv_head * kv_vals + i];
         }
-        meet(a.dtmp);
+        const float* drms1 = meet(a.dtmp);
         phase(PHASE_LAYERNORM);
-        rmsnorm_backward(a.dres, lg[0], a.dtmp, la.residual, lp[0], la.rms1_rstd, N, C);
+        norm_grads(lg[0], [&] { rmsnorm_backward(a.dres, lg[0], drms1, la.residual, lp[0], la.rms1_rstd, Nr, C); });
         if (sink != nullptr) {
             phase(PHASE_COMM);
             sink->layer_done(l);  // its reduction may start now
@@ -540,10 +558,11 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
     // the same token can repeat anywhere in the batch: a serial pass in (b,t) order keeps the
     // sums deterministic (-pp: only the first stage has the embedding; dres is the gradient of
     // a later stage's input)
+    const float* dres = model->pp_first ? ts.whole(a.dres) : nullptr;  // -sp: every position's
     for (int i = 0; model->pp_first && i < N; i++) {
         if (inputs[i] < d.v0 || inputs[i] >= d.v0 + d.Vp) continue;  // -tp: another rank's row
         float* dt = g.wte + (size_t)(inputs[i] - d.v0) * C;
-        const float* d = a.dres + (size_t)i * C;
+        const float* d = dres + (size_t)i * C;
         for (int c = 0; c < C; c++) dt[c] += d[c];
     }
     if (sink != nullptr) {

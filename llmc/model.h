@@ -129,7 +129,13 @@ using ParamSource = ParamSourceOf<float>;
 // meet. Every rank of the group gets the same bits.
 struct TensorParallel {
     int size = 1, rank = 0;
+    bool sp = false;  // -sp 1: sequence parallelism, the residual stream split along T (llmc/tensor_parallel.h)
     virtual void all_reduce(float* x, size_t n, bool max) = 0;  // sum (max: the largest) over the group
+    // all (size x n) := every rank's n values in rank order
+    virtual void all_gather(const float* mine, size_t n, float* all) = 0;
+    // mine (n) := the sum over ranks of part `rank` of each rank's all (size x n), in rank order
+    virtual void reduce_scatter(const float* all, size_t n, float* mine) = 0;
+    virtual float* scratch(int i, size_t n) = 0;  // scratch buffer i (0, 1) of at least n floats
     virtual ~TensorParallel() = default;
 };
 

@@ -24,7 +24,8 @@
 // allocates and trains only its part) and the runs that map its flat vector onto the model
 // file's, so model files and checkpoints stay those of one process (layout-free).
 // defines: TpMode, TpSplit, TpRun, TpShard, tp_shard_make, tp_local_to_global, tp_global_to_local,
-//          tp_vocab_rows, tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward
+//          tp_vocab_rows, tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward, sp_row,
+//          sp_gather, sp_reduce_scatter, sp_grad_sum, TpStream
 #pragma once
 #include <cmath>
 #include <string>
@@ -196,8 +197,9 @@ inline void tp_vocab_rows(const TensorParallel* tp, int Vp, int* v0, int* rows) 
 
 // out (N,C): each position's row of the token embedding where this rank holds the token (wte:
 // its rows [v0, v0 + rows)), 0 elsewhere; all-reduced, every position has its row once
+// (reduce false: not yet all-reduced, for sequence parallelism's reduce-scatter)
 inline void tp_embedding_lookup(TensorParallel* tp, float* out, const int* inputs, const float* wte, int N, int C,
-                                int v0, int rows) {
+                                int v0, int rows, bool reduce = true) {
     #pragma omp parallel for schedule(static)
     for (int i = 0; i < N; i++) {
         const int tok = inputs[i] - v0;
@@ -205,7 +207,7 @@ inline void tp_embedding_lookup(TensorParallel* tp, float* out, const int* input
         if (tok >= 0 && tok < rows) memcpy(o, wte + (size_t)tok * C, C * sizeof(float));
         else memset(o, 0, C * sizeof(float));
     }
-    tp->all_reduce(out, (size_t)N * C, false);
+    if (reduce) tp->all_reduce(out, (size_t)N * C, false);
 }
 
 // Each row's softmax over the whole vocabulary from the ranks' columns: logits (N, rows) are
@@ -266,3 +268,101 @@ inline void tp_crossentropy_backward(TensorParallel* tp, float* logits, const in
         if (t >= 0 && t < rows) row[t] -= dloss;
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Sequence parallelism (-sp 1, with -tp; Korthikanti et al. 2022): between the tensor-parallel
+// matmuls, the residual stream, the norms and their outputs are split along T, each rank
+// holding T/N positions of every sequence, so no rank keeps them whole. A norm's output is
+// all-gathered before the column-parallel matmul that reads it, and a row-parallel matmul's
+// partial sums are reduce-scattered, each rank summing its positions, where -tp alone
+// all-reduces. Rank r's row i (B x T/N rows) is position r T/N + i % (T/N) of sequence i / (T/N).
+inline size_t sp_row(int rank, int i, int T, int parts) {
+    const int Tl = T / parts;
+    return (size_t)(i / Tl) * T + (size_t)rank * Tl + i % Tl;
+}
+// full (B T rows of C) := every rank's rows (local: B T / N rows of C) in place
+inline void sp_gather(TensorParallel* tp, const float* local, float* full, int B, int T, int C) {
+    const int rows = B * T / tp->size;
+    float* all = tp->scratch(1, (size_t)B * T * C);
+    tp->all_gather(local, (size_t)rows * C, all);
+    for (int r = 0; r < tp->size; r++)
+        for (int i = 0; i < rows; i++)
+            memcpy(full + sp_row(r, i, T, tp->size) * C, all + ((size_t)r * rows + i) * C, C * sizeof(float));
+}
+// local (this rank's B T / N rows) := the group's sum of those rows of full (B T rows, partial sums)
+inline void sp_reduce_scatter(TensorParallel* tp, const float* full, float* local, int B, int T, int C) {
+    const int rows = B * T / tp->size;
+    float* all = tp->scratch(1, (size_t)B * T * C);
+    for (int r = 0; r < tp->size; r++)  // the rows each rank sums, rank by rank
+        for (int i = 0; i < rows; i++)
+            memcpy(all + ((size_t)r * rows + i) * C, full + sp_row(r, i, T, tp->size) * C, C * sizeof(float));
+    tp->reduce_scatter(all, (size_t)rows * C, local);
+}
+// The gradient of a weight every rank holds whole, computed from this rank's positions: added
+// over the group. g (n) holds earlier micro-steps' sums and, after `compute`, this one's part
+// too; only this micro-step's parts are added, then the earlier sums back.
+template <typename Fn>
+inline void sp_grad_sum(TensorParallel* tp, float* const* g, const size_t* n, int count, Fn&& compute) {
+    size_t total = 0;
+    for (int k = 0; k < count; k++) total += n[k];
+    std::vector<float> keep(total), part(total);
+    size_t at = 0;
+    for (int k = 0; k < count; k++) {
+        memcpy(keep.data() + at, g[k], n[k] * sizeof(float));
+        memset(g[k], 0, n[k] * sizeof(float));
+        at += n[k];
+    }
+    compute();
+    at = 0;
+    for (int k = 0; k < count; k++) {
+        memcpy(part.data() + at, g[k], n[k] * sizeof(float));
+        at += n[k];
+    }
+    tp->all_reduce(part.data(), total, false);
+    at = 0;
+    for (int k = 0; k < count; k++) {
+        for (size_t j = 0; j < n[k]; j++) g[k][j] = keep[at + j] + part[at + j];
+        at += n[k];
+    }
+}
+
+// What a family's forward and backward do where a layer's parts meet, for B x T positions of
+// C channels, with or without -sp (tp nullptr: one rank, nothing to do):
+//   whole(x)      the positions' rows of a buffer of the residual stream's (x itself; -sp:
+//                 gathered from every rank into the scratch)
+//   sum(x)        x (all N rows) holds this rank's partial sums: the group's sum, of every row
+//                 in x (all-reduced), or (-sp) of this rank's rows, in the scratch; returns where
+//   norm_grads    a norm's weight gradients, found from this rank's rows only under -sp, added
+//                 over the group (sp_grad_sum); without -sp compute() alone
+// rows: the residual stream's rows here (N, or N / tp under -sp).
+struct TpStream {
+    TensorParallel* tp;
+    bool sp;
+    int B, T, C, N, rows;
+    float* scratch;
+    TpStream(TensorParallel* group, int B_, int T_, int C_)
+        : tp(group), sp(group != nullptr && group->sp), B(B_), T(T_), C(C_), N(B_ * T_),
+          rows(sp ? B_ * T_ / group->size : B_ * T_),
+          scratch(sp ? group->scratch(0, (size_t)B_ * T_ * C_) : nullptr) {}
+    const float* whole(const float* x) {
+        if (!sp) return x;
+        sp_gather(tp, x, scratch, B, T, C);
+        return scratch;
+    }
+    float* sum(float* x) {
+        if (tp == nullptr) return x;
+        if (!sp) {
+            tp->all_reduce(x, (size_t)N * C, false);
+            return x;
+        }
+        sp_reduce_scatter(tp, x, scratch, B, T, C);
+        return scratch;
+    }
+    template <typename Fn>
+    void norm_grads(float* const* g, const size_t* n, int count, Fn&& compute) {
+        if (!sp) return compute();
+        sp_grad_sum(tp, g, n, count, compute);
+    }
+    // the position (in its sequence) of this rank's row i of the residual stream
+    size_t position(int i) const { return sp ? sp_row(tp->rank, i, T, tp->size) % T : (size_t)(i % T); }
+};

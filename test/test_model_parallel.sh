@@ -13,6 +13,9 @@
 #  - pipelines (1F1B over the micro-batches of a step): PP 2, TP 2 x PP 2, PP 2 x DP 2 at ZeRO
 #    0 and 1, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
 #    micro-batches a step and with 2 (fewer than stages), the same tolerances
+#  - sequence parallelism (-sp 1): TP 2, TP 2 x DP 2 at ZeRO 1, TP 2 x PP 2, both families and
+#    the shared KV head, Llama's recompute (-r 1, -r 2) too, the same tolerances; the planned
+#    activations below -tp alone's
 #  - checkpoints are layout-free: a TP 2 x DP 2 run saved at step 4 resumes as one process,
 #    on 4 data-parallel ranks and at TP 4, and a single process's checkpoint resumes at
 #    TP 2 x DP 2; each continues like the uninterrupted run (the same tolerances)
@@ -118,6 +121,23 @@ for d_tokens in 1024 512; do
     check_run "4-layer GPT-2 on PP 4, $((d_tokens / 256)) micro-batches a step" "$out/deep-ref-$d_tokens" "$out/deep-pp4-$d_tokens"
 done
 
+# sequence parallelism: processes, -tp, -pp, -b, -z, -r
+for fam in gpt2 llama llama1; do
+    flags=${!fam}
+    layouts=("2 2 1 8 0 0" "4 2 1 4 1 0" "4 2 2 8 0 0")
+    [ $fam = llama ] && layouts+=("2 2 1 8 0 1" "2 2 1 8 0 2")
+    for layout in "${layouts[@]}"; do
+        read -r np tp pp b z r <<< "$layout"
+        d="$out/$fam-sp-np$np-tp$tp-pp$pp-z$z-r$r"
+        run_np "$np" "$d" $flags -b "$b" -tp "$tp" -pp "$pp" -z "$z" -r "$r" -sp 1
+        check_run "$fam -sp 1 TP $tp x PP $pp x DP $((np / tp / pp)) -z $z -r $r (-b $b)" "$out/$fam-ref" "$d"
+    done
+    acts() { grep -m 1 "^memory per process" "$1" | grep -o 'activations [0-9.]*' | cut -d' ' -f2; }
+    with=$(acts "$out/$fam-sp-np2-tp2-pp1-z0-r0.stdout") without=$(acts "$out/$fam-np2-tp2-z0.stdout")
+    awk -v a="$with" -v b="$without" 'BEGIN { exit !(a < b) }' || fail "$fam: -sp 1 plans $with MiB of activations, -tp 2 alone $without"
+    echo "ok   $fam -sp 1 at TP 2: activations $with MiB a rank, $without without -sp"
+done
+
 # -pb 1: each stage's wait for the others (dev/bench_pipeline.sh measures it against 1F1B's
 # bubble on a quiet machine; here only that it is reported, with the model's figure)
 run_np 2 "$out/pb" $gpt2 -b 8 -pp 2 -pb 1 -x 3 -n 0
@@ -157,12 +177,12 @@ done
 run_np 1 "$out/sample-ref" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0
 sample_of() { awk '/^generating:/ { on = 1; next } on && /^---$/ { k++; if (k == 2) exit; next } on' "$1"; }
 a=$(sample_of "$out/sample-ref.stdout")
-for layout in "2 2 1" "2 1 2" "4 2 2"; do
-    read -r np tp pp <<< "$layout"
-    run_np "$np" "$out/sample-$tp-$pp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp "$tp" -pp "$pp"
-    b=$(sample_of "$out/sample-$tp-$pp.stdout")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP $tp PP $pp: '$b', one process: '$a'"
-    echo "ok   sampling at TP $tp x PP $pp: the single process's greedy text"
+for layout in "2 2 1 0" "2 1 2 0" "4 2 2 0" "2 2 1 1"; do  # -sp 1: contexts padded to whole parts
+    read -r np tp pp sp <<< "$layout"
+    run_np "$np" "$out/sample-$tp-$pp-$sp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp "$tp" -pp "$pp" -sp "$sp"
+    b=$(sample_of "$out/sample-$tp-$pp-$sp.stdout")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP $tp PP $pp -sp $sp: '$b', one process: '$a'"
+    echo "ok   sampling at TP $tp x PP $pp -sp $sp: the single process's greedy text"
 done
 
 # bad layouts: one line on stderr naming the flag, exit 1, nothing written
@@ -181,4 +201,6 @@ refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 2 KV heads 
 refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages but the model has 2 layers" $gpt2 -b 8 -pp 3
 refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
 refuse "-pp 2 with -z 2" 4 "flag -pp 2 with -z 2" $gpt2 -b 4 -pp 2 -z 2
+refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
+refuse "-sp 1 with T=31 at -tp 2" 2 "flag -sp 1: -t 31 does not split into 2 equal parts" $gpt2 -b 8 -tp 2 -sp 1 -t 31
 echo "PASS: tensor and pipeline parallelism"
