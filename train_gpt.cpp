@@ -40,6 +40,44 @@ static double proc_status_bytes(const char* key) {
     return kb * 1024.0;
 }
 
+// -pp: the schedule of a step's m micro-batches on pipeline stage `stage` of pp with vp chunks
+// a stage, as Megatron-LM orders them: the k-th forward runs chunk (k / pp) % vp of
+// micro-batch (k / (pp vp)) pp + k % pp, the k-th backward the same micro-batch's chunk
+// vp - 1 - (k / pp) % vp; `warm` forwards run ahead, then one forward and one backward at a
+// time. vp 1: 1F1B (PipeDream-Flush), stage s pp - s - 1 forwards ahead; vp > 1: interleaved
+// 1F1B, 2 (pp - s - 1) + (vp - 1) pp ahead (all of them when m is pp).
+struct ScheduleStep {
+    bool forward;
+    int chunk, micro;
+};
+static std::vector<ScheduleStep> pipeline_schedule(int pp, int vp, int stage, int m) {
+    const int total = m * vp;
+    auto micro = [&](int k) { return (k / (pp * vp)) * pp + k % pp; };
+    int warm = vp == 1 ? pp - stage - 1 : (m == pp ? total : 2 * (pp - stage - 1) + (vp - 1) * pp);
+    warm = std::min(warm, total);
+    std::vector<ScheduleStep> out;
+    int nf = 0, nb = 0;
+    auto f = [&] { out.push_back({true, (nf / pp) % vp, micro(nf)}); nf++; };
+    auto b = [&] { out.push_back({false, vp - 1 - (nb / pp) % vp, micro(nb)}); nb++; };
+    while (nf < warm) f();
+    while (nf < total) {
+        f();
+        b();
+    }
+    while (nb < total) b();
+    return out;
+}
+// the most micro-batches whose activations the schedule keeps at once (from the first chunk's
+// forward to its backward): the activation sets a stage allocates
+static int pipeline_in_flight(const std::vector<ScheduleStep>& sched) {
+    int open = 0, most = 0;
+    for (const ScheduleStep& st : sched) {
+        if (st.chunk == 0) open += st.forward ? 1 : -1;
+        most = std::max(most, open);
+    }
+    return most;
+}
+
 // -tp: the model's collectives across its tensor-parallel group, through MPI
 struct CpuTensorParallel final : TensorParallel {
     Comm* group = nullptr;
@@ -82,7 +120,8 @@ struct CpuBackend {
     // group of the first and last stage (GPT-2's tied wte), the activations of the micro-batches
     // in flight, the step's micro-batches, the sends not yet waited for
     ModelConfig config = {};
-    int tp = 1, pp = 1, stage = 0, prev = -1, next = -1;
+    int tp = 1, pp = 1, vp = 1, stage = 0, prev = -1, next = -1;  // prev, next: the ranks of the stages beside (a ring with -vp)
+    std::vector<int> chunks = {0, -1};  // -vp: where each chunk of this rank's layers starts, and their count
     Comm* emb = nullptr;
     ActsSets acts;
     std::vector<std::vector<int>> queued_inputs, queued_targets;
@@ -132,11 +171,31 @@ struct CpuBackend {
     size_t stage_values(int B, int T) const {
         return (size_t)B * T * model->channels / (model->tp != nullptr && model->tp->sp ? tp : 1);
     }
-    void stage_forward(const int* inputs, const int* targets, int B, int T, int tag) {
+    // -pp: the model runs chunk c of this rank's layers (-vp: virtual stage c pp + stage; one
+    // chunk, the stage, without -vp), the first or last of the model's where it is
+    void select_chunk(int c) {
+        model->run_lo = chunks[c];
+        model->run_hi = chunks[c + 1];
+        const int v = c * pp + stage;
+        model->pp_first = v == 0;
+        model->pp_last = v == pp * vp - 1;
+    }
+    // a message's tag: micro-batch i to (dir 0, activations) or from (1, gradients) virtual stage
+    // v, where v receives it
+    int tag(int i, int v, int dir) const { return 2 * (i * pp * vp + v) + dir; }
+    // one micro-batch's forward of chunk c: the virtual stage before's output in, this one's out
+    void stage_forward(const int* inputs, const int* targets, int B, int T, int c, int i) {
         const size_t n = stage_values(B, T);
-        if (!model->pp_first) receive(model_stage_input(model), n, prev, tag);
+        const int v = c * pp + stage;
+        select_chunk(c);
+        if (!model->pp_first) receive(model_stage_input(model), n, prev, tag(i, v, 0));
         model_forward(model, inputs, targets, B, T);
-        if (!model->pp_last) comm_isend_f32(comm, &sends, model_stage_output(model), n, next, tag);
+        if (!model->pp_last) comm_isend_f32(comm, &sends, model_stage_output(model), n, next, tag(i, v + 1, 0));
+    }
+    // a forward through every virtual stage (validation, sampling): each rank its chunks in turn
+    void pass_forward(const int* inputs, const int* targets, int B, int T) {
+        for (int c = 0; c < vp; c++) stage_forward(inputs, targets, B, T, c, 0);
+        comm_sends_wait(comm, &sends);
     }
     // -pp: a receive from a stage beside, timed as the pipeline's wait (-pb 1)
     void receive(float* x, size_t n, int from, int tag) {
@@ -144,36 +203,40 @@ struct CpuBackend {
         comm_recv_f32(comm, x, n, from, tag);
         phase_clock_mark(model->phases, PHASE_OTHER);
     }
-    // -pp: a step's micro-batches through the stages, one forward then one backward at a time
-    // once the pipeline is full (1F1B, PipeDream-Flush as Megatron-LM schedules it): stage s
-    // runs pp - s - 1 forwards ahead, so at most pp - s micro-batches' activations are kept.
-    // Returns the sum of the micro-batches' losses (the last stage; 0 on the others).
+    // -pp: a step's micro-batches through the stages by the schedule. Returns the sum of their
+    // losses (the last stage; 0 on the others).
     float pipeline_step(int B, int T) {
-        const int m = (int)queued_inputs.size(), K = (int)acts.views.size();
+        const int m = (int)queued_inputs.size();
         const size_t n = stage_values(B, T);
         StageSink stage_sink;
         stage_sink.inner = gsync;
         double loss = 0.0;
-        auto forward = [&](int i) {
-            model_acts_select(model, acts, i % K);
-            stage_forward(queued_inputs[i].data(), queued_targets[i].data(), B, T, 2 * i);
-            if (model->pp_last) loss += model->mean_loss;
-        };
-        auto backward = [&](int i) {
-            model_acts_select(model, acts, i % K);
-            if (!model->pp_last) receive(model_stage_grad(model), n, next, 2 * i + 1);
+        std::vector<int> set_of(m, -1), free_sets;  // each micro-batch's activations, while it is in flight
+        for (int k = (int)acts.views.size() - 1; k >= 0; k--) free_sets.push_back(k);
+        for (const ScheduleStep& st : pipeline_schedule(pp, vp, stage, m)) {
+            const int i = st.micro, c = st.chunk, v = c * pp + stage;
+            if (set_of[i] < 0) {
+                CHECK(!free_sets.empty(), "pipeline: no activation set free for micro-batch %d", i);
+                set_of[i] = free_sets.back();
+                free_sets.pop_back();
+            }
+            model_acts_select(model, acts, set_of[i]);
+            if (st.forward) {
+                stage_forward(queued_inputs[i].data(), queued_targets[i].data(), B, T, c, i);
+                if (model->pp_last) loss += model->mean_loss;
+                continue;
+            }
+            select_chunk(c);
+            if (!model->pp_last) receive(model_stage_grad(model), n, next, tag(i, v, 1));
             if (gsync != nullptr) gsync->communicate = z.stage >= 2 || i == m - 1;
             model_backward(model, queued_inputs[i].data(), queued_targets[i].data(), queued_dloss,
                            gsync != nullptr ? &stage_sink : nullptr);
-            if (!model->pp_first) comm_isend_f32(comm, &sends, model_stage_grad(model), n, prev, 2 * i + 1);
-        };
-        int nf = 0, nb = 0;
-        for (int warm = std::min(pp - stage - 1, m); nf < warm;) forward(nf++);
-        while (nf < m) {
-            forward(nf++);
-            backward(nb++);
+            if (!model->pp_first) comm_isend_f32(comm, &sends, model_stage_grad(model), n, prev, tag(i, v - 1, 1));
+            if (c == 0) {
+                free_sets.push_back(set_of[i]);
+                set_of[i] = -1;
+            }
         }
-        while (nb < m) backward(nb++);
         phase_clock_mark(model->phases, PHASE_PIPELINE);
         comm_sends_wait(comm, &sends);
         phase_clock_mark(model->phases, PHASE_OTHER);
@@ -189,8 +252,7 @@ struct CpuBackend {
     }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
         if (pp > 1) {
-            stage_forward(inputs, targets, B, T, 0);
-            comm_sends_wait(comm, &sends);
+            pass_forward(inputs, targets, B, T);
             return model->pp_last ? model->mean_loss : 0.0f;
         }
         model_forward(model, inputs, targets, B, T);
@@ -210,8 +272,7 @@ struct CpuBackend {
         const int sp_parts = model->tp != nullptr && model->tp->sp ? tp : 1, padded = (ctx + sp_parts - 1) / sp_parts * sp_parts;
         padded_tokens.assign(tokens, tokens + ctx);
         padded_tokens.resize(padded, tokens[ctx - 1]);
-        stage_forward(padded_tokens.data(), nullptr, 1, padded, 0);
-        comm_sends_wait(comm, &sends);
+        pass_forward(padded_tokens.data(), nullptr, 1, padded);
         // -tp: each rank of the last stage has its columns of the row; the group puts it together
         const size_t part = model->padded_vocab_size / tp;
         full_logits.resize(part * tp);
@@ -309,12 +370,13 @@ struct CpuBackend {
     // (Rank 0 holds the whole model and its AdamW state meanwhile.)
     // world rank k's part of the model (its tensor-parallel rank and pipeline stage)
     void part_of_rank(int k, TpShard* out) const {
-        int l0, l1, hold[MAX_PARAM_TENSORS];
-        model_stage(config, (k / tp) % pp, pp, &l0, &l1, hold);
+        std::vector<int> layers, chunk_begin;
+        int hold[MAX_PARAM_TENSORS];
+        model_stage(config, (k / tp) % pp, pp, vp, &layers, &chunk_begin, hold);
         ParamTensor table[MAX_PARAM_TENSORS];
         ParamLayout lt;
         model_config_table(config, table, &lt);
-        tp_shard_make(table, lt.count, lt, shard->splits, tp, k % tp, out, l0, l1, hold);
+        tp_shard_make(table, lt.count, lt, shard->splits, tp, k % tp, out, &layers, hold);
     }
     void write_checkpoint_tp(const std::string& dir, int step, TrainState s) {
         const size_t ng = shard->global_n;
@@ -512,7 +574,8 @@ int main(int argc, char** argv) {
     // -tp, -pp: the world is data-parallel x pipeline-parallel x tensor-parallel ranks, the
     // tensor-parallel innermost (Megatron-LM's order): rank = (d pp + s) tp + t. The tp ranks of
     // stage s of replica d share its layers; replica d reads data-parallel rank d's batches.
-    const int tp = cfg.tensor_parallel, pp = cfg.pipeline_parallel;
+    const int tp = cfg.tensor_parallel, pp = cfg.pipeline_parallel, vp = cfg.virtual_stages;
+    if (vp > 1 && pp == 1) fail("flag -vp %d: virtual stages interleave a pipeline's stages: give -pp 2 or more", vp);
     if (world % (tp * pp) != 0)
         fail("flag -tp %d -pp %d: %d process%s are not whole replicas of %d (processes = data-parallel x "
              "pipeline-parallel x tensor-parallel ranks)", tp, pp, world, world == 1 ? "" : "es", tp * pp);
@@ -553,7 +616,7 @@ int main(int argc, char** argv) {
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
     if (parts) {
-        std::string why = model_tp_problem(start_config, tp, pp);
+        std::string why = model_tp_problem(start_config, tp, pp * vp);
         if (!why.empty()) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
     const int recompute = cpu_check_memory(start_config, cfg, world);
@@ -565,7 +628,8 @@ int main(int argc, char** argv) {
     if (parts) {  // the whole model is read (or drawn), and this rank keeps its part
         ModelBase* whole = train_load_model(cfg, resume_step);
         std::string why;
-        model = model_new_part(model_config_of(whole), tp > 1 ? &tp_group : nullptr, tp, t_rank, stage, pp, &shard, &why);
+        model = model_new_part(model_config_of(whole), tp > 1 ? &tp_group : nullptr, tp, t_rank, stage, pp, vp, &shard,
+                               &why);
         if (model == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
         tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
         model_delete(whole);
@@ -600,15 +664,24 @@ int main(int argc, char** argv) {
         printf("tensor parallelism: %d data-parallel x %d tensor-parallel ranks; each holds %zu of the %zu parameters "
                "(its heads, MLP units and vocabulary rows; the norms whole)\n", dp_world, tp, model->num_parameters, n);
     ActsSets acts_sets;
+    std::vector<int> stage_layers, chunk_begin = {0, model->num_layers};
+    if (vp > 1 && data.grad_accum % pp != 0)
+        fail("flag -vp %d: the %d micro-batches of a step (-d / (-b x -t x data-parallel ranks)) are not a multiple "
+             "of -pp %d, as the interleaved schedule needs", vp, data.grad_accum, pp);
     if (pp > 1) {
-        // 1F1B keeps pp - s micro-batches' activations on stage s; the bubble (pp - 1) / (m + pp - 1)
-        const int m = data.grad_accum, K = std::min(pp - stage, m);
-        model_acts_sets(model, K, &acts_sets);
-        int l0, l1, hold[MAX_PARAM_TENSORS];
-        model_stage(start_config, 0, pp, &l0, &l1, hold);
-        printf("pipeline parallelism: %d stages (stage 0: layers %d..%d; each stage's tensor-parallel ranks: %d), "
-               "1F1B over %d micro-batches a step: bubble (pp-1)/(m+pp-1) = %.1f%%; the first stage keeps %d "
-               "micro-batches' activations\n", pp, l0, l1 - 1, tp, m, 100.0 * (pp - 1) / (m + pp - 1), K);
+        // the schedule keeps some micro-batches' activations at once (1F1B: pp - s on stage s);
+        // the bubble is (pp - 1) / (vp m + pp - 1) of a step
+        const int m = data.grad_accum;
+        model_acts_sets(model, pipeline_in_flight(pipeline_schedule(pp, vp, stage, m)), &acts_sets);
+        int hold[MAX_PARAM_TENSORS];
+        model_stage(start_config, stage, pp, vp, &stage_layers, &chunk_begin, hold);
+        std::vector<int> layers0, chunks0;
+        model_stage(start_config, 0, pp, vp, &layers0, &chunks0, hold);
+        printf("pipeline parallelism: %d stages x %d virtual (stage 0: layers %d..%d%s; each stage's tensor-parallel "
+               "ranks: %d), %s over %d micro-batches a step: bubble (pp-1)/(vp m+pp-1) = %.1f%%; the first stage keeps "
+               "%d micro-batches' activations\n", pp, vp, layers0[0], layers0[chunks0[1] - 1], vp > 1 ? ", ..." : "", tp,
+               vp > 1 ? "interleaved 1F1B" : "1F1B", m, 100.0 * (pp - 1) / (vp * m + pp - 1),
+               pipeline_in_flight(pipeline_schedule(pp, vp, 0, m)));
     }
     if (dp_world > 1)
         printf("processes: %d (MPI), %s, %zu parameters per rank's slice\n", world, zero_stage_name(z.stage), z.shard);
@@ -652,9 +725,11 @@ int main(int argc, char** argv) {
         be.config = model_config_of(model);
         be.tp = tp;
         be.pp = pp;
+        be.vp = vp;
         be.stage = stage;
-        be.prev = rank - tp;
-        be.next = rank + tp;
+        be.chunks = chunk_begin;
+        be.prev = rank + ((stage + pp - 1) % pp - stage) * tp;  // -vp: the last stage's next is the first
+        be.next = rank + ((stage + 1) % pp - stage) * tp;
         be.emb = pp > 1 && model->family == FAMILY_GPT2 && (stage == 0 || stage == pp - 1) ? &emb_comm : nullptr;
         be.acts = acts_sets;
     }

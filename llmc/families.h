@@ -197,18 +197,28 @@ inline void model_bind_grads(ModelBase* m, float* const* views) {
     else gpt2_bind_grads(static_cast<GPT2*>(m), views);
 }
 
-// -pp: pipeline stage `stage` of `stages` holds the layers [*l0, *l1), balanced by count (the
-// later stages the fewer where L does not divide: the last also runs the head), the embedding
-// rows on the first stage and the head's on the last; hold[i] for tensor_parallel.h's
-// tp_shard_make (GPT-2's tied wte is on the last stage too, as a copy whose gradient joins the
-// first stage's).
-inline void model_stage(const ModelConfig& c, int stage, int stages, int* l0, int* l1, int hold[MAX_PARAM_TENSORS]) {
+// -pp (and -vp): the model's layers cut into stages x vp virtual stages of consecutive layers,
+// balanced by count (the later ones the fewer where L does not divide: the last also runs the
+// head); pipeline stage `stage` holds virtual stages stage, stage + stages, ... (Megatron-LM's
+// interleaving; one with vp 1). *layers gets its layers in order, chunk_begin[c] where its
+// virtual stage c * stages + stage starts among them (and a last entry: their count); the
+// embedding rows are on the first stage, the head's on the last; hold[i] for
+// tensor_parallel.h's tp_shard_make (GPT-2's tied wte is on the last stage too, as a copy whose
+// gradient joins the first stage's).
+inline void model_stage(const ModelConfig& c, int stage, int stages, int vp, std::vector<int>* layers,
+                        std::vector<int>* chunk_begin, int hold[MAX_PARAM_TENSORS]) {
     ParamTensor table[MAX_PARAM_TENSORS];
     ParamLayout lt;
     model_config_table(c, table, &lt);
     const bool first = stage == 0, last = stage == stages - 1;
-    *l0 = (stage * lt.L + stages - 1) / stages;
-    *l1 = ((stage + 1) * lt.L + stages - 1) / stages;
+    const int V = stages * vp;
+    layers->clear();
+    chunk_begin->clear();
+    for (int k = stage; k < V; k += stages) {
+        chunk_begin->push_back((int)layers->size());
+        for (int l = (k * lt.L + V - 1) / V; l < ((k + 1) * lt.L + V - 1) / V; l++) layers->push_back(l);
+    }
+    chunk_begin->push_back((int)layers->size());
     for (int i = 0; i < lt.count; i++)
         hold[i] = lt.per_layer(i) ? 1 : i < lt.first_layer ? (first ? 1 : 0) : (last ? 1 : 0);
     if (c.family == FAMILY_GPT2 && last && !first) hold[0] = 2;  // the tied head
@@ -220,21 +230,22 @@ inline void model_stage(const ModelConfig& c, int stage, int stages, int* l0, in
 // tp_size is 1). *shard gets its table and the runs that map it onto the model file's. Returns
 // nullptr, with *problem, when a tensor does not split.
 inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int tp_size, int tp_rank, int stage,
-                                 int stages, TpShard* shard, std::string* problem) {
+                                 int stages, int vp, TpShard* shard, std::string* problem) {
     ModelBase* m = model_new(c, false);
     TpSplit splits[MAX_PARAM_TENSORS];
     if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp_size, splits);
     else gpt2_tp_splits(c.gpt2, splits);
-    int l0, l1, hold[MAX_PARAM_TENSORS];
-    model_stage(c, stage, stages, &l0, &l1, hold);
-    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp_size, tp_rank, shard, l0, l1, hold);
+    std::vector<int> layers, chunks;
+    int hold[MAX_PARAM_TENSORS];
+    model_stage(c, stage, stages, vp, &layers, &chunks, hold);
+    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp_size, tp_rank, shard, &layers, hold);
     if (!problem->empty()) {
         model_delete(m);
         return nullptr;
     }
     memcpy(m->tensors, shard->local, m->num_tensors * sizeof(ParamTensor));
     m->num_parameters = shard->local_n;
-    m->num_layers = l1 - l0;
+    m->num_layers = (int)layers.size();
     m->pp_first = stage == 0;
     m->pp_last = stage == stages - 1;
     m->tp = tp;
@@ -245,17 +256,19 @@ inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int t
 
 // -pp: the buffer a stage after the first reads its input from, and the one a stage before the
 // last gets its output's gradient in (and leaves its input's): (B, T, C) each
-inline float* model_stage_input(ModelBase* m) {
-    return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.encoded : static_cast<GPT2*>(m)->acts.encoded;
+inline float* model_stage_input(ModelBase* m) {  // the first layer it runs reads it (-vp: a later chunk's)
+    const int l = m->run_lo;
+    return (float*)(m->family == FAMILY_LLAMA3 ? llama_layer_acts(static_cast<Llama*>(m), l).residual
+                                               : gpt2_layer_acts(static_cast<GPT2*>(m), l).residual);
 }
 inline float* model_stage_grad(ModelBase* m) {
     return m->family == FAMILY_LLAMA3 ? static_cast<Llama*>(m)->acts.dres : static_cast<GPT2*>(m)->acts.dres;
 }
 // -pp: the stage's output, the last layer's residual stream (B, T, C)
 inline float* model_stage_output(ModelBase* m) {
-    if (m->family == FAMILY_LLAMA3) return llama_layer_acts(static_cast<Llama*>(m), m->num_layers - 1).residual3;
-    GPT2* g = static_cast<GPT2*>(m);
-    return gpt2_layer_acts(g, m->num_layers - 1).residual3;
+    const int l = (m->run_hi < 0 ? m->num_layers : m->run_hi) - 1;  // the last layer it runs
+    if (m->family == FAMILY_LLAMA3) return llama_layer_acts(static_cast<Llama*>(m), l).residual3;
+    return gpt2_layer_acts(static_cast<GPT2*>(m), l).residual3;
 }
 
 // -pp: the activations of several micro-batches in flight. model_acts_sets(m, K) makes K - 1
@@ -307,7 +320,7 @@ inline std::string model_tp_problem(const ModelConfig& c, int tp, int pp = 1) {
     char buf[200] = "";
     const int L = c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
     if (pp > L) {
-        snprintf(buf, sizeof(buf), "%d pipeline stages but the model has %d layers", pp, L);
+        snprintf(buf, sizeof(buf), "%d pipeline stages (-pp x -vp) but the model has %d layers", pp, L);
         return buf;
     }
     const int NH = c.family == FAMILY_LLAMA3 ? c.llama.num_heads : c.gpt2.num_heads;

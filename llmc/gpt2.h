@@ -411,7 +411,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
         for (int i = 0; i < Nr; i++)
             for (int c = 0; c < C; c++) a.encoded[(size_t)i * C + c] += p.wpe[ts.position(i) * C + c];
     }
-    for (int l = 0; l < L; l++) {
+    const int run_lo = model->run_lo, run_hi = model->run_hi < 0 ? L : model->run_hi;  // -vp: one chunk's
+    for (int l = run_lo; l < run_hi; l++) {
         const GPT2LayerActs la = gpt2_layer_acts(model, l);
         float* slice[NUM_LAYER_TENSORS];
         phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
@@ -516,7 +517,8 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
         });
     }
     // dres is the gradient of the residual stream; each block adds into it on the way down
-    for (int l = L - 1; l >= 0; l--) {
+    const int run_lo = model->run_lo, run_hi = model->run_hi < 0 ? L : model->run_hi;  // -vp: one chunk's
+    for (int l = run_hi - 1; l >= run_lo; l--) {
         float* pslice[NUM_LAYER_TENSORS];
         phase(PHASE_COMM);
         model_layer_params(model, l, l - 1, pslice);

@@ -409,7 +409,8 @@ inline void llama_forward(Llama* model, const int* inputs, const int* targets, i
     } else {
         for (int i = 0; i < N; i++) memcpy(a.encoded + (size_t)i * C, p.wte + (size_t)inputs[i] * C, C * sizeof(float));
     }
-    for (int l = 0; l < L; l++) {
+    const int run_lo = model->run_lo, run_hi = model->run_hi < 0 ? L : model->run_hi;  // -vp: one chunk's
+    for (int l = run_lo; l < run_hi; l++) {
         float* lp[LLAMA_NUM_LAYER_TENSORS];  // rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         phase(PHASE_COMM);  // ZeRO 3 waits here for the layer's gather
         model_layer_params(model, l, l + 1 < L ? l + 1 : -1, lp);
@@ -493,7 +494,8 @@ inline void llama_backward(Llama* model, const int* inputs, const int* targets, 
         });
     }
     // dres is the gradient of the residual stream; each block adds into it on the way down
-    for (int l = L - 1; l >= 0; l--) {
+    const int run_lo = model->run_lo, run_hi = model->run_hi < 0 ? L : model->run_hi;  // -vp: one chunk's
+    for (int l = run_hi - 1; l >= run_lo; l--) {
         // this layer's weights and where its gradients go: rms1w, qkvw, attprojw, rms2w, fcw, fcprojw
         float *lp[LLAMA_NUM_LAYER_TENSORS], *lg[LLAMA_NUM_LAYER_TENSORS];
         phase(PHASE_COMM);

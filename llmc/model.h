@@ -168,6 +168,9 @@ struct ModelBase {
     // its input from model_stage_input (llmc/families.h), a stage before the last starts its
     // backward from the gradient in model_stage_grad, and leaves its input's gradient there.
     bool pp_first = true, pp_last = true;
+    // -vp: the local layers [run_lo, run_hi) a forward or backward runs (-1: to the last): one
+    // virtual stage's; pp_first and pp_last then say whether it is the model's first or last
+    int run_lo = 0, run_hi = -1;
 
     ParamLayout layout() const {
         ParamLayout t;

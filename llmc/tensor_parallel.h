@@ -80,13 +80,19 @@ inline void tp_dims(const ParamTensor& t, bool per_layer, size_t* outer, size_t*
 }
 
 // The rank's part of the table `global` (count rows, layout lt) split as `splits` over `size`
-// ranks. A pipeline stage (-pp) holds the layers [l0, l1) (l1 -1: all) and of the other rows
+// ranks. A pipeline stage (-pp) holds the layers in `layers` (ascending; nullptr: all; -vp:
+// several runs of them) and of the other rows
 // those hold[i] says: 0 none, 1 its own, 2 a copy whose gradient another stage's counts (GPT-2's
 // tied wte on the last stage); nullptr: all. Returns "" or, when something does not divide,
 // the tensor and the numbers (the caller names the flag).
 inline std::string tp_shard_make(const ParamTensor* global, int count, const ParamLayout& lt, const TpSplit* splits,
-                                 int size, int rank, TpShard* out, int l0 = 0, int l1 = -1, const int* hold = nullptr) {
-    if (l1 < 0) l1 = lt.L;
+                                 int size, int rank, TpShard* out, const std::vector<int>* layers = nullptr,
+                                 const int* hold = nullptr) {
+    std::vector<int> all_layers;
+    if (layers == nullptr) {
+        for (int l = 0; l < lt.L; l++) all_layers.push_back(l);
+        layers = &all_layers;
+    }
     out->size = size;
     out->rank = rank;
     out->count = count;
@@ -120,7 +126,7 @@ inline std::string tp_shard_make(const ParamTensor* global, int count, const Par
         row.decays = t.decays;
         row.ndim = t.ndim;
         if (lt.per_layer(i)) {
-            row.s0 = (size_t)(l1 - l0); row.s1 = r_local; row.s2 = t.ndim > 2 ? k_local : 0;
+            row.s0 = layers->size(); row.s1 = r_local; row.s2 = t.ndim > 2 ? k_local : 0;
         } else {
             row.s0 = hold == nullptr || hold[i] != 0 ? r_local : 0;  // a row this stage does not hold: empty
             row.s1 = t.ndim > 1 ? k_local : 0; row.s2 = 0;
@@ -147,7 +153,9 @@ inline std::string tp_shard_make(const ParamTensor* global, int count, const Par
         const bool layer = lt.per_layer(i);
         if (!layer && hold != nullptr && hold[i] == 0) continue;
         const bool own = layer || hold == nullptr || hold[i] == 1;  // not a copy counted elsewhere
-        for (size_t o = layer ? (size_t)l0 : 0; o < (layer ? (size_t)l1 : outer); o++) {
+        const size_t outers = layer ? layers->size() : outer;
+        for (size_t oi = 0; oi < outers; oi++) {
+            const size_t o = layer ? (size_t)(*layers)[oi] : oi;
             const size_t base = g.offset + o * R * K;
             if (s.mode == TP_WHOLE) {
                 add(base, R * K, own && rank == 0);

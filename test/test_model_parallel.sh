@@ -13,6 +13,9 @@
 #  - pipelines (1F1B over the micro-batches of a step): PP 2, TP 2 x PP 2, PP 2 x DP 2 at ZeRO
 #    0 and 1, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
 #    micro-batches a step and with 2 (fewer than stages), the same tolerances
+#  - interleaved pipelines (-vp 2, 4 virtual stages of one layer): PP 2 x DP 2 at ZeRO 1 (the
+#    issue's layout), TP 2 x PP 2, TP 2 x PP 2 x DP 2, TP 2 x PP 2 with -sp 1, a 4-layer GPT-2
+#    and a 4-layer Llama (drawn from the same seed as the one-process run)
 #  - sequence parallelism (-sp 1): TP 2, TP 2 x DP 2 at ZeRO 1, TP 2 x PP 2, both families and
 #    the shared KV head, Llama's recompute (-r 1, -r 2) too, the same tolerances; the planned
 #    activations below -tp alone's
@@ -79,6 +82,7 @@ print(f"model file: max diff {d:.2g} of the largest weight")
 sys.exit(0 if d <= 1e-5 else 1)
 PYEOF
 }
+forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no longer exists: -y 1 resumes at 4
 check_run() {  # check_run NAME REF_DIR RUN_DIR: main.log and the final model against the reference
     local name=$1 ref=$2 run=$3 logs model
     logs=$(compare_logs "$ref/main.log" "$run/main.log" 1e-6 1e-5) || fail "$name: main.log: $logs"
@@ -121,6 +125,26 @@ for d_tokens in 1024 512; do
     check_run "4-layer GPT-2 on PP 4, $((d_tokens / 256)) micro-batches a step" "$out/deep-ref-$d_tokens" "$out/deep-pp4-$d_tokens"
 done
 
+# interleaved: processes, -tp, -pp, -vp, -b, -z, -sp (4 micro-batches a step)
+llama4="-e llama3:l4c64h4kv2f128v300 -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin $common"
+run_np 1 "$out/llama4-ref" $llama4 -b 8 -d 1024
+for fam in deep llama4; do
+    flags=${!fam} ref="$out/$fam-ref"
+    [ $fam = deep ] && ref="$out/deep-ref-1024"
+    for layout in "4 1 2 2 4 1 0" "4 2 2 2 8 0 0" "8 2 2 2 4 1 0" "4 2 2 2 8 0 1"; do
+        read -r np tp pp vp b z sp <<< "$layout"
+        d="$out/$fam-vp-np$np-tp$tp-pp$pp-vp$vp-z$z-sp$sp"
+        run_np "$np" "$d" $flags -b "$b" -d 1024 -tp "$tp" -pp "$pp" -vp "$vp" -z "$z" -sp "$sp"
+        grep -q "^pipeline parallelism: $pp stages x $vp virtual .* interleaved 1F1B over 4 micro-batches" "$d.stdout" ||
+            fail "$fam -vp $vp: $(grep -m 1 pipeline "$d.stdout")"
+        check_run "$fam TP $tp x PP $pp -vp $vp x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d"
+    done
+done
+d="$out/deep-from-vp"  # an interleaved pipeline's checkpoint as one process
+rm -rf "$d"; cp -r "$out/deep-vp-np4-tp1-pp2-vp2-z1-sp0" "$d"; forget_step8 "$d"
+run_np 1 "$d" $deep -b 8 -d 1024 -y 1
+check_run "4-layer GPT-2 saved at PP 2 -vp 2 x DP 2 -z 1, resumed as one process" "$out/deep-ref-1024" "$d"
+
 # sequence parallelism: processes, -tp, -pp, -b, -z, -r
 for fam in gpt2 llama llama1; do
     flags=${!fam}
@@ -146,7 +170,6 @@ grep -q "^pipeline bubble, measured (-pb 1): .* stage 0 [0-9.]*% stage 1 [0-9.]*
 echo "ok   -pb 1 at PP 2: $(grep -m 1 'pipeline bubble' "$out/pb.stdout")"
 
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4, resumed on other layouts
-forget_step8() { rm -f "$1/DONE_00000008"; }
 for fam in gpt2 llama llama1; do
     flags=${!fam}
     src="$out/$fam-np4-tp2-z1"
@@ -198,9 +221,11 @@ refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole rep
 refuse "6 processes at -tp 2 -pp 2" 6 "flag -tp 2 -pp 2: 6 processes are not whole replicas of 4" $gpt2 -b 8 -tp 2 -pp 2
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
 refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 2 KV heads neither split into 3 equal parts" $llama -b 8 -tp 3
-refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages but the model has 2 layers" $gpt2 -b 8 -pp 3
+refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages (-pp x -vp) but the model has 2 layers" $gpt2 -b 8 -pp 3
 refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
 refuse "-pp 2 with -z 2" 4 "flag -pp 2 with -z 2" $gpt2 -b 4 -pp 2 -z 2
+refuse "-vp 2 without -pp" 2 "flag -vp 2: virtual stages interleave a pipeline's stages" $gpt2 -b 4 -vp 2
+refuse "-vp 2 with 1 micro-batch a step" 2 "flag -vp 2: the 1 micro-batches of a step" $deep -b 8 -d 256 -pp 2 -vp 2
 refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
 refuse "-sp 1 with T=31 at -tp 2" 2 "flag -sp 1: -t 31 does not split into 2 equal parts" $gpt2 -b 8 -tp 2 -sp 1 -t 31
 echo "PASS: tensor and pipeline parallelism"
