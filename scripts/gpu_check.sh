@@ -215,7 +215,7 @@ else
     for b in train_gpt_fp32 train_gpt_bf16; do
         [ -x "$b" ] || continue
         linked=0
-        ldd "$b" 2> /dev/null | grep -q libnccl && linked=1
+        grep -q libnccl <<< "$(ldd "$b" 2> /dev/null)" && linked=1  # not a pipe: see has_nccl
         if [ $linked != $WANT_NCCL ]; then say "($b was built $([ $linked = 1 ] || echo without) with NCCL: rebuilt)"; rm -f "$b"; fi
     done
     say "== build (make -f cuda.mk ${NCCL_ARGS[*]} ${CUDA_TARGETS[*]} -j$JOBS$([ ${#CPU_TARGETS[@]} -gt 0 ] && echo "; make ${CPU_TARGETS[*]} -j$JOBS"))"
