@@ -122,6 +122,7 @@ struct CpuBackend {
     ModelConfig config = {};
     int tp = 1, pp = 1, vp = 1, stage = 0, prev = -1, next = -1;  // prev, next: the ranks of the stages beside (a ring with -vp)
     std::vector<int> chunks = {0, -1};  // -vp: where each chunk of this rank's layers starts, and their count
+    std::vector<int> sizes;             // -pl: each virtual stage's layers (empty: balanced)
     Comm* emb = nullptr;
     ActsSets acts;
     std::vector<std::vector<int>> queued_inputs, queued_targets;
@@ -372,7 +373,7 @@ struct CpuBackend {
     void part_of_rank(int k, TpShard* out) const {
         std::vector<int> layers, chunk_begin;
         int hold[MAX_PARAM_TENSORS];
-        model_stage(config, (k / tp) % pp, pp, vp, &layers, &chunk_begin, hold);
+        model_stage(config, (k / tp) % pp, pp, vp, &layers, &chunk_begin, hold, sizes.empty() ? nullptr : &sizes);
         ParamTensor table[MAX_PARAM_TENSORS];
         ParamLayout lt;
         model_config_table(config, table, &lt);
@@ -619,6 +620,25 @@ int main(int argc, char** argv) {
         std::string why = model_tp_problem(start_config, tp, pp * vp);
         if (!why.empty()) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
+    // -pl: the layers of each (virtual) stage, in order
+    std::vector<int> stage_sizes;
+    if (!cfg.stage_layers.empty() && pp == 1) fail("flag -pl '%s': stage sizes need -pp 2 or more", cfg.stage_layers.c_str());
+    if (!cfg.stage_layers.empty()) {
+        const int L = start_config.family == FAMILY_LLAMA3 ? start_config.llama.num_layers : start_config.gpt2.num_layers;
+        int sum = 0;
+        for (const char* s = cfg.stage_layers.c_str(); *s != '\0';) {
+            char* end = nullptr;
+            const long v = strtol(s, &end, 10);
+            if (end == s || v < 1 || v > L || (*end != ',' && *end != '\0'))
+                fail("flag -pl '%s': layer counts of at least 1, comma-separated, e.g. 3,5", cfg.stage_layers.c_str());
+            stage_sizes.push_back((int)v);
+            sum += (int)v;
+            s = *end == ',' ? end + 1 : end;
+        }
+        if ((int)stage_sizes.size() != pp * vp || sum != L)
+            fail("flag -pl '%s': %zu stages of %d layers, but -pp %d x -vp %d stages of the model's %d layers",
+                 cfg.stage_layers.c_str(), stage_sizes.size(), sum, pp, vp, L);
+    }
     const int recompute = cpu_check_memory(start_config, cfg, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
@@ -629,7 +649,7 @@ int main(int argc, char** argv) {
         ModelBase* whole = train_load_model(cfg, resume_step);
         std::string why;
         model = model_new_part(model_config_of(whole), tp > 1 ? &tp_group : nullptr, tp, t_rank, stage, pp, vp, &shard,
-                               &why);
+                               &why, stage_sizes.empty() ? nullptr : &stage_sizes);
         if (model == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
         tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
         model_delete(whole);
@@ -674,9 +694,10 @@ int main(int argc, char** argv) {
         const int m = data.grad_accum;
         model_acts_sets(model, pipeline_in_flight(pipeline_schedule(pp, vp, stage, m)), &acts_sets);
         int hold[MAX_PARAM_TENSORS];
-        model_stage(start_config, stage, pp, vp, &stage_layers, &chunk_begin, hold);
+        const std::vector<int>* sizes = stage_sizes.empty() ? nullptr : &stage_sizes;
+        model_stage(start_config, stage, pp, vp, &stage_layers, &chunk_begin, hold, sizes);
         std::vector<int> layers0, chunks0;
-        model_stage(start_config, 0, pp, vp, &layers0, &chunks0, hold);
+        model_stage(start_config, 0, pp, vp, &layers0, &chunks0, hold, sizes);
         printf("pipeline parallelism: %d stages x %d virtual (stage 0: layers %d..%d%s; each stage's tensor-parallel "
                "ranks: %d), %s over %d micro-batches a step: bubble (pp-1)/(vp m+pp-1) = %.1f%%; the first stage keeps "
                "%d micro-batches' activations\n", pp, vp, layers0[0], layers0[chunks0[1] - 1], vp > 1 ? ", ..." : "", tp,
@@ -728,6 +749,7 @@ int main(int argc, char** argv) {
         be.vp = vp;
         be.stage = stage;
         be.chunks = chunk_begin;
+        be.sizes = stage_sizes;
         be.prev = rank + ((stage + pp - 1) % pp - stage) * tp;  // -vp: the last stage's next is the first
         be.next = rank + ((stage + 1) % pp - stage) * tp;
         be.emb = pp > 1 && model->family == FAMILY_GPT2 && (stage == 0 || stage == pp - 1) ? &emb_comm : nullptr;

@@ -40,6 +40,7 @@ struct TrainConfig {
     int pipeline_parallel = 1;       // -pp pipeline stages, each a run of layers (train_gpt_cpu; 1F1B over the accumulation steps)
     int sequence_parallel = 0;       // -sp 1: with -tp, the residual stream and the norms split along T (train_gpt_cpu)
     int virtual_stages = 1;          // -vp virtual stages a pipeline stage holds, interleaved 1F1B (train_gpt_cpu)
+    std::string stage_layers = "";   // -pl layers of each (virtual) stage, comma-separated (empty: balanced by count)
     int recompute = -1;              // -r  activation recompute 0|1|2 (GPT-2: GPU only); -1: the least that fits
     int overfit_batch = 0;           // -a  1: train on the first batch only (debugging)
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
@@ -111,6 +112,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-tp", ARG_INT, tensor_parallel, 1, 1024, "tensor-parallel ranks sharing each layer, Megatron-style (train_gpt_cpu); ZeRO runs over the data-parallel ranks"),
     ARG("-pp", ARG_INT, pipeline_parallel, 1, 1024, "pipeline stages, consecutive layers each, 1F1B over the micro-batches of a step (train_gpt_cpu)"),
     ARG("-sp", ARG_INT, sequence_parallel, 0, 1, "1: sequence parallelism, with -tp: the residual stream and the norms split along T (train_gpt_cpu)"),
+    ARG("-pl", ARG_STRING, stage_layers, 0, 0, "layers of each pipeline stage (with -vp: each virtual stage, in order), comma-separated, e.g. 3,5 (empty: balanced)"),
     ARG("-vp", ARG_INT, virtual_stages, 1, 1024, "virtual stages per pipeline stage, interleaved 1F1B; the micro-batches a multiple of -pp (train_gpt_cpu)"),
     ARG("-r", ARG_INT, recompute, -1, 2, "recompute: 0 none, 1 GELU (Llama: norms+SwiGLU), 2 +LayerNorm (Llama: whole layer); -1: least that fits"),
     ARG("-a", ARG_INT, overfit_batch, 0, 1, "1: overfit a single batch"),

@@ -198,15 +198,17 @@ inline void model_bind_grads(ModelBase* m, float* const* views) {
 }
 
 // -pp (and -vp): the model's layers cut into stages x vp virtual stages of consecutive layers,
-// balanced by count (the later ones the fewer where L does not divide: the last also runs the
-// head); pipeline stage `stage` holds virtual stages stage, stage + stages, ... (Megatron-LM's
+// sizes[k] for virtual stage k (-pl), or balanced by count (nullptr: the later ones the fewer
+// where L does not divide, the last also runs the head); pipeline stage `stage` holds virtual
+// stages stage, stage + stages, ... (Megatron-LM's
 // interleaving; one with vp 1). *layers gets its layers in order, chunk_begin[c] where its
 // virtual stage c * stages + stage starts among them (and a last entry: their count); the
 // embedding rows are on the first stage, the head's on the last; hold[i] for
 // tensor_parallel.h's tp_shard_make (GPT-2's tied wte is on the last stage too, as a copy whose
 // gradient joins the first stage's).
 inline void model_stage(const ModelConfig& c, int stage, int stages, int vp, std::vector<int>* layers,
-                        std::vector<int>* chunk_begin, int hold[MAX_PARAM_TENSORS]) {
+                        std::vector<int>* chunk_begin, int hold[MAX_PARAM_TENSORS],
+                        const std::vector<int>* sizes = nullptr) {
     ParamTensor table[MAX_PARAM_TENSORS];
     ParamLayout lt;
     model_config_table(c, table, &lt);
@@ -214,9 +216,15 @@ inline void model_stage(const ModelConfig& c, int stage, int stages, int vp, std
     const int V = stages * vp;
     layers->clear();
     chunk_begin->clear();
+    auto begin = [&](int k) {  // virtual stage k's first layer
+        if (sizes == nullptr) return (k * lt.L + V - 1) / V;
+        int l = 0;
+        for (int j = 0; j < k; j++) l += (*sizes)[j];
+        return l;
+    };
     for (int k = stage; k < V; k += stages) {
         chunk_begin->push_back((int)layers->size());
-        for (int l = (k * lt.L + V - 1) / V; l < ((k + 1) * lt.L + V - 1) / V; l++) layers->push_back(l);
+        for (int l = begin(k); l < begin(k + 1); l++) layers->push_back(l);
     }
     chunk_begin->push_back((int)layers->size());
     for (int i = 0; i < lt.count; i++)
@@ -230,14 +238,15 @@ inline void model_stage(const ModelConfig& c, int stage, int stages, int vp, std
 // tp_size is 1). *shard gets its table and the runs that map it onto the model file's. Returns
 // nullptr, with *problem, when a tensor does not split.
 inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int tp_size, int tp_rank, int stage,
-                                 int stages, int vp, TpShard* shard, std::string* problem) {
+                                 int stages, int vp, TpShard* shard, std::string* problem,
+                                 const std::vector<int>* sizes = nullptr) {
     ModelBase* m = model_new(c, false);
     TpSplit splits[MAX_PARAM_TENSORS];
     if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp_size, splits);
     else gpt2_tp_splits(c.gpt2, splits);
     std::vector<int> layers, chunks;
     int hold[MAX_PARAM_TENSORS];
-    model_stage(c, stage, stages, vp, &layers, &chunks, hold);
+    model_stage(c, stage, stages, vp, &layers, &chunks, hold, sizes);
     *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp_size, tp_rank, shard, &layers, hold);
     if (!problem->empty()) {
         model_delete(m);

@@ -140,6 +140,15 @@ for fam in deep llama4; do
         check_run "$fam TP $tp x PP $pp -vp $vp x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d"
     done
 done
+# -pl: stages of the layers given, not balanced: PP 2 as 1 + 3 and as 3 + 1 layers
+for pl in "1,3" "3,1"; do
+    d="$out/deep-pl-$pl"
+    run_np 2 "$d" $deep -b 8 -d 1024 -pp 2 -pl "$pl"
+    check_run "4-layer GPT-2 on PP 2 -pl $pl" "$out/deep-ref-1024" "$d"
+    d="$out/llama4-pl-$pl"
+    run_np 2 "$d" $llama4 -b 8 -d 1024 -pp 2 -pl "$pl"
+    check_run "4-layer Llama on PP 2 -pl $pl" "$out/llama4-ref" "$d"
+done
 d="$out/deep-from-vp"  # an interleaved pipeline's checkpoint as one process
 rm -rf "$d"; cp -r "$out/deep-vp-np4-tp1-pp2-vp2-z1-sp0" "$d"; forget_step8 "$d"
 run_np 1 "$d" $deep -b 8 -d 1024 -y 1
@@ -226,6 +235,8 @@ refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
 refuse "-pp 2 with -z 2" 4 "flag -pp 2 with -z 2" $gpt2 -b 4 -pp 2 -z 2
 refuse "-vp 2 without -pp" 2 "flag -vp 2: virtual stages interleave a pipeline's stages" $gpt2 -b 4 -vp 2
 refuse "-vp 2 with 1 micro-batch a step" 2 "flag -vp 2: the 1 micro-batches of a step" $deep -b 8 -d 256 -pp 2 -vp 2
+refuse "-pl that does not sum to L" 2 "flag -pl '2,1': 2 stages of 3 layers, but -pp 2 x -vp 1 stages of the model's 4 layers" $deep -b 8 -d 1024 -pp 2 -pl 2,1
+refuse "-pl with an empty stage" 4 "flag -pl '2,1,1,0': layer counts of at least 1" $deep -b 8 -d 1024 -pp 2 -vp 2 -pl 2,1,1,0
 refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
 refuse "-sp 1 with T=31 at -tp 2" 2 "flag -sp 1: -t 31 does not split into 2 equal parts" $gpt2 -b 8 -tp 2 -sp 1 -t 31
 echo "PASS: tensor and pipeline parallelism"
