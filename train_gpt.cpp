@@ -583,8 +583,6 @@ int main(int argc, char** argv) {
     if ((tp > 1 || pp > 1) && cfg.zero_stage == 3)
         fail("flag -tp %d -pp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor- or pipeline-parallel run "
              "is not built yet (-z 1 and -z 2 shard the AdamW state and the gradients)", tp, pp);
-    if (pp > 1 && cfg.zero_stage == 2)
-        fail("flag -pp %d with -z 2: ZeRO 2 across pipeline stages is not built yet (-z 1 shards the AdamW state)", pp);
     if ((tp > 1 || pp > 1) && cfg.hellaswag)
         fail("flag -tp %d -pp %d with -h 1: HellaSwag on tensor- or pipeline-parallel ranks is not built yet", tp, pp);
     if (cfg.sequence_parallel && tp == 1)

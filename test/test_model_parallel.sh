@@ -11,7 +11,7 @@
 #    model file (rank 0 puts the parts together) within 1e-5 of the reference's, relative to
 #    the largest weight
 #  - pipelines (1F1B over the micro-batches of a step): PP 2, TP 2 x PP 2, PP 2 x DP 2 at ZeRO
-#    0 and 1, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
+#    0, 1 and 2, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
 #    micro-batches a step and with 2 (fewer than stages), the same tolerances
 #  - interleaved pipelines (-vp 2, 4 virtual stages of one layer): PP 2 x DP 2 at ZeRO 1 (the
 #    issue's layout), TP 2 x PP 2, TP 2 x PP 2 x DP 2, TP 2 x PP 2 with -sp 1, a 4-layer GPT-2
@@ -108,7 +108,7 @@ done
 # pipelines: processes, -tp, -pp, -b, -z
 for fam in gpt2 llama; do
     flags=${!fam}
-    for layout in "2 1 2 8 0" "4 2 2 8 0" "4 1 2 4 0" "4 1 2 4 1" "8 2 2 4 1"; do
+    for layout in "2 1 2 8 0" "4 2 2 8 0" "4 1 2 4 0" "4 1 2 4 1" "4 1 2 4 2" "8 2 2 4 1"; do
         read -r np tp pp b z <<< "$layout"
         d="$out/$fam-np$np-tp$tp-pp$pp-z$z"
         run_np "$np" "$d" $flags -b "$b" -tp "$tp" -pp "$pp" -z "$z"
@@ -131,7 +131,7 @@ run_np 1 "$out/llama4-ref" $llama4 -b 8 -d 1024
 for fam in deep llama4; do
     flags=${!fam} ref="$out/$fam-ref"
     [ $fam = deep ] && ref="$out/deep-ref-1024"
-    for layout in "4 1 2 2 4 1 0" "4 2 2 2 8 0 0" "8 2 2 2 4 1 0" "4 2 2 2 8 0 1"; do
+    for layout in "4 1 2 2 4 1 0" "4 2 2 2 8 0 0" "8 2 2 2 4 1 0" "8 2 2 2 4 2 0" "4 2 2 2 8 0 1"; do
         read -r np tp pp vp b z sp <<< "$layout"
         d="$out/$fam-vp-np$np-tp$tp-pp$pp-vp$vp-z$z-sp$sp"
         run_np "$np" "$d" $flags -b "$b" -d 1024 -tp "$tp" -pp "$pp" -vp "$vp" -z "$z" -sp "$sp"
@@ -232,7 +232,6 @@ refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do no
 refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 2 KV heads neither split into 3 equal parts" $llama -b 8 -tp 3
 refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages (-pp x -vp) but the model has 2 layers" $gpt2 -b 8 -pp 3
 refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
-refuse "-pp 2 with -z 2" 4 "flag -pp 2 with -z 2" $gpt2 -b 4 -pp 2 -z 2
 refuse "-vp 2 without -pp" 2 "flag -vp 2: virtual stages interleave a pipeline's stages" $gpt2 -b 4 -vp 2
 refuse "-vp 2 with 1 micro-batch a step" 2 "flag -vp 2: the 1 micro-batches of a step" $deep -b 8 -d 256 -pp 2 -vp 2
 refuse "-pl that does not sum to L" 2 "flag -pl '2,1': 2 stages of 3 layers, but -pp 2 x -vp 1 stages of the model's 4 layers" $deep -b 8 -d 1024 -pp 2 -pl 2,1
