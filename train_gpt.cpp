@@ -369,6 +369,20 @@ struct CpuBackend {
     // rank's AdamW values (ZeRO 0: data-parallel rank 0's), and maps each part onto the model
     // file's vector. So a -tp checkpoint resumes on any layout, and any checkpoint on -tp.
     // (Rank 0 holds the whole model and its AdamW state meanwhile.)
+    // ZeRO 3 with -tp or -pp: this rank's part of the model, whole, into out (its layers gathered
+    // through the slots, a collective over the data-parallel group; the front and tail rows from
+    // the model)
+    void local_params_gathered(float* out) {
+        const ParamLayout table = model->layout();
+        for (int l = 0; l < model->num_layers; l++) {
+            float* slices[MAX_PARAM_TENSORS];
+            gsync->layer_params(l, l + 1 < model->num_layers ? l + 1 : -1, slices);
+            for (const ZeroPiece& p : zero_bucket_pieces(table, l))
+                memcpy(out + p.begin, slices[0] + p.packed, (p.end - p.begin) * sizeof(float));
+        }
+        memcpy(out, model->params, gsync->front_n * sizeof(float));
+        memcpy(out + table.tail_begin(), model->params + gsync->front_n, gsync->tail_n * sizeof(float));
+    }
     // world rank k's part of the model (its tensor-parallel rank and pipeline stage)
     void part_of_rank(int k, TpShard* out) const {
         std::vector<int> layers, chunk_begin;
@@ -399,7 +413,10 @@ struct CpuBackend {
         }
         std::vector<float> all_p(root ? params_total : 0), gp(root ? ng : 0), gm(root ? ng : 0), gv(root ? ng : 0);
         std::vector<float> all_m(root ? total : 0), all_v(root ? total : 0);
-        comm_gather_v_f32(comm, model->params, param_counts.data(), all_p.data());
+        // ZeRO 3: this rank's whole part first, its layers gathered over the data-parallel group
+        std::vector<float> mine(z.stage == 3 ? model->num_parameters : 0);
+        if (z.stage == 3) local_params_gathered(mine.data());
+        comm_gather_v_f32(comm, z.stage == 3 ? mine.data() : model->params, param_counts.data(), all_p.data());
         comm_gather_v_f32(comm, model->m, opt_counts.data(), all_m.data());
         comm_gather_v_f32(comm, model->v, opt_counts.data(), all_v.data());
         if (root) {
@@ -444,14 +461,21 @@ struct CpuBackend {
         const size_t n = shard != nullptr ? shard->global_n : model->num_parameters;
         CHECK(file->family == model->family && file->num_parameters == n, "%s: %zu vs %zu", path.c_str(),
               file->num_parameters, n);
+        std::vector<float> part;  // -tp, -pp: this rank's part of the file's vector
+        const float* src = file->params;
         if (shard != nullptr) {
-            tp_global_to_local(*shard, 0, model->num_parameters, file->params, model->params);
-        } else if (z.stage == 3) {  // this rank's slice, and the front and tail rows
+            part.resize(model->num_parameters);
+            tp_global_to_local(*shard, 0, model->num_parameters, file->params, part.data());
+            src = part.data();
+        }
+        if (z.stage == 3) {  // this rank's slice, and the front and tail rows
             const size_t n = model->num_parameters, tail = model->layout().tail_begin();
-            memcpy(param_shard, file->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
-            memcpy(model->params, file->params, gsync->front_n * sizeof(float));
-            memcpy(model->params + gsync->front_n, file->params + tail, (n - tail) * sizeof(float));
+            memcpy(param_shard, src + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
+            memcpy(model->params, src, gsync->front_n * sizeof(float));
+            memcpy(model->params + gsync->front_n, src + tail, (n - tail) * sizeof(float));
             gsync->params_changed();
+        } else if (shard != nullptr) {
+            memcpy(model->params, src, model->num_parameters * sizeof(float));
         } else {
             memcpy(model->params, file->params, model->num_parameters * sizeof(float));
         }
@@ -580,9 +604,6 @@ int main(int argc, char** argv) {
     if (world % (tp * pp) != 0)
         fail("flag -tp %d -pp %d: %d process%s are not whole replicas of %d (processes = data-parallel x "
              "pipeline-parallel x tensor-parallel ranks)", tp, pp, world, world == 1 ? "" : "es", tp * pp);
-    if ((tp > 1 || pp > 1) && cfg.zero_stage == 3)
-        fail("flag -tp %d -pp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor- or pipeline-parallel run "
-             "is not built yet (-z 1 and -z 2 shard the AdamW state and the gradients)", tp, pp);
     if ((tp > 1 || pp > 1) && cfg.hellaswag)
         fail("flag -tp %d -pp %d with -h 1: HellaSwag on tensor- or pipeline-parallel ranks is not built yet", tp, pp);
     if (cfg.sequence_parallel && tp == 1)
@@ -652,6 +673,17 @@ int main(int argc, char** argv) {
         tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
         model_delete(whole);
         z = train_zero_layout(cfg, model->num_parameters, dp_rank, dp_world);
+        if (z.stage == 3) {  // ZeRO 3 over the data-parallel ranks: keep the slice, and the front and tail rows
+            const ParamLayout t = model->layout();
+            const size_t nl = model->num_parameters, front = t.front_len(), tail = t.tail_begin();
+            param_shard = xcalloc_floats(z.shard);
+            memcpy(param_shard, model->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
+            float* rest = xcalloc_floats(front + nl - tail);
+            memcpy(rest, model->params, front * sizeof(float));
+            memcpy(rest + front, model->params + tail, (nl - tail) * sizeof(float));
+            free(model->params);
+            model->params = rest;
+        }
     } else {
         z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
         model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)

@@ -10,6 +10,8 @@
 #    val loss within 1e-6 relative, every grad norm within 1e-5, the lr identical; the final
 #    model file (rank 0 puts the parts together) within 1e-5 of the reference's, relative to
 #    the largest weight
+#  - ZeRO 3 over the data-parallel ranks (each layer of a rank's part gathered as it runs): TP 2
+#    x DP 2, PP 2 x DP 2, TP 2 x PP 2 x DP 2 (-vp 2 too), resumed as one process
 #  - pipelines (1F1B over the micro-batches of a step): PP 2, TP 2 x PP 2, PP 2 x DP 2 at ZeRO
 #    0, 1 and 2, TP 2 x PP 2 x DP 2 for both families, and a 4-layer GPT-2 on 4 stages with 4
 #    micro-batches a step and with 2 (fewer than stages), the same tolerances
@@ -93,7 +95,7 @@ check_run() {  # check_run NAME REF_DIR RUN_DIR: main.log and the final model ag
 for fam in gpt2 llama llama1; do
     flags=${!fam}
     run_np 1 "$out/$fam-ref" $flags -b 8
-    layouts=("2 2 8 0" "4 2 4 0" "4 2 4 1" "4 2 4 2")  # processes, -tp, -b, -z
+    layouts=("2 2 8 0" "4 2 4 0" "4 2 4 1" "4 2 4 2" "4 2 4 3")  # processes, -tp, -b, -z
     [ $fam != llama ] && layouts+=("4 4 8 0")         # 4 heads on 4 ranks (gqa2's 6 do not split in 4)
     for layout in "${layouts[@]}"; do
         read -r np tp b z <<< "$layout"
@@ -108,7 +110,7 @@ done
 # pipelines: processes, -tp, -pp, -b, -z
 for fam in gpt2 llama; do
     flags=${!fam}
-    for layout in "2 1 2 8 0" "4 2 2 8 0" "4 1 2 4 0" "4 1 2 4 1" "4 1 2 4 2" "8 2 2 4 1"; do
+    for layout in "2 1 2 8 0" "4 2 2 8 0" "4 1 2 4 0" "4 1 2 4 1" "4 1 2 4 2" "4 1 2 4 3" "8 2 2 4 1" "8 2 2 4 3"; do
         read -r np tp pp b z <<< "$layout"
         d="$out/$fam-np$np-tp$tp-pp$pp-z$z"
         run_np "$np" "$d" $flags -b "$b" -tp "$tp" -pp "$pp" -z "$z"
@@ -131,7 +133,7 @@ run_np 1 "$out/llama4-ref" $llama4 -b 8 -d 1024
 for fam in deep llama4; do
     flags=${!fam} ref="$out/$fam-ref"
     [ $fam = deep ] && ref="$out/deep-ref-1024"
-    for layout in "4 1 2 2 4 1 0" "4 2 2 2 8 0 0" "8 2 2 2 4 1 0" "8 2 2 2 4 2 0" "4 2 2 2 8 0 1"; do
+    for layout in "4 1 2 2 4 1 0" "4 2 2 2 8 0 0" "8 2 2 2 4 1 0" "8 2 2 2 4 2 0" "8 2 2 2 4 3 0" "4 2 2 2 8 0 1"; do
         read -r np tp pp vp b z sp <<< "$layout"
         d="$out/$fam-vp-np$np-tp$tp-pp$pp-vp$vp-z$z-sp$sp"
         run_np "$np" "$d" $flags -b "$b" -d 1024 -tp "$tp" -pp "$pp" -vp "$vp" -z "$z" -sp "$sp"
@@ -191,11 +193,13 @@ for fam in gpt2 llama llama1; do
         grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$fam resume at TP $tp PP $pp: $(tail -2 "$d.stdout")"
         check_run "$fam saved at TP 2 x DP 2 -z 1, resumed at TP $tp x PP $pp x DP $((np / tp / pp)) -z $z" "$out/$fam-ref" "$d"
     done
-    if [ $fam != llama1 ]; then  # a pipeline's checkpoint (TP 2 x PP 2 x DP 2) as one process
-        d="$out/$fam-from-pp"
-        rm -rf "$d"; cp -r "$out/$fam-np8-tp2-pp2-z1" "$d"; forget_step8 "$d"
-        run_np 1 "$d" $flags -b 8 -y 1
-        check_run "$fam saved at TP 2 x PP 2 x DP 2 -z 1, resumed as one process" "$out/$fam-ref" "$d"
+    if [ $fam != llama1 ]; then  # a pipeline's checkpoint (TP 2 x PP 2 x DP 2, ZeRO 1 and 3) as one process
+        for z in 1 3; do
+            d="$out/$fam-from-pp-z$z"
+            rm -rf "$d"; cp -r "$out/$fam-np8-tp2-pp2-z$z" "$d"; forget_step8 "$d"
+            run_np 1 "$d" $flags -b 8 -y 1
+            check_run "$fam saved at TP 2 x PP 2 x DP 2 -z $z, resumed as one process" "$out/$fam-ref" "$d"
+        done
     fi
     d="$out/$fam-from-single"
     rm -rf "$d"; cp -r "$out/$fam-ref" "$d"; forget_step8 "$d"
@@ -231,7 +235,6 @@ refuse "6 processes at -tp 2 -pp 2" 6 "flag -tp 2 -pp 2: 6 processes are not who
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
 refuse "gqa2's 2 KV heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 2 KV heads neither split into 3 equal parts" $llama -b 8 -tp 3
 refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages (-pp x -vp) but the model has 2 layers" $gpt2 -b 8 -pp 3
-refuse "-tp 2 with -z 3" 4 "flag -tp 2 -pp 1 with -z 3" $gpt2 -b 4 -tp 2 -z 3
 refuse "-vp 2 without -pp" 2 "flag -vp 2: virtual stages interleave a pipeline's stages" $gpt2 -b 4 -vp 2
 refuse "-vp 2 with 1 micro-batch a step" 2 "flag -vp 2: the 1 micro-batches of a step" $deep -b 8 -d 256 -pp 2 -vp 2
 refuse "-pl that does not sum to L" 2 "flag -pl '2,1': 2 stages of 3 layers, but -pp 2 x -vp 1 stages of the model's 4 layers" $deep -b 8 -d 1024 -pp 2 -pl 2,1
