@@ -260,7 +260,8 @@ struct CpuBackend {
         return model->mean_loss;
     }
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {
-        model_forward(model, inputs, targets, B, T);
+        if (pp > 1) pass_forward(inputs, targets, B, T);  // the last stage's losses (the others' unused)
+        else model_forward(model, inputs, targets, B, T);
         return model_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
@@ -604,8 +605,8 @@ int main(int argc, char** argv) {
     if (world % (tp * pp) != 0)
         fail("flag -tp %d -pp %d: %d process%s are not whole replicas of %d (processes = data-parallel x "
              "pipeline-parallel x tensor-parallel ranks)", tp, pp, world, world == 1 ? "" : "es", tp * pp);
-    if ((tp > 1 || pp > 1) && cfg.hellaswag)
-        fail("flag -tp %d -pp %d with -h 1: HellaSwag on tensor- or pipeline-parallel ranks is not built yet", tp, pp);
+    if (cfg.sequence_parallel && cfg.hellaswag)
+        fail("flag -sp 1 with -h 1: HellaSwag's rows of any length are not split along T yet");
     if (cfg.sequence_parallel && tp == 1)
         fail("flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks: give -tp 2 or more");
     if (cfg.sequence_parallel && cfg.T % tp != 0)

@@ -63,23 +63,26 @@ float train_validate(Backend& be, DataLoader* val, int num_batches, Comm* comm, 
     return (float)(comm_sum(comm, sum) / ((double)num_batches * loss_ranks));
 }
 
-// HellaSwag accuracy: each rank scores a contiguous share of the examples, B rows per forward;
-// the counts of right choices are summed over ranks. *correct gets the sum. lockstep (ZeRO 3,
-// whose forwards gather the layers from every rank): every rank runs as many forwards as the
-// rank with the most, the extra ones over its first rows again, their scores dropped.
+// HellaSwag accuracy: each of `replicas` model replicas scores a contiguous share of the
+// examples, B rows per forward; the counts of right choices are summed over ranks, each
+// replica's once (counts: this rank's enters the sum). *correct gets the sum. Without -tp and
+// -pp a replica is a rank. lockstep (ZeRO 3, -tp, -pp, whose forwards talk to other ranks):
+// every rank runs as many forwards as the replica with the most, the extra ones over its first
+// rows again, their scores dropped.
 template <typename Backend>
-float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* correct, bool lockstep) {
+float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* correct, bool lockstep, int replica,
+                      int replicas, bool counts) {
     int num = (int)set.examples.size();
-    int per = (num + comm->world - 1) / comm->world;
+    int per = (num + replicas - 1) / replicas;
     auto share = [&](int r, int* begin, int* end) {
         *begin = std::min(num, r * per);
         *end = std::min(num, *begin + per);
     };
     int begin, end;
-    share(comm->rank, &begin, &end);
-    int forwards = 0;  // lockstep: the most forwards any rank's share needs
+    share(replica, &begin, &end);
+    int forwards = 0;  // lockstep: the most forwards any replica's share needs
     EvalRows rows;
-    for (int r = 0; lockstep && r < comm->world; r++) {
+    for (int r = 0; lockstep && r < replicas; r++) {
         int b, e, count = 0;
         share(r, &b, &e);
         for (EvalCursor at = {b, 0}; evalset_rows_fill(set, e, &at, B, &rows) > 0;) count++;
@@ -93,7 +96,7 @@ float train_hellaswag(Backend& be, const EvalSet& set, int B, Comm* comm, int* c
     for (EvalCursor again = {0, 0}; forwards > 0 && evalset_rows_fill(set, num, &again, B, &rows) > 0; forwards--)
         be.token_losses(rows.inputs.data(), rows.targets.data(), rows.B, rows.T);
     double right = 0.0;
-    for (int e = begin; e < end; e++) right += evalset_choice(scores[e]) == set.examples[e].label;
+    for (int e = begin; e < end && counts; e++) right += evalset_choice(scores[e]) == set.examples[e].label;
     *correct = (int)comm_sum(comm, right);
     return (float)*correct / (float)num;
 }
@@ -188,7 +191,12 @@ int train_loop(Backend& be, const TrainConfig& cfg, TrainData& data, const Token
             }
         }
         if (cfg.hellaswag && evaluate) {
-            last_eval = train_hellaswag(be, hellaswag, B, comm, &last_eval_correct, lockstep);
+            // a replica is tp x pp ranks (the data-parallel rank outermost); its last stage's
+            // tensor-parallel rank 0 counts
+            const int model_ranks = cfg.tensor_parallel * cfg.pipeline_parallel;
+            last_eval = train_hellaswag(be, hellaswag, B, comm, &last_eval_correct, lockstep, rank / model_ranks,
+                                        world / model_ranks,
+                                        rank % model_ranks == (cfg.pipeline_parallel - 1) * cfg.tensor_parallel);
             printf("HellaSwag: %d/%zu = %.4f\n", last_eval_correct, hellaswag.examples.size(), last_eval);
             logger_log_eval(&logger, step, last_eval, last_eval_correct, (int)hellaswag.examples.size());
         }

@@ -28,16 +28,16 @@ set -f  # the flags below hold globs for the trainer, not for the shell
 data="-e $out/model.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -t 48 -s 0"
 
 # ---- HellaSwag: the trainer's count against PyTorch's, for each file and batch size
-hellaswag() {  # name file B [launcher...]: runs -x 0 -h 1, checks "HellaSwag: K/24"
+hellaswag() {  # name file B [launcher...]: runs -x 0 -h 1 ($EXTRA: more flags), checks "HellaSwag: K/24"
     local name=$1 file=$2 B=$3
     shift 3
     local d=$out/hs-$name
-    "$@" ./train_gpt_cpu $data -b "$B" -x 0 -v 1 -m 1 -h 1 -hf "$out/$file.bin" -o "$d" > "$d.stdout" 2> "$d.stderr" \
+    "$@" ./train_gpt_cpu $data ${EXTRA:-} -b "$B" -x 0 -v 1 -m 1 -h 1 -hf "$out/$file.bin" -o "$d" > "$d.stdout" 2> "$d.stderr" \
         || fail "$name: exit $?: $(tail -n 2 "$d.stderr")"
     local k
     k=$(want "${file}")
     grep -q "^HellaSwag: $k/24 = " "$d.stdout" || fail "$name: want $k/24 right (PyTorch), got: $(grep HellaSwag: "$d.stdout")"
-    echo "ok HellaSwag $name ($file.bin, -b $B${1:+, $*}): $k/24 as PyTorch"
+    echo "ok HellaSwag $name ($file.bin, -b $B${EXTRA:+ $EXTRA}${1:+, $*}): $k/24 as PyTorch"
 }
 hellaswag best-b4 best 4
 hellaswag second-b4 second 4
@@ -55,6 +55,10 @@ if command -v mpirun > /dev/null; then
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
     hellaswag random-np2 random 4 mpirun -np 2 --oversubscribe
     hellaswag mixed-np3 mixed 3 mpirun -np 3 --oversubscribe   # 24 examples: 8 a rank
+    # tensor- and pipeline-parallel replicas (each replica scores its share, counted once)
+    EXTRA="-tp 2" hellaswag random-tp2 random 4 mpirun -np 2
+    EXTRA="-pp 2" hellaswag mixed-pp2-dp2 mixed 3 mpirun -np 4
+    EXTRA="-tp 2 -pp 2" hellaswag random-tp2-pp2 random 4 mpirun -np 4
 else
     echo "note: no mpirun: HellaSwag over several ranks not tested here"
 fi
