@@ -797,8 +797,8 @@ int main(int argc, char** argv) {
         double mean = 0.0;
         printf("pipeline bubble, measured (-pb 1): the share of the step each stage waited for another:");
         for (int s = 0; s < pp; s++) {
-            printf(" stage %d %.1f%%", s, 100.0 * all[s * tp]);
-            mean += all[s * tp] / pp;
+            printf(" stage %d %.1f%%", s, 100.0 * all[(size_t)s * tp]);
+            mean += all[(size_t)s * tp] / pp;
         }
         const int m = data.grad_accum;
         printf("; mean %.1f%%; 1F1B's (pp-1)/(m+pp-1) = %.1f%%\n", 100.0 * mean, 100.0 * (pp - 1) / (m + pp - 1));

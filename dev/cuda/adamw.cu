@@ -83,6 +83,38 @@ static void run_case(const CudaContext& ctx, size_t n, bool bench) {
     dev_expect("adamw", (w + " bitwise deterministic for a seed").c_str(),
                memcmp(again.data(), got_params.data(), n * sizeof(float)) == 0);
 
+    // the vectorised kernel (aligned arrays, whole groups of 4) and the one-element kernel (the
+    // same arrays one element further on: misaligned) give the same bits for the same element
+    // (its index in the tensor fixes the rounding bits)
+    if (n >= 9) {
+        const size_t k = n - 1;  // elements 1 .. n-1, as a tensor starting at element 1
+        std::vector<float> pa(params.begin() + 1, params.end()), ga(grads.begin() + 1, grads.end());
+        std::vector<float> ma(m.begin() + 1, m.end()), va(v.begin() + 1, v.end());
+        floatX* a_p = dev_upload(pa);
+        floatX* a_g = dev_upload(ga);
+        float *a_m = dev_upload_f32(ma), *a_v = dev_upload_f32(va), *a_master = nullptr;
+        floatX* b_p = dev_upload(params);  // the same values at +1: 4-byte (fp32) or 2-byte (bf16) offsets
+        floatX* b_g = dev_upload(grads);
+        float *b_m = dev_upload_f32(m), *b_v = dev_upload_f32(v), *b_master = nullptr;
+#ifdef ENABLE_BF16
+        a_master = dev_upload_f32(pa);
+        b_master = dev_upload_f32(params);
+#endif
+        adamw_update(ctx, a_p, a_master, a_g, a_m, a_v, k, lr, b1, b2, eps, wd, scale, t, seed, 1);
+        adamw_update(ctx, b_p + 1, b_master ? b_master + 1 : nullptr, b_g + 1, b_m + 1, b_v + 1, k, lr, b1, b2, eps,
+                     wd, scale, t, seed, 1);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> pa2 = dev_download(a_p, k), pb2 = dev_download(b_p, n), ma2 = dev_download_f32(a_m, k),
+                           mb2 = dev_download_f32(b_m, n), va2 = dev_download_f32(a_v, k), vb2 = dev_download_f32(b_v, n);
+        const bool same = memcmp(pa2.data(), pb2.data() + 1, k * sizeof(float)) == 0 &&
+                          memcmp(ma2.data(), mb2.data() + 1, k * sizeof(float)) == 0 &&
+                          memcmp(va2.data(), vb2.data() + 1, k * sizeof(float)) == 0;
+        dev_expect("adamw", (w + " vectorised (aligned) and one by one (misaligned): the same bits").c_str(), same);
+        for (floatX* q : {a_p, a_g, b_p, b_g}) CHECK_CUDA(cudaFree(q));
+        for (float* q : {a_m, a_v, a_master, b_m, b_v, b_master})
+            if (q != nullptr) CHECK_CUDA(cudaFree(q));
+    }
+
     if (bench) {
         // read grad, m, v, param (or master), write m, v, param (and master)
         double bytes = n * (2.0 * sizeof(floatX) + 4.0 * sizeof(float));
