@@ -18,6 +18,11 @@
 // rounding. D rounds once (bf16: 2^-9 relative; fp32 ~1e-7): rtol 4e-3 / 1e-5. The sum: fp32
 // on the emulated GPU, but Hopper's tensor cores keep fewer bits before they promote to fp32
 // (about 14, DeepSeek-V3's report measured; FAST_ACCUM promotes less often): atol 2e-3 * max|D|.
+// Each check was seen to fail (--quick on the emulated GPU, exit 1) with one slip planted in
+// fp8.cuh at a time: the cast ignoring the scale, the amax taken after scaling, the finish
+// reading only block 0's maximum, no saturation (__NV_NOSAT), a NaN dropped from the amax, the
+// history not shifted, the margin ignored, the amax not cleared by the update, the GEMM without
+// B's scale, without accumulate, without the bias epilogue.
 #include "dev_common.cuh"
 #include "../../llmc/cuda/fp8.cuh"
 
