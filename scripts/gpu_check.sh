@@ -340,7 +340,7 @@ if has_part sanitizer; then
                 bin="build/cuda/${name}_${prec}"
                 [ -x "$bin" ] || continue
                 tools="memcheck"
-                case "$name" in attention|attention_kv|layernorm|classifier|global_norm) tools="memcheck racecheck synccheck" ;; esac
+                case "$name" in attention|attention_kv|layernorm|classifier|global_norm|fp8) tools="memcheck racecheck synccheck" ;; esac
                 for tool in $tools; do
                     log="$LOGDIR/sanitizer_${tool}_${name}_${prec}.log"
                     timeout "$TIMEOUT" compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" --quick > "$log" 2>&1

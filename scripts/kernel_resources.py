@@ -48,9 +48,11 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 
 # What is compiled: the trainer holds every kernel of llmc/cuda but two; the KV-cache attention
 # of generate.cu comes from its dev program (the same header, a twentieth of the compile
-# time), and two dev programs define kernels of their own. `generate` checks that every
+# time), and two dev programs define kernels of their own; fp8.cuh's kernels come from
+# dev/cuda/fp8.cu until train_gpt_fp8 launches them. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
-SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu"]
+SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu",
+           "dev/cuda/fp8.cu"]
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -81,6 +83,9 @@ LAUNCH = {
     "encoder_backward_wte_kernel": (256, "default", "encoder.cuh encoder_backward: <= 256"),
     "encoder_forward_kernel": (256, "default", "encoder.cuh encoder_forward: 256"),
     "fused_residual_layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
+    "fp8_amax_finish_kernel": (256, "dev", "fp8.cuh fp8_cast_launch: 256 (train_gpt_fp8 to come, issue 26)"),
+    "fp8_cast_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8 to come, issue 26)"),
+    "fp8_scaling_update_kernel": (128, "dev", "fp8.cuh fp8_scaling_update: 128 (train_gpt_fp8 to come, issue 26)"),
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, or no DGELU epilogue, leaves the backward to it)"),
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, where -r 0 does not fit, recomputes GELU with it)"),
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
@@ -270,9 +275,13 @@ def _which(tool):
 
 def base_name(kernel):
     """attention_forward_kernel<64> -> (attention_forward_kernel, 64), the first template argument
-    when there are more (attention_fwd_variant_kernel<64,2,true> -> 64); no template -> (name, None)."""
+    when there are more (attention_fwd_variant_kernel<64,2,true> -> 64); a template of types
+    (fp8_cast_kernel<__nv_fp8_e4m3,float,true>) -> (fp8_cast_kernel, None); no template -> (name, None)."""
     m = re.match(r"^(\w+)<(\d+)(?:,[^>]*)?>$", kernel)
-    return (m.group(1), int(m.group(2))) if m else (kernel, None)
+    if m:
+        return (m.group(1), int(m.group(2)))
+    m = re.match(r"^(\w+)<.*>$", kernel)
+    return (m.group(1), None) if m else (kernel, None)
 
 
 def make_rows(entries, precision, source, maxntid, dyn, notes):
@@ -409,7 +418,7 @@ def build_rows(jobs):
 def sort_rows(rows):
     def key(r):
         base, hs = base_name(r["kernel"])
-        return (base, hs or 0, r["precision"])
+        return (base, hs or 0, r["precision"], r["kernel"])
     return sorted(rows, key=key)
 
 # ---------------------------------------------------------------------------------------------

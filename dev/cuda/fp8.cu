@@ -1,0 +1,505 @@
+// fp8.cu: llmc/cuda/fp8.cuh against references taken from the specifications, then benchmarks.
+//   1. the numbers: the 256 codes of E4M3 and E5M2 decoded from the OCP 8-bit Floating Point
+//      specification's definition (sign, exponent bias 7 or 15, subnormals; E4M3's only NaN
+//      S.1111.111 and no infinity, E5M2's IEEE-like infinities and NaNs) by spec_decode below,
+//      compared with cuda_fp8.h's own widening on the host (NVIDIA's header on a GPU machine);
+//   2. the cast: every output code against the input times the scale (one fp32 product, as the
+//      kernel) rounded to the nearest number of that table, ties to the even code, saturated to
+//      +-max (__NV_SATFINITE): bit for bit, at odd sizes, with planted ties, zeros, saturation and
+//      infinities; amax == max |x| exactly; NaN making amax NaN; the running max over calls;
+//   3. the scaling state: delayed scaling worked by hand (history [1,4,2] -> 448/4; the window of
+//      H steps; margin; E5M2's 57344; zero and non-finite amaxes keep the scale; H = 1024 forgets
+//      an amax after exactly 1024 updates) and current scaling;
+//   4. the FP8 GEMM (compute capability 8.9 or later; SKIP below, as on an A100): D against a
+//      double product of the fp8 inputs decoded by the same table, times the two scale_inv, plus
+//      bias or the D it accumulates onto; E4M3 x E4M3, E4M3 x E5M2, E5M2 x E4M3, FAST_ACCUM on and
+//      off; and the shapes it must refuse.
+// Tolerances of the GEMM: the inputs are exact, so the error is the GPU's accumulation and D's
+// rounding. D rounds once (bf16: 2^-9 relative; fp32 ~1e-7): rtol 4e-3 / 1e-5. The sum: fp32
+// on the emulated GPU, but Hopper's tensor cores keep fewer bits before they promote to fp32
+// (about 14, DeepSeek-V3's report measured; FAST_ACCUM promotes less often): atol 2e-3 * max|D|.
+// Each check was seen to fail (--quick on the emulated GPU, exit 1) with one slip planted in
+// fp8.cuh at a time: the cast ignoring the scale, the amax taken after scaling, the finish
+// reading only block 0's maximum, no saturation (__NV_NOSAT), a NaN dropped from the amax, the
+// history not shifted, the margin ignored, the amax not cleared by the update, the GEMM without
+// B's scale, without accumulate, without the bias epilogue.
+#include "dev_common.cuh"
+#include "../../llmc/cuda/fp8.cuh"
+
+// ---------------------------------------------------------------------------------------
+// 1. the formats as the OCP FP8 specification defines them
+
+struct Fp8Spec {
+    const char* name;
+    int exp_bits, man_bits, bias;
+    bool ieee_specials;  // E5M2: exponent all ones is infinity (mantissa 0) or NaN; E4M3: only S.1111.111 is NaN
+    double max;          // the specification's largest finite number (its table: 448, 57344)
+};
+static const Fp8Spec SPEC_E4M3 = {"e4m3", 4, 3, 7, false, 448.0};
+static const Fp8Spec SPEC_E5M2 = {"e5m2", 5, 2, 15, true, 57344.0};
+
+static double spec_decode(const Fp8Spec& f, int code) {
+    const int sign = code >> 7, e = (code >> f.man_bits) & ((1 << f.exp_bits) - 1), m = code & ((1 << f.man_bits) - 1);
+    const int e_all = (1 << f.exp_bits) - 1, m_all = (1 << f.man_bits) - 1;
+    double v;
+    if (f.ieee_specials && e == e_all) v = m == 0 ? INFINITY : NAN;
+    else if (!f.ieee_specials && e == e_all && m == m_all) v = NAN;
+    else if (e == 0) v = std::ldexp((double)m, 1 - f.bias - f.man_bits);                       // subnormal
+    else v = std::ldexp((double)((1 << f.man_bits) + m), e - f.bias - f.man_bits);              // normal
+    return sign ? -v : v;
+}
+
+// the positive finite numbers in code order (0x00 up to the largest finite code), ascending
+static std::vector<double> spec_positive(const Fp8Spec& f) {
+    std::vector<double> pos;
+    for (int c = 0; c < 128 && std::isfinite(spec_decode(f, c)); c++) pos.push_back(spec_decode(f, c));
+    return pos;
+}
+
+// v to fp8: the nearest number, ties to the even code, beyond the largest finite number (and
+// infinity) that number (__NV_SATFINITE), the sign kept (also on a zero). -1 for a NaN.
+static int spec_quantize(const std::vector<double>& pos, float v) {
+    if (std::isnan(v)) return -1;
+    const int sign = std::signbit(v) ? 0x80 : 0;
+    const double a = std::fabs((double)v);
+    const int top = (int)pos.size() - 1;
+    if (a >= pos[top]) return sign | top;
+    const int i = (int)(std::upper_bound(pos.begin(), pos.end(), a) - pos.begin()) - 1;  // pos[i] <= a < pos[i+1]
+    const double mid = 0.5 * (pos[i] + pos[i + 1]);  // exact: a few bits
+    const int c = a < mid ? i : a > mid ? i + 1 : (i % 2 == 0 ? i : i + 1);
+    return sign | c;
+}
+
+template <typename T> struct SpecOf;
+template <> struct SpecOf<__nv_fp8_e4m3> { static const Fp8Spec& get() { return SPEC_E4M3; } };
+template <> struct SpecOf<__nv_fp8_e5m2> { static const Fp8Spec& get() { return SPEC_E5M2; } };
+
+template <typename T>
+static void check_format() {
+    const Fp8Spec& f = SpecOf<T>::get();
+    int bad = 0, first_bad = -1;
+    for (int c = 0; c < 256; c++) {
+        T q;
+        q.__x = (__nv_fp8_storage_t)c;
+        const double want = spec_decode(f, c), got = (double)(float)q;
+        const bool ok = std::isnan(want) ? std::isnan(got) : got == want;
+        if (!ok && bad++ == 0) first_bad = c;
+    }
+    char what[160];
+    snprintf(what, sizeof(what), "%s: 256 codes decoded per the OCP spec = cuda_fp8.h's widening (%d differ%s%d)",
+             f.name, bad, bad ? ", first 0x" : "", bad ? first_bad : 0);
+    dev_expect("fp8_format", what, bad == 0);
+    const std::vector<double> pos = spec_positive(f);
+    snprintf(what, sizeof(what), "%s: largest finite %g = the spec's %g = Fp8Traits::max %g", f.name, pos.back(), f.max,
+             (double)Fp8Traits<T>::max);
+    dev_expect("fp8_format", what, pos.back() == f.max && (double)Fp8Traits<T>::max == f.max);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. the cast
+
+template <typename Tin> struct TinName;
+template <> struct TinName<float> { static const char* get() { return "fp32"; } };
+template <> struct TinName<__nv_bfloat16> { static const char* get() { return "bf16"; } };
+
+template <typename Tin>
+static Tin* upload_as(const std::vector<float>& h) {
+    std::vector<Tin> tmp(h.size());
+    for (size_t i = 0; i < h.size(); i++) tmp[i] = from_float<Tin>(h[i]);
+    return dev_upload_raw(tmp);
+}
+template <typename Tin> static float round_as(float x) { return to_float(from_float<Tin>(x)); }
+
+static float* dev_scalar(float v) { return dev_upload_f32(std::vector<float>{v}); }
+static float get_scalar(const float* d) { return dev_download_f32(d, 1)[0]; }
+
+// n inputs spanning 2^-24 .. 2^12 around zero (some below fp8's smallest subnormal, some beyond
+// its max once scaled), the first ones planted: zeros, values that saturate, ties between
+// neighbouring fp8 numbers (with a power-of-two scale), infinities (when asked: the amax is then
+// infinity, so the cases that check a finite amax have none); and the largest |x| at 5/7 of n
+template <typename Tout, typename Tin>
+static std::vector<float> cast_inputs(size_t n, float scale, bool pow2_scale, bool infinities, uint64_t seed) {
+    const Fp8Spec& f = SpecOf<Tout>::get();
+    const std::vector<double> pos = spec_positive(f);
+    DevRng rng(seed);
+    std::vector<float> x(n);
+    for (float& v : x) v = round_as<Tin>(rng.uniform() * std::ldexp(1.0f, rng.below(37) - 24));
+    std::vector<float> planted = {0.0f, -0.0f, (float)(2.0 * f.max / scale), (float)(-1.5 * f.max / scale)};
+    if (infinities) planted.insert(planted.end(), {INFINITY, -INFINITY});
+    if (pow2_scale) {  // midpoints: exact in bf16 (at most 5 significant bits), exact after a power-of-two scale
+        for (size_t i = 0; i + 1 < pos.size(); i += 5) {
+            planted.push_back((float)(0.5 * (pos[i] + pos[i + 1]) / scale));
+            planted.push_back((float)(-0.5 * (pos[i] + pos[i + 1]) / scale));
+        }
+    }
+    for (size_t i = 0; i < planted.size() && i < n; i++) x[i] = round_as<Tin>(planted[i]);
+    // the largest magnitude, negative, in a later block than the first (the finish must see them all)
+    x[n * 5 / 7] = round_as<Tin>((float)(-4.0 * std::max(2.0 * f.max / scale, 4096.0)));
+    return x;
+}
+
+static float host_amax(const std::vector<float>& x) {
+    float m = 0.0f;
+    for (float v : x) m = std::max(m, std::fabs(v));
+    return m;
+}
+
+template <typename Tout, typename Tin>
+static void run_cast_case(const CudaContext& ctx, size_t n, float scale, bool pow2_scale, bool infinities = false) {
+    const Fp8Spec& f = SpecOf<Tout>::get();
+    char what[128];
+    snprintf(what, sizeof(what), "%s->%s n=%zu scale=%g%s", TinName<Tin>::get(), f.name, n, scale,
+             infinities ? " with +-inf" : "");
+    std::string w(what);
+    const std::vector<double> pos = spec_positive(f);
+    std::vector<float> x = cast_inputs<Tout, Tin>(n, scale, pow2_scale, infinities, 7 + n);
+    Tin* d_in = upload_as<Tin>(x);
+    Tout* d_out;
+    CHECK_CUDA(cudaMalloc(&d_out, n));
+    CHECK_CUDA(cudaMemset(d_out, 0x55, n));
+    float *d_scale = dev_scalar(scale), *d_amax = dev_scalar(0.0f), *d_scale_inv = dev_scalar(-1.0f);
+
+    fp8_cast(ctx, d_out, d_amax, d_scale_inv, d_in, d_scale, n);
+    std::vector<uint8_t> got(n);
+    CHECK_CUDA(cudaMemcpy(got.data(), d_out, n, cudaMemcpyDeviceToHost));
+    size_t bad = 0, first = 0, ties = 0, saturated = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float p = x[i] * scale;  // one fp32 product, as the kernel
+        const int want = spec_quantize(pos, p);
+        if (std::fabs((double)p) < pos.back()) {
+            const auto it = std::upper_bound(pos.begin(), pos.end(), std::fabs((double)p));
+            if (it != pos.begin() && it != pos.end() && 0.5 * (*(it - 1) + *it) == std::fabs((double)p)) ties++;
+        } else {
+            saturated++;
+        }
+        if (got[i] != want && bad++ == 0) first = i;
+    }
+    char detail[200];
+    snprintf(detail, sizeof(detail), " codes = the spec's nearest-even of x*scale (%zu ties, %zu saturated; %zu differ",
+             ties, saturated, bad);
+    std::string msg = w + detail;
+    if (bad) {
+        snprintf(detail, sizeof(detail), ", first at %zu: x=%.9g got 0x%02x want 0x%02x", first, x[first], got[first],
+                 spec_quantize(pos, x[first] * scale));
+        msg += detail;
+    }
+    dev_expect("fp8_cast", (msg + ")").c_str(), bad == 0);
+    const float amax = get_scalar(d_amax), want_amax = host_amax(x);
+    snprintf(detail, sizeof(detail), " amax %.9g = max|x| %.9g, scale_inv %.9g = 1/scale", amax, want_amax,
+             get_scalar(d_scale_inv));
+    dev_expect("fp8_cast", (w + detail).c_str(), amax == want_amax && get_scalar(d_scale_inv) == 1.0f / scale);
+
+    // the amax is a running max: a larger one stays, and a second cast brings nothing new
+    const float larger = 2.0f * want_amax;
+    CHECK_CUDA(cudaMemcpy(d_amax, &larger, sizeof(float), cudaMemcpyHostToDevice));
+    fp8_cast(ctx, d_out, d_amax, (float*)nullptr, d_in, d_scale, n);
+    const float kept = get_scalar(d_amax);
+    fp8_amax(ctx, d_amax, d_in, n);  // overwrites
+    const float only = get_scalar(d_amax);
+    snprintf(detail, sizeof(detail), " amax kept %.9g over a smaller one; fp8_amax alone %.9g", kept, only);
+    dev_expect("fp8_cast", (w + detail).c_str(), kept == 2.0f * want_amax && only == want_amax);
+    CHECK_CUDA(cudaFree(d_in));
+    CHECK_CUDA(cudaFree(d_out));
+    for (float* p : {d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
+}
+
+// a NaN among the inputs: its code is a NaN and the amax is NaN (not dropped)
+template <typename Tout, typename Tin>
+static void run_cast_nan(const CudaContext& ctx) {
+    const Fp8Spec& f = SpecOf<Tout>::get();
+    const size_t n = 77;
+    std::vector<float> x = cast_inputs<Tout, Tin>(n, 1.0f, true, false, 99);
+    x[41] = NAN;
+    Tin* d_in = upload_as<Tin>(x);
+    Tout* d_out;
+    CHECK_CUDA(cudaMalloc(&d_out, n));
+    float *d_scale = dev_scalar(1.0f), *d_amax = dev_scalar(0.0f);
+    fp8_cast(ctx, d_out, d_amax, (float*)nullptr, d_in, d_scale, n);
+    std::vector<uint8_t> got(n);
+    CHECK_CUDA(cudaMemcpy(got.data(), d_out, n, cudaMemcpyDeviceToHost));
+    char what[128];
+    snprintf(what, sizeof(what), "%s->%s a NaN input: its code 0x%02x is a NaN, amax %g", TinName<Tin>::get(), f.name,
+             got[41], get_scalar(d_amax));
+    dev_expect("fp8_cast", what, std::isnan(spec_decode(f, got[41])) && std::isnan(get_scalar(d_amax)));
+    CHECK_CUDA(cudaFree(d_in));
+    CHECK_CUDA(cudaFree(d_out));
+    CHECK_CUDA(cudaFree(d_scale));
+    CHECK_CUDA(cudaFree(d_amax));
+}
+
+template <typename Tin>
+static void run_casts(const CudaContext& ctx) {
+    printf("-- fp8_cast from %s\n", TinName<Tin>::get());
+    const size_t sizes[] = {1, 7, 3 * 37 * 48 + 5, g_dev_quick ? (size_t)4099 : (size_t)1234567};
+    for (size_t n : sizes) {
+        run_cast_case<__nv_fp8_e4m3, Tin>(ctx, n, 1.0f, true);
+        run_cast_case<__nv_fp8_e5m2, Tin>(ctx, n, 0.25f, true);
+    }
+    run_cast_case<__nv_fp8_e4m3, Tin>(ctx, 3 * 37 * 48 + 5, 3.7f, false);
+    run_cast_case<__nv_fp8_e5m2, Tin>(ctx, 3 * 37 * 48 + 5, 1234.5f, false);
+    run_cast_case<__nv_fp8_e4m3, Tin>(ctx, 1001, 1.0f, true, true);
+    run_cast_case<__nv_fp8_e5m2, Tin>(ctx, 1001, 1.0f, true, true);
+    run_cast_nan<__nv_fp8_e4m3, Tin>(ctx);
+    run_cast_nan<__nv_fp8_e5m2, Tin>(ctx);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. the scaling state
+
+struct ScalingView {
+    std::vector<float> amax, scale, scale_inv, history;
+};
+static ScalingView download(const Fp8Scaling& s) {
+    std::vector<float> all = dev_download_f32(s.buffer, s.buffer_floats);
+    const size_t T = (size_t)s.num_tensors;
+    return ScalingView{std::vector<float>(all.begin(), all.begin() + T),
+                       std::vector<float>(all.begin() + T, all.begin() + 2 * T),
+                       std::vector<float>(all.begin() + 2 * T, all.begin() + 3 * T),
+                       std::vector<float>(all.begin() + 3 * T, all.end())};
+}
+static void set_amax(const Fp8Scaling& s, const std::vector<float>& a) {
+    CHECK_CUDA(cudaMemcpy(s.amax, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+// feeds amaxes one step at a time to tensor 0, and 8 times them to tensor 1, and checks tensor
+// 0's scale after each update against the numbers worked out by hand (tensor 1's: an eighth of
+// them, but for the initial 1 and FLT_MAX), the scale_inv, and the amaxes cleared
+static void expect_scales(const CudaContext& ctx, const char* what, Fp8Recipe recipe, float fp8_max, int H, int margin,
+                          const std::vector<float>& amaxes, const std::vector<float>& want) {
+    Fp8Scaling s;
+    fp8_scaling_init(&s, recipe, fp8_max, 2, H, margin);
+    bool ok = true;
+    std::string got_list;
+    for (size_t i = 0; i < amaxes.size(); i++) {
+        set_amax(s, {amaxes[i], 8.0f * amaxes[i]});
+        fp8_scaling_update(ctx, s);
+        ScalingView v = download(s);
+        char buf[64];
+        snprintf(buf, sizeof(buf), "%s%g", i ? " " : "", v.scale[0]);
+        got_list += buf;
+        const float want1 = want[i] == 1.0f || want[i] == FLT_MAX ? want[i] : want[i] / 8.0f;
+        ok = ok && v.scale[0] == want[i] && v.scale_inv[0] == 1.0f / want[i] && v.scale[1] == want1 &&
+             v.scale_inv[1] == 1.0f / want1 && v.amax[0] == 0.0f && v.amax[1] == 0.0f;
+    }
+    char msg[400];
+    snprintf(msg, sizeof(msg), "%s: scales %s", what, got_list.c_str());
+    dev_expect("fp8_scaling", msg, ok);
+    fp8_scaling_free(&s);
+}
+
+static void run_scaling(const CudaContext& ctx) {
+    printf("-- fp8_scaling\n");
+    const float E4 = 448.0f, E5 = 57344.0f;
+    // history [1,4,2] (H=3): 448/1, then 448/4 while 4 is in the window, 448/2 once it leaves
+    expect_scales(ctx, "delayed e4m3 H=3 amaxes 1 4 2 0.5 0.5 -> 448 112 112 112 224", FP8_RECIPE_DELAYED, E4, 3, 0,
+                  {1, 4, 2, 0.5f, 0.5f}, {448, 112, 112, 112, 224});
+    expect_scales(ctx, "delayed e4m3 H=3 margin 1 -> 448/4/2 = 56", FP8_RECIPE_DELAYED, E4, 3, 1, {1, 4, 2},
+                  {224, 56, 56});
+    expect_scales(ctx, "delayed e5m2 H=2 amaxes 4 2 1 -> 57344/4 = 14336, then 28672", FP8_RECIPE_DELAYED, E5, 2, 0,
+                  {4, 2, 1}, {14336, 14336, 28672});
+    expect_scales(ctx, "delayed e4m3: amax 0 keeps the initial scale 1", FP8_RECIPE_DELAYED, E4, 3, 0, {0, 0, 8},
+                  {1, 1, 56});
+    expect_scales(ctx, "delayed e4m3 H=2: an inf amax keeps the scale while in the window", FP8_RECIPE_DELAYED, E4, 2, 0,
+                  {2, INFINITY, 4, 4}, {224, 224, 224, 112});
+    expect_scales(ctx, "delayed e4m3 H=2: a NaN amax keeps the scale while in the window", FP8_RECIPE_DELAYED, E4, 2, 0,
+                  {2, NAN, 4, 4}, {224, 224, 224, 112});
+    expect_scales(ctx, "delayed e4m3: an amax of 2^-130 gives FLT_MAX, not inf", FP8_RECIPE_DELAYED, E4, 1, 0,
+                  {std::ldexp(1.0f, -130)}, {FLT_MAX});
+    expect_scales(ctx, "current e4m3 amaxes 1 4 2 -> 448 112 224 (no history)", FP8_RECIPE_CURRENT, E4, 1024, 0,
+                  {1, 4, 2}, {448, 112, 224});
+
+    // H = 1024: an amax of 1000 sets the scale for 1024 updates (itself and 1023 more), then goes
+    {
+        Fp8Scaling s;
+        fp8_scaling_init(&s, FP8_RECIPE_DELAYED, E4, 1);
+        CHECK(s.history_len == 1024, "default history %d", s.history_len);
+        std::vector<float> scales;
+        for (int step = 0; step < 1025; step++) {
+            set_amax(s, {step == 0 ? 1000.0f : 1.0f});
+            fp8_scaling_update(ctx, s);
+            if (step == 0 || step == 1023 || step == 1024) scales.push_back(download(s).scale[0]);
+        }
+        char msg[200];
+        snprintf(msg, sizeof(msg), "delayed e4m3 H=1024 (default): amax 1000 then 1s: scale %g at step 0, %g at 1023, "
+                 "%g at 1024 (want 0.448, 0.448, 448)", scales[0], scales[1], scales[2]);
+        dev_expect("fp8_scaling", msg, scales[0] == 448.0f / 1000.0f && scales[1] == scales[0] && scales[2] == 448.0f);
+        fp8_scaling_free(&s);
+    }
+    // tensors are independent, and only [first, first+count) moves; two states fed the same
+    // amaxes hold the same bits (what every data-parallel rank does after the all-reduce)
+    {
+        Fp8Scaling a, b;
+        fp8_scaling_init(&a, FP8_RECIPE_DELAYED, E4, 3, 4);
+        fp8_scaling_init(&b, FP8_RECIPE_DELAYED, E4, 3, 4);
+        DevRng rng(5);
+        for (int step = 0; step < 9; step++) {
+            std::vector<float> am = {std::fabs(rng.uniform()) * 50, std::fabs(rng.uniform()), std::fabs(rng.uniform()) * 3};
+            set_amax(a, am);
+            set_amax(b, am);
+            fp8_scaling_update(ctx, a);
+            fp8_scaling_update(ctx, b);
+        }
+        set_amax(a, {1e-3f, 1e-3f, 1e-3f});
+        const ScalingView before = download(a);
+        fp8_scaling_update(ctx, a, 1, 1);
+        const ScalingView after = download(a), other = download(b);
+        const bool same = memcmp(before.history.data(), other.history.data(), other.history.size() * 4) == 0 &&
+                          before.scale == other.scale;
+        const bool only_one = after.scale[0] == before.scale[0] && after.scale[2] == before.scale[2] &&
+                              after.history[0] == before.history[0] && after.history[8] == before.history[8] &&
+                              after.history[4] == 1e-3f && after.amax[0] == 1e-3f && after.amax[1] == 0.0f;
+        dev_expect("fp8_scaling", "two states fed the same amaxes hold the same bits; an update of tensor 1 alone "
+                   "leaves tensors 0 and 2", same && only_one);
+        fp8_scaling_free(&a);
+        fp8_scaling_free(&b);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. the FP8 GEMM
+
+template <typename T>
+static std::vector<double> decode_all(const std::vector<uint8_t>& codes) {
+    std::vector<double> v(codes.size());
+    for (size_t i = 0; i < codes.size(); i++) v[i] = spec_decode(SpecOf<T>::get(), codes[i]);
+    return v;
+}
+
+// A (m,k) and B (n,k) row-major, cast from random data with scales that use the formats' range;
+// D (m,n) column-major = D^T row-major (n,m)
+template <typename TA, typename TB>
+static void run_gemm_case(const CudaContext& ctx, int m, int n, int k, bool bias, bool accumulate, bool fast_accum,
+                          bool scales, const char* bench_name) {
+    char what[160];
+    snprintf(what, sizeof(what), "%s x %s m=%d n=%d k=%d%s%s%s%s", SpecOf<TA>::get().name, SpecOf<TB>::get().name, m, n,
+             k, bias ? " bias" : "", accumulate ? " accumulate" : "", fast_accum ? " fast_accum" : "",
+             scales ? "" : " no scales");
+    printf("-- fp8_matmul %s\n", what);
+    DevRng rng(1000 + m + n + k);
+    const size_t na = (size_t)m * k, nb = (size_t)n * k, nd = (size_t)m * n;
+    std::vector<float> a = rand_vec(rng, na, 3.0f), b = rand_vec(rng, nb, 0.02f), bv = rand_vec(rng, (size_t)m, 0.5f);
+    std::vector<float> d0 = rand_vec(rng, nd, 1.0f);
+    round_to_floatX(d0);
+    __nv_bfloat16* d_a_hi = upload_as<__nv_bfloat16>(a);
+    __nv_bfloat16* d_b_hi = upload_as<__nv_bfloat16>(b);
+    __nv_bfloat16* d_bias = upload_as<__nv_bfloat16>(bv);
+    floatX* d_d = dev_upload(d0);
+    TA* d_a;
+    TB* d_b;
+    CHECK_CUDA(cudaMalloc(&d_a, na));
+    CHECK_CUDA(cudaMalloc(&d_b, nb));
+    // the scales current scaling would give (max |x| to the format's max), as device floats
+    const float sa = scales ? Fp8Traits<TA>::max / host_amax(a) : 1.0f, sb = scales ? Fp8Traits<TB>::max / host_amax(b) : 1.0f;
+    float *d_sa = dev_scalar(sa), *d_sb = dev_scalar(sb), *d_sa_inv = dev_scalar(0.0f), *d_sb_inv = dev_scalar(0.0f);
+    float* d_amax = dev_scalar(0.0f);
+    fp8_cast(ctx, d_a, d_amax, d_sa_inv, d_a_hi, d_sa, na);
+    fp8_cast(ctx, d_b, d_amax, d_sb_inv, d_b_hi, d_sb, nb);
+    fp8_matmul(ctx, d_d, d_a, d_b, scales ? d_sa_inv : nullptr, scales ? d_sb_inv : nullptr, bias ? d_bias : nullptr, m,
+               n, k, accumulate, fast_accum);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> got = dev_download(d_d, nd);
+
+    // the reference: the fp8 codes the GPU holds, decoded by the specification, in double
+    std::vector<uint8_t> ca(na), cb(nb);
+    CHECK_CUDA(cudaMemcpy(ca.data(), d_a, na, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(cb.data(), d_b, nb, cudaMemcpyDeviceToHost));
+    const std::vector<double> qa = decode_all<TA>(ca), qb = decode_all<TB>(cb);
+    const double inv = scales ? (double)get_scalar(d_sa_inv) * (double)get_scalar(d_sb_inv) : 1.0;
+    std::vector<float> ref(nd);
+#pragma omp parallel for
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < m; i++) {
+            double acc = 0.0;
+            for (int p = 0; p < k; p++) acc += qa[(size_t)i * k + p] * qb[(size_t)j * k + p];
+            double r = inv * acc;
+            if (bias) r += (double)round_as<__nv_bfloat16>(bv[i]);
+            if (accumulate) r += d0[(size_t)j * m + i];
+            ref[(size_t)j * m + i] = (float)r;
+        }
+    dev_check("fp8_matmul", what, got, ref, tol_for({1e-5, 2e-3}, {4e-3, 2e-3}));
+
+    if (bench_name != nullptr) {
+        float ms = bench_ms(ctx, 10, [&] {
+            fp8_matmul(ctx, d_d, d_a, d_b, d_sa_inv, d_sb_inv, bias ? d_bias : nullptr, m, n, k, false, fast_accum);
+        });
+        dev_report_tflops("fp8_matmul", bench_name, 2.0 * m * n * k, ms);
+    }
+    for (void* p : std::vector<void*>{d_a_hi, d_b_hi, d_bias, d_d, d_a, d_b, d_sa, d_sb, d_sa_inv, d_sb_inv, d_amax})
+        CHECK_CUDA(cudaFree(p));
+}
+
+static void run_gemm(const CudaContext& ctx) {
+    const int cc = ctx.props.major * 10 + ctx.props.minor;
+    // the refusals, which hold on any GPU: shapes first, on a GPU that has FP8
+    CudaContext hopper = ctx;
+    hopper.props.major = 9, hopper.props.minor = 0;
+    CudaContext ampere = ctx;
+    ampere.props.major = 8, ampere.props.minor = 0;
+    alignas(16) static char buf[64];
+    const bool refusals = fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr) == nullptr &&
+                          fp8_matmul_refusal(hopper, 40, 32, 64, buf, buf, buf, nullptr) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 33, 64, buf, buf, buf, nullptr) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 72, buf, buf, buf, nullptr) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 0, buf, buf, buf, nullptr) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf + 8, buf, buf, nullptr) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, buf + 2) != nullptr &&
+                          fp8_matmul_refusal(ampere, 48, 32, 64, buf, buf, buf, nullptr) != nullptr;
+    dev_expect("fp8_matmul", "refuses m, n or k not a multiple of 16 (or 0), operands not 16-byte aligned, "
+               "compute capability below 8.9; takes 48x32x64", refusals);
+    if (cc < 89) {
+        printf("SKIP fp8_matmul: sm_%d%d has no FP8 tensor cores (cuBLASLt's FP8 GEMMs need 8.9 or later)\n",
+               ctx.props.major, ctx.props.minor);
+        return;
+    }
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 48, 32, 64, true, false, false, true, nullptr);
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e5m2>(ctx, 32, 48, 80, false, true, true, true, nullptr);
+    run_gemm_case<__nv_fp8_e5m2, __nv_fp8_e4m3>(ctx, 16, 16, 16, true, true, false, false, nullptr);
+    if (!g_dev_quick) {
+        run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 768, 512, 768, true, false, false, true, nullptr);
+        run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e5m2>(ctx, 256, 768, 1024, false, true, true, true, nullptr);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// benchmarks: the default run and --bench (alone); not --quick
+
+static void run_bench(const CudaContext& ctx) {
+    printf("-- fp8 benchmarks\n");
+    const size_t n = (size_t)8192 * 8192;
+    std::vector<float> x(n, 0.5f);
+    __nv_bfloat16* d_in = upload_as<__nv_bfloat16>(x);
+    __nv_fp8_e4m3* d_out;
+    CHECK_CUDA(cudaMalloc(&d_out, n));
+    float *d_scale = dev_scalar(2.0f), *d_amax = dev_scalar(0.0f), *d_scale_inv = dev_scalar(0.0f);
+    float ms = bench_ms(ctx, 20, [&] { fp8_cast(ctx, d_out, d_amax, d_scale_inv, d_in, d_scale, n); });
+    dev_report_gbs("fp8_cast", "bf16_to_e4m3_64M", (double)n * 3, ms);
+    ms = bench_ms(ctx, 20, [&] { fp8_amax(ctx, d_amax, d_in, n); });
+    dev_report_gbs("fp8_amax", "bf16_64M", (double)n * 2, ms);
+    for (void* p : std::vector<void*>{d_in, d_out, d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
+    if (ctx.props.major * 10 + ctx.props.minor < 89) return;
+    // GPT-2 d48's fc (BT=8192, C=1600, 4C) and an 8B Llama's gate/up (C=4096, F=14336)
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 4 * 1600, 8192, 1600, true, false, true, true, "d48_fc_fast");
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 14336, 8192, 4096, false, false, true, true, "llama8b_up_fast");
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 14336, 8192, 4096, false, false, false, true, "llama8b_up");
+}
+
+int main(int argc, char** argv) {
+    dev_parse_args(argc, argv);
+    CudaContext ctx;
+    cuda_context_init(&ctx, 0);
+    dev_print_device(ctx, "fp8");
+    if (!g_dev_bench) {
+        printf("-- fp8 formats\n");
+        check_format<__nv_fp8_e4m3>();
+        check_format<__nv_fp8_e5m2>();
+        run_casts<floatX>(ctx);
+#ifdef ENABLE_BF16
+        run_casts<float>(ctx);  // the fp32 input path too
+#endif
+        run_scaling(ctx);
+        run_gemm(ctx);
+    }
+    if (!g_dev_quick) run_bench(ctx);
+    cuda_context_free(&ctx);
+    return dev_finish("fp8");
+}

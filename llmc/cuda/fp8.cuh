@@ -1,0 +1,366 @@
+// fp8.cuh: the FP8 building blocks of train_gpt_fp8 (issue 26): the cast of a bf16 or fp32
+// tensor to E4M3 or E5M2 with a per-tensor scale, which takes the tensor's amax in the same
+// pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
+// and the FP8 GEMM through cuBLASLt.
+// defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, Fp8Recipe,
+//          Fp8Scaling, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_init, fp8_scaling_free,
+//          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
+// CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
+// by hand; a double-precision product of the decoded inputs)
+//
+// The recipe (Transformer Engine's, as MLPerf's H100 GPT-3 runs use it): a tensor x is stored as
+// q = saturate(x * scale) in fp8, scale = fp8_max / amax / 2^margin, amax a recent max |x|. The
+// GEMM multiplies q_a q_b and takes the scales back out with 1/scale_a and 1/scale_b, the
+// "scale" pointers of cuBLASLt (which multiply). E4M3 (max 448) for activations and weights,
+// E5M2 (max 57344, more range, less precision) for gradients.
+//
+// Layout: cuBLASLt's FP8 kernels take only "TN": D (m,n) = A^T B with A stored (k,m) and B stored
+// (k,n), column-major, so both operands have k contiguous. The trainer's forward is exactly that
+// (out^T (OC,BT) = W (OC,C) as A, inp (BT,C) as B: m=OC n=BT k=C, as matmul.cuh's forward);
+// its two backward products need transposed fp8 copies (W^T for dinp, inp^T and dout^T for
+// dweight), which a cast-transpose kernel will give (not here yet).
+#pragma once
+#include <cfloat>
+#include <cmath>
+#include <type_traits>
+#include <cuda_fp8.h>
+#include "common.cuh"
+#include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache
+
+// ---------------------------------------------------------------------------------------
+// the two formats' largest finite numbers (OCP 8-bit Floating Point specification)
+
+template <typename T> struct Fp8Traits;
+template <> struct Fp8Traits<__nv_fp8_e4m3> { static constexpr float max = 448.0f; };
+template <> struct Fp8Traits<__nv_fp8_e5m2> { static constexpr float max = 57344.0f; };
+
+// ---------------------------------------------------------------------------------------
+// the cast: out = saturate(in * scale), amax = max |in|, in one pass
+//
+// The amax is kept as the bits of |x|: for floats without a sign the order of the bits as
+// unsigned integers is the order of the values, and every NaN lies above infinity. So an
+// integer max is exact, does not depend on the order it is taken in, and a NaN anywhere makes
+// the amax NaN (fmaxf would drop it, and the scale update could not see it).
+// Two stages, no atomics (as global_norm.cuh): each block writes its maximum to a scratch slot,
+// then one block takes the maximum of the slots.
+
+constexpr int FP8_CAST_THREADS = 256;
+constexpr int FP8_CAST_MAX_BLOCKS = 1024;  // the scratch slots: 4 KiB of ctx.workspace
+
+__device__ inline uint32_t fp8_abs_bits(float x) { return __float_as_uint(x) & 0x7fffffffu; }
+
+__device__ inline uint32_t fp8_block_max(uint32_t v, uint32_t* shared) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+    for (int o = 16; o > 0; o >>= 1) {
+        uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    __syncthreads();  // shared may still be read by a previous call
+    if (lane == 0) shared[warp] = v;
+    __syncthreads();
+    v = lane < num_warps ? shared[lane] : 0u;
+    for (int o = 16; o > 0; o >>= 1) {
+        uint32_t w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = w > v ? w : v;
+    }
+    return v;
+}
+
+// partials[blockIdx.x] = the bits of max |in| over this block's elements; with WRITE also
+// out[i] = Tout(in[i] * *scale): the product in fp32, then rounded to the nearest fp8 number
+// (ties to even) and saturated to +-max (CUDA's fp8 constructors: __NV_SATFINITE). 16-byte
+// groups of in (8 bf16 or 4 floats) become one 8- or 4-byte store of out; the tail one by one.
+template <typename Tout, typename Tin, bool WRITE>
+__global__ void __launch_bounds__(FP8_CAST_THREADS)
+fp8_cast_kernel(Tout* out, uint32_t* partials, const Tin* in, const float* scale, size_t n) {
+    __shared__ uint32_t shared[32];
+    constexpr int V = Packed128<Tin>::size;
+    typedef typename std::conditional<V == 8, unsigned long long, unsigned int>::type Word;
+    const float s = WRITE ? *scale : 0.0f;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    uint32_t m = 0;
+    const size_t groups = n / V;
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
+        Packed128<Tin> v = load128cs(in + g * V);
+        Word word = 0;
+        for (int k = 0; k < V; k++) {
+            const float f = to_float(v[k]);
+            const uint32_t a = fp8_abs_bits(f);
+            m = a > m ? a : m;
+            if (WRITE) word |= (Word)Tout(f * s).__x << (8 * k);
+        }
+        if (WRITE) *reinterpret_cast<Word*>(out + g * V) = word;
+    }
+    for (size_t i = groups * V + (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float f = to_float(in[i]);
+        const uint32_t a = fp8_abs_bits(f);
+        m = a > m ? a : m;
+        if (WRITE) out[i] = Tout(f * s);
+    }
+    m = fp8_block_max(m, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x] = m;
+}
+
+// *amax = max(*amax if accumulate, the partials); *scale_inv = 1 / *scale when asked
+__global__ void fp8_amax_finish_kernel(float* amax, float* scale_inv, const float* scale, const uint32_t* partials,
+                                       int num_partials, bool accumulate) {
+    __shared__ uint32_t shared[32];
+    uint32_t m = 0;
+    for (int i = threadIdx.x; i < num_partials; i += blockDim.x) m = partials[i] > m ? partials[i] : m;
+    m = fp8_block_max(m, shared);
+    if (threadIdx.x != 0) return;
+    if (accumulate) {
+        const uint32_t old = fp8_abs_bits(*amax);
+        m = old > m ? old : m;
+    }
+    *amax = __uint_as_float(m);
+    if (scale_inv != nullptr) *scale_inv = 1.0f / *scale;
+}
+
+template <typename Tout, typename Tin, bool WRITE>
+inline void fp8_cast_launch(const CudaContext& ctx, Tout* out, float* amax, float* scale_inv, const Tin* in,
+                            const float* scale, size_t n, bool accumulate) {
+    CHECK(n > 0, "n=%zu", n);
+    CHECK(amax != nullptr && (!WRITE || scale != nullptr), "amax=%p scale=%p", (void*)amax, (const void*)scale);
+    CHECK(is_aligned16(in) && is_aligned16(out), "in=%p out=%p not 16-byte aligned", (const void*)in, (void*)out);
+    CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
+    const size_t groups = n / Packed128<Tin>::size;
+    const int blocks = (int)std::min<size_t>(std::max<size_t>(1, ceil_div(groups, FP8_CAST_THREADS)), FP8_CAST_MAX_BLOCKS);
+    uint32_t* partials = (uint32_t*)ctx.workspace;
+    fp8_cast_kernel<Tout, Tin, WRITE><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials, in, scale, n);
+    CHECK_LAUNCH();
+    fp8_amax_finish_kernel<<<1, 256, 0, ctx.stream>>>(amax, scale_inv, scale, partials, blocks, accumulate);
+    CHECK_LAUNCH();
+}
+
+// out (n fp8 numbers) = saturate(in * *scale), rounded to nearest even; *amax = max(*amax,
+// max |in|): the input's amax before scaling, what the next scale is computed from, kept as a
+// running max over the micro-steps of a step (fp8_scaling_update clears it); a NaN in the input
+// makes it NaN. With scale_inv != nullptr, *scale_inv = 1 / *scale: the factor that takes out
+// back to in's values, stored with the data so that a later scale update does not change what
+// out means (the GEMM's scale pointer). scale, amax and scale_inv are device floats, read and
+// written on ctx.stream: no host synchronisation. in and out 16-byte aligned; uses ctx.workspace.
+template <typename Tout, typename Tin>
+inline void fp8_cast(const CudaContext& ctx, Tout* out, float* amax, float* scale_inv, const Tin* in,
+                     const float* scale, size_t n) {
+    static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
+    CHECK(out != nullptr, "out=nullptr");
+    fp8_cast_launch<Tout, Tin, true>(ctx, out, amax, scale_inv, in, scale, n, true);
+}
+
+// *amax = max |in| (overwritten): current scaling's first pass, before the cast. in 16-byte aligned.
+template <typename Tin>
+inline void fp8_amax(const CudaContext& ctx, float* amax, const Tin* in, size_t n) {
+    fp8_cast_launch<__nv_fp8_e4m3, Tin, false>(ctx, nullptr, amax, nullptr, in, nullptr, n, false);
+}
+
+// ---------------------------------------------------------------------------------------
+// the scaling state of a set of tensors of one format, on the device
+//
+// Delayed scaling (Transformer Engine's DelayedScaling, amax_compute_algo "max"): the casts of a
+// step multiply by the scale the steps before chose, and max their tensor's amax into amax[t];
+// after the step, fp8_scaling_update pushes amax[t] into the tensor's history (the last H steps'
+// amaxes, this one included) and sets scale[t] = fp8_max / max(history) / 2^margin. A maximum
+// that is 0 (nothing seen yet) or not finite keeps the scale it had; a scale that overflows fp32
+// becomes FLT_MAX (both as Transformer Engine). A NaN stays in the history for H steps and holds
+// the scale that long: the trainer should not update after a step it skips.
+// Current scaling: the scale comes from the tensor's own amax, just before its cast:
+// fp8_amax(amax + t), fp8_scaling_update(t, 1), fp8_cast(...), one extra read of the tensor.
+// Data-parallel ranks must cast with the same scales: all-reduce(max) the amax buffer across them
+// before the update. The update is elementwise arithmetic on those values, so equal amaxes give
+// equal bits on every rank. amax, scale, scale_inv and history are one allocation (buffer,
+// buffer_floats): a checkpoint saves and restores it whole, and a resumed run goes on bit for bit.
+
+enum Fp8Recipe { FP8_RECIPE_DELAYED, FP8_RECIPE_CURRENT };
+constexpr int FP8_AMAX_HISTORY_DEFAULT = 1024;  // MLPerf's GPT-3 config (Transformer Engine's default is 1)
+
+struct Fp8Scaling {
+    Fp8Recipe recipe;
+    float fp8_max;       // 448 (E4M3) or 57344 (E5M2): every tensor of this state has that format
+    int num_tensors;
+    int history_len;     // H: the steps a delayed scale looks back over, this one included
+    int margin;          // scale = fp8_max / amax / 2^margin
+    float* amax;         // (num_tensors) this step's amax of each tensor so far, written by the casts
+    float* scale;        // (num_tensors) what the casts multiply by; 1 at the start
+    float* scale_inv;    // (num_tensors) 1 / scale
+    float* history;      // (num_tensors, history_len): each tensor's last H amaxes, the newest first
+    float* buffer;       // all of the above, one device allocation
+    size_t buffer_floats;
+};
+
+inline void fp8_scaling_init(Fp8Scaling* s, Fp8Recipe recipe, float fp8_max, int num_tensors,
+                             int history_len = FP8_AMAX_HISTORY_DEFAULT, int margin = 0) {
+    CHECK(num_tensors > 0 && history_len > 0 && margin >= 0 && margin < 64 && fp8_max > 0.0f,
+          "num_tensors=%d history_len=%d margin=%d fp8_max=%g", num_tensors, history_len, margin, fp8_max);
+    s->recipe = recipe;
+    s->fp8_max = fp8_max;
+    s->num_tensors = num_tensors;
+    s->history_len = recipe == FP8_RECIPE_DELAYED ? history_len : 1;
+    s->margin = margin;
+    const size_t T = (size_t)num_tensors;
+    s->buffer_floats = T * 3 + T * (size_t)s->history_len;
+    CHECK_CUDA(cudaMalloc(&s->buffer, s->buffer_floats * sizeof(float)));
+    s->amax = s->buffer;
+    s->scale = s->buffer + T;
+    s->scale_inv = s->buffer + 2 * T;
+    s->history = s->buffer + 3 * T;
+    std::vector<float> init(s->buffer_floats, 0.0f);
+    for (size_t t = 0; t < T; t++) init[T + t] = init[2 * T + t] = 1.0f;  // scale and scale_inv 1
+    CHECK_CUDA(cudaMemcpy(s->buffer, init.data(), s->buffer_floats * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+inline void fp8_scaling_free(Fp8Scaling* s) {
+    CHECK_CUDA(cudaFree(s->buffer));
+    *s = Fp8Scaling{};
+}
+
+// one thread a tensor: history[t] shifts by one, the new amax first; the scale from its max
+__global__ void fp8_scaling_update_kernel(float* amax, float* scale, float* scale_inv, float* history, int first,
+                                          int count, int history_len, bool delayed, float fp8_max, float pow2_margin) {
+    const int t = first + blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= first + count) return;
+    const float a = amax[t];
+    uint32_t m = fp8_abs_bits(a);
+    if (delayed) {
+        float* h = history + (size_t)t * history_len;
+        for (int j = history_len - 1; j > 0; j--) {
+            h[j] = h[j - 1];
+            const uint32_t b = fp8_abs_bits(h[j]);
+            m = b > m ? b : m;
+        }
+        h[0] = a;
+    }
+    const float mx = __uint_as_float(m);
+    float s = scale[t];
+    if (isfinite(mx) && mx > 0.0f) {
+        s = fp8_max / mx / pow2_margin;
+        if (isinf(s)) s = FLT_MAX;
+    }
+    scale[t] = s;
+    scale_inv[t] = 1.0f / s;
+    amax[t] = 0.0f;
+}
+
+// The scales of tensors first .. first+count-1 (count -1: to the last) from their amaxes, as the
+// recipe says (above); their amaxes are then cleared for the next step. On ctx.stream.
+inline void fp8_scaling_update(const CudaContext& ctx, const Fp8Scaling& s, int first = 0, int count = -1) {
+    if (count < 0) count = s.num_tensors - first;
+    CHECK(first >= 0 && count > 0 && first + count <= s.num_tensors, "first=%d count=%d of %d tensors", first, count,
+          s.num_tensors);
+    const int block = 128;
+    fp8_scaling_update_kernel<<<(unsigned)ceil_div(count, block), block, 0, ctx.stream>>>(
+        s.amax, s.scale, s.scale_inv, s.history, first, count, s.history_len, s.recipe == FP8_RECIPE_DELAYED,
+        s.fp8_max, std::ldexp(1.0f, s.margin));
+    CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------
+// the FP8 GEMM
+
+// What cuBLASLt's FP8 matmul cannot take (its documentation: FP8 tensor cores from compute
+// capability 8.9; "TN" only; every dimension a multiple of 16, which with tight packing makes
+// each leading dimension one too; 16-byte aligned operands), as a sentence, or nullptr.
+inline const char* fp8_matmul_refusal(const CudaContext& ctx, int m, int n, int k, const void* d, const void* a,
+                                      const void* b, const void* bias) {
+    if (ctx.props.major * 10 + ctx.props.minor < 89) return "FP8 GEMMs need compute capability 8.9 or later";
+    if (m <= 0 || n <= 0 || k <= 0 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0)
+        return "FP8 GEMMs need m, n and k positive multiples of 16";
+    if (!is_aligned16(d) || !is_aligned16(a) || !is_aligned16(b) || !is_aligned16(bias))
+        return "FP8 GEMMs need 16-byte aligned A, B, D and bias";
+    return nullptr;
+}
+
+template <typename T> inline cudaDataType_t fp8_matmul_type();
+template <> inline cudaDataType_t fp8_matmul_type<__nv_fp8_e4m3>() { return CUDA_R_8F_E4M3; }
+template <> inline cudaDataType_t fp8_matmul_type<__nv_fp8_e5m2>() { return CUDA_R_8F_E5M2; }
+template <> inline cudaDataType_t fp8_matmul_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <> inline cudaDataType_t fp8_matmul_type<float>() { return CUDA_R_32F; }
+
+// Column-major D (m,n) = a_scale_inv * b_scale_inv * A^T B [+ D if accumulate] [+ bias (m)],
+// A stored (k,m) and B stored (k,n), column-major and tightly packed (row-major: A is (m,k), B
+// (n,k), both with k contiguous). A and B fp8, not both E5M2; D bf16 or fp32 (cuBLASLt's table
+// of FP8 types), bias bf16 whatever D is. a_scale_inv, b_scale_inv: device floats (nullptr: 1),
+// the scale_inv the casts wrote. fast_accum: cuBLASLt's FAST_ACCUM, sums kept in the tensor
+// cores' own precision instead of being promoted to fp32 at intervals (faster, less exact).
+// An amax of D (AMAX_D) is not offered: cuBLASLt gives it only for an fp8 D ("unsupported for
+// non-fp8 outputs"); the cast of D into the next GEMM takes it. A shape FP8 cannot take stops
+// the program with one line.
+template <typename TD, typename TA, typename TB>
+inline void fp8_matmul(const CudaContext& ctx, TD* d, const TA* a, const TB* b, const float* a_scale_inv,
+                       const float* b_scale_inv, const __nv_bfloat16* bias, int m, int n, int k, bool accumulate,
+                       bool fast_accum) {
+    static_assert(!(std::is_same<TA, __nv_fp8_e5m2>::value && std::is_same<TB, __nv_fp8_e5m2>::value),
+                  "cuBLASLt has no E5M2 x E5M2 GEMM");
+    static_assert(std::is_same<TD, __nv_bfloat16>::value || std::is_same<TD, float>::value, "D is bf16 or fp32");
+    if (const char* why = fp8_matmul_refusal(ctx, m, n, k, d, a, b, bias))
+        fail("%s: m=%d n=%d k=%d on sm_%d%d (d=%p a=%p b=%p bias=%p)", why, m, n, k, ctx.props.major, ctx.props.minor,
+             (void*)d, (const void*)a, (const void*)b, (const void*)bias);
+    const cudaDataType_t type_a = fp8_matmul_type<TA>(), type_b = fp8_matmul_type<TB>(), type_d = fp8_matmul_type<TD>();
+    cublasLtMatmulDesc_t desc;
+    CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+    const int8_t fast = fast_accum ? 1 : 0;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast)));
+    if (a_scale_inv != nullptr)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale_inv,
+                                                    sizeof(a_scale_inv)));
+    if (b_scale_inv != nullptr)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale_inv,
+                                                    sizeof(b_scale_inv)));
+    const cublasLtEpilogue_t epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    if (bias != nullptr) {
+        const cudaDataType_t bias_type = CUDA_R_16BF;
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                    sizeof(bias_type)));
+    }
+    cublasLtMatrixLayout_t la, lb, ld;
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&la, type_a, k, m, k));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&lb, type_b, k, n, k));
+    CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&ld, type_d, m, n, m));
+    // the heuristic's answer, asked once per key (matmul.cuh's cache; bit 63 of key[1], never set
+    // by matmul_cublaslt's keys as k < 2^31, keeps the two apart)
+    const uint32_t align_a = matmul_alignment(a), align_b = matmul_alignment(b), align_d = matmul_alignment(d);
+    const uint64_t key[3] = {(uint64_t)m << 32 | (uint32_t)n,
+                             1ull << 63 | (uint64_t)k << 32 | (uint64_t)type_a << 24 | (uint64_t)type_b << 16 |
+                                 (uint64_t)type_d << 8 | (uint64_t)epilogue << 1 | (uint64_t)fast,
+                             (uint64_t)align_a << 36 | (uint64_t)align_b << 27 | (uint64_t)align_d << 18 |
+                                 matmul_alignment(bias) << 9};
+    const MatmulAlgo* known = nullptr;
+    for (const MatmulAlgo& e : *ctx.matmul_algos)
+        if (e.key[0] == key[0] && e.key[1] == key[1] && e.key[2] == key[2]) known = &e;
+    if (known == nullptr) {
+        cublasLtMatmulPreference_t pref;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+        uint64_t ws = ctx.workspace_bytes;
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a,
+                                                          sizeof(align_a)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b,
+                                                          sizeof(align_b)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d,
+                                                          sizeof(align_d)));
+        CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d,
+                                                          sizeof(align_d)));
+        cublasLtMatmulHeuristicResult_t heuristic = {};
+        int found = 0;
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.lt, desc, la, lb, ld, ld, pref, 1, &heuristic, &found);
+        if (st != CUBLAS_STATUS_SUCCESS && st != CUBLAS_STATUS_NOT_SUPPORTED) CHECK_CUBLAS(st);
+        CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
+        ctx.matmul_algos->push_back({{key[0], key[1], key[2]}, heuristic.algo, st == CUBLAS_STATUS_SUCCESS && found > 0});
+        known = &ctx.matmul_algos->back();
+    }
+    if (!known->found)
+        fail("cuBLASLt offers no FP8 GEMM for m=%d n=%d k=%d (A type %d, B type %d, D type %d, %s)", m, n, k,
+             (int)type_a, (int)type_b, (int)type_d, bias ? "bias" : "no bias");
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &known->algo, ctx.workspace,
+                                ctx.workspace_bytes, ctx.stream));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(la));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(lb));
+    CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(ld));
+    CHECK_CUBLAS(cublasLtMatmulDescDestroy(desc));
+}
