@@ -67,6 +67,7 @@ NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "-diag-suppress", "1675", "-arch
 LAUNCH = {
     "accumulate_kernel": (256, "option", "common.cuh accumulate: 256 (-bg 1's bias gradients, -z 2's slices)"),
     "adamw_kernel": (512, "default", "adamw.cuh adamw_update: block = 512"),
+    "adamw_kernel_vec": (512, "default", "adamw.cuh adamw_update: block = 512 (4 elements a thread)"),
     "attention_backward_dkdv_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dkv_mma_kernel": (256, "default", "attention_mma.cuh: MMA_ATT_DKV_THREADS"),
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
