@@ -26,6 +26,7 @@
 #include "llmc/cpu/omp_wait.h" // defines: omp_wait_setup
 #include "llmc/train_loop.h"  // defines: train_loop
 #include "llmc/tensor_parallel.h" // defines: TpShard, tp_shard_make, tp_local_to_global, tp_global_to_local
+#include "llmc/pipeline.h"    // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight
 
 // A line of /proc/self/status in bytes: "VmHWM" the most memory this process has held
 // resident, "VmRSS" what it holds now; 0 where Linux does not say.
@@ -38,44 +39,6 @@ static double proc_status_bytes(const char* key) {
         if (strncmp(line, key, k) == 0 && line[k] == ':' && sscanf(line + k + 1, "%lld", &kb) == 1) break;
     if (f != nullptr) fclose(f);
     return kb * 1024.0;
-}
-
-// -pp: the schedule of a step's m micro-batches on pipeline stage `stage` of pp with vp chunks
-// a stage, as Megatron-LM orders them: the k-th forward runs chunk (k / pp) % vp of
-// micro-batch (k / (pp vp)) pp + k % pp, the k-th backward the same micro-batch's chunk
-// vp - 1 - (k / pp) % vp; `warm` forwards run ahead, then one forward and one backward at a
-// time. vp 1: 1F1B (PipeDream-Flush), stage s pp - s - 1 forwards ahead; vp > 1: interleaved
-// 1F1B, 2 (pp - s - 1) + (vp - 1) pp ahead (all of them when m is pp).
-struct ScheduleStep {
-    bool forward;
-    int chunk, micro;
-};
-static std::vector<ScheduleStep> pipeline_schedule(int pp, int vp, int stage, int m) {
-    const int total = m * vp;
-    auto micro = [&](int k) { return (k / (pp * vp)) * pp + k % pp; };
-    int warm = vp == 1 ? pp - stage - 1 : (m == pp ? total : 2 * (pp - stage - 1) + (vp - 1) * pp);
-    warm = std::min(warm, total);
-    std::vector<ScheduleStep> out;
-    int nf = 0, nb = 0;
-    auto f = [&] { out.push_back({true, (nf / pp) % vp, micro(nf)}); nf++; };
-    auto b = [&] { out.push_back({false, vp - 1 - (nb / pp) % vp, micro(nb)}); nb++; };
-    while (nf < warm) f();
-    while (nf < total) {
-        f();
-        b();
-    }
-    while (nb < total) b();
-    return out;
-}
-// the most micro-batches whose activations the schedule keeps at once (from the first chunk's
-// forward to its backward): the activation sets a stage allocates
-static int pipeline_in_flight(const std::vector<ScheduleStep>& sched) {
-    int open = 0, most = 0;
-    for (const ScheduleStep& st : sched) {
-        if (st.chunk == 0) open += st.forward ? 1 : -1;
-        most = std::max(most, open);
-    }
-    return most;
 }
 
 // -tp: the model's collectives across its tensor-parallel group, through MPI
