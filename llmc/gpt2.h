@@ -3,7 +3,7 @@
 // gpt2_backward and gpt2_update.
 // defines: GPT2Config, gpt2_config_problem, gpt2_config_from_descriptor, gpt2_describe, gpt2_param_table, ParamPtrs, param_ptrs,
 //          gpt2_layout, GPT2, LayerPtrs, layer_ptrs, param_is_per_layer,
-//          gpt2_activation_sizes, GPT2LayerActs, gpt2_layer_acts, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
+//          gpt2_activation_sizes, GPT2Dims, gpt2_dims_of, GPT2LayerActs, gpt2_layer_acts, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
 //          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
@@ -333,6 +333,18 @@ inline void gpt2_init_random(GPT2* model, uint32_t seed) {
     });
 }
 
+// The sizes a rank computes with: the whole model's, or with -tp its part of the heads (NH), of
+// the attention's channels (A), of FC's hidden units (H) and of the vocabulary's rows
+// [v0, v0 + Vp) (as Llama's llama_dims).
+struct GPT2Dims {
+    int A, NH, H, Vp, v0;
+};
+inline GPT2Dims gpt2_dims_of(const GPT2* m) {
+    const int tp = m->tp != nullptr ? m->tp->size : 1, rank = m->tp != nullptr ? m->tp->rank : 0;
+    const int C = m->config.channels, Vl = m->config.padded_vocab_size / tp;
+    return {C / tp, m->config.num_heads / tp, 4 * C / tp, Vl, rank * Vl};
+}
+
 // Layer l's slices of the kept activations, and the residual stream it reads, for the
 // allocated B x T (a smaller forward batch is a prefix of each slice). size_t throughout:
 // test_offsets checks them at GPT-3 175B's shape.
@@ -372,7 +384,7 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     const GPT2Config& cfg = model->config;
     CHECK(B <= model->B && T <= model->T, "B=%d T=%d but allocated for B=%d T=%d", B, T, model->B, model->T);
     // L: this stage's layers (-pp; all of them otherwise)
-    int L = model->num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    int L = model->num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     for (int i = 0; model->pp_first && i < B * T; i++)
         CHECK(inputs[i] >= 0 && inputs[i] < V, "token %d at %d outside vocab %d", inputs[i], i, V);
     const ParamPtrs& p = model->p;
@@ -381,9 +393,8 @@ inline void gpt2_forward(GPT2* model, const int* inputs, const int* targets, int
     // -tp: this rank's heads (A channels of attention, NHl heads), FC units (H) and vocabulary
     // rows [v0, v0 + Vl); the row-parallel projections' partial sums meet in `meet`
     TensorParallel* tp = model->tp;
-    const int tpn = tp != nullptr ? tp->size : 1, A = C / tpn, NHl = NH / tpn, H = 4 * C / tpn;
-    int v0 = 0, Vl = Vp;
-    if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
+    const GPT2Dims d = gpt2_dims_of(model);
+    const int A = d.A, NHl = d.NH, H = d.H, v0 = d.v0, Vl = d.Vp;
     // -sp: the residual stream holds Nr of the N positions (llmc/tensor_parallel.h: sp_row); a
     // norm's output is gathered to all N (`whole`) for the matmul that reads it, and `meet`
     // reduce-scatters instead of all-reducing. Returns where the sum is: x, or (-sp) the scratch.
@@ -469,7 +480,7 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
                           GradSink* sink = nullptr) {
     const GPT2Config& cfg = model->config;
     int B = model->B, T = model->T;
-    int L = model->num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    int L = model->num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
     const ParamPtrs& p = model->p;
     const ParamPtrs& g = model->g;
     Activations& a = model->acts;
@@ -478,10 +489,9 @@ inline void gpt2_backward(GPT2* model, const int* inputs, const int* targets, fl
     // -tp: as in the forward; a column-parallel matmul's input gradient is this rank's part of
     // the sum: `meet` adds the group's
     TensorParallel* tp = model->tp;
-    const int tpn = tp != nullptr ? tp->size : 1, A = C / tpn, NHl = NH / tpn, H = 4 * C / tpn;
-    const size_t BTA = BTC / tpn;
-    int v0 = 0, Vl = Vp;
-    if (tp != nullptr) tp_vocab_rows(tp, Vp, &v0, &Vl);
+    const GPT2Dims d = gpt2_dims_of(model);
+    const int A = d.A, NHl = d.NH, H = d.H, v0 = d.v0, Vl = d.Vp;
+    const size_t BTA = (size_t)B * T * A;
     // -sp (as in the forward): dres holds this rank's Nr positions; `whole` gathers a buffer of
     // the residual stream's positions for a matmul, `meet` reduce-scatters an input gradient to
     // this rank's positions (returning where it is), and `norm_grads` adds a norm's weight

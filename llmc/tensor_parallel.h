@@ -24,7 +24,7 @@
 // allocates and trains only its part) and the runs that map its flat vector onto the model
 // file's, so model files and checkpoints stay those of one process (layout-free).
 // defines: TpMode, TpSplit, TpRun, TpShard, tp_shard_make, tp_local_to_global, tp_global_to_local,
-//          tp_vocab_rows, tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward, sp_row,
+//          tp_embedding_lookup, tp_crossentropy_forward, tp_crossentropy_backward, sp_row,
 //          sp_gather, sp_reduce_scatter, sp_grad_sum, TpStream
 #pragma once
 #include <cmath>
@@ -195,12 +195,6 @@ inline void tp_global_to_local(const TpShard& s, size_t begin, size_t count, con
         const size_t lo = std::max(begin, r.local), hi = std::min(end, r.local + r.len);
         if (lo < hi) memcpy(dst + (lo - begin), src + r.global + (lo - r.local), (hi - lo) * sizeof(float));
     }
-}
-
-// The rows of the (padded) vocabulary rank tp->rank holds: [*v0, *v0 + *rows)
-inline void tp_vocab_rows(const TensorParallel* tp, int Vp, int* v0, int* rows) {
-    *rows = Vp / tp->size;
-    *v0 = tp->rank * *rows;
 }
 
 // out (N,C): each position's row of the token embedding where this rank holds the token (wte:
