@@ -9,7 +9,8 @@
 //          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
-//          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_stage, model_new_part, model_stage_input,
+//          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_stage, model_part_shard,
+//          model_new_part, model_stage_input,
 //          model_stage_grad, model_stage_output, ActsSets, model_acts_sets, model_acts_select, model_acts_sets_free,
 //          model_tp_problem
 #pragma once
@@ -232,26 +233,35 @@ inline void model_stage(const ModelConfig& c, int stage, int stages, int vp, std
     if (c.family == FAMILY_GPT2 && last && !first) hold[0] = 2;  // the tied head
 }
 
-// -tp and -pp: a new model of configuration c holding the part of rank tp_rank of a
-// tensor-parallel group of tp_size (llmc/tensor_parallel.h) of pipeline stage `stage` of
-// `stages` (model_stage), its parameters zeroed; tp: the group's collectives (nullptr when
-// tp_size is 1). *shard gets its table and the runs that map it onto the model file's. Returns
-// nullptr, with *problem, when a tensor does not split.
-inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int tp_size, int tp_rank, int stage,
-                                 int stages, int vp, TpShard* shard, std::string* problem,
-                                 const std::vector<int>* sizes = nullptr) {
-    ModelBase* m = model_new(c, false);
+// -tp and -pp: the part of configuration c that rank tp_rank of a tensor-parallel group of
+// tp_size (llmc/tensor_parallel.h) of pipeline stage `stage` of `stages` (model_stage) holds:
+// *shard gets its table and the runs that map it onto the model file's, *layers the layers it
+// runs. Any rank's part can be made on any rank (the checkpoints put them together so). Returns
+// "", or why a tensor does not split.
+inline std::string model_part_shard(const ModelConfig& c, int tp_size, int tp_rank, int stage, int stages, int vp,
+                                    TpShard* shard, std::vector<int>* layers, const std::vector<int>* sizes = nullptr) {
+    ParamTensor table[MAX_PARAM_TENSORS];
+    ParamLayout lt;
+    model_config_table(c, table, &lt);
     TpSplit splits[MAX_PARAM_TENSORS];
     if (c.family == FAMILY_LLAMA3) llama_tp_splits(c.llama, tp_size, splits);
     else gpt2_tp_splits(c.gpt2, splits);
-    std::vector<int> layers, chunks;
+    std::vector<int> chunks;
     int hold[MAX_PARAM_TENSORS];
-    model_stage(c, stage, stages, vp, &layers, &chunks, hold, sizes);
-    *problem = tp_shard_make(m->tensors, m->num_tensors, m->layout(), splits, tp_size, tp_rank, shard, &layers, hold);
-    if (!problem->empty()) {
-        model_delete(m);
-        return nullptr;
-    }
+    model_stage(c, stage, stages, vp, layers, &chunks, hold, sizes);
+    return tp_shard_make(table, lt.count, lt, splits, tp_size, tp_rank, shard, layers, hold);
+}
+
+// -tp and -pp: a new model of configuration c holding that part (model_part_shard), its
+// parameters zeroed; tp: the group's collectives (nullptr when tp_size is 1). Returns nullptr,
+// with *problem, when a tensor does not split.
+inline ModelBase* model_new_part(const ModelConfig& c, TensorParallel* tp, int tp_size, int tp_rank, int stage,
+                                 int stages, int vp, TpShard* shard, std::string* problem,
+                                 const std::vector<int>* sizes = nullptr) {
+    std::vector<int> layers;
+    *problem = model_part_shard(c, tp_size, tp_rank, stage, stages, vp, shard, &layers, sizes);
+    if (!problem->empty()) return nullptr;
+    ModelBase* m = model_new(c, false);
     memcpy(m->tensors, shard->local, m->num_tensors * sizeof(ParamTensor));
     m->num_parameters = shard->local_n;
     m->num_layers = (int)layers.size();
