@@ -25,7 +25,8 @@
 #include "llmc/cpu/adamw.h"   // defines: adamw_update
 #include "llmc/cpu/omp_wait.h" // defines: omp_wait_setup
 #include "llmc/train_loop.h"  // defines: train_loop
-#include "llmc/tensor_parallel.h" // defines: TpShard, tp_shard_make, tp_local_to_global, tp_global_to_local
+#include "llmc/tensor_parallel.h" // defines: TpShard, TensorParallel (its collectives, through MPI below)
+#include "llmc/model_parts.h" // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
 #include "llmc/pipeline.h"    // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight
 
 // A line of /proc/self/status in bytes: "VmHWM" the most memory this process has held
@@ -61,7 +62,7 @@ struct CpuTensorParallel final : TensorParallel {
 // ZeRO layout is the whole vector and every collective is a no-op. With -tp the model is
 // this rank's part of every layer (llmc/tensor_parallel.h), the ZeRO layout splits that part
 // over the data-parallel ranks (dp: the ranks with the same part), and the checkpoints are
-// put together on rank 0 as one process would write them.
+// put together on rank 0 as one process would write them (llmc/model_parts.h).
 struct CpuBackend {
     ModelBase* model = nullptr;
     Comm* comm = nullptr;
@@ -77,15 +78,14 @@ struct CpuBackend {
     Comm* dp = nullptr;                 // the data-parallel group (without -tp and -pp: comm)
     Comm* tpc = nullptr;                // -tp: the tensor-parallel group
     const TpShard* shard = nullptr;     // -tp, -pp: this rank's part of the model's table
+    const ModelParts* layout = nullptr; // -tp, -pp: who holds which part (llmc/model_parts.h)
     std::vector<float> full_logits;     // -tp, -pp: a row of logits put together for sampling
     std::vector<int> padded_tokens;     // -sp: a sample's context padded to whole parts
     // -pp: this rank's stage of pp, the world ranks of the stages before and after it, the
     // group of the first and last stage (GPT-2's tied wte), the activations of the micro-batches
     // in flight, the step's micro-batches, the sends not yet waited for
-    ModelConfig config = {};
     int tp = 1, pp = 1, vp = 1, stage = 0, prev = -1, next = -1;  // prev, next: the ranks of the stages beside (a ring with -vp)
     std::vector<int> chunks = {0, -1};  // -vp: where each chunk of this rank's layers starts, and their count
-    std::vector<int> sizes;             // -pl: each virtual stage's layers (empty: balanced)
     Comm* emb = nullptr;
     ActsSets acts;
     std::vector<std::vector<int>> queued_inputs, queued_targets;
@@ -328,11 +328,6 @@ struct CpuBackend {
         model->params = rest;
         free(full);
     }
-    // -tp: the model file and one state file, both as one process writes them, from rank 0:
-    // it gathers the parameters of its tensor-parallel group (data-parallel rank 0) and every
-    // rank's AdamW values (ZeRO 0: data-parallel rank 0's), and maps each part onto the model
-    // file's vector. So a -tp checkpoint resumes on any layout, and any checkpoint on -tp.
-    // (Rank 0 holds the whole model and its AdamW state meanwhile.)
     // ZeRO 3 with -tp or -pp: this rank's part of the model, whole, into out (its layers gathered
     // through the slots, a collective over the data-parallel group; the front and tail rows from
     // the model)
@@ -347,90 +342,43 @@ struct CpuBackend {
         memcpy(out, model->params, gsync->front_n * sizeof(float));
         memcpy(out + table.tail_begin(), model->params + gsync->front_n, gsync->tail_n * sizeof(float));
     }
-    // world rank k's part of the model (its tensor-parallel rank and pipeline stage)
-    void part_of_rank(int k, TpShard* out) const {
-        std::vector<int> layers, chunk_begin;
-        int hold[MAX_PARAM_TENSORS];
-        model_stage(config, (k / tp) % pp, pp, vp, &layers, &chunk_begin, hold, sizes.empty() ? nullptr : &sizes);
-        ParamTensor table[MAX_PARAM_TENSORS];
-        ParamLayout lt;
-        model_config_table(config, table, &lt);
-        tp_shard_make(table, lt.count, lt, shard->splits, tp, k % tp, out, &layers, hold);
-    }
-    void write_checkpoint_tp(const std::string& dir, int step, TrainState s) {
-        const size_t ng = shard->global_n;
-        const int world = comm->world;
-        const bool root = comm->rank == 0;
-        std::vector<TpShard> parts(world);
-        std::vector<size_t> param_counts(world), opt_counts(world), opt_begins(world);
-        size_t params_total = 0, total = 0;
-        for (int k = 0; k < world; k++) {  // rank k: tensor-parallel k % tp, stage (k / tp) % pp, data-parallel the rest
-            part_of_rank(k, &parts[k]);
-            const size_t nk = parts[k].local_n;
-            const bool dp0 = k / (tp * pp) == 0;
-            const ZeroLayout zk = zero_layout(nk, z.stage, k / (tp * pp), z.world);
-            param_counts[k] = dp0 ? nk : 0;  // data-parallel rank 0's parameters
-            opt_begins[k] = zk.opt_begin;
-            opt_counts[k] = z.stage == 0 && !dp0 ? 0 : zk.opt_count();  // ZeRO 0: every DP rank has it all
-            params_total += param_counts[k];
-            total += opt_counts[k];
-        }
-        std::vector<float> all_p(root ? params_total : 0), gp(root ? ng : 0), gm(root ? ng : 0), gv(root ? ng : 0);
-        std::vector<float> all_m(root ? total : 0), all_v(root ? total : 0);
-        // ZeRO 3: this rank's whole part first, its layers gathered over the data-parallel group
-        std::vector<float> mine(z.stage == 3 ? model->num_parameters : 0);
+    // -tp, -pp: the model file and one state file, both as one process writes them, from rank 0,
+    // which puts every rank's part together (model_parts_gather). So a checkpoint of parts resumes
+    // on any layout, and any checkpoint on parts.
+    void write_checkpoint_tp(const std::string& dir, int step, const TrainState& s) {
+        std::vector<float> mine(z.stage == 3 ? model->num_parameters : 0);  // ZeRO 3: this rank's whole part
         if (z.stage == 3) local_params_gathered(mine.data());
-        comm_gather_v_f32(comm, z.stage == 3 ? mine.data() : model->params, param_counts.data(), all_p.data());
-        comm_gather_v_f32(comm, model->m, opt_counts.data(), all_m.data());
-        comm_gather_v_f32(comm, model->v, opt_counts.data(), all_v.data());
-        if (root) {
-            size_t at = 0, at_p = 0;
-            for (int k = 0; k < world; k++) {
-                tp_local_to_global(parts[k], 0, param_counts[k], all_p.data() + at_p, gp.data());
-                tp_local_to_global(parts[k], opt_begins[k], opt_counts[k], all_m.data() + at, gm.data());
-                tp_local_to_global(parts[k], opt_begins[k], opt_counts[k], all_v.data() + at, gv.data());
-                at += opt_counts[k];
-                at_p += param_counts[k];
-            }
-            ModelBase* file = model_new(model_config_of(model), false);  // the whole model's table
-            file->params = gp.data();
-            train_check_weights_finite(file->params, ng, file->tensors, file->num_tensors, step, dir);
-            s.rank = 0;
-            s.world = 1;  // one file holds every value
-            s.data_world = z.world;
-            s.range_begin = 0;
-            s.range_count = ng;
-            s.zero_stage = z.stage;
-            checkpoint_write_model_and_state(dir, step, file, s, gm.data(), gv.data());
-            file->params = nullptr;
-            model_delete(file);
-        }
+        ModelPartsWhole whole;
+        model_parts_gather(*layout, z, z.stage == 3 ? mine.data() : model->params, model->m, model->v, nullptr, &whole);
+        if (comm->rank != 0) return;
+        ModelBase* file = model_new(layout->config, false);  // the whole model's table
+        file->params = whole.params.data();
+        train_check_weights_finite(file->params, shard->global_n, file->tensors, file->num_tensors, step, dir);
+        checkpoint_write_model_and_state(dir, step, file, model_parts_state_header(s, z, shard->global_n),
+                                         whole.m.data(), whole.v.data());
+        file->params = nullptr;
+        model_delete(file);
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
-        if (shard != nullptr) {  // -tp: the model file's vector, then this rank's part of it
-            const size_t ng = shard->global_n;
-            std::vector<float> gm(ng), gv(ng);
-            std::string err = state_read_range(dir, step, ng, 0, ng, s, gm.data(), gv.data());
-            if (!err.empty()) fail("%s", err.c_str());
-            tp_global_to_local(*shard, z.opt_begin, z.opt_count(), gm.data(), model->m);
-            tp_global_to_local(*shard, z.opt_begin, z.opt_count(), gv.data(), model->v);
-            return;
-        }
-        std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, model->m, model->v);
+        // -tp, -pp: the model file's vector, then this rank's part of it
+        std::string err = shard != nullptr ? model_parts_read_state(dir, step, *shard, z, s, model->m, model->v)
+                                           : state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, model->m, model->v);
         if (!err.empty()) fail("%s", err.c_str());
     }
     // reload after faults: the weights of a checkpoint's model file into the allocated model
     void load_weights(const std::string& path) {
-        ModelBase* file = model_load_checkpoint(path.c_str());
-        const size_t n = shard != nullptr ? shard->global_n : model->num_parameters;
-        CHECK(file->family == model->family && file->num_parameters == n, "%s: %zu vs %zu", path.c_str(),
-              file->num_parameters, n);
+        ModelBase* file = nullptr;
         std::vector<float> part;  // -tp, -pp: this rank's part of the file's vector
-        const float* src = file->params;
+        const float* src = nullptr;
         if (shard != nullptr) {
             part.resize(model->num_parameters);
-            tp_global_to_local(*shard, 0, model->num_parameters, file->params, part.data());
+            model_parts_read_params(path, model->family, *shard, part.data());
             src = part.data();
+        } else {
+            file = model_load_checkpoint(path.c_str());
+            CHECK(file->family == model->family && file->num_parameters == model->num_parameters, "%s: %zu vs %zu",
+                  path.c_str(), file->num_parameters, model->num_parameters);
+            src = file->params;
         }
         if (z.stage == 3) {  // this rank's slice, and the front and tail rows
             const size_t n = model->num_parameters, tail = model->layout().tail_begin();
@@ -438,12 +386,10 @@ struct CpuBackend {
             memcpy(model->params, src, gsync->front_n * sizeof(float));
             memcpy(model->params + gsync->front_n, src + tail, (n - tail) * sizeof(float));
             gsync->params_changed();
-        } else if (shard != nullptr) {
-            memcpy(model->params, src, model->num_parameters * sizeof(float));
         } else {
-            memcpy(model->params, file->params, model->num_parameters * sizeof(float));
+            memcpy(model->params, src, model->num_parameters * sizeof(float));
         }
-        model_delete(file);
+        if (file != nullptr) model_delete(file);
     }
     void step_done(int step) {
         if (step_open) phase_clock_step_end(model->phases, step > 0);
@@ -560,68 +506,27 @@ int main(int argc, char** argv) {
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
-    // -tp, -pp: the world is data-parallel x pipeline-parallel x tensor-parallel ranks, the
-    // tensor-parallel innermost (Megatron-LM's order): rank = (d pp + s) tp + t. The tp ranks of
-    // stage s of replica d share its layers; replica d reads data-parallel rank d's batches.
-    const int tp = cfg.tensor_parallel, pp = cfg.pipeline_parallel, vp = cfg.virtual_stages;
-    if (vp > 1 && pp == 1) fail("flag -vp %d: virtual stages interleave a pipeline's stages: give -pp 2 or more", vp);
-    if (world % (tp * pp) != 0)
-        fail("flag -tp %d -pp %d: %d process%s are not whole replicas of %d (processes = data-parallel x "
-             "pipeline-parallel x tensor-parallel ranks)", tp, pp, world, world == 1 ? "" : "es", tp * pp);
-    if (cfg.sequence_parallel && cfg.hellaswag)
-        fail("flag -sp 1 with -h 1: HellaSwag's rows of any length are not split along T yet");
-    if (cfg.sequence_parallel && tp == 1)
-        fail("flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks: give -tp 2 or more");
-    if (cfg.sequence_parallel && cfg.T % tp != 0)
-        fail("flag -sp 1: -t %d does not split into %d equal parts (one per tensor-parallel rank)", cfg.T, tp);
-    const int t_rank = rank % tp, stage = (rank / tp) % pp, dp_rank = rank / (tp * pp), dp_world = world / (tp * pp);
-    Comm tp_comm, dp_comm, emb_comm;
+    // -tp, -pp: the world is data-parallel x pipeline-parallel x tensor-parallel ranks
+    // (llmc/model_parts.h); the ranks that hold a part of the model compute it together
+    ModelParts layout;
+    model_parts_init(cfg, &comm, &layout);
+    const int tp = layout.tp, pp = layout.pp, vp = layout.vp, stage = layout.stage;
+    const int t_rank = layout.t_rank, dp_rank = layout.dp_rank, dp_world = layout.dp_world;
+    const bool parts = layout.parts;  // this rank holds a part of the model
+    Comm* dpc = layout.dp();
     CpuTensorParallel tp_group;
-    const bool parts = tp > 1 || pp > 1;  // this rank holds a part of the model
-    if (parts) {
-        comm_split(&comm, rank / tp, t_rank, &tp_comm);                 // the stage's tensor-parallel group
-        comm_split(&comm, rank % (tp * pp), dp_rank, &dp_comm);          // the same part in every replica
-        // the first and last stage's ranks of the same part (GPT-2's tied wte; the others alone)
-        const bool ends = pp > 1 && (stage == 0 || stage == pp - 1);
-        comm_split(&comm, ends ? dp_rank * tp + t_rank : world + rank, stage, &emb_comm);
-        // the backward talks to its tensor-parallel group and the stages beside it: only
-        // this thread may be in MPI, so the gradient buckets are reduced on it too
-        dp_comm.threads_ok = false;
-        tp_group.group = &tp_comm;
-        tp_group.size = tp;
-        tp_group.rank = t_rank;
-        tp_group.sp = cfg.sequence_parallel != 0;
-    }
-    Comm* dpc = parts ? &dp_comm : &comm;
+    tp_group.group = &layout.tp_comm;
+    tp_group.size = tp;
+    tp_group.rank = t_rank;
+    tp_group.sp = cfg.sequence_parallel != 0;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
-    if (parts) {
-        std::string why = model_tp_problem(start_config, tp, pp * vp);
-        if (!why.empty()) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
-    }
-    // -pl: the layers of each (virtual) stage, in order
-    std::vector<int> stage_sizes;
-    if (!cfg.stage_layers.empty() && pp == 1) fail("flag -pl '%s': stage sizes need -pp 2 or more", cfg.stage_layers.c_str());
-    if (!cfg.stage_layers.empty()) {
-        const int L = start_config.family == FAMILY_LLAMA3 ? start_config.llama.num_layers : start_config.gpt2.num_layers;
-        int sum = 0;
-        for (const char* s = cfg.stage_layers.c_str(); *s != '\0';) {
-            char* end = nullptr;
-            const long v = strtol(s, &end, 10);
-            if (end == s || v < 1 || v > L || (*end != ',' && *end != '\0'))
-                fail("flag -pl '%s': layer counts of at least 1, comma-separated, e.g. 3,5", cfg.stage_layers.c_str());
-            stage_sizes.push_back((int)v);
-            sum += (int)v;
-            s = *end == ',' ? end + 1 : end;
-        }
-        if ((int)stage_sizes.size() != pp * vp || sum != L)
-            fail("flag -pl '%s': %zu stages of %d layers, but -pp %d x -vp %d stages of the model's %d layers",
-                 cfg.stage_layers.c_str(), stage_sizes.size(), sum, pp, vp, L);
-    }
+    model_parts_set_model(cfg, start_config, &layout);  // refuses a model the layout cannot split
+    const std::vector<int>& stage_sizes = layout.stage_sizes;
     const int recompute = cpu_check_memory(start_config, cfg, world);
     const double rss_base = proc_status_bytes("VmRSS");
     float* param_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters
@@ -735,18 +640,17 @@ int main(int argc, char** argv) {
     be.rss_base = rss_base;
     be.dp = dpc;
     if (parts) {
-        be.tpc = tp > 1 ? &tp_comm : nullptr;
+        be.tpc = tp > 1 ? &layout.tp_comm : nullptr;
         be.shard = &shard;
-        be.config = model_config_of(model);
+        be.layout = &layout;
         be.tp = tp;
         be.pp = pp;
         be.vp = vp;
         be.stage = stage;
         be.chunks = chunk_begin;
-        be.sizes = stage_sizes;
-        be.prev = rank + ((stage + pp - 1) % pp - stage) * tp;  // -vp: the last stage's next is the first
-        be.next = rank + ((stage + 1) % pp - stage) * tp;
-        be.emb = pp > 1 && model->family == FAMILY_GPT2 && (stage == 0 || stage == pp - 1) ? &emb_comm : nullptr;
+        be.prev = layout.prev;
+        be.next = layout.next;
+        be.emb = pp > 1 && model->family == FAMILY_GPT2 && (stage == 0 || stage == pp - 1) ? &layout.emb_comm : nullptr;
         be.acts = acts_sets;
     }
     int status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
@@ -775,12 +679,8 @@ int main(int argc, char** argv) {
     model_delete(model);
     free(grad_shard);
     free(param_shard);
-    if (parts) {
-        model_acts_sets_free(&be.acts);
-        comm_free(&tp_comm);
-        comm_free(&dp_comm);
-        comm_free(&emb_comm);
-    }
+    if (parts) model_acts_sets_free(&be.acts);
+    model_parts_free(&layout);
     comm_free(&comm);
     return status;
 }
