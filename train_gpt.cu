@@ -31,6 +31,8 @@
 #include "llmc/cuda/grad_sync_gpu.cuh" // defines: GpuGradSync, gpu_grad_sync_init, gpu_grad_sync_wait, gpu_grad_sync_free
 #include "llmc/energy.h"        // defines: EnergyMeter, energy_meter_init, energy_meter_read, energy_meter_free
 #include "llmc/train_loop.h"    // defines: train_loop
+#include "llmc/tensor_parallel.h" // defines: TpShard, TpRun, tp_global_to_local
+#include "llmc/model_parts.h"   // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
 
 // Dense peak TFLOP/s of the GPUs we know, for MFU: bf16 tensor cores, TF32 tensor cores,
 // plain fp32. Longest names first where one contains another. Unknown devices get no MFU.
@@ -69,12 +71,12 @@ static double device_memory_used_mib() {
 // What differs between the families' GPU models, one overload each; everything else the
 // backend and main do is model_cuda.cuh's, on either model (M: GPT2Cuda or LlamaCuda).
 static void gpu_model_init(GPT2Cuda* m, const CudaContext* ctx, const ModelBase* host, bool master, const ZeroLayout& z,
-                           const float* host_shard) {
-    gpt2_cuda_init(m, ctx, static_cast<const GPT2*>(host), master, z, host_shard);
+                           const float* host_shard, GpuComm* tp) {
+    gpt2_cuda_init(m, ctx, static_cast<const GPT2*>(host), master, z, host_shard, tp);
 }
 static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase* host, bool master,
-                           const ZeroLayout& z, const float* host_shard) {
-    llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z, host_shard);
+                           const ZeroLayout& z, const float* host_shard, GpuComm* tp) {
+    llama_cuda_init(m, ctx, static_cast<const Llama*>(host), master, z, host_shard, tp);
 }
 static void gpu_model_bind_params(GPT2Cuda* m, floatX* const* views) { m->p = param_ptrs_x_of(views); }
 static void gpu_model_bind_params(LlamaCuda* m, floatX* const* views) { m->p = llama_ptrs_x_of(views); }
@@ -101,6 +103,13 @@ static void gpu_model_checkpoint_write(const std::string& dir, int step, const G
 static void gpu_model_checkpoint_write(const std::string& dir, int step, const LlamaCuda* m, const TrainState& s,
                                        const floatX* gathered) {
     llama_cuda_checkpoint_write(dir, step, m, s, gathered);
+}
+// -tp: the model file alone, from the whole model's values put together on rank 0
+static void gpu_model_write_model(const GPT2Cuda* m, const std::string& path, const floatX* whole) {
+    gpt2_cuda_write_model(m, path, whole);
+}
+static void gpu_model_write_model(const LlamaCuda* m, const std::string& path, const floatX* whole) {
+    llama_cuda_write_model(m, path, whole);
 }
 static void gpu_model_free(GPT2Cuda* m) { gpt2_cuda_free(m); }
 static void gpu_model_free(LlamaCuda* m) { llama_cuda_free(m); }
@@ -193,6 +202,14 @@ struct GpuBackend {
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
     bool step_open = false;          // a step's first micro-step ran and its step_done has not
     double step_start = 0.0;         // when that micro-step began (-pb 1's wall time)
+    // -tp: the layout (llmc/model_parts.h: its groups), this rank's part of the model's table
+    // (llmc/tensor_parallel.h), and the pieces of the values it updates whose gradients count
+    // towards the norm here (what several ranks hold, the norms and the projections' biases,
+    // counts on tensor-parallel rank 0 only)
+    ModelParts* parts = nullptr;
+    const TpShard* shard = nullptr;
+    Comm* tpc = nullptr;
+    std::vector<std::pair<size_t, size_t>> norm_pieces;
 
     GpuBackend(M* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
         : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
@@ -222,13 +239,41 @@ struct GpuBackend {
     }
     const float* last_logits(const int* tokens, int ctx) {
         gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
-        cuda_model_logits_row(model, ctx - 1, logits_row.data());
+        if (shard == nullptr) {
+            cuda_model_logits_row(model, ctx - 1, logits_row.data());
+            return logits_row.data();
+        }
+        // -tp: each rank has its columns of the row; the group puts it together
+        const int part = model->config.padded_vocab_size / tpc->world;
+        cuda_model_logits_row(model, ctx - 1, logits_row.data() + (size_t)tpc->rank * part, part);
+        comm_all_gather(tpc, logits_row.data(), part, sizeof(float));
         return logits_row.data();
     }
     void reduce_grads(bool last_micro) {
         if (gsync != nullptr) gpu_grad_sync_wait(gsync);
     }
+    // -tp: where this rank's gradients count (tensor-parallel rank 0's hold the whole tensors'),
+    // as pieces of [opt_begin, opt_end), neighbours merged
+    void set_parts(ModelParts* p, const TpShard* s) {
+        parts = p;
+        shard = s;
+        tpc = &p->tp_comm;
+        const ZeroLayout& z = model->z;
+        for (const TpRun& r : s->runs) {
+            const size_t lo = std::max(r.local, z.opt_begin), hi = std::min(r.local + r.len, z.opt_end);
+            if (!r.first || lo >= hi) continue;
+            if (!norm_pieces.empty() && norm_pieces.back().second == lo - z.opt_begin)
+                norm_pieces.back().second = hi - z.opt_begin;
+            else
+                norm_pieces.push_back({lo - z.opt_begin, hi - z.opt_begin});
+        }
+    }
     float grad_norm() {
+        if (shard != nullptr) {  // -tp: every rank's pieces, once; ZeRO 0's data-parallel ranks hold the same
+            double sum = cuda_model_grad_sum_squares(model, &norm_pieces);
+            if (model->z.stage == 0 && parts->dp_rank > 0) sum = 0.0;
+            return (float)std::sqrt(comm_sum(comm, sum));
+        }
         double sum = cuda_model_grad_sum_squares(model);
         if (model->z.stage > 0) sum = comm_sum(comm, sum);  // each rank holds a slice
         return (float)std::sqrt(sum);
@@ -258,14 +303,69 @@ struct GpuBackend {
     }
     // ZeRO 3: every rank gathers the layers for rank 0's copy of the whole vector
     void write_checkpoint(const std::string& dir, int step, const TrainState& s) {
+        if (shard != nullptr) return write_checkpoint_parts(dir, step, s);
         std::vector<floatX> gathered(model->z.stage == 3 && comm->rank == 0 ? model->num_parameters : 0);
         if (model->z.stage == 3) gpu_grad_sync_download_params(gsync, gathered.empty() ? nullptr : gathered.data());
         const floatX* all = gathered.empty() ? nullptr : gathered.data();
         check_weights_finite(model, step, dir, all, comm);
         gpu_model_checkpoint_write(dir, step, model, s, all);
     }
-    void load_state(const std::string& dir, int step, TrainState* s) { cuda_model_load_state(model, dir, step, s); }
-    void load_weights(const std::string& path) { upload_weights(model, path, gsync); }
+    // -tp: the model file and one state file, both as one process writes them (any layout resumes
+    // them), from rank 0, which puts every rank's part together (llmc/model_parts.h). Weights that
+    // are not finite stop every rank, rank 0's verdict shared.
+    void write_checkpoint_parts(const std::string& dir, int step, const TrainState& s) {
+        const ZeroLayout& z = model->z;
+        const size_t n = model->num_parameters, k = z.opt_count(), global_n = shard->global_n;
+        std::vector<float> params(n), m(k), v(k), master(model->master != nullptr ? k : 0);
+        cuda_download_floatx(*model->ctx, model->params, n, params.data());
+        CHECK_CUDA(cudaMemcpy(m.data(), model->m, k * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(v.data(), model->v, k * sizeof(float), cudaMemcpyDeviceToHost));
+        if (model->master != nullptr)
+            CHECK_CUDA(cudaMemcpy(master.data(), model->master, k * sizeof(float), cudaMemcpyDeviceToHost));
+        ModelPartsWhole whole;
+        model_parts_gather(*parts, z, params.data(), m.data(), v.data(), master.empty() ? nullptr : master.data(),
+                           &whole);
+        const bool root = comm->rank == 0;
+        ParamTensor table[MAX_PARAM_TENSORS];
+        ParamLayout lt;
+        model_config_table(parts->config, table, &lt);
+        size_t index = 0;
+        bool bad = root && (weights_find_nonfinite(whole.params.data(), global_n, table, lt.count, &index) != nullptr ||
+                            (!whole.master.empty() &&
+                             weights_find_nonfinite(whole.master.data(), global_n, table, lt.count, &index) != nullptr));
+        if (comm_sum(comm, bad ? 1.0 : 0.0) > 0) {
+            if (root) {
+                train_check_weights_finite(whole.params.data(), global_n, table, lt.count, step, dir);
+                train_check_weights_finite(whole.master.data(), global_n, table, lt.count, step, dir, "master weight");
+            }
+            fail("rank %d: refusing to write the checkpoint at step %d: rank 0 found a weight that is not finite",
+                 comm->rank, step);
+        }
+        if (!root) return;
+        std::vector<floatX> values(global_n);  // floatX values widened: narrowing them back is exact
+        for (size_t i = 0; i < global_n; i++) values[i] = from_float<floatX>(whole.params[i]);
+        gpu_model_write_model(model, checkpoint_path(dir, "model", step), values.data());
+        state_write(checkpoint_path(dir, "state", step, 0), model_parts_state_header(s, z, global_n), whole.m.data(),
+                    whole.v.data(), whole.master.empty() ? nullptr : whole.master.data());
+        fsync_dir(dir);
+    }
+    void load_state(const std::string& dir, int step, TrainState* s) {
+        if (shard == nullptr) return cuda_model_load_state(model, dir, step, s);
+        // -tp: the checkpoint's whole vectors (any layout wrote them), this rank's values of them
+        const size_t k = model->z.opt_count();
+        std::vector<float> m(k), v(k), master(model->master != nullptr ? k : 0);
+        bool has_master = false;
+        const std::string err = model_parts_read_state(dir, step, *shard, model->z, s, m.data(), v.data(),
+                                                 master.empty() ? nullptr : master.data(), &has_master);
+        if (!err.empty()) fail("%s", err.c_str());
+        cuda_model_set_state(model, step, m.data(), v.data(), master.data(), has_master);
+    }
+    void load_weights(const std::string& path) {
+        if (shard == nullptr) return upload_weights(model, path, gsync);
+        std::vector<float> local(shard->local_n);  // -tp: this rank's part of the model file
+        model_parts_read_params(path, parts->config.family, *shard, local.data());
+        cuda_upload_params(model->params, local.data(), local.size());
+    }
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
     void step_done(int step) {
@@ -312,7 +412,7 @@ struct GpuBackend {
         return buf;
     }
     int vocab_size() const { return model->config.vocab_size; }
-    size_t num_parameters() const { return model->num_parameters; }
+    size_t num_parameters() const { return shard != nullptr ? shard->global_n : model->num_parameters; }
 };
 
 // Before the host model is built (Llama 3.1 8B is 32 GB of fp32 there): what this process's GPU
@@ -325,13 +425,16 @@ struct GpuBackend {
 // fragment): keeping every activation (-r 0) saves the GELU recompute, about 2.5% of a d12
 // step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
 // Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
+// -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
+// on every rank, a rounding here) and its heads' activations.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
-                            bool shared_gpu, const CudaContext& ctx) {
+                            bool shared_gpu, const CudaContext& ctx, int tp = 1) {
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute)
-                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute);
+        for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp;
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp)
+                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp);
         p.scratch = ctx.workspace_bytes;
         return p;
     };
@@ -373,15 +476,20 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.tensor_parallel > 1 || cfg.pipeline_parallel > 1)
-        fail("flag -tp %d -pp %d: tensor and pipeline parallelism run on train_gpt_cpu so far; the GPU trainers split "
-             "work over data-parallel ranks only (-z 0..3)", cfg.tensor_parallel, cfg.pipeline_parallel);
+    if (cfg.pipeline_parallel > 1 || cfg.sequence_parallel)
+        fail("flag -pp %d -sp %d: pipeline and sequence parallelism run on train_gpt_cpu so far; the GPU trainers split "
+             "work over tensor-parallel (-tp) and data-parallel ranks", cfg.pipeline_parallel, cfg.sequence_parallel);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
+    // -tp: the world is data-parallel x tensor-parallel ranks, the tensor-parallel innermost
+    // (Megatron-LM's order, a group inside a node): rank = d tp + t (llmc/model_parts.h)
+    ModelParts parts;
+    model_parts_init(cfg, &comm, &parts);
+    const int tp = parts.tp, t_rank = parts.t_rank, dp_rank = parts.dp_rank, dp_world = parts.dp_world;
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
@@ -405,6 +513,19 @@ int main(int argc, char** argv) {
              "build with NCCL, or start the ranks with mpirun", rank, cfg.init_method.c_str());
 #endif
     }
+    if (tp > 1) {
+        if (sharing)
+            fail("flag -tp %d: rank %d: more ranks than GPUs on a node (local rank %d, %d GPU%s here): tensor "
+                 "parallelism's collectives are NCCL's, which needs a GPU per rank", tp, rank, comm.local_rank,
+                 device_count, device_count == 1 ? "" : "s");
+#ifndef USE_NCCL
+        fail("flag -tp %d: this binary was built without NCCL, which tensor parallelism's collectives need", tp);
+#endif
+        if (cfg.zero_stage == 3)
+            fail("flag -tp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor-parallel run is on "
+                 "train_gpt_cpu so far; the GPU trainers take -z 0, 1 or 2 with -tp", tp);
+    }
+    Comm* dpc = parts.dp();
     CudaContext ctx;
     cuda_context_init(&ctx, comm.local_rank % device_count);
     ctx.tf32 = cfg.tf32 != 0;
@@ -416,24 +537,46 @@ int main(int argc, char** argv) {
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
     // NCCL first: from here on every collective is NCCL's (unless the ranks share a GPU)
-    GpuComm gc;
-    gpu_comm_init(&gc, &comm, &ctx, !sharing);
+    GpuComm gc, tp_gc;  // the data-parallel group's (its gradients, ZeRO's gathers); -tp: the group's
+    gpu_comm_init(&gc, dpc, &ctx, !sharing);
+    if (tp > 1) gpu_comm_init(&tp_gc, &parts.tp_comm, &ctx, true);
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
     const size_t num_parameters = model_config_num_parameters(start_config);
+    // -tp: this rank's part of the model (llmc/tensor_parallel.h), its table and values
+    TpShard shard;
+    ModelBase* part = nullptr;
+    model_parts_set_model(cfg, start_config, &parts);  // refuses heads that do not split
+    if (tp > 1) {
+        std::string why;
+        const char* kernels = start_config.family == FAMILY_LLAMA3 ? llama_cuda_config_problem(start_config.llama, tp)
+                                                                   : gpt2_cuda_config_problem(start_config.gpt2, tp);
+        if (kernels != nullptr) why = kernels;
+        if (why.empty()) part = model_new_part(start_config, nullptr, tp, t_rank, 0, 1, 1, &shard, &why);
+        if (part == nullptr) fail("flag -tp %d: %s", tp, why.c_str());
+    }
+    const size_t local_n = tp > 1 ? part->num_parameters : num_parameters;
     // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
     // bucketed NCCL path of every ZeRO stage
     const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
-                                                              : train_zero_layout(cfg, num_parameters, rank, world);
-    const int recompute = gpu_check_memory(start_config, cfg, world, z.stage, use_master, sharing, ctx);
+                                                              : train_zero_layout(cfg, local_n, dp_rank, dp_world);
+    const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp);
     float* host_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters (the host model keeps the rest's ends)
-    ModelBase* host = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &host_shard)
-                                   : train_load_model(cfg, resume_step);
-    CHECK(host->num_parameters == num_parameters, "model has %zu parameters, its configuration %zu",
-          host->num_parameters, num_parameters);
+    ModelBase* host = part;
+    if (tp > 1) {  // the whole model is read (or drawn), and this rank keeps its part
+        ModelBase* whole = train_load_model(cfg, resume_step);
+        CHECK(whole->num_parameters == num_parameters, "%zu vs %zu", whole->num_parameters, num_parameters);
+        tp_global_to_local(shard, 0, shard.local_n, whole->params, part->params);
+        model_delete(whole);
+    } else {
+        host = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &host_shard)
+                            : train_load_model(cfg, resume_step);
+    }
+    CHECK(host->num_parameters == local_n, "model has %zu parameters, its configuration %zu", host->num_parameters,
+          local_n);
     const std::string description = model_describe(host);
     const double flops = model_flops_per_token(host, cfg.T);
     TrainData data;
@@ -443,7 +586,7 @@ int main(int argc, char** argv) {
     auto train = [&](auto& model) {
         using M = std::decay_t<decltype(model)>;
         constexpr bool gpt2 = std::is_same<M, GPT2Cuda>::value;
-        gpu_model_init(&model, &ctx, host, use_master, z, host_shard);
+        gpu_model_init(&model, &ctx, host, use_master, z, host_shard, tp > 1 ? &tp_gc : nullptr);
         model_delete(host);
         free(host_shard);
         const auto& mc = model.config;
@@ -454,14 +597,14 @@ int main(int argc, char** argv) {
         ctx.attention_mma = cfg.attention_kernel == 1 || (cfg.attention_kernel == -1 && mma_problem == nullptr);
 
         // --- batch arithmetic and data
-        train_data_init(&data, &cfg, mc.vocab_size, rank, world);
+        train_data_init(&data, &cfg, mc.vocab_size, dp_rank, dp_world);  // a tensor-parallel group reads the same
         int B = cfg.B, T = cfg.T;
 
         train_tokenizer_init(cfg, &tokenizer);
 
         gpu_model_alloc_state(&model, B, T, recompute);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
-        bool bucketed = world > 1 || gc.nccl;
+        bool bucketed = dp_world > 1 || gc.nccl;
         if (bucketed) {
             // where each row's gradient lives (ZeRO 2, 3 move them), and its parameters (ZeRO 3)
             floatX *grad_views[MAX_PARAM_TENSORS], *param_views[MAX_PARAM_TENSORS];
@@ -472,10 +615,11 @@ int main(int argc, char** argv) {
         if constexpr (gpt2) {
             // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand
             // layers to another stream mid-backward, so either keeps the launches one by one
-            model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed;
+            model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed && tp == 1;
             if (cfg.cuda_graphs == 1 && !model.graphs.enabled)
                 printf("-cg 1: CUDA graphs off (%s)\n", cfg.phase_breakdown ? "-pb 1 times every launch"
-                                                                             : "gradients are reduced during the backward");
+                                                         : tp > 1 ? "-tp: the layers talk to their tensor-parallel group"
+                                                                  : "gradients are reduced during the backward");
         } else if (cfg.cuda_graphs == 1) {
             printf("-cg 1: CUDA graphs off (Llama 3 launches one by one)\n");
         }
@@ -493,11 +637,15 @@ int main(int argc, char** argv) {
                ctx.bias_grad_epilogue ? "in the matmul epilogue" : "by their own pass",
                ctx.attention_mma ? "tensor cores" : "CUDA cores",
                peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
-        train_print_plan(description, n, cfg, data, resume_step, world);
+        train_print_plan(description, num_parameters, cfg, data, resume_step, dp_world);
+        if (tp > 1)
+            printf("tensor parallelism: %d data-parallel x %d tensor-parallel ranks (NCCL); each holds %zu of the %zu "
+                   "parameters (its heads, MLP units and vocabulary rows; the norms whole)\n", dp_world, tp, n,
+                   num_parameters);
         if (world == 1 && gc.nccl)
             printf("GPTRAIN_NCCL_SINGLE=1: gradients reduced bucket by bucket through NCCL over one rank, %s (test hook)\n",
                    zero_stage_name(z.stage));
-        if (world > 1)
+        if (dp_world > 1)
             printf("processes: %d (%s), collectives through %s, %s; %zu parameters per rank's slice; "
                    "%.1f MiB sent per step and process\n",
                    world, comm.transport == COMM_TRANSPORT_MPI ? "MPI" : "sockets",
@@ -516,6 +664,7 @@ int main(int argc, char** argv) {
         if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
         else printf("energy: not measured (%s)\n", energy.why.c_str());
         GpuBackend<M> be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
+        if (tp > 1) be.set_parts(&parts, &shard);
         status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
         if (z.stage == 3)
             printf("parameter gathers (ZeRO 3): %lld layers, %lld of them queued while the layer before ran\n",
@@ -535,6 +684,8 @@ int main(int argc, char** argv) {
     train_data_free(&data);
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpu_comm_free(&gc);
+    if (tp > 1) gpu_comm_free(&tp_gc);
+    model_parts_free(&parts);
     phase_timer_free(&phase_timer);
     cuda_context_free(&ctx);
     comm_free(&comm);

@@ -3,7 +3,7 @@
 // gpt2_backward and gpt2_update.
 // defines: GPT2Config, gpt2_config_problem, gpt2_config_from_descriptor, gpt2_describe, gpt2_param_table, ParamPtrs, param_ptrs,
 //          gpt2_layout, GPT2, LayerPtrs, layer_ptrs, param_is_per_layer,
-//          gpt2_activation_sizes, GPT2Dims, gpt2_dims_of, GPT2LayerActs, gpt2_layer_acts, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
+//          gpt2_activation_sizes, GPT2Dims, gpt2_dims, gpt2_dims_of, GPT2LayerActs, gpt2_layer_acts, gpt2_init, gpt2_alloc_state, gpt2_bind_grads, gpt2_init_random, gpt2_forward, gpt2_backward,
 //          gpt2_zero_grad, gpt2_grad_norm, gpt2_update, gpt2_free
 //
 // Glossary: B batch, T sequence length, C channels, NH heads, hs = C/NH head size,
@@ -339,10 +339,13 @@ inline void gpt2_init_random(GPT2* model, uint32_t seed) {
 struct GPT2Dims {
     int A, NH, H, Vp, v0;
 };
+// (tp, rank: the rank's place in its tensor-parallel group; the GPU model asks with its own)
+inline GPT2Dims gpt2_dims(const GPT2Config& c, int tp, int rank) {
+    const int C = c.channels, Vl = c.padded_vocab_size / tp;
+    return {C / tp, c.num_heads / tp, 4 * C / tp, Vl, rank * Vl};
+}
 inline GPT2Dims gpt2_dims_of(const GPT2* m) {
-    const int tp = m->tp != nullptr ? m->tp->size : 1, rank = m->tp != nullptr ? m->tp->rank : 0;
-    const int C = m->config.channels, Vl = m->config.padded_vocab_size / tp;
-    return {C / tp, m->config.num_heads / tp, 4 * C / tp, Vl, rank * Vl};
+    return gpt2_dims(m->config, m->tp != nullptr ? m->tp->size : 1, m->tp != nullptr ? m->tp->rank : 0);
 }
 
 // Layer l's slices of the kept activations, and the residual stream it reads, for the

@@ -55,10 +55,14 @@
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_* (-pb 1)
+#include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
 
 // What the kernels need of a shape beyond gpt2_config_problem (model_cuda.cuh's
 // cuda_shape_problem). nullptr when fine.
-inline const char* gpt2_cuda_config_problem(const GPT2Config& c) {
+// tp: each tensor-parallel rank's part too (its channels C/tp, its vocabulary rows Vp/tp).
+inline const char* gpt2_cuda_config_problem(const GPT2Config& c, int tp = 1) {
+    if (c.channels / tp % 8 != 0 || c.padded_vocab_size / tp % 8 != 0)
+        return "the GPU kernels need each tensor-parallel rank's C/tp and Vp/tp to be multiples of 8";
     return cuda_shape_problem(c.channels, c.padded_vocab_size, c.channels / c.num_heads);
 }
 
@@ -115,6 +119,7 @@ struct GPUActivations {
     floatX* dfch;       // (N,4C)
     int* inputs;        // (N) token ids
     int* targets;       // (N)
+    float* tp_stats;    // -tp: (tp,N,3) every rank's softmax statistics of each row (classifier_tp_stats)
 };
 
 // -cg 1: the device work of a training micro-step (a forward with dloss > 0, then its
@@ -143,7 +148,13 @@ struct GPT2Cuda : CudaModelState {
     GPUActivations acts;
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
+    GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the tables are this rank's part
+    int tp_size = 1, tp_rank = 0;
 };
+
+// The sizes this rank computes with (llmc/gpt2.h: its heads, attention channels, FC units and
+// vocabulary rows; the whole model's without -tp).
+inline GPT2Dims gpt2_cuda_dims(const GPT2Cuda* model) { return gpt2_dims(model->config, model->tp_size, model->tp_rank); }
 
 inline ParamLayout gpt2_cuda_layout(const GPT2Cuda* model) {
     return gpt2_layout(model->tensors, model->config.num_layers);
@@ -160,12 +171,18 @@ inline void gpt2_cuda_bind_grads(GPT2Cuda* model, floatX* const views[NUM_PARAM_
 // master_weights (bf16 build): keep an fp32 master copy of the values this rank updates,
 // initialized from the host's fp32. z: the ZeRO layout (zero_layout(n, 0, 0, 1) for one process;
 // ZeRO 3: the host holds the front and tail rows and host_shard this rank's slice, see
-// cuda_model_init_params; the views are bound by llmc/cuda/grad_sync_gpu.cuh).
+// cuda_model_init_params; the views are bound by llmc/cuda/grad_sync_gpu.cuh). tp (-tp): the
+// tensor-parallel group, whose rank's part the host model is (llmc/families.h: model_new_part).
 inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
-                           const ZeroLayout& z, const float* host_shard = nullptr) {
+                           const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->num_parameters = gpt2_param_table(host->config, model->tensors);
-    cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config), host, master_weights, z,
+    model->tp = tp;
+    model->tp_size = tp != nullptr ? tp->host->world : 1;
+    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
+    // the host's table: the whole model's (gpt2_param_table), or this rank's part of it
+    std::copy(host->tensors, host->tensors + NUM_PARAM_TENSORS, model->tensors);
+    model->num_parameters = host->num_parameters;
+    cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            gpt2_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = param_ptrs_x(model->params, model->tensors);
 }
@@ -174,36 +191,39 @@ enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
 
 // The activation plan for micro-batch B x T at recompute level 0..2: one row per buffer, in
 // GPUActivations order, each pointing at its field of *a.
+// -tp: a rank's part (its heads' qkv and attention outputs, its FC units, its columns of the logits).
 inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int recompute, GPUActivations* a,
-                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS]) {
-    size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1) {
+    const GPT2Dims d = gpt2_dims(cfg, tp, 0);
+    size_t L = cfg.num_layers, C = cfg.channels, A = d.A, NH = d.NH, H = d.H, Vp = d.Vp;
     size_t N = (size_t)B * T;
     size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
         {(void**)&a->encoded, N * C, X},         {(void**)&a->ln1, ln_layers * N * C, X},
         {(void**)&a->ln1_mean, L * N, F},        {(void**)&a->ln1_rstd, L * N, F},
-        {(void**)&a->qkv, L * N * 3 * C, X},     {(void**)&a->atty, L * N * C, X},
+        {(void**)&a->qkv, L * N * 3 * A, X},     {(void**)&a->atty, L * N * A, X},
         {(void**)&a->att_lse, L * B * NH * T, F}, {(void**)&a->residual2, L * N * C, X},
         {(void**)&a->ln2, ln_layers * N * C, X}, {(void**)&a->ln2_mean, L * N, F},
-        {(void**)&a->ln2_rstd, L * N, F},        {(void**)&a->fch, L * N * 4 * C, X},
-        {(void**)&a->fch_gelu, gelu_layers * N * 4 * C, X}, {(void**)&a->residual3, L * N * C, X},
+        {(void**)&a->ln2_rstd, L * N, F},        {(void**)&a->fch, L * N * H, X},
+        {(void**)&a->fch_gelu, gelu_layers * N * H, X}, {(void**)&a->residual3, L * N * C, X},
         {(void**)&a->lnf, N * C, X},             {(void**)&a->lnf_mean, N, F},
         {(void**)&a->lnf_rstd, N, F},            {(void**)&a->logits, N * Vp, X},
         {(void**)&a->losses, N, F},              {(void**)&a->proj, N * C, X},
         {(void**)&a->dres, N * C, X},            {(void**)&a->dtmp, N * C, X},
-        {(void**)&a->dqkv, N * 3 * C, X},        {(void**)&a->dfch, N * 4 * C, X},
+        {(void**)&a->dqkv, N * 3 * A, X},        {(void**)&a->dfch, N * H, X},
         {(void**)&a->inputs, N, I},              {(void**)&a->targets, N, I},
+        {(void**)&a->tp_stats, tp > 1 ? tp * N * 3 : 0, F},
     };
     static_assert(sizeof(plan) / sizeof(plan[0]) == GPT2_CUDA_NUM_ACTIVATIONS, "one slot per activation");
     std::copy(std::begin(plan), std::end(plan), slots);
 }
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
-inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute) {
+inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute, int tp = 1) {
     GPUActivations a;
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
+    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp);
     return cuda_slots_bytes(slots, GPT2_CUDA_NUM_ACTIVATIONS);
 }
 
@@ -214,7 +234,7 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     if (model->grads != nullptr) model->g = param_ptrs_x(model->grads, model->tensors);
 
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots);
+    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots, model->tp_size);
     model->acts_memory = cuda_carve_slots(slots, GPT2_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
     const size_t N = (size_t)B * T;
     model->B = B;
@@ -282,7 +302,10 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     if (targets != nullptr) cuda_model_copy_losses(model, N);
     // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
     // copied in stream order before the backward
-    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
+    if (dloss > 0.0f) {
+        const GPT2Dims d = gpt2_cuda_dims(model);  // -tp: the tokens of this rank's rows of wte
+        encoder_buckets_build(ctx, &model->buckets, inputs, B, T, d.v0, model->tp != nullptr ? d.Vp : -1);
+    }
     model->last_N = N;
     model->last_had_targets = targets != nullptr;
     model->backward_ready = dloss > 0.0f;
@@ -298,18 +321,19 @@ struct GPT2LayerActsX {
 };
 inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
     const GPUActivations& a = model->acts;
+    const GPT2Dims d = gpt2_cuda_dims(model);  // -tp: this rank's heads and FC units
     const size_t N = (size_t)model->B * model->T, NC = N * model->config.channels, li = (size_t)l;
-    const size_t lse_stride = N * model->config.num_heads;
+    const size_t NA = N * d.A, NH = N * d.H, lse_stride = N * d.NH;
     // -r 2 recomputes ln1 and ln2 into one buffer each, -r 1 the GELU output
-    const size_t ln_stride = model->recompute >= 2 ? 0 : NC, gelu_stride = model->recompute >= 1 ? 0 : 4 * NC;
+    const size_t ln_stride = model->recompute >= 2 ? 0 : NC, gelu_stride = model->recompute >= 1 ? 0 : NH;
     GPT2LayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
     v.ln1 = a.ln1 + li * ln_stride;
-    v.qkv = a.qkv + li * 3 * NC;
-    v.atty = a.atty + li * NC;
+    v.qkv = a.qkv + li * 3 * NA;
+    v.atty = a.atty + li * NA;
     v.residual2 = a.residual2 + li * NC;
     v.ln2 = a.ln2 + li * ln_stride;
-    v.fch = a.fch + li * 4 * NC;
+    v.fch = a.fch + li * NH;
     v.fch_gelu = a.fch_gelu + li * gelu_stride;
     v.residual3 = a.residual3 + li * NC;
     v.ln1_mean = a.ln1_mean + li * N;
@@ -323,14 +347,24 @@ inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
 // The forward's launches, from the embedding to the classifier (which, with targets, writes
 // the losses and, with dloss > 0, dlogits over the logits); the inputs and targets are on
 // the device already. Nothing here touches the host: -cg 1 captures it as it stands.
+//
+// -tp (llmc/tensor_parallel.h has the picture): QKV and FC are column-parallel (this rank's
+// heads, its FC units: A and H of them), the projections row-parallel: their products are
+// partial sums, all-reduced over the group with the bias added by rank 0 alone (`meet`). The
+// lookup is vocab-parallel (rank 0 adds wpe), and so are the logits: this rank's Vp/tp columns.
 inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets) {
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, V = cfg.vocab_size;
-    const int Vp = cfg.padded_vocab_size, N = B * T;
+    const GPT2Dims d = gpt2_cuda_dims(model);
+    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, V = cfg.vocab_size;
+    const int Vp = d.Vp, N = B * T;
     GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
     const ParamLayout table = gpt2_cuda_layout(model);
+    const bool root = model->tp_rank == 0;  // adds the row-parallel biases and wpe
+    auto meet = [&](floatX* x) {            // -tp: the group's sum of this rank's partial sums
+        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, (size_t)N * C);
+    };
     // layer l's weights (ZeRO 3: gathered, the next layer's meanwhile: cuda_model_layer_params)
     auto weights = [&](int l) {
         floatX* slice[NUM_LAYER_TENSORS];
@@ -338,7 +372,9 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         return layer_ptrs_of(slice);
     };
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_forward(ctx, a.encoded, a.inputs, p.wte, p.wpe, B, T, C);
+    encoder_forward(ctx, a.encoded, a.inputs, p.wte, root ? p.wpe : nullptr, B, T, C, d.v0,
+                    model->tp != nullptr ? Vp : -1);
+    meet(a.encoded);  // one rank holds each token's row, the others add zeros: exact
     LayerPtrsOf<floatX> lp = weights(0);
     phase_mark(ctx, PHASE_LAYERNORM);
     layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, N, C);
@@ -346,18 +382,20 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.qkv, nullptr, la.ln1, lp.qkvw, lp.qkvb, N, C, 3 * C);
+        matmul_forward(ctx, la.qkv, nullptr, la.ln1, lp.qkvw, lp.qkvb, N, C, 3 * A);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
-        attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, C, NH);
+        attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, a.proj, nullptr, la.atty, lp.attprojw, lp.attprojb, N, C, C);
+        matmul_forward(ctx, a.proj, nullptr, la.atty, lp.attprojw, root ? lp.attprojb : nullptr, N, A, C);
+        meet(a.proj);
         phase_mark(ctx, PHASE_LAYERNORM);
         fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a.proj,
                                          lp.ln2w, lp.ln2b, N, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, lp.fcw, lp.fcb, N, C, 4 * C);
-        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, lp.fcprojw, lp.fcprojb, N, 4 * C, C);
+        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, lp.fcw, lp.fcb, N, C, H);
+        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
+        meet(a.proj);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
         // layer lnf
@@ -374,9 +412,17 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     }
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
-    if (has_targets) {
+    if (has_targets && model->tp == nullptr) {
         phase_mark(ctx, PHASE_CLASSIFIER);
         classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+        phase_mark(ctx, PHASE_OTHER);
+    } else if (has_targets) {  // -tp: each rank's softmax statistics to every rank, then the losses and dlogits
+        phase_mark(ctx, PHASE_CLASSIFIER);
+        const size_t stats = (size_t)N * 3;
+        classifier_tp_stats(ctx, a.logits, a.targets, a.tp_stats + model->tp_rank * stats, N, V, Vp, d.v0);
+        gpu_all_gather_f32(model->tp, ctx, a.tp_stats, stats);
+        classifier_tp_finish(ctx, a.logits, a.losses, a.targets, a.tp_stats, model->tp_size, dloss, N, V, Vp, d.v0,
+                             dloss > 0.0f);
         phase_mark(ctx, PHASE_OTHER);
     }
 }
@@ -417,16 +463,24 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
 inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sink) {
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
+    const GPT2Dims d = gpt2_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
+    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, Vp = d.Vp;
     const ParamPtrsX& p = model->p;
     const ParamPtrsX& g = model->g;
     GPUActivations& a = model->acts;
     const size_t NC = (size_t)N * C;
+    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: all-reduced.
+    // The row-parallel ones' need nothing (the output gradient is whole on every rank), and their
+    // bias gradients come out the same on every rank.
+    auto meet = [&](floatX* x) {
+        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, NC);
+    };
 
     // logits hold dlogits (the classifier wrote them in the forward)
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, false);
+    meet(a.dtmp);
     phase_mark(ctx, PHASE_LAYERNORM);
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
     layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
@@ -451,23 +505,24 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
             layernorm_forward(ctx, la.ln2, nullptr, nullptr, la.residual2, lp.ln2w, lp.ln2b, N, C);
         }
         phase_mark(ctx, PHASE_GELU);
-        if (model->recompute >= 1) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * 4 * C);
+        if (model->recompute >= 1) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * H);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
-        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, N, 4 * C, C, false,
-                        la.fch);
-        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, N, C, 4 * C, false);
+        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, N, H, C, false, la.fch);
+        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, N, C, H, false);
+        meet(a.dtmp);
         phase_mark(ctx, PHASE_LAYERNORM);
         layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N,
                            C);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, N, C, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, N, A, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
-        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, C, NH);
+        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, N, C, 3 * C, false);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, N, C, 3 * A, false);
+        meet(a.dtmp);
         phase_mark(ctx, PHASE_LAYERNORM);
         layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N,
                            C);
@@ -497,7 +552,8 @@ inline void gpt2_cuda_download_grads(const GPT2Cuda* model, float* out) {
 }
 
 // llm.c model file of the current weights: version 3 (fp32) or 5 (bf16, the params' bits).
-// gathered: the whole vector on the host already (ZeRO 3), else it comes from model->params.
+// gathered: the whole model's vector on the host already (ZeRO 3; -tp: put together from every
+// rank's part), else it comes from model->params.
 inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path, const floatX* gathered = nullptr) {
     CHECK_CUDA(cudaStreamSynchronize(model->ctx->stream));
     int32_t h[256] = {0};
@@ -507,7 +563,8 @@ inline void gpt2_cuda_write_model(const GPT2Cuda* model, const std::string& path
     h[7] = c.padded_vocab_size;
     AtomicFile out(path);
     out.write(h, sizeof(h));
-    size_t n = model->num_parameters;
+    ParamTensor whole[NUM_PARAM_TENSORS];
+    const size_t n = gathered != nullptr ? gpt2_param_table(c, whole) : model->num_parameters;
     std::vector<floatX> chunk(std::min<size_t>(n, 1 << 22));
     for (size_t done = 0; done < n; done += chunk.size()) {
         size_t k = std::min(chunk.size(), n - done);

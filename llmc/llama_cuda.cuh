@@ -8,7 +8,8 @@
 //          llama_cuda_layout, llama_ptrs_x, llama_cuda_bind_grads, llama_cuda_init, llama_cuda_activation_plan,
 //          llama_cuda_activation_bytes, llama_cuda_alloc_state, LlamaLayerActsX, llama_cuda_layer_acts, llama_matmul_residual,
 //          llama_cuda_forward, llama_cuda_loss, llama_cuda_backward, llama_cuda_zero_grad,
-//          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_checkpoint_write, llama_cuda_download_grads,
+//          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_write_model, llama_cuda_checkpoint_write,
+//          llama_cuda_download_grads, llama_row_parallel_residual, llama_cuda_dims, llama_cuda_kv_shared,
 //          llama_cuda_free
 //
 // Glossary (as llmc/llama3.h): B batch, T sequence length, C channels, NH query heads, NKV
@@ -44,10 +45,14 @@
 #include "cuda/swiglu.cuh"       // defines: swiglu_forward, swiglu_backward
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
+#include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
 
-// What the kernels need of a shape beyond llama_config_problem. nullptr when fine.
-inline const char* llama_cuda_config_problem(const LlamaConfig& c) {
-    if (c.ffn_hidden % 8 != 0) return "the GPU kernels need the MLP's hidden size F to be a multiple of 8";
+// What the kernels need of a shape beyond llama_config_problem. nullptr when fine. tp: each
+// tensor-parallel rank's part too (its channels C/tp, MLP units F/tp, vocabulary rows Vp/tp).
+inline const char* llama_cuda_config_problem(const LlamaConfig& c, int tp = 1) {
+    if (c.ffn_hidden / tp % 8 != 0) return "the GPU kernels need the MLP's hidden size F (F/tp with -tp) to be a multiple of 8";
+    if (c.channels / tp % 8 != 0 || c.padded_vocab_size / tp % 8 != 0)
+        return "the GPU kernels need each tensor-parallel rank's C/tp and Vp/tp to be multiples of 8";
     return cuda_shape_problem(c.channels, c.padded_vocab_size, c.channels / c.num_heads);
 }
 
@@ -96,6 +101,9 @@ struct LlamaActivationsX {
     float* rope_sin;      // (T, hs/2)
     int* inputs;          // (N) token ids
     int* targets;         // (N)
+    float* tp_stats;      // -tp: (tp,N,3) every rank's softmax statistics of each row (classifier_tp_stats)
+    floatX* kv_keep;      // -tp with fewer KV heads than ranks: (2 hs C) the shared head's k, v rows' gradient so far
+    floatX* kv_all;       // (NKV, 2 hs C) each sharing rank's part of it, in its head's slot, summed over the group
 };
 
 // The buffers and host side every family has (model_cuda.cuh: CudaModelState), and Llama's own.
@@ -105,7 +113,15 @@ struct LlamaCuda : CudaModelState {
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
+    GpuComm* tp = nullptr;  // -tp: the tensor-parallel group; the tables are this rank's part
+    int tp_size = 1, tp_rank = 0;
 };
+
+// The sizes this rank computes with (llmc/llama3.h: its query and KV heads, MLP units and
+// vocabulary rows; the whole model's without -tp).
+inline LlamaDims llama_cuda_dims(const LlamaCuda* model) { return llama_dims(model->config, model->tp_size, model->tp_rank); }
+// -tp with fewer KV heads than ranks: each rank holds the one its query heads use
+inline bool llama_cuda_kv_shared(const LlamaConfig& c, int tp) { return tp > 1 && c.num_kv_heads < tp; }
 
 inline ParamLayout llama_cuda_layout(const LlamaCuda* model) {
     return llama_layout(model->tensors, model->config.num_layers);
@@ -130,12 +146,17 @@ inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NU
 }
 
 // Takes the configuration and the weights of a host Llama (llama_init + llama_init_random, or
-// a model file) and uploads them (master weights and z as gpt2_cuda_init's).
+// a model file) and uploads them (master weights, z and tp as gpt2_cuda_init's).
 inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
-                            const ZeroLayout& z, const float* host_shard = nullptr) {
+                            const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->num_parameters = llama_param_table(host->config, model->tensors);
-    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config), host, master_weights, z,
+    model->tp = tp;
+    model->tp_size = tp != nullptr ? tp->host->world : 1;
+    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
+    // the host's table: the whole model's (llama_param_table), or this rank's part of it
+    std::copy(host->tensors, host->tensors + LLAMA_NUM_PARAM_TENSORS, model->tensors);
+    model->num_parameters = host->num_parameters;
+    cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            llama_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);
 }
@@ -143,18 +164,21 @@ inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llam
 enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
 
 // The activation plan for micro-batch B x T at recompute level r: one row per buffer, in
-// LlamaActivationsX order, each pointing at its field of *a.
+// LlamaActivationsX order, each pointing at its field of *a. -tp: a rank's part (its heads'
+// qkv and attention outputs, its MLP units, its columns of the logits).
 inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int r, LlamaActivationsX* a,
-                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS]) {
+                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1) {
+    const LlamaDims d = llama_dims(cfg, tp);
     const size_t Lk = r >= 2 ? 1 : cfg.num_layers, Ln = r >= 1 ? 1 : cfg.num_layers;  // kept / norms' layers
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, Vp = cfg.padded_vocab_size;
-    const size_t F2 = 2 * (size_t)cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * hs;
-    const size_t N = (size_t)B * T, mha = cfg.num_kv_heads < cfg.num_heads ? N * 3 * C : 0;
+    const size_t L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
+    const size_t F2 = 2 * (size_t)d.F, hs = d.hs, QKV = d.QKV;
+    const size_t N = (size_t)B * T, mha = d.NKV < d.NH ? N * 3 * A : 0;
+    const size_t kv = llama_cuda_kv_shared(cfg, tp) ? 2 * hs * C : 0;
     const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
         {(void**)&a->encoded, N * C, X},         {(void**)&a->rms1, Ln * N * C, X},
         {(void**)&a->rms1_rstd, Lk * N, FL},     {(void**)&a->qkv, Lk * N * QKV, X},
-        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, Lk * N * C, X},
+        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, Lk * N * A, X},
         {(void**)&a->att_lse, Lk * B * NH * T, FL}, {(void**)&a->residual2, Lk * N * C, X},
         {(void**)&a->rms2, Ln * N * C, X},       {(void**)&a->rms2_rstd, Lk * N, FL},
         {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ln * N * F2 / 2, X},
@@ -165,17 +189,18 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int
         {(void**)&a->dqkv_mha, mha, X},          {(void**)&a->dfch, N * F2, X},
         {(void**)&a->dfch_swiglu, N * F2 / 2, X}, {(void**)&a->rope_cos, T * hs / 2, FL},
         {(void**)&a->rope_sin, T * hs / 2, FL},  {(void**)&a->inputs, N, I},
-        {(void**)&a->targets, N, I},
+        {(void**)&a->targets, N, I},             {(void**)&a->tp_stats, tp > 1 ? tp * N * 3 : 0, FL},
+        {(void**)&a->kv_keep, kv, X},            {(void**)&a->kv_all, kv * cfg.num_kv_heads, X},
     };
     static_assert(sizeof(plan) / sizeof(plan[0]) == LLAMA_CUDA_NUM_ACTIVATIONS, "one slot per activation");
     std::copy(std::begin(plan), std::end(plan), slots);
 }
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
-inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute) {
+inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute, int tp = 1) {
     LlamaActivationsX a;
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp);
     return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
 }
 
@@ -189,7 +214,7 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute
 
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
     LlamaActivationsX& a = model->acts;
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, model->tp_size);
     model->acts_memory = cuda_carve_slots(slots, LLAMA_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
     const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
     // RoPE's angles from the CPU's table, so that both sides turn by the same floats
@@ -216,14 +241,15 @@ struct LlamaLayerActsX {
 inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     const LlamaConfig& cfg = model->config;
     const LlamaActivationsX& a = model->acts;
-    const size_t N = (size_t)model->B * model->T, C = cfg.channels, NH = cfg.num_heads, F = cfg.ffn_hidden;
-    const size_t QKV = (NH + 2 * (size_t)cfg.num_kv_heads) * (C / NH), NC = N * C, li = (size_t)l;
+    const LlamaDims d = llama_cuda_dims(model);  // -tp: this rank's heads and MLP units
+    const size_t N = (size_t)model->B * model->T, C = cfg.channels, NH = d.NH, F = d.F, A = d.A;
+    const size_t QKV = d.QKV, NC = N * C, li = (size_t)l;
     const size_t lk = model->recompute >= 2 ? 0 : li, ln = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
     v.rms1 = a.rms1 + ln * NC;
     v.qkv = a.qkv + lk * N * QKV;
-    v.atty = a.atty + lk * NC;
+    v.atty = a.atty + lk * N * A;
     v.residual2 = a.residual2 + lk * NC;
     v.rms2 = a.rms2 + ln * NC;
     v.fch = a.fch + lk * N * 2 * F;
@@ -248,13 +274,28 @@ inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const flo
 }
 
 // ---------------------------------------------------------------------------------------
+// -tp: a row-parallel projection into the residual stream: out = residual + the group's sum of
+// each rank's inp @ weight^T (this rank's K columns), the residual added by rank 0 alone.
+inline void llama_row_parallel_residual(LlamaCuda* model, floatX* out, const floatX* residual, const floatX* inp,
+                                        const floatX* weight, int BT, int K, int OC) {
+    const CudaContext& ctx = *model->ctx;
+    if (model->tp == nullptr) return llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
+    if (model->tp_rank == 0) llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
+    else matmul_forward(ctx, out, nullptr, inp, weight, nullptr, BT, K, OC);
+    gpu_all_reduce_sum(model->tp, ctx, out, (size_t)BT * OC);
+}
+
 // One layer's forward over N = B x T positions: lp its weights, la its activations. The
-// backward at -r 2 runs it again, so it is the one place a layer's forward is written.
+// backward at -r 2 runs it again, so it is the one place a layer's forward is written. -tp
+// (llmc/tensor_parallel.h has the picture): QKV and gate/up are column-parallel (this rank's
+// query and KV heads, its MLP units), the projections row-parallel, their partial sums added
+// over the group.
 inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, const LlamaLayerActsX& la, int B, int T) {
     const LlamaConfig& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
-    const int N = B * T, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads, F = cfg.ffn_hidden;
-    const int hs = C / NH, QKV = (NH + 2 * NKV) * hs;
+    const LlamaDims d = llama_cuda_dims(model);
+    const int N = B * T, C = cfg.channels, NH = d.NH, NKV = d.NKV, F = d.F, A = d.A;
+    const int hs = d.hs, QKV = d.QKV;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
@@ -269,9 +310,9 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
         gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
         mha = a.qkv_mha;
     }
-    attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, C, NH);
+    attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, A, NH);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_matmul_residual(ctx, la.residual2, la.residual, la.atty, lp.attprojw, N, C, C);
+    llama_row_parallel_residual(model, la.residual2, la.residual, la.atty, lp.attprojw, N, A, C);
     // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
     phase_mark(ctx, PHASE_LAYERNORM);
     rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, eps);
@@ -280,7 +321,7 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
     phase_mark(ctx, PHASE_GELU);
     swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_matmul_residual(ctx, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
+    llama_row_parallel_residual(model, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
 }
 
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
@@ -294,12 +335,14 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     cuda_model_check_batch(model, inputs, targets, B, T, dloss, cfg.vocab_size);
     cuda_model_upload_batch(model, inputs, targets, N);
 
-    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = cfg.padded_vocab_size;
+    const LlamaDims d = llama_cuda_dims(model);  // -tp: the lookup and the logits are vocab-parallel
+    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = d.Vp;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C);
+    encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
+    if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, a.encoded, (size_t)N * C);  // one rank has each row
     for (int l = 0; l < L; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
         cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
@@ -311,12 +354,20 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     matmul_forward(ctx, a.logits, nullptr, a.rmsf, model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
     if (targets != nullptr) {
         phase_mark(ctx, PHASE_CLASSIFIER);
-        classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+        if (model->tp == nullptr) {
+            classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+        } else {  // -tp: each rank's softmax statistics to every rank, then the losses and dlogits
+            const size_t stats = (size_t)N * 3;
+            classifier_tp_stats(ctx, a.logits, a.targets, a.tp_stats + model->tp_rank * stats, N, V, Vp, d.v0);
+            gpu_all_gather_f32(model->tp, ctx, a.tp_stats, stats);
+            classifier_tp_finish(ctx, a.logits, a.losses, a.targets, a.tp_stats, model->tp_size, dloss, N, V, Vp, d.v0,
+                                 dloss > 0.0f);
+        }
         cuda_model_copy_losses(model, N);
     }
     phase_mark(ctx, PHASE_OTHER);
     // the embedding backward's buckets: sorted on the host while the GPU runs the forward
-    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T);
+    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T, d.v0, model->tp != nullptr ? Vp : -1);
     model->last_N = N;
     model->last_had_targets = targets != nullptr;
     model->backward_ready = dloss > 0.0f;
@@ -333,18 +384,31 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     CHECK(model->backward_ready, "llama_cuda_backward needs a forward with targets and dloss > 0 just before");
     const LlamaConfig& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
+    const LlamaDims d = llama_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = cfg.num_layers, C = cfg.channels, NH = cfg.num_heads, NKV = cfg.num_kv_heads;
-    const int Vp = cfg.padded_vocab_size, F = cfg.ffn_hidden, hs = C / NH, QKV = (NH + 2 * NKV) * hs;
+    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
+    const int Vp = d.Vp, F = d.F, hs = d.hs, QKV = d.QKV;
     const LlamaPtrsX& p = model->p;
     const LlamaPtrsX& g = model->g;
     LlamaActivationsX& a = model->acts;
     const size_t NC = (size_t)N * C;
     const ParamLayout layout = llama_cuda_layout(model);
+    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: all-reduced
+    // (the row-parallel ones' need nothing: the output gradient is whole on every rank)
+    auto meet = [&](floatX* x) {
+        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, NC);
+    };
+    // -tp with fewer KV heads than ranks: the tp / NKV ranks sharing a KV head each find the part
+    // of its k, v rows' gradient their query heads make; a micro-step's parts are added over the
+    // group (each rank's in its head's slot, zeros elsewhere), then to what the rows held
+    const bool kv_shared = llama_cuda_kv_shared(cfg, model->tp_size);
+    const size_t kv_vals = (size_t)2 * hs * C;
+    const int kv_head = kv_shared ? model->tp_rank / (model->tp_size / cfg.num_kv_heads) : 0;
 
     // logits hold dlogits (the classifier wrote them in the forward)
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, N, C, Vp, false);
+    meet(a.dtmp);
     phase_mark(ctx, PHASE_LAYERNORM);
     CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
     rmsnorm_backward(ctx, a.dres, g.rmsfw, a.dtmp, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd,
@@ -376,22 +440,40 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase_mark(ctx, PHASE_MATMUL);
         matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, la.rms2, lp.fcw, N, C, 2 * F, false);
+        meet(a.dtmp);
         phase_mark(ctx, PHASE_LAYERNORM);
         rmsnorm_backward(ctx, a.dres, lg.rms2w, a.dtmp, la.residual2, lp.rms2w, la.rms2_rstd, N, C);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, la.atty, lp.attprojw, N, C, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, la.atty, lp.attprojw, N, A, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         if (NKV < NH) {  // the repeated heads again, and their gradients summed back
             gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
-            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, la.atty, la.att_lse, B, T, C, NH);
+            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, la.atty, la.att_lse, B, T, A, NH);
             gqa_reduce(ctx, a.dqkv, a.dqkv_mha, B, T, NH, NKV, hs);
         } else {
-            attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, C, NH);
+            attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
         }
         rope_backward(ctx, a.dqkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
         phase_mark(ctx, PHASE_MATMUL);
+        floatX* kv_rows = lg.qkvw + (size_t)A * C;  // after the query heads' rows
+        const size_t kv_bytes = kv_vals * sizeof(floatX);
+        if (kv_shared) {
+            CHECK_CUDA(cudaMemcpyAsync(a.kv_keep, kv_rows, kv_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+            CHECK_CUDA(cudaMemsetAsync(kv_rows, 0, kv_bytes, ctx.stream));
+        }
         matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, la.rms1, lp.qkvw, N, C, QKV, false);
+        if (kv_shared) {
+            phase_mark(ctx, PHASE_COMM);
+            CHECK_CUDA(cudaMemsetAsync(a.kv_all, 0, kv_bytes * cfg.num_kv_heads, ctx.stream));
+            floatX* mine = a.kv_all + kv_head * kv_vals;
+            CHECK_CUDA(cudaMemcpyAsync(mine, kv_rows, kv_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+            gpu_all_reduce_sum(model->tp, ctx, a.kv_all, kv_vals * cfg.num_kv_heads);
+            CHECK_CUDA(cudaMemcpyAsync(kv_rows, a.kv_keep, kv_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+            accumulate(ctx.stream, kv_rows, mine, kv_vals);
+            phase_mark(ctx, PHASE_MATMUL);
+        }
+        meet(a.dtmp);
         phase_mark(ctx, PHASE_LAYERNORM);
         rmsnorm_backward(ctx, a.dres, lg.rms1w, a.dtmp, la.residual, lp.rms1w, la.rms1_rstd, N, C);
         phase_mark(ctx, PHASE_OTHER);
@@ -412,20 +494,24 @@ inline void llama_cuda_update(LlamaCuda* model, float lr, float beta1, float bet
     cuda_model_update(model, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
 }
 
-// As gpt2_cuda_checkpoint_write: the model file (rank 0; an fp32 Llama model file, llmc/checkpoint.h,
-// which holds bf16 weights exactly) and this rank's state file, each durable on disk. gathered:
-// the whole vector on the host already (ZeRO 3), else it comes from model->params.
+// The model file of the current weights (an fp32 Llama model file, llmc/checkpoint.h, which
+// holds bf16 weights exactly). gathered: the whole model's vector on the host already (ZeRO 3;
+// -tp: put together from every rank's part), else it comes from model->params.
+inline void llama_cuda_write_model(const LlamaCuda* model, const std::string& path, const floatX* gathered = nullptr) {
+    Llama host;
+    llama_init(&host, model->config);
+    if (gathered != nullptr)
+        for (size_t i = 0; i < host.num_parameters; i++) host.params[i] = to_float(gathered[i]);
+    else cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
+    model_write_checkpoint(&host, path);
+    llama_free(&host);
+}
+
+// As gpt2_cuda_checkpoint_write: the model file (rank 0) and this rank's state file, each
+// durable on disk. gathered: as llama_cuda_write_model's (rank 0).
 inline void llama_cuda_checkpoint_write(const std::string& dir, int step, const LlamaCuda* model, TrainState s,
                                         const floatX* gathered = nullptr) {
-    if (s.rank == 0) {
-        Llama host;
-        llama_init(&host, model->config);
-        if (gathered != nullptr)
-            for (size_t i = 0; i < model->num_parameters; i++) host.params[i] = to_float(gathered[i]);
-        else cuda_download_floatx(*model->ctx, model->params, model->num_parameters, host.params);
-        model_write_checkpoint(&host, checkpoint_path(dir, "model", step));
-        llama_free(&host);
-    }
+    if (s.rank == 0) llama_cuda_write_model(model, checkpoint_path(dir, "model", step), gathered);
     cuda_model_write_state(model, dir, step, s);
 }
 

@@ -6,7 +6,7 @@
 //          cuda_model_init_params, cuda_model_layer_params, cuda_model_opt_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
 //          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
 //          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
-//          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_load_state,
+//          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_set_state, cuda_model_load_state,
 //          cuda_model_print_memory, cuda_model_free_buffers
 //
 // The cuda_model_* templates take a family's model struct M: a CudaModelState (below) with the
@@ -324,13 +324,21 @@ inline floatX* cuda_model_opt_grads(M* model) {
 }
 
 // Sum of squares of the gradients this rank updates (waits for the backward): the global
-// norm's square with one process or ZeRO 0, this rank's part of it at ZeRO 1 and 2.
+// norm's square with one process or ZeRO 0, this rank's part of it at ZeRO 1 and 2. pieces
+// (-tp): only the [begin, end) ranges (from opt_begin; 16-byte aligned) where this rank's values count.
 template <typename M>
-inline double cuda_model_grad_sum_squares(M* model) {
+inline double cuda_model_grad_sum_squares(M* model, const std::vector<std::pair<size_t, size_t>>* pieces = nullptr) {
     const CudaContext& ctx = *model->ctx;
     if (model->z.opt_count() == 0) return 0.0;
     phase_mark(ctx, PHASE_OPTIMIZER);
-    global_norm_squared(ctx, model->norm_device, cuda_model_opt_grads(model), model->z.opt_count(), false);
+    const floatX* g = cuda_model_opt_grads(model);
+    if (pieces == nullptr) {
+        global_norm_squared(ctx, model->norm_device, g, model->z.opt_count(), false);
+    } else {
+        CHECK_CUDA(cudaMemsetAsync(model->norm_device, 0, sizeof(float), ctx.stream));
+        for (const auto& piece : *pieces)
+            global_norm_squared(ctx, model->norm_device, g + piece.first, piece.second - piece.first, true);
+    }
     CHECK_CUDA(cudaMemcpyAsync(model->norm_host, model->norm_device, sizeof(float), cudaMemcpyDeviceToHost,
                                ctx.stream));
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -360,11 +368,12 @@ inline void cuda_model_update(M* model, float lr, float beta1, float beta2, floa
 }
 
 // out (Vp floats) = the logits of position `row` (b*T + t) of the last forward without dloss.
+// Vp: the row's length, when not the whole padded vocabulary (-tp: this rank's columns).
 template <typename M>
-inline void cuda_model_logits_row(M* model, int row, float* out) {
+inline void cuda_model_logits_row(M* model, int row, float* out, int Vp = 0) {
     CHECK(!model->backward_ready, "the logits were overwritten by dlogits");
     CHECK(row >= 0 && row < model->last_N, "row=%d N=%d", row, model->last_N);
-    int Vp = model->config.padded_vocab_size;
+    if (Vp == 0) Vp = model->config.padded_vocab_size;
     std::vector<floatX> buf(Vp);
     CHECK_CUDA(cudaMemcpyAsync(buf.data(), model->acts.logits + (size_t)row * Vp, Vp * sizeof(floatX),
                                cudaMemcpyDeviceToHost, model->ctx->stream));
@@ -392,10 +401,26 @@ inline void cuda_model_write_state(const M* model, const std::string& dir, int s
     fsync_dir(dir);
 }
 
+// AdamW m, v (z.opt_count() values each, host) and the master weights (has_master: master holds
+// them; else, with a master copy kept, it starts from the widened bf16 params, with a note) of
+// the checkpoint at `step`, uploaded for the values this rank updates.
+template <typename M>
+inline void cuda_model_set_state(M* model, int step, const float* m, const float* v, float* master, bool has_master) {
+    const size_t k = model->z.opt_count();
+    CHECK_CUDA(cudaMemcpy(model->m, m, k * sizeof(float), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(model->v, v, k * sizeof(float), cudaMemcpyHostToDevice));
+    if (model->master == nullptr) return;
+    if (!has_master) {
+        printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n", step);
+        cuda_download_floatx(*model->ctx, cuda_model_opt_params(model), k, master);
+    }
+    CHECK_CUDA(cudaMemcpy(model->master, master, k * sizeof(float), cudaMemcpyHostToDevice));
+}
+
 // Restores AdamW m, v and (bf16 with master weights) the master weights of the values this rank
 // updates from the state files of the checkpoint at `step` (any number of ranks wrote them), and
-// returns rank 0's header in *s for the caller's checks. State without master weights (written
-// by a -w 0 run) leaves the master as the widened bf16 params, with a note.
+// returns rank 0's header in *s for the caller's checks (cuda_model_set_state: state without
+// master weights, written by a -w 0 run).
 template <typename M>
 inline void cuda_model_load_state(M* model, const std::string& dir, int step, TrainState* s) {
     const ZeroLayout& z = model->z;
@@ -405,16 +430,7 @@ inline void cuda_model_load_state(M* model, const std::string& dir, int step, Tr
     std::string err = state_read_range(dir, step, z.n, z.opt_begin, z.opt_end, s, m.data(), v.data(),
                                        model->master ? master.data() : nullptr, &has_master);
     if (!err.empty()) fail("%s", err.c_str());
-    CHECK_CUDA(cudaMemcpy(model->m, m.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(model->v, v.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    if (model->master != nullptr) {
-        if (!has_master) {
-            printf("note: the state files of step %d have no master weights; starting them from the bf16 weights\n",
-                   step);
-            cuda_download_floatx(*model->ctx, cuda_model_opt_params(model), k, master.data());
-        }
-        CHECK_CUDA(cudaMemcpy(model->master, master.data(), k * sizeof(float), cudaMemcpyHostToDevice));
-    }
+    cuda_model_set_state(model, step, m.data(), v.data(), master.data(), has_master);
 }
 
 // The device memory plan, one line, as allocated: recompute is the -r level the activations

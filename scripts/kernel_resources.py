@@ -79,6 +79,8 @@ LAUNCH = {
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
     "ceiling_copy_kernel": (512, "dev", "dev/cuda/ceilings.cu ceiling_copy: 512"),
     "classifier_kernel": (512, "default", "classifier.cuh: CLASSIFIER_BLOCK"),
+    "classifier_tp_finish_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
+    "classifier_tp_stats_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
     "column_sums_finish_kernel": (512, "default", "common.cuh column_sums_finish: dim3(32, FINISH_SPLIT)"),
     "encoder_backward_wpe_kernel": (256, "default", "encoder.cuh encoder_backward: 256"),
     "encoder_backward_wte_kernel": (256, "default", "encoder.cuh encoder_backward: <= 256"),

@@ -1,5 +1,5 @@
-// classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, then a benchmark
-// (--bench: with the grid's choices side by side).
+// classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, the vocab-parallel
+// one (-tp) over simulated ranks too, then a benchmark (--bench: with the grid's choices side by side).
 // The padded columns V..Vp are filled with large values: if the kernel let them into the
 // softmax the losses would be far off.
 // Tolerances: losses are fp32 in both builds (the CPU sums in double, the GPU in fp32 over
@@ -75,6 +75,64 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, i
     CHECK_CUDA(cudaFree(d_losses));
 }
 
+// -tp: the vocab-parallel classifier (classifier_tp_stats, the all-gather, classifier_tp_finish)
+// over `tp` ranks simulated on one device: rank r's columns [r Vl, (r+1) Vl) copied out, its
+// stats written into its place of the gathered buffer (what NCCL's all-gather does), then each
+// rank finishes its columns. The losses and the columns put back together must be the whole
+// row's, from the same CPU reference, at the same tolerances (the merge order differs).
+static void run_tp_case(const CudaContext& ctx, int N, int V, int Vp, int tp) {
+    char what[64];
+    snprintf(what, sizeof(what), "N=%d V=%d Vp=%d tp=%d", N, V, Vp, tp);
+    printf("-- vocab-parallel classifier %s\n", what);
+    std::string w(what);
+    DevRng rng(29 + N + V + tp);
+    std::vector<float> logits = rand_vec(rng, (size_t)N * Vp, 4.0f);
+    for (int i = 0; i < N; i++)
+        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = 60.0f;  // must never count
+    round_to_floatX(logits);
+    std::vector<int> targets(N);
+    for (int i = 0; i < N; i++) targets[i] = rng.below(V);
+    targets[0] = 0;
+    targets[N - 1] = V - 1;
+    const float dloss = 1.0f / N;
+    std::vector<float> ref_losses(N), ref_d = logits;
+    crossentropy_forward(ref_losses.data(), logits.data(), targets.data(), N, V, Vp);
+    crossentropy_backward(ref_d.data(), targets.data(), dloss, N, V, Vp);
+
+    const int Vl = Vp / tp;
+    std::vector<floatX*> parts(tp);
+    for (int r = 0; r < tp; r++) {
+        std::vector<float> cols((size_t)N * Vl);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < Vl; j++) cols[(size_t)i * Vl + j] = logits[(size_t)i * Vp + r * Vl + j];
+        parts[r] = dev_upload(cols);
+    }
+    int* d_targets = dev_upload_raw(targets);
+    float *d_all, *d_losses;
+    CHECK_CUDA(cudaMalloc(&d_all, (size_t)tp * N * 3 * sizeof(float)));
+    CHECK_CUDA(cudaMalloc(&d_losses, (size_t)tp * N * sizeof(float)));
+    for (int r = 0; r < tp; r++)
+        classifier_tp_stats(ctx, parts[r], d_targets, d_all + (size_t)r * N * 3, N, V, Vl, r * Vl);
+    for (int r = 0; r < tp; r++)
+        classifier_tp_finish(ctx, parts[r], d_losses + (size_t)r * N, d_targets, d_all, tp, dloss, N, V, Vl, r * Vl,
+                             true);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    std::vector<float> d((size_t)N * Vp);
+    for (int r = 0; r < tp; r++) {
+        const std::vector<float> cols = dev_download(parts[r], (size_t)N * Vl);
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < Vl; j++) d[(size_t)i * Vp + r * Vl + j] = cols[(size_t)i * Vl + j];
+        const std::vector<float> losses = dev_download_f32(d_losses + (size_t)r * N, N);
+        dev_check("classifier", (w + " losses on rank " + std::to_string(r)).c_str(), losses, ref_losses, {1e-5, 1e-6});
+    }
+    dev_check("classifier", (w + " dlogits, the ranks' columns together").c_str(), d, ref_d,
+              tol_for({1e-4, 1e-6}, {1e-2, 1e-3}));
+    for (floatX* p : parts) CHECK_CUDA(cudaFree(p));
+    CHECK_CUDA(cudaFree(d_targets));
+    CHECK_CUDA(cudaFree(d_all));
+    CHECK_CUDA(cudaFree(d_losses));
+}
+
 int main(int argc, char** argv) {
     dev_parse_args(argc, argv);
     CudaContext ctx;
@@ -84,6 +142,9 @@ int main(int argc, char** argv) {
     run_case(ctx, 5, 3, 8, false);                // V smaller than one 16-byte group
     run_case(ctx, 4, 50257, 50304, false);
     run_case(ctx, 3 * 37, 1000, 1024, false, 7);  // 7 blocks: each takes rows 16 apart, the last 15
+    run_tp_case(ctx, 3 * 37, 1000, 1024, 2);
+    run_tp_case(ctx, 37, 300, 384, 8);             // rank 6 holds 12 real columns, rank 7 padding only
+    run_tp_case(ctx, 4, 50257, 50304, 8);
     if (g_dev_bench || !g_dev_quick) run_case(ctx, 8 * 1024, 50257, 50304, true);  // GPT-2, B=8 T=1024: 0.8 GB, 16x the L2
     cuda_context_free(&ctx);
     return dev_finish("classifier");

@@ -5,7 +5,7 @@
 // row there, measured slower on an H200 (2026-11-26, 8192 rows of 50304: one block a row
 // 0.75 ms; twice, once, half and a quarter the L2's worth of rows 0.81, 0.88, 1.08 and
 // 1.55 ms): the occupancy it costs outweighs the reads it saves.
-// defines: classifier_forward_backward
+// defines: classifier_forward_backward, classifier_tp_stats, classifier_tp_finish (-tp: vocab-parallel)
 // CPU reference: llmc/cpu/crossentropy.h (crossentropy_forward + crossentropy_backward)
 #pragma once
 #include <algorithm>
@@ -23,75 +23,126 @@ __device__ inline void softmax_merge(float& m, float& s, float m2, float s2) {
     m = M;
 }
 
+// The block's online max m and sum s of exp(x - m) over x[0..V) (16-byte aligned; the loads may
+// read up to 7 values past V within the row), left in *m_out and *s_out for every thread.
+// shared: CLASSIFIER_BLOCK / 32 pairs and one more for the result; safe to reuse for the next
+// row once every thread has read the result (warp 0 reads the pairs before its second barrier).
+__device__ inline void block_softmax_stats(const floatX* x, int V, float* shared_m, float* shared_s, float* m_out,
+                                           float* s_out) {
+    float m = -INFINITY, s = 0.0f;
+    for (int c = threadIdx.x * x128::size; c < V; c += blockDim.x * x128::size) {
+        x128 v = load128(x + c);
+        for (int k = 0; k < x128::size && c + k < V; k++) {
+            float f = to_float(v[k]);
+            if (f > m) {
+                s = s * expf(m - f) + 1.0f;  // expf(-inf) = 0 for the first value
+                m = f;
+            } else {
+                s += expf(f - m);
+            }
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+        softmax_merge(m, s, m2, s2);
+    }
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, num_warps = blockDim.x / 32;
+    if (lane == 0) {
+        shared_m[warp] = m;
+        shared_s[warp] = s;
+    }
+    __syncthreads();  // also: every thread is done reading the row before a second pass writes
+    if (warp == 0) {
+        m = lane < num_warps ? shared_m[lane] : -INFINITY;
+        s = lane < num_warps ? shared_s[lane] : 0.0f;
+        for (int o = 16; o > 0; o >>= 1) {
+            float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+            softmax_merge(m, s, m2, s2);
+        }
+        if (lane == 0) {
+            shared_m[num_warps] = m;
+            shared_s[num_warps] = s;
+        }
+    }
+    __syncthreads();
+    *m_out = shared_m[num_warps];
+    *s_out = shared_s[num_warps];
+}
+
+// Pass 2 over one row of Vp columns, in place: logit j (column j0 + j of the vocabulary) :=
+// (softmax - onehot(target)) * dloss for the V real columns, 0 for the padding.
+__device__ inline void dlogits_row(floatX* x, int V, int Vp, int j0, int target, float lse, float dloss) {
+    for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
+        x128 v = c < V ? load128(x + c) : x128::zeros();
+        x128 g;
+        for (int k = 0; k < x128::size; k++) {
+            int j = c + k;
+            float p = j < V ? expf(to_float(v[k]) - lse) : 0.0f;
+            float indicator = j0 + j == target ? 1.0f : 0.0f;
+            g[k] = from_float<floatX>(j < V ? (p - indicator) * dloss : 0.0f);
+        }
+        store128cs(x + c, g);
+    }
+}
+
 // logits (N,Vp), first V columns real. losses[row] = logsumexp - logits[target];
 // with write_dlogits, logits[row] := (softmax - onehot(target)) * dloss, padding := 0.
 // A target outside [0,V) gives a NaN loss (the trainer checks targets on the host).
 __global__ void __launch_bounds__(CLASSIFIER_BLOCK)
 classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss, int N, int V, int Vp,
                   bool write_dlogits) {
-    __shared__ float shared_m[CLASSIFIER_BLOCK / 32], shared_s[CLASSIFIER_BLOCK / 32];
-    __shared__ float shared_lse;
-    // (the shared values are safe to reuse for the next row: every thread reads shared_lse
-    // before the next row's first barrier, and warp 0 has read shared_m and shared_s before
-    // this row's second)
+    __shared__ float shared_m[CLASSIFIER_BLOCK / 32 + 1], shared_s[CLASSIFIER_BLOCK / 32 + 1];
     for (int row = blockIdx.x; row < N; row += gridDim.x) {
         floatX* x = logits + (size_t)row * Vp;
         const int target = targets[row];
         const bool target_ok = target >= 0 && target < V;
         // read before any thread starts overwriting the row
         float target_logit = (threadIdx.x == 0 && target_ok) ? to_float(x[target]) : 0.0f;
-
         // pass 1: online max and sum over the V real columns
-        float m = -INFINITY, s = 0.0f;
-        for (int c = threadIdx.x * x128::size; c < V; c += blockDim.x * x128::size) {
-            x128 v = load128(x + c);
-            for (int k = 0; k < x128::size && c + k < V; k++) {
-                float f = to_float(v[k]);
-                if (f > m) {
-                    s = s * expf(m - f) + 1.0f;  // expf(-inf) = 0 for the first value
-                    m = f;
-                } else {
-                    s += expf(f - m);
-                }
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-            softmax_merge(m, s, m2, s2);
-        }
-        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-        if (lane == 0) {
-            shared_m[warp] = m;
-            shared_s[warp] = s;
-        }
-        __syncthreads();  // also: every thread is done reading pass 1 before pass 2 writes
-        if (warp == 0) {
-            const int num_warps = blockDim.x / 32;
-            m = lane < num_warps ? shared_m[lane] : -INFINITY;
-            s = lane < num_warps ? shared_s[lane] : 0.0f;
-            for (int o = 16; o > 0; o >>= 1) {
-                float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-                softmax_merge(m, s, m2, s2);
-            }
-            if (lane == 0) shared_lse = m + logf(s);
-        }
-        __syncthreads();
-        const float lse = shared_lse;
+        float m, s;
+        block_softmax_stats(x, V, shared_m, shared_s, &m, &s);
+        const float lse = m + logf(s);
         if (threadIdx.x == 0) losses[row] = target_ok ? lse - target_logit : NAN;
-        if (!write_dlogits) continue;
+        // pass 2: dlogits, in place
+        if (write_dlogits) dlogits_row(x, V, Vp, 0, target, lse, dloss);
+    }
+}
 
-        // pass 2: dlogits, in place; padded columns get 0
-        for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
-            x128 v = c < V ? load128(x + c) : x128::zeros();
-            x128 g;
-            for (int k = 0; k < x128::size; k++) {
-                int j = c + k;
-                float p = j < V ? expf(to_float(v[k]) - lse) : 0.0f;
-                float indicator = j == target ? 1.0f : 0.0f;
-                g[k] = from_float<floatX>(j < V ? (p - indicator) * dloss : 0.0f);
-            }
-            store128cs(x + c, g);
+// -tp, vocab-parallel: this rank holds columns [v0, v0 + Vl) of the padded vocabulary, the first
+// `real` of them real (V - v0, within 0..Vl). stats (N,3) := each row's (max, sum of exp(x - max),
+// the target's logit if this rank holds it, else 0), for the group to all-gather.
+__global__ void __launch_bounds__(CLASSIFIER_BLOCK)
+classifier_tp_stats_kernel(const floatX* logits, const int* targets, float* stats, int N, int real, int Vl, int v0) {
+    __shared__ float shared_m[CLASSIFIER_BLOCK / 32 + 1], shared_s[CLASSIFIER_BLOCK / 32 + 1];
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        const floatX* x = logits + (size_t)row * Vl;
+        float m, s;
+        block_softmax_stats(x, real, shared_m, shared_s, &m, &s);
+        if (threadIdx.x == 0) {
+            const int t = targets[row] - v0;
+            stats[(size_t)row * 3 + 0] = m;
+            stats[(size_t)row * 3 + 1] = s;
+            stats[(size_t)row * 3 + 2] = t >= 0 && t < real ? to_float(x[t]) : 0.0f;
         }
+    }
+}
+
+// The rows' whole-vocabulary logsumexp from every rank's stats (all: tp x (N,3), in rank order,
+// merged in that order), then the losses (every rank the same) and this rank's columns of dlogits.
+__global__ void __launch_bounds__(CLASSIFIER_BLOCK)
+classifier_tp_finish_kernel(floatX* logits, float* losses, const int* targets, const float* all, int tp, float dloss,
+                            int N, int V, int real, int Vl, int v0, bool write_dlogits) {
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        float m = -INFINITY, s = 0.0f, target_logit = 0.0f;
+        for (int r = 0; r < tp; r++) {
+            const float* st = all + ((size_t)r * N + row) * 3;
+            softmax_merge(m, s, st[0], st[1]);
+            target_logit += st[2];  // one rank holds it, the others add 0
+        }
+        const float lse = m + logf(s);
+        const int target = targets[row];
+        if (threadIdx.x == 0) losses[row] = target >= 0 && target < V ? lse - target_logit : NAN;
+        if (write_dlogits) dlogits_row(logits + (size_t)row * Vl, real, Vl, v0, target, lse, dloss);
     }
 }
 
@@ -110,5 +161,30 @@ inline void classifier_forward_backward(const CudaContext& ctx, floatX* logits, 
     const int grid = rows_in_flight > 0 ? std::min(N, rows_in_flight) : N;
     classifier_kernel<<<grid, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
                                                                  write_dlogits);
+    CHECK_LAUNCH();
+}
+
+// -tp: the vocab-parallel classifier in two launches around the group's all-gather of the stats
+// (the model's: llmc/gpt2_cuda.cuh). logits (N,Vl) are this rank's columns [v0, v0 + Vl) of the
+// padded vocabulary, V of whose columns are real in all. Each rank's max and sum of exps and
+// the target's logit are all the others need: no rank builds a whole row of logits.
+// classifier_tp_stats: mine (N,3) := this rank's stats, for the all-gather into all (tp,N,3)
+inline void classifier_tp_stats(const CudaContext& ctx, const floatX* logits, const int* targets, float* mine, int N,
+                                int V, int Vl, int v0) {
+    CHECK(N > 0 && Vl > 0 && Vl % x128::size == 0 && v0 >= 0, "N=%d Vl=%d v0=%d", N, Vl, v0);
+    CHECK(is_aligned16(logits), "logits=%p not 16-byte aligned", (const void*)logits);
+    const int real = std::max(0, std::min(Vl, V - v0));
+    classifier_tp_stats_kernel<<<N, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, targets, mine, N, real, Vl, v0);
+    CHECK_LAUNCH();
+}
+// classifier_tp_finish: losses (N), and with write_dlogits this rank's columns of dlogits in
+// place of the logits, as classifier_forward_backward's, from the gathered stats
+inline void classifier_tp_finish(const CudaContext& ctx, floatX* logits, float* losses, const int* targets,
+                                 const float* all, int tp, float dloss, int N, int V, int Vl, int v0,
+                                 bool write_dlogits) {
+    CHECK(N > 0 && tp >= 1 && Vl % x128::size == 0, "N=%d tp=%d Vl=%d", N, tp, Vl);
+    const int real = std::max(0, std::min(Vl, V - v0));
+    classifier_tp_finish_kernel<<<N, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, losses, targets, all, tp, dloss, N, V,
+                                                                        real, Vl, v0, write_dlogits);
     CHECK_LAUNCH();
 }

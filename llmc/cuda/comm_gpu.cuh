@@ -11,7 +11,7 @@
 //                same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
-//          nccl_type_floatx, CHECK_NCCL
+//          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
@@ -189,3 +189,20 @@ inline void gpu_all_gather(GpuComm* gc, const CudaContext& ctx, floatX* buf, siz
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
+// -tp: x (n floatX, device) := the sum over the group's ranks, in place, queued on the stream
+// (NCCL: every rank gets the same bits). A tensor-parallel group always has NCCL (train_gpt.cu).
+inline void gpu_all_reduce_sum(GpuComm* gc, const CudaContext& ctx, floatX* x, size_t n) {
+    CHECK(gc->nccl, "a tensor-parallel all-reduce needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclAllReduce(x, x, n, nccl_type_floatx(), ncclSum, gc->nccl_comm, ctx.stream));
+#endif
+}
+
+// -tp: all (world x n floats, device) := every rank's n floats, rank r's at all + r n (each rank's
+// own already there: in place), queued on the stream
+inline void gpu_all_gather_f32(GpuComm* gc, const CudaContext& ctx, float* all, size_t n) {
+    CHECK(gc->nccl, "a tensor-parallel all-gather needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclAllGather(all + (size_t)gc->host->rank * n, all, n, ncclFloat, gc->nccl_comm, ctx.stream));
+#endif
+}

@@ -10,6 +10,7 @@
 // one thread per (bucket, 16-byte channel group) sums its bucket in that fixed order.
 #pragma once
 #include <algorithm>
+#include <climits>
 #include <vector>
 #include "common.cuh"
 
@@ -17,16 +18,18 @@
 // kernels
 
 // out (N,C) = wte[inp[n]] + wpe[n % T] (wpe nullptr: no position term, Llama's lookup); one
-// thread per 16-byte group of channels
+// thread per 16-byte group of channels. -tp: wte holds the vocabulary's rows [v0, v0 + rows)
+// only, and a token outside them looks up zeros (the group's all-reduce adds the rows)
 __global__ void encoder_forward_kernel(floatX* out, const int* inp, const floatX* wte,
-                                       const floatX* wpe, int N, int T, int C) {
+                                       const floatX* wpe, int N, int T, int C, int v0, int rows) {
     const int groups = C / x128::size;
     size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)N * groups) return;
     int n = (int)(idx / groups);
     int c = (int)(idx % groups) * x128::size;
     int t = n % T;
-    x128 tok = load128(wte + (size_t)inp[n] * C + c);
+    const int row = inp[n] - v0;
+    x128 tok = row >= 0 && row < rows ? load128(wte + (size_t)row * C + c) : x128::zeros();
     if (wpe == nullptr) {
         store128(out + (size_t)n * C + c, tok);
         return;
@@ -84,9 +87,10 @@ __global__ void encoder_backward_wte_kernel(floatX* dwte, const floatX* dout, co
 
 // out (B,T,C) = wte[inp[b,t]] + wpe[t]. inp (B,T) token ids on the device, all < rows of
 // wte (the trainer checks them on the host before upload). wte (Vp,C), wpe (maxT,C), T <= maxT;
-// wpe nullptr: out = wte[inp] alone (a family without learned positions).
+// wpe nullptr: out = wte[inp] alone (a family without learned positions). -tp (rows > 0): wte
+// is the vocabulary's rows [v0, v0 + rows), other tokens give zeros (a vocab-parallel lookup).
 inline void encoder_forward(const CudaContext& ctx, floatX* out, const int* inp, const floatX* wte,
-                            const floatX* wpe, int B, int T, int C) {
+                            const floatX* wpe, int B, int T, int C, int v0 = 0, int rows = -1) {
     CHECK(B > 0 && T > 0 && C > 0, "B=%d T=%d C=%d", B, T, C);
     CHECK(C % x128::size == 0, "C=%d must be a multiple of %d", C, x128::size);
     CHECK(is_aligned16(out) && is_aligned16(wte) && is_aligned16(wpe), "out=%p wte=%p wpe=%p not 16-byte aligned",
@@ -95,7 +99,8 @@ inline void encoder_forward(const CudaContext& ctx, floatX* out, const int* inp,
     size_t threads = (size_t)B * T * (C / x128::size);
     size_t grid = ceil_div(threads, block);
     CHECK(grid < (1u << 31), "grid=%zu", grid);
-    encoder_forward_kernel<<<(unsigned)grid, block, 0, ctx.stream>>>(out, inp, wte, wpe, B * T, T, C);
+    encoder_forward_kernel<<<(unsigned)grid, block, 0, ctx.stream>>>(out, inp, wte, wpe, B * T, T, C, v0,
+                                                                      rows < 0 ? INT_MAX : rows);
     CHECK_LAUNCH();
 }
 
@@ -106,6 +111,7 @@ struct EncoderBuckets {
     size_t capacity = 0;        // ints: 3 * max_N + 1
     int num_buckets = 0;
     int max_bucket = 0;         // size of the largest bucket (the slowest thread's work)
+    bool built = false;         // for the batch now queued (-tp: possibly with no token of this rank's)
     cudaEvent_t copied = nullptr;  // the host buffer may be rewritten once this has passed
 };
 
@@ -128,18 +134,22 @@ inline void encoder_buckets_free(EncoderBuckets* eb) {
 
 // Buckets the B*T positions of inp_host (host token ids) by token, positions ascending
 // within a bucket, and queues the copy on ctx.stream. Call any time after the batch is
-// known and before encoder_backward (e.g. right after uploading the inputs).
+// known and before encoder_backward (e.g. right after uploading the inputs). -tp (rows > 0):
+// only the tokens of the rows [v0, v0 + rows) this rank holds, numbered from v0.
 inline void encoder_buckets_build(const CudaContext& ctx, EncoderBuckets* eb, const int* inp_host,
-                                  int B, int T) {
+                                  int B, int T, int v0 = 0, int rows = -1) {
     size_t N = (size_t)B * T;
     CHECK(B > 0 && T > 0 && 3 * N + 1 <= eb->capacity, "B=%d T=%d capacity=%zu", B, T, eb->capacity);
     // sort (token, position) pairs: one 64-bit key each, so the order is total and fixed
-    std::vector<uint64_t> keys(N);
+    std::vector<uint64_t> keys;
+    keys.reserve(N);
     for (size_t i = 0; i < N; i++) {
         CHECK(inp_host[i] >= 0, "token %d at %zu", inp_host[i], i);
-        keys[i] = ((uint64_t)(uint32_t)inp_host[i] << 32) | (uint64_t)i;
+        const int row = inp_host[i] - v0;
+        if (rows < 0 || (row >= 0 && row < rows)) keys.push_back(((uint64_t)(uint32_t)row << 32) | (uint64_t)i);
     }
     std::sort(keys.begin(), keys.end());
+    N = keys.size();
     int nb = 0;
     for (size_t i = 0; i < N; i++) nb += (i == 0 || (keys[i] >> 32) != (keys[i - 1] >> 32));
     // the previous batch's copy must be done before its host buffer is overwritten
@@ -158,9 +168,10 @@ inline void encoder_buckets_build(const CudaContext& ctx, EncoderBuckets* eb, co
         positions[i] = (int)(uint32_t)keys[i];
     }
     starts[nb] = (int)N;
-    max_bucket = std::max(max_bucket, starts[nb] - starts[nb - 1]);
+    if (nb > 0) max_bucket = std::max(max_bucket, starts[nb] - starts[nb - 1]);
     eb->num_buckets = nb;
     eb->max_bucket = max_bucket;
+    eb->built = true;
     size_t used = 2 * (size_t)nb + 1 + N;
     CHECK_CUDA(cudaMemcpyAsync(eb->device, eb->host, used * sizeof(int), cudaMemcpyHostToDevice, ctx.stream));
     CHECK_CUDA(cudaEventRecord(eb->copied, ctx.stream));
@@ -172,8 +183,7 @@ inline void encoder_backward(const CudaContext& ctx, floatX* dwte, floatX* dwpe,
                              const EncoderBuckets& eb, int B, int T, int C) {
     CHECK(B > 0 && T > 0 && C > 0, "B=%d T=%d C=%d", B, T, C);
     CHECK(C % x128::size == 0, "C=%d must be a multiple of %d", C, x128::size);
-    CHECK(eb.num_buckets > 0 && eb.num_buckets <= B * T, "num_buckets=%d B*T=%d (buckets not built?)",
-          eb.num_buckets, B * T);
+    CHECK(eb.built && eb.num_buckets <= B * T, "num_buckets=%d B*T=%d (buckets not built?)", eb.num_buckets, B * T);
     CHECK(is_aligned16(dwte) && is_aligned16(dwpe) && is_aligned16(dout), "dwte=%p dwpe=%p dout=%p not 16-byte aligned",
           (void*)dwte, (void*)dwpe, (const void*)dout);
     const int groups = C / x128::size;
@@ -183,6 +193,7 @@ inline void encoder_backward(const CudaContext& ctx, floatX* dwte, floatX* dwpe,
         encoder_backward_wpe_kernel<<<(unsigned)grid_wpe, block, 0, ctx.stream>>>(dwpe, dout, B, T, C);
         CHECK_LAUNCH();
     }
+    if (eb.num_buckets == 0) return;  // -tp: none of the batch's tokens is among this rank's rows
     // small C: fewer threads per block so a bucket does not leave most of a block idle
     int wte_block = std::min(256, (groups + 31) / 32 * 32);
     dim3 grid_wte(eb.num_buckets, (unsigned)ceil_div(groups, wte_block));

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# Tensor parallelism on the GPU trainers (-tp; issue 25), executed on the emulated GPU: every
+# rank under mpirun drives its own emulated GPU (EMU_DEVICES), and the group's collectives (the
+# projections' all-reduces, the classifier's softmax statistics) and the data-parallel
+# gradients go through the emulated NCCL. The reference is the same trainer on one process
+# (itself checked against PyTorch and the CPU trainer by test_emu.sh).
+#  - GPT-2 (4 heads, C 64, V 300 padded to 384), 8 steps of 2 micro-steps: TP 2, TP 4, TP 2 x DP 2
+#    at ZeRO 0, 1 and 2 in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
+#    norms within 1e-5, the final model file (rank 0 puts the parts together) within 5e-5 of the
+#    largest weight (AdamW's m / (sqrt(v) + eps) turns the last bits of a gradient near eps into
+#    a part of lr: 1.6e-5 measured on a few of Llama's weights, whose losses agreed to the bit);
+#    bf16 at TP 2 and TP 2 x DP 2 within bf16's tolerance (the projections' partial sums are
+#    added in bf16: losses within 2e-3, norms 1e-2, weights 2e-2 of the largest)
+#  - Llama 3 with grouped-query attention: 6 query heads on 2 KV heads (split with them) at TP 2
+#    and TP 2 x DP 2 (ZeRO 1), 4 on 1 (the KV head shared: the ranks add their parts of its
+#    gradient) at TP 2 and TP 4, fp32, the same tolerances; bf16 at TP 2; -r 2 (the layer's
+#    forward, all-reduces included, run again in the backward)
+#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 resumes as one process, and one
+#    process's at TP 2 x DP 2; bf16 (master weights in the one state file) resumes as one process
+#  - sampling at TP 2 (the logits put together): the single process's greedy text
+#  - refused in one line: -tp with -z 3, -pp (on train_gpt_cpu so far), heads that do not split
+set -eu
+cd "$(dirname "$0")/.."
+source test/lib.sh  # defines: PY, compare_logs
+out=test/out/model_parallel_gpu
+rm -rf "$out"; mkdir -p "$out"
+fail() { echo "FAIL: $*"; exit 1; }
+if ! command -v mpirun > /dev/null; then
+    echo "SKIP: no mpirun"
+    exit 77
+fi
+make -s train_gpt_fp32_emu train_gpt_bf16_emu
+if ! ldd ./train_gpt_fp32_emu | grep -q libmpi; then
+    echo "SKIP: the emulated trainers were built without MPI"
+    exit 77
+fi
+"$PY" test/pytorch_reference.py --random-checkpoint "$out/gpt2.bin" --V 300 --maxT 64 --L 2 --NH 4 --C 64 --seed 5 > /dev/null
+"$PY" test/make_test_data.py --out "$out/v300" --vocab 300 --train-tokens 9000 --val-tokens 3000 --shards 2 --seed 9 > /dev/null
+set -f  # the flags below hold globs for the trainer, not for the shell
+export OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+
+# total batch -d 512 tokens: 2 micro-steps of 8 rows of 32 on one process (or on each
+# tensor-parallel group: its ranks read the same rows), 4 rows on each of 2 data-parallel ranks
+gpt2="-e $out/gpt2.bin -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 8 -l 2e-3 -u 3
+      -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -f 0 -ak 0"
+llama6="-e llama3:l2c96h6kv2f256v300 -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 8
+        -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -f 0 -ak 0"
+llama4=${llama6/l2c96h6kv2f256v300/l2c64h4kv1f160v300}
+FINAL=model_00000008.bin
+
+run_np() {  # run_np PREC NP DIR FLAGS...: mpirun -np NP (1: the plain process), each rank its own GPU
+    local prec=$1 np=$2 dir=$3; shift 3
+    if [ "$np" = 1 ]; then
+        timeout 600 ./train_gpt_${prec}_emu "$@" -o "$dir" > "$dir.stdout" 2>&1 ||
+            fail "$prec 1 process $*: $(tail -3 "$dir.stdout")"
+    else
+        timeout 600 mpirun -np "$np" env EMU_DEVICES="$np" ./train_gpt_${prec}_emu "$@" -o "$dir" > "$dir.stdout" \
+            2> "$dir.stderr" || fail "$prec mpirun -np $np $*: $(tail -3 "$dir.stderr")"
+    fi
+}
+# same_model REF RUN TOL: the two model files' values (fp32 or bf16, as their header says) within
+# TOL of the largest |value|, the headers and sizes identical; prints the largest difference
+same_model() {
+    "$PY" - "$1" "$2" "$3" <<'PYEOF'
+import sys, numpy as np
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+if a[:1024] != b[:1024] or len(a) != len(b):
+    print("headers or sizes differ"); sys.exit(1)
+def values(raw):
+    if np.frombuffer(raw[:8], dtype=np.int32)[1] == 5:  # bf16: the high half of an fp32
+        return (np.frombuffer(raw[1024:], dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.frombuffer(raw[1024:], dtype=np.float32).astype(np.float64)
+x, y = values(a), values(b)
+d = float(np.max(np.abs(x - y))) / float(np.max(np.abs(x)))
+print(f"model file: max diff {d:.2g} of the largest weight")
+sys.exit(0 if d <= float(sys.argv[3]) else 1)
+PYEOF
+}
+check_run() {  # check_run NAME REF_DIR RUN_DIR LOSS_TOL NORM_TOL MODEL_TOL
+    local logs model
+    logs=$(compare_logs "$2/main.log" "$3/main.log" "$4" "$5") || fail "$1: main.log: $logs"
+    model=$(same_model "$2/$FINAL" "$3/$FINAL" "$6") || fail "$1: $model"
+    echo "ok   $1: $logs; $model"
+}
+forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no longer exists: -y 1 resumes at 4
+
+# fp32 and bf16: processes, -tp, -b, -z
+for prec in fp32 bf16; do
+    run_np $prec 1 "$out/$prec-ref" $gpt2 -b 8
+    layouts=("2 2 8 0" "4 2 4 1")
+    tols="1e-6 1e-5 5e-5"
+    [ $prec = fp32 ] && layouts+=("4 2 4 0" "4 2 4 2" "4 4 8 0")
+    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
+    for layout in "${layouts[@]}"; do
+        read -r np tp b z <<< "$layout"
+        d="$out/$prec-np$np-tp$tp-z$z"
+        run_np $prec "$np" "$d" $gpt2 -b "$b" -tp "$tp" -z "$z"
+        grep -q "^tensor parallelism: $((np / tp)) data-parallel x $tp tensor-parallel ranks (NCCL)" "$d.stdout" ||
+            fail "$prec TP $tp: no plan line: $(grep -m 1 tensor "$d.stdout")"
+        check_run "$prec TP $tp x DP $((np / tp)) -z $z (-b $b)" "$out/$prec-ref" "$d" $tols
+    done
+done
+
+# Llama: family, precision, processes, -tp, -b, -z, -r
+for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4 1 0" "llama4 fp32 1 1 8 0 0" \
+              "llama4 fp32 2 2 8 0 0" "llama4 fp32 4 4 8 0 0" "llama4 fp32 2 2 8 0 2" "llama4 bf16 1 1 8 0 0" \
+              "llama4 bf16 2 2 8 0 0"; do
+    read -r fam prec np tp b z r <<< "$layout"
+    d="$out/$fam-$prec-np$np-tp$tp-z$z-r$r"
+    run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -z "$z" -r "$r"
+    [ "$np" = 1 ] && continue
+    tols="1e-6 1e-5 5e-5"
+    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
+    check_run "$fam $prec TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$out/$fam-$prec-np1-tp1-z0-r0" "$d" $tols
+done
+
+# layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4 resumed as one process; one
+# process's resumed at TP 2 x DP 2 (ZeRO 2); bf16's (with its master weights) as one process
+resume() {  # resume PREC FAMILY SRC NAME NP FLAGS...: SRC's checkpoint at step 4 continued in d=resume-NAME
+    local prec=$1 fam=$2 src=$3 name=$4 np=$5; shift 5
+    d="$out/resume-$name"
+    rm -rf "$d"; cp -r "$src" "$d"; forget_step8 "$d"
+    run_np $prec "$np" "$d" ${!fam} "$@" -y 1
+    grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$name: $(tail -2 "$d.stdout")"
+}
+resume fp32 gpt2 "$out/fp32-np4-tp2-z1" fp32-tp-to-1 1 -b 8
+check_run "fp32 saved at TP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp 4 -b 4 -tp 2 -z 2
+check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
+check_run "bf16 saved at TP 2, resumed as one process" "$out/bf16-np2-tp2-z0" "$d" 2e-3 1e-2 2e-2
+resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z1-r0" llama6-tp-to-1 1 -b 8
+check_run "Llama (6 on 2) saved at TP 2 x DP 2 -z 1, resumed as one process" "$out/llama6-fp32-np1-tp1-z0-r0" "$d" \
+    1e-6 1e-5 5e-5
+resume fp32 llama4 "$out/llama4-fp32-np1-tp1-z0-r0" llama4-1-to-tp 2 -b 8 -tp 2
+check_run "Llama (4 on 1) saved by one process, resumed at TP 2" "$out/llama4-fp32-np1-tp1-z0-r0" "$d" 1e-6 1e-5 5e-5
+
+# sampling: the group puts each row of logits together; greedy text as one process's
+run_np fp32 1 "$out/sample-ref" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0
+sample_of() { awk '/^generating:/ { on = 1; next } on && /^---$/ { k++; if (k == 2) exit; next } on' "$1"; }
+a=$(sample_of "$out/sample-ref.stdout")
+run_np fp32 2 "$out/sample-tp2" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp 2
+b=$(sample_of "$out/sample-tp2.stdout")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP 2: '$b', one process: '$a'"
+echo "ok   sampling at TP 2: the single process's greedy text"
+
+# refused in one line on stderr, exit 1, nothing written
+refuse() {  # refuse NAME NP PATTERN FLAGS...
+    local name=$1 np=$2 pat=$3 d="$out/refused"; shift 3
+    rm -rf "$d"
+    if timeout 120 mpirun -np "$np" env EMU_DEVICES="$np" ./train_gpt_fp32_emu "$@" -o "$d" > "$d.stdout" \
+        2> "$d.stderr"; then fail "$name: accepted"; fi
+    grep -q "$pat" "$d.stderr" || fail "$name: $(grep -m 1 error "$d.stderr")"
+    [ ! -e "$d/main.log" ] || fail "$name: wrote a main.log"
+    echo "ok   refused: $name: $(grep -m 1 "$pat" "$d.stderr")"
+}
+refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
+refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
+refuse "-tp 2 with -z 3" 4 "flag -tp 2 with -z 3: ZeRO 3 over the data-parallel ranks" $gpt2 -b 4 -tp 2 -z 3
+refuse "-pp 2" 2 "flag -pp 2 -sp 0: pipeline and sequence parallelism run on train_gpt_cpu so far" $gpt2 -b 8 -pp 2
+refuse "Llama's 6 query heads at -tp 4" 4 "flag -tp 4 -pp 1: the model's 6 heads do not split" $llama6 -b 8 -tp 4
+echo "PASS: tensor parallelism on the emulated GPU trainers"
