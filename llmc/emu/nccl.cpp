@@ -1,9 +1,11 @@
 // nccl.cpp: NCCL for the emulated GPU (llmc/emu/include/nccl.h says what it promises), for
-// one rank or for several processes of one machine meeting in a POSIX shared memory segment.
+// one rank or for several processes of one machine meeting in a POSIX shared memory segment:
+// the segment, the collectives and the API; ncclSend and ncclRecv run in nccl_p2p.cpp.
 //
 // The segment (named by ncclGetUniqueId, created by the first rank to arrive, unlinked once
-// all have attached so nothing is left in /dev/shm):
-//   SegHeader | RankInfo[nranks] | page-aligned staging: per rank 2 halves of `chunk` bytes
+// all have attached so nothing is left in /dev/shm; its layout in nccl_internal.h) holds per
+// rank two staging halves of `chunk` bytes for the collectives, and per ordered pair of ranks
+// a channel for point-to-point messages.
 // A collective is a series of rounds. In a round every rank copies its next piece into its
 // own staging half, meets the others at a barrier, then reads whatever it needs from every
 // rank's half of that round (in rank order). Rounds alternate between the two halves, so one
@@ -16,8 +18,8 @@
 //
 // Failure: every wait polls, and gives up when this communicator is aborted, when another
 // rank recorded a failure in the segment (SegHeader::poison: a peer's error or abort), when a
-// rank not yet arrived is a process that no longer runs, or at the timeout. The failure
-// becomes the communicator's asynchronous error; its later collectives do nothing.
+// rank not yet arrived is a process that no longer runs, or at the timeout (Wait). The failure
+// becomes the communicator's asynchronous error; its later operations do nothing.
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -37,59 +39,26 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
-#include <nccl.h>
+#include "nccl_internal.h"  // defines: CommState, Coll, the segment's layout, Wait, run_p2p
 
-namespace {
-
-constexpr char ID_MAGIC[8] = {'E', 'M', 'U', 'N', 'C', 'C', 'L', '1'};
-constexpr uint32_t SEG_MAGIC = 0x6e63636cu;           // "nccl"
-constexpr size_t PAGE = 4096;
-constexpr size_t CHUNK_DEFAULT = 4u << 20;            // bytes per staging half, per rank
-constexpr size_t CHUNK_MIN = PAGE;
-constexpr double INIT_TIMEOUT_S = 120.0;
-constexpr double COLL_TIMEOUT_S = 900.0;              // beyond the trainer's -pt default (600 s)
-constexpr double CHECK_INTERVAL_S = 0.005;            // how often a wait looks at peers' processes
+namespace emu_nccl {
 
 double clock_s() {
     using namespace std::chrono;
     return duration<double>(steady_clock::now().time_since_epoch()).count();
 }
 
-double env_double(const char* name, double dflt) {
-    const char* v = getenv(name);
-    if (v == nullptr || *v == '\0') return dflt;
-    char* end = nullptr;
-    double x = strtod(v, &end);
-    return (end != v && x > 0.0) ? x : dflt;
-}
-
-template <typename T> T load_acq(const T* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-template <typename T> void store_rel(T* p, T v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-
-// ---------------------------------------------------------------------------------------
-// the shared segment
-
-enum CollKind : int32_t {
-    COLL_ALL_REDUCE,
-    COLL_REDUCE,
-    COLL_BROADCAST,
-    COLL_ALL_GATHER,
-    COLL_REDUCE_SCATTER,
-};
 const char* coll_name(int32_t k) {
     static const char* names[] = {"ncclAllReduce", "ncclReduce", "ncclBroadcast", "ncclAllGather",
-                                  "ncclReduceScatter"};
-    return k >= 0 && k <= COLL_REDUCE_SCATTER ? names[k] : "?";
+                                  "ncclReduceScatter", "ncclSend", "ncclRecv"};
+    return k >= 0 && k <= COLL_RECV ? names[k] : "?";
 }
 const char* type_name(int32_t t) {
     static const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
                                   "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
     return t >= 0 && t < ncclNumTypes ? names[t] : "?";
-}
-const char* op_name(int32_t o) {
-    static const char* names[] = {"sum", "prod", "max", "min", "avg"};
-    return o >= 0 && o < ncclNumOps ? names[o] : "?";
 }
 size_t type_size(int32_t t) {
     switch (t) {
@@ -100,42 +69,6 @@ size_t type_size(int32_t t) {
     default: return 0;  // fp8 and unknown: refused
     }
 }
-
-struct Desc {
-    uint64_t seq;    // this communicator's collectives, counted from 1 in the order they run
-    int32_t kind, type, op, root;
-    uint64_t count;
-    bool operator==(const Desc& o) const {
-        return seq == o.seq && kind == o.kind && type == o.type && op == o.op && root == o.root && count == o.count;
-    }
-};
-
-struct alignas(64) RankInfo {
-    uint32_t claimed;   // 1 once a process attached as this rank
-    int32_t pid;
-    uint64_t arrived;   // the last barrier this rank reached
-    Desc desc;          // its collective in progress
-};
-
-struct alignas(64) SegHeader {  // a multiple of 64 bytes: the RankInfo after it stay aligned
-    uint32_t magic;
-    uint32_t state;        // SEG_BUILDING, SEG_READY, SEG_FAILED (the creator could not size it)
-    int32_t nranks;
-    uint32_t attached;     // ranks attached so far
-    uint64_t chunk;        // bytes per staging half
-    uint64_t total_bytes;
-    uint32_t poison;       // first failure anywhere: (rank + 1) << 8 | ncclResult_t; 0 none
-    char name[80];
-};
-enum : uint32_t { SEG_BUILDING = 0, SEG_READY = 1, SEG_FAILED = 2 };
-static_assert(sizeof(SegHeader) % alignof(RankInfo) == 0, "RankInfo[] follows SegHeader");
-static_assert(sizeof(SegHeader) <= PAGE, "a joining rank reads the header from the first page");
-
-size_t seg_staging_offset(int nranks) {
-    size_t b = sizeof(SegHeader) + (size_t)nranks * sizeof(RankInfo);
-    return (b + PAGE - 1) / PAGE * PAGE;
-}
-size_t seg_bytes(int nranks, size_t chunk) { return seg_staging_offset(nranks) + (size_t)nranks * 2 * chunk; }
 
 // true when the process no longer runs (an exited child its parent has not reaped yet is
 // a zombie: kill() still finds it, /proc says Z)
@@ -159,7 +92,6 @@ bool process_gone(int32_t pid) {
 std::mutex g_error_mu;
 char g_last_error[1024] = "";
 
-void report(int rank, int nranks, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
 void report(int rank, int nranks, const char* fmt, ...) {
     char msg[768];
     va_list ap;
@@ -173,6 +105,38 @@ void report(int rank, int nranks, const char* fmt, ...) {
         snprintf(g_last_error, sizeof(g_last_error), "emulated NCCL: %s", msg);
     fprintf(stderr, "%s\n", g_last_error);
     fflush(stderr);
+}
+
+CommState::~CommState() {
+    if (map != nullptr) munmap(map, map_bytes);
+}
+
+}  // namespace emu_nccl
+
+struct ncclComm {
+    std::shared_ptr<emu_nccl::CommState> st;
+};
+
+namespace emu_nccl {
+namespace {
+
+constexpr char ID_MAGIC[8] = {'E', 'M', 'U', 'N', 'C', 'C', 'L', '1'};
+constexpr uint32_t SEG_MAGIC = 0x6e63636cu;           // "nccl"
+constexpr size_t CHUNK_DEFAULT = 4u << 20;            // bytes per staging half, per rank
+constexpr size_t CHUNK_MIN = PAGE;
+constexpr double INIT_TIMEOUT_S = 120.0;
+
+double env_double(const char* name, double dflt) {
+    const char* v = getenv(name);
+    if (v == nullptr || *v == '\0') return dflt;
+    char* end = nullptr;
+    double x = strtod(v, &end);
+    return (end != v && x > 0.0) ? x : dflt;
+}
+
+const char* op_name(int32_t o) {
+    static const char* names[] = {"sum", "prod", "max", "min", "avg"};
+    return o >= 0 && o < ncclNumOps ? names[o] : "?";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -281,97 +245,21 @@ void reduce_into(void* dst, const char* const* src, int n, size_t m, int32_t typ
 }
 
 // ---------------------------------------------------------------------------------------
-// a communicator
-
-struct CommState {
-    int rank = 0, nranks = 1;
-    std::string name;                  // the segment's
-    void* map = nullptr;
-    size_t map_bytes = 0;
-    SegHeader* hdr = nullptr;
-    RankInfo* ranks = nullptr;
-    char* staging = nullptr;
-    size_t chunk = 0;
-    double coll_timeout_s = COLL_TIMEOUT_S;
-    std::atomic<int> async_error{ncclSuccess};
-    std::atomic<bool> aborted{false};
-    std::atomic<bool> busy{false};     // a collective of this communicator runs (on some stream)
-    std::atomic<int> inflight{0};      // queued outside a capture and not finished
-    uint64_t seq = 0, barriers = 0, rounds = 0;  // touched only while holding busy
-
-    ~CommState() {
-        if (map != nullptr) munmap(map, map_bytes);
-    }
-    // rank r's staging half of round `round`
-    char* half(int r, uint64_t round) const { return staging + ((size_t)r * 2 + (round & 1)) * chunk; }
-
-    void poison(ncclResult_t code) {
-        if (hdr == nullptr) return;
-        uint32_t none = 0, mine = (uint32_t)(rank + 1) << 8 | (uint32_t)code;
-        __atomic_compare_exchange_n(&hdr->poison, &none, mine, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-    }
-    // the first failure wins; reported once, and recorded in the segment for the other ranks
-    void fail(ncclResult_t code) {
-        int none = ncclSuccess;
-        async_error.compare_exchange_strong(none, code);
-        poison(code);
-    }
-};
-
-}  // namespace
-
-struct ncclComm {
-    std::shared_ptr<CommState> st;
-};
-
-namespace {
+// the collectives
 
 thread_local int g_group_depth = 0;  // ncclGroupStart nesting, per thread as in NCCL
 
-// Waits until no rank j has missing(j). Polls with a short spin, then sleeps growing to 0.5 ms.
-// Gives up on an abort of this communicator, a failure another rank recorded, a missing rank
-// whose process is gone, or at start + timeout_s; says why on stderr.
+// Waits until no rank j has missing(j) (Wait says when it gives up).
 template <typename Missing>
 ncclResult_t wait_for(CommState* c, const char* what, double start, double timeout_s, Missing missing) {
-    double next_check = 0.0;
-    long sleep_ns = 2000;
-    for (int spin = 0;; spin++) {
-        // read before the ranks' counters: a failure recorded after every rank got here is
-        // no reason to fail this wait
-        const uint32_t p = load_acq(&c->hdr->poison);
+    Wait w(c, what, start, timeout_s);
+    for (;;) {
+        const uint32_t p = w.poison();
         int first_missing = -1;
         for (int j = 0; j < c->nranks && first_missing < 0; j++)
             if (missing(j)) first_missing = j;
         if (first_missing < 0) return ncclSuccess;
-        if (c->aborted.load()) return ncclInvalidUsage;  // nobody asks any more: the handle is gone
-        if (p != 0 && (int)(p >> 8) - 1 != c->rank) {
-            report(c->rank, c->nranks, "%s: rank %d gave up or aborted (%s); giving up too", what, (int)(p >> 8) - 1,
-                   ncclGetErrorString((ncclResult_t)(p & 0xff)));
-            return ncclRemoteError;
-        }
-        if (spin < 64) {
-            sched_yield();
-            continue;
-        }
-        double now = clock_s();
-        if (now >= next_check) {
-            next_check = now + CHECK_INTERVAL_S;
-            for (int j = 0; j < c->nranks; j++)
-                // gone first, then still missing: a rank may arrive and exit in between
-                if (process_gone(load_acq(&c->ranks[j].pid)) && missing(j)) {
-                    report(c->rank, c->nranks, "%s: rank %d (pid %d) exited before taking part; giving up", what,
-                           j, (int)c->ranks[j].pid);
-                    return ncclRemoteError;
-                }
-            if (now - start > timeout_s) {
-                report(c->rank, c->nranks, "%s: rank %d has not arrived within %.0f s (EMU_NCCL_TIMEOUT_S); giving up",
-                       what, first_missing, timeout_s);
-                return ncclSystemError;
-            }
-        }
-        struct timespec ts = {0, sleep_ns};
-        nanosleep(&ts, nullptr);
-        if (sleep_ns < 500000) sleep_ns *= 2;
+        if (ncclResult_t r = w.pause(p, first_missing, missing)) return r;
     }
 }
 
@@ -380,14 +268,6 @@ ncclResult_t barrier(CommState* c, const char* what, double start) {
     store_rel(&c->ranks[c->rank].arrived, k);
     return wait_for(c, what, start, c->coll_timeout_s, [c, k](int j) { return load_acq(&c->ranks[j].arrived) < k; });
 }
-
-struct Coll {
-    CollKind kind;
-    const void* send;
-    void* recv;
-    size_t count;  // as the API counts it: AllGather's sendcount, ReduceScatter's recvcount
-    int32_t type, op, root;
-};
 
 void run_local(const Coll& a) {  // one rank: every collective is a copy
     const size_t bytes = a.count * type_size(a.type);
@@ -459,16 +339,19 @@ ncclResult_t run_shared(CommState* c, const Coll& a) {
     return ncclSuccess;
 }
 
-// On the stream's thread: waits for the communicator's previous collective (another stream
-// may run it), then runs this one unless the communicator already failed or was aborted.
-void run_collective(CommState* c, const Coll& a) {
+// On the stream's thread: waits for the communicator's previous operation (another stream
+// may run it), then runs this one, a collective or a batch of sends and receives, unless the
+// communicator already failed or was aborted.
+void run_job(CommState* c, const std::vector<Coll>& ops) {
     for (;;) {
         if (c->aborted.load() || c->async_error.load() != ncclSuccess) return;
         bool idle = false;
         if (c->busy.compare_exchange_weak(idle, true, std::memory_order_acquire)) break;
         usleep(50);
     }
-    ncclResult_t r = c->nranks == 1 ? (run_local(a), ncclSuccess) : run_shared(c, a);
+    ncclResult_t r = is_p2p(ops[0].kind) ? run_p2p(c, ops)
+                     : c->nranks == 1    ? (run_local(ops[0]), ncclSuccess)
+                                         : run_shared(c, ops[0]);
     if (r != ncclSuccess && !c->aborted.load()) c->fail(r);
     c->busy.store(false, std::memory_order_release);
 }
@@ -481,14 +364,20 @@ ncclResult_t check_comm(ncclComm_t comm, const char* what) {
     return ncclSuccess;
 }
 
-// NCCL's checks of a collective's arguments, then the collective queued on the stream
-ncclResult_t enqueue(const Coll& a, ncclComm_t comm, cudaStream_t stream) {
+// the bytes of sendbuff a reads and of recvbuff it writes on this rank (0: not used)
+void buffer_bytes(const Coll& a, int rank, int n, size_t* send_bytes, size_t* recv_bytes) {
+    const size_t bytes = a.count * type_size(a.type);
+    const bool send_used = a.kind == COLL_BROADCAST ? rank == a.root : a.kind != COLL_RECV;
+    const bool recv_used = a.kind == COLL_REDUCE ? rank == a.root : a.kind != COLL_SEND;
+    *send_bytes = send_used ? (a.kind == COLL_REDUCE_SCATTER ? bytes * n : bytes) : 0;
+    *recv_bytes = recv_used ? (a.kind == COLL_ALL_GATHER ? bytes * n : bytes) : 0;
+}
+
+// NCCL's checks of an operation's arguments
+ncclResult_t check_args(const Coll& a, const CommState* c) {
     const char* what = coll_name(a.kind);
-    if (ncclResult_t r = check_comm(comm, what)) return r;
-    CommState* c = comm->st.get();
     const int n = c->nranks;
-    const size_t E = type_size(a.type);
-    if (E == 0) {
+    if (type_size(a.type) == 0) {
         report(c->rank, n, "%s: datatype %d is not supported", what, (int)a.type);
         return ncclInvalidArgument;
     }
@@ -497,47 +386,71 @@ ncclResult_t enqueue(const Coll& a, ncclComm_t comm, cudaStream_t stream) {
         report(c->rank, n, "%s: reduction op %d is not supported", what, (int)a.op);
         return ncclInvalidArgument;
     }
-    const bool rooted = a.kind == COLL_REDUCE || a.kind == COLL_BROADCAST;
+    const bool rooted = a.kind == COLL_REDUCE || a.kind == COLL_BROADCAST || is_p2p(a.kind);
     if (rooted && (a.root < 0 || a.root >= n)) {
-        report(c->rank, n, "%s: root %d is not a rank of %d", what, a.root, n);
+        report(c->rank, n, "%s: %s %d is not a rank of %d", what, is_p2p(a.kind) ? "peer" : "root", a.root, n);
         return ncclInvalidArgument;
     }
-    size_t send_n = a.count, recv_n = a.count;
-    if (a.kind == COLL_ALL_GATHER) recv_n *= n;
-    if (a.kind == COLL_REDUCE_SCATTER) send_n *= n;
-    const bool send_used = a.kind != COLL_BROADCAST || c->rank == a.root;
-    const bool recv_used = a.kind != COLL_REDUCE || c->rank == a.root;
-    if (a.count > 0) {
-        // the buffers must be device memory, as NCCL's pointer checks demand
-        if (send_used && (a.send == nullptr || !emu::device_range(a.send, send_n * E))) {
-            report(c->rank, n, "%s: sendbuff %p is not %zu bytes of device memory", what, a.send, send_n * E);
-            return ncclInvalidArgument;
-        }
-        if (recv_used && (a.recv == nullptr || !emu::device_range(a.recv, recv_n * E))) {
-            report(c->rank, n, "%s: recvbuff %p is not %zu bytes of device memory", what, a.recv, recv_n * E);
-            return ncclInvalidArgument;
-        }
+    size_t send_bytes, recv_bytes;
+    buffer_bytes(a, c->rank, n, &send_bytes, &recv_bytes);
+    // the buffers must be device memory, as NCCL's pointer checks demand
+    if (send_bytes > 0 && (a.send == nullptr || !emu::device_range(a.send, send_bytes))) {
+        report(c->rank, n, "%s: sendbuff %p is not %zu bytes of device memory", what, a.send, send_bytes);
+        return ncclInvalidArgument;
     }
+    if (recv_bytes > 0 && (a.recv == nullptr || !emu::device_range(a.recv, recv_bytes))) {
+        report(c->rank, n, "%s: recvbuff %p is not %zu bytes of device memory", what, a.recv, recv_bytes);
+        return ncclInvalidArgument;
+    }
+    return ncclSuccess;
+}
+
+// Queues ops on the stream as one stream operation: a collective, or sends and receives that
+// progress together (a group's on one communicator and stream).
+ncclResult_t queue(const std::shared_ptr<CommState>& st, cudaStream_t stream, std::vector<Coll> ops) {
+    const char* what = ops.size() == 1 ? coll_name(ops[0].kind) : "ncclGroupEnd";
     // queued work is waited for by ncclCommDestroy; work a capture records may run any number
     // of times later, so it is not counted
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (stream != nullptr) cudaStreamIsCapturing(stream, &capture);
     const bool counted = capture == cudaStreamCaptureStatusNone;
-    std::shared_ptr<CommState> st = comm->st;
     if (counted) st->inflight++;
-    const size_t send_bytes = send_used ? send_n * E : 0, recv_bytes = recv_used ? recv_n * E : 0;
-    cudaError_t e = emu::stream_enqueue(stream, what, [st, a, counted, send_bytes, recv_bytes]() {
-        emu::race_range(a.send, send_bytes, false);  // the race check (EMU_RACECHECK=1): what it reads, writes
-        emu::race_range(a.recv, recv_bytes, true);
-        run_collective(st.get(), a);
+    cudaError_t e = emu::stream_enqueue(stream, what, [st, ops = std::move(ops), counted]() {
+        for (const Coll& a : ops) {  // the race check (EMU_RACECHECK=1): what it reads, writes
+            size_t send_bytes, recv_bytes;
+            buffer_bytes(a, st->rank, st->nranks, &send_bytes, &recv_bytes);
+            emu::race_range(a.send, send_bytes, false);
+            emu::race_range(a.recv, recv_bytes, true);
+        }
+        run_job(st.get(), ops);
         if (counted) st->inflight--;
     });
     if (e != cudaSuccess) {
         if (counted) st->inflight--;
-        report(c->rank, n, "%s: queueing on the stream failed: %s", what, cudaGetErrorString(e));
+        report(st->rank, st->nranks, "%s: queueing on the stream failed: %s", what, cudaGetErrorString(e));
         return ncclUnhandledCudaError;
     }
     return ncclSuccess;
+}
+
+// a send or a receive of an open group, queued at its ncclGroupEnd
+struct GroupedP2p {
+    std::shared_ptr<CommState> st;
+    cudaStream_t stream;
+    Coll op;
+};
+thread_local std::vector<GroupedP2p> g_group_p2p;  // this thread's, in the order issued
+
+// NCCL's checks, then the operation queued on the stream (a send or a receive inside a group:
+// at the group's end)
+ncclResult_t enqueue(const Coll& a, ncclComm_t comm, cudaStream_t stream) {
+    if (ncclResult_t r = check_comm(comm, coll_name(a.kind))) return r;
+    if (ncclResult_t r = check_args(a, comm->st.get())) return r;
+    if (is_p2p(a.kind) && g_group_depth > 0) {
+        g_group_p2p.push_back(GroupedP2p{comm->st, stream, a});
+        return ncclSuccess;
+    }
+    return queue(comm->st, stream, {a});
 }
 
 // Attaches c to the segment named in id, creating it if it is the first rank there, and waits
@@ -657,8 +570,11 @@ ncclResult_t attach(CommState* c, const char* name, double timeout_s) {
     close(fd);  // the mapping stays
     c->hdr = hdr;
     c->ranks = (RankInfo*)((char*)hdr + sizeof(SegHeader));
+    c->channels = (Channel*)((char*)hdr + seg_channels_offset(n));
     c->staging = (char*)hdr + seg_staging_offset(n);
     c->chunk = hdr->chunk;
+    c->p2p = (char*)hdr + seg_p2p_offset(n, c->chunk);
+    c->p2p_slot = p2p_slot_bytes(n, c->chunk);
 
     uint32_t free_slot = 0;
     if (!__atomic_compare_exchange_n(&c->ranks[me].claimed, &free_slot, 1u, false, __ATOMIC_ACQ_REL,
@@ -679,6 +595,9 @@ ncclResult_t attach(CommState* c, const char* name, double timeout_s) {
 }
 
 }  // namespace
+}  // namespace emu_nccl
+
+using namespace emu_nccl;
 
 // ---------------------------------------------------------------------------------------
 // the API
@@ -739,6 +658,8 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     auto st = std::make_shared<CommState>();
     st->rank = rank;
     st->nranks = nranks;
+    st->sends.assign(nranks, 0);
+    st->recvs.assign(nranks, 0);
     st->name = name;
     st->coll_timeout_s = env_double("EMU_NCCL_TIMEOUT_S", COLL_TIMEOUT_S);
     if (nranks > 1)
@@ -842,8 +763,20 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
     return enqueue(Coll{COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0}, comm, stream);
 }
 
-// Groups only nest: every call inside one is queued when made, in order, and every rank
-// makes them in the same order, so running them one after another matches (nccl.h).
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return enqueue(Coll{COLL_SEND, sendbuff, nullptr, count, datatype, ncclSum, peer}, comm, stream);
+}
+
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream) {
+    return enqueue(Coll{COLL_RECV, nullptr, recvbuff, count, datatype, ncclSum, peer}, comm, stream);
+}
+
+// Collectives inside a group are queued when made, in order: every rank makes them in the
+// same order, so running them one after another matches. Sends and receives wait for the
+// outermost ncclGroupEnd, which queues them as one stream operation per communicator and
+// stream, so that they progress together (nccl.h).
 ncclResult_t ncclGroupStart() {
     g_group_depth++;
     return ncclSuccess;
@@ -854,8 +787,24 @@ ncclResult_t ncclGroupEnd() {
         report(-1, 0, "ncclGroupEnd without ncclGroupStart");
         return ncclInvalidUsage;
     }
-    g_group_depth--;
-    return ncclSuccess;
+    if (--g_group_depth > 0) return ncclSuccess;
+    std::vector<GroupedP2p> left;
+    left.swap(g_group_p2p);
+    ncclResult_t result = ncclSuccess;
+    while (!left.empty()) {  // the batch of the first one left's communicator and stream
+        const std::shared_ptr<CommState> st = left[0].st;
+        const cudaStream_t stream = left[0].stream;
+        std::vector<Coll> ops;
+        std::vector<GroupedP2p> others;
+        for (GroupedP2p& g : left) {
+            if (g.st == st && g.stream == stream) ops.push_back(g.op);
+            else others.push_back(std::move(g));
+        }
+        left.swap(others);
+        ncclResult_t r = queue(st, stream, std::move(ops));
+        if (result == ncclSuccess) result = r;
+    }
+    return result;
 }
 
 }  // extern "C"

@@ -1,7 +1,8 @@
 // nccl.h (emulated): the part of NCCL's API gptrain uses, with NCCL 2.x's names, signatures
 // and enum values, so llmc/cuda/comm_gpu.cuh and grad_sync_gpu.cuh compile unchanged against
-// the emulated GPU (llmc/emu/emu.h). llmc/emu/nccl.cpp implements it for the processes of
-// one machine, over POSIX shared memory, as NCCL's own SHM transport does within a node:
+// the emulated GPU (llmc/emu/emu.h). llmc/emu/nccl.cpp and nccl_p2p.cpp implement it for
+// the processes of one machine, over POSIX shared memory, as NCCL's own SHM transport does
+// within a node:
 //   - ncclGetUniqueId names a fresh shared memory segment; ncclCommInitRank meets the other
 //     ranks there, blocking until all nranks arrived (at most 120 s, or EMU_NCCL_TIMEOUT_S);
 //     the segment's name is unlinked once all have, so nothing is left in /dev/shm;
@@ -16,14 +17,30 @@
 //   - buffers go through staging in the segment, per rank two halves of EMU_NCCL_CHUNK_BYTES
 //     (default 4 MiB; the first rank halves it until the segment fits in half of /dev/shm's
 //     free space), so memory stays bounded whatever the count;
-//   - ncclGroupStart/End only count: the operations between them are queued at once, in the
-//     order issued. All ranks issue them in the same order, so running them one after another
-//     is correct (and the group's ncclReduce per root cannot deadlock);
-//   - no wait is unbounded: a collective whose peer process died, or which waited longer than
+//   - ncclSend and ncclRecv: the k-th send from rank s to rank r matches the k-th receive on r
+//     from s (counted per pair, in the order issued, as NCCL matches them). Both must give
+//     the same count and type, else both sides' asynchronous error becomes ncclInvalidUsage
+//     before any data moves. A send completes only once its receive is posted (NCCL does
+//     not promise to buffer one either), so two ungrouped sends that each wait for the other
+//     rank's later receive wait until the timeout below instead of passing by luck; messages
+//     go through two slots per ordered pair in the segment, each 1/(2 nranks) of a staging
+//     half and at least 4 KiB;
+//   - ncclGroupStart/End: collectives inside a group are queued at once, in the order issued.
+//     All ranks issue them in the same order, so running them one after another is correct
+//     (and the group's ncclReduce per root cannot deadlock). The group's sends and receives
+//     are queued at the outermost ncclGroupEnd, one stream operation per communicator and
+//     stream, which progresses them together (a send to the next rank and a receive from the
+//     previous, both ways with one peer, sends before receives: none deadlocks); within one
+//     peer and direction they run in the order issued. A send to self needs its receive from
+//     self in the same group (else ncclInvalidUsage; NCCL would hang). Not emulated: a group
+//     whose collectives and sends must progress together (the collectives run first, and
+//     only a timeout ends such a wait), and one group's sends over several streams, which
+//     run as one batch per stream;
+//   - no wait is unbounded: an operation whose peer process died, or which waited longer than
 //     EMU_NCCL_TIMEOUT_S (default 900 s, above the trainer's -pt), or whose communicator or a
 //     peer's was aborted, gives up and sets the asynchronous error (ncclRemoteError,
-//     ncclSystemError); the communicator's later collectives do nothing.
-// One communicator's collectives match across ranks in the order they run: queue them on
+//     ncclSystemError); the communicator's later operations do nothing.
+// One communicator's operations match across ranks in the order they run: queue them on
 // one stream, or order the streams with events (as the trainer does), not concurrently.
 // With EMU_SYNC=1 a collective runs on the calling thread and blocks it until its peers come.
 #pragma once
@@ -122,6 +139,12 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream);
+
+// point to point (since NCCL 2.7): rank `peer` calls the other one with the same count and type
+ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
+ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                      cudaStream_t stream);
 
 ncclResult_t ncclGroupStart();
 ncclResult_t ncclGroupEnd();
