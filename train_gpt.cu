@@ -122,7 +122,7 @@ template <typename M>
 static void upload_weights(M* model, const std::string& path, GpuGradSync* gsync) {
     size_t n = model->num_parameters;
     const ZeroLayout& z = model->z;
-    if (z.stage == 3) {
+    if (z.stage == 3) {  // this rank's slice and the front and tail rows, read as such
         const ParamLayout t = gpu_model_layout(model);
         const size_t front = t.front_len(), tail = t.tail_begin();
         std::vector<float> rest(front + (n - tail)), shard(z.own_end - z.own_begin);
@@ -317,7 +317,13 @@ struct GpuBackend {
         const ZeroLayout& z = model->z;
         const size_t n = model->num_parameters, k = z.opt_count(), global_n = shard->global_n;
         std::vector<float> params(n), m(k), v(k), master(model->master != nullptr ? k : 0);
-        cuda_download_floatx(*model->ctx, model->params, n, params.data());
+        if (z.stage == 3) {  // the part's layers gathered over the data-parallel group (its rank 0's count)
+            std::vector<floatX> mine(parts->dp_rank == 0 ? n : 0);
+            gpu_grad_sync_download_params(gsync, mine.empty() ? nullptr : mine.data());
+            for (size_t i = 0; i < mine.size(); i++) params[i] = to_float(mine[i]);
+        } else {
+            cuda_download_floatx(*model->ctx, model->params, n, params.data());
+        }
         CHECK_CUDA(cudaMemcpy(m.data(), model->m, k * sizeof(float), cudaMemcpyDeviceToHost));
         CHECK_CUDA(cudaMemcpy(v.data(), model->v, k * sizeof(float), cudaMemcpyDeviceToHost));
         if (model->master != nullptr)
@@ -364,7 +370,14 @@ struct GpuBackend {
         if (shard == nullptr) return upload_weights(model, path, gsync);
         std::vector<float> local(shard->local_n);  // -tp: this rank's part of the model file
         model_parts_read_params(path, parts->config.family, *shard, local.data());
-        cuda_upload_params(model->params, local.data(), local.size());
+        if (model->z.stage < 3) return cuda_upload_params(model->params, local.data(), local.size());
+        const ZeroLayout& z = model->z;  // ZeRO 3: the slice, and the front and tail rows
+        const ParamLayout t = gpu_model_layout(model);
+        const size_t front = t.front_len(), tail = t.tail_begin();
+        cuda_upload_params(model->params, local.data(), front);
+        cuda_upload_params(model->params + front, local.data() + tail, local.size() - tail);
+        cuda_upload_params(model->param_shard, local.data() + z.own_begin, z.own_end - z.own_begin);
+        gsync->params_changed();
     }
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
@@ -521,9 +534,6 @@ int main(int argc, char** argv) {
 #ifndef USE_NCCL
         fail("flag -tp %d: this binary was built without NCCL, which tensor parallelism's collectives need", tp);
 #endif
-        if (cfg.zero_stage == 3)
-            fail("flag -tp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor-parallel run is on "
-                 "train_gpt_cpu so far; the GPU trainers take -z 0, 1 or 2 with -tp", tp);
     }
     Comm* dpc = parts.dp();
     CudaContext ctx;
@@ -571,6 +581,8 @@ int main(int argc, char** argv) {
         CHECK(whole->num_parameters == num_parameters, "%zu vs %zu", whole->num_parameters, num_parameters);
         tp_global_to_local(shard, 0, shard.local_n, whole->params, part->params);
         model_delete(whole);
+        // ZeRO 3 over the data-parallel ranks: the part's slice, and its front and tail rows
+        if (z.stage == 3) host_shard = train_keep_zero3(part, z);
     } else {
         host = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &host_shard)
                             : train_load_model(cfg, resume_step);

@@ -148,8 +148,6 @@ struct GPT2Cuda : CudaModelState {
     GPUActivations acts;
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
-    GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the tables are this rank's part
-    int tp_size = 1, tp_rank = 0;
 };
 
 // The sizes this rank computes with (llmc/gpt2.h: its heads, attention channels, FC units and
@@ -176,12 +174,7 @@ inline void gpt2_cuda_bind_grads(GPT2Cuda* model, floatX* const views[NUM_PARAM_
 inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
                            const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->tp = tp;
-    model->tp_size = tp != nullptr ? tp->host->world : 1;
-    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
-    // the host's table: the whole model's (gpt2_param_table), or this rank's part of it
-    std::copy(host->tensors, host->tensors + NUM_PARAM_TENSORS, model->tensors);
-    model->num_parameters = host->num_parameters;
+    cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            gpt2_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = param_ptrs_x(model->params, model->tensors);

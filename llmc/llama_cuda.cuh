@@ -113,8 +113,6 @@ struct LlamaCuda : CudaModelState {
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
-    GpuComm* tp = nullptr;  // -tp: the tensor-parallel group; the tables are this rank's part
-    int tp_size = 1, tp_rank = 0;
 };
 
 // The sizes this rank computes with (llmc/llama3.h: its query and KV heads, MLP units and
@@ -150,12 +148,7 @@ inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NU
 inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
                             const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->tp = tp;
-    model->tp_size = tp != nullptr ? tp->host->world : 1;
-    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
-    // the host's table: the whole model's (llama_param_table), or this rank's part of it
-    std::copy(host->tensors, host->tensors + LLAMA_NUM_PARAM_TENSORS, model->tensors);
-    model->num_parameters = host->num_parameters;
+    cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            llama_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);

@@ -5,7 +5,8 @@
 # gradients go through the emulated NCCL. The reference is the same trainer on one process
 # (itself checked against PyTorch and the CPU trainer by test_emu.sh).
 #  - GPT-2 (4 heads, C 64, V 300 padded to 384), 8 steps of 2 micro-steps: TP 2, TP 4, TP 2 x DP 2
-#    at ZeRO 0, 1 and 2 in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
+#    at ZeRO 0, 1, 2 and 3 (each rank's part sharded over the replicas, its layers gathered as
+#    they run) in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
 #    norms within 1e-5, the final model file (rank 0 puts the parts together) within 5e-5 of the
 #    largest weight (AdamW's m / (sqrt(v) + eps) turns the last bits of a gradient near eps into
 #    a part of lr: 1.6e-5 measured on a few of Llama's weights, whose losses agreed to the bit);
@@ -13,12 +14,13 @@
 #    added in bf16: losses within 2e-3, norms 1e-2, weights 2e-2 of the largest)
 #  - Llama 3 with grouped-query attention: 6 query heads on 2 KV heads (split with them) at TP 2
 #    and TP 2 x DP 2 (ZeRO 1), 4 on 1 (the KV head shared: the ranks add their parts of its
-#    gradient) at TP 2 and TP 4, fp32, the same tolerances; bf16 at TP 2; -r 2 (the layer's
+#    gradient) at TP 2 and TP 4, ZeRO 3 at TP 2 x DP 2, fp32, the same tolerances; bf16 at TP 2; -r 2 (the layer's
 #    forward, all-reduces included, run again in the backward)
-#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 resumes as one process, and one
-#    process's at TP 2 x DP 2; bf16 (master weights in the one state file) resumes as one process
+#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 (ZeRO 1, 3) resumes as one process, and
+#    one process's at TP 2 x DP 2 (ZeRO 2, 3); bf16 (master weights in the one state file) resumes
+#    as one process; Llama's both ways
 #  - sampling at TP 2 (the logits put together): the single process's greedy text
-#  - refused in one line: -tp with -z 3, -pp (on train_gpt_cpu so far), heads that do not split
+#  - refused in one line: -pp (on train_gpt_cpu so far), heads that do not split
 set -eu
 cd "$(dirname "$0")/.."
 source test/lib.sh  # defines: PY, compare_logs
@@ -90,7 +92,7 @@ for prec in fp32 bf16; do
     run_np $prec 1 "$out/$prec-ref" $gpt2 -b 8
     layouts=("2 2 8 0" "4 2 4 1")
     tols="1e-6 1e-5 5e-5"
-    [ $prec = fp32 ] && layouts+=("4 2 4 0" "4 2 4 2" "4 4 8 0")
+    [ $prec = fp32 ] && layouts+=("4 2 4 0" "4 2 4 2" "4 2 4 3" "4 4 8 0")
     [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
     for layout in "${layouts[@]}"; do
         read -r np tp b z <<< "$layout"
@@ -103,7 +105,8 @@ for prec in fp32 bf16; do
 done
 
 # Llama: family, precision, processes, -tp, -b, -z, -r
-for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4 1 0" "llama4 fp32 1 1 8 0 0" \
+for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4 1 0" "llama6 fp32 4 2 4 3 0" \
+              "llama4 fp32 1 1 8 0 0" \
               "llama4 fp32 2 2 8 0 0" "llama4 fp32 4 4 8 0 0" "llama4 fp32 2 2 8 0 2" "llama4 bf16 1 1 8 0 0" \
               "llama4 bf16 2 2 8 0 0"; do
     read -r fam prec np tp b z r <<< "$layout"
@@ -128,6 +131,10 @@ resume fp32 gpt2 "$out/fp32-np4-tp2-z1" fp32-tp-to-1 1 -b 8
 check_run "fp32 saved at TP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp 4 -b 4 -tp 2 -z 2
 check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-np4-tp2-z3" fp32-tp-z3-to-1 1 -b 8
+check_run "fp32 saved at TP 2 x DP 2 -z 3, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp-z3 4 -b 4 -tp 2 -z 3
+check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 3" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
 check_run "bf16 saved at TP 2, resumed as one process" "$out/bf16-np2-tp2-z0" "$d" 2e-3 1e-2 2e-2
 resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z1-r0" llama6-tp-to-1 1 -b 8
@@ -157,7 +164,6 @@ refuse() {  # refuse NAME NP PATTERN FLAGS...
 }
 refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
-refuse "-tp 2 with -z 3" 4 "flag -tp 2 with -z 3: ZeRO 3 over the data-parallel ranks" $gpt2 -b 4 -tp 2 -z 3
 refuse "-pp 2" 2 "flag -pp 2 -sp 0: pipeline and sequence parallelism run on train_gpt_cpu so far" $gpt2 -b 8 -pp 2
 refuse "Llama's 6 query heads at -tp 4" 4 "flag -tp 4 -pp 1: the model's 6 heads do not split" $llama6 -b 8 -tp 4
 echo "PASS: tensor parallelism on the emulated GPU trainers"
