@@ -197,6 +197,7 @@ struct GpuBackend {
     double peak_tflops;              // -1: an unknown device, no MFU
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
     std::vector<float> logits_row;   // the last position's logits, for sampling
+    std::vector<int> padded_tokens;  // -sp: a sample's context padded to whole parts
     EnergyMeter* energy;             // the board's energy counter (NVML), if there is one
     double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
@@ -238,7 +239,15 @@ struct GpuBackend {
         return cuda_model_token_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
-        gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        if (model->sp) {  // -sp splits the positions in equal parts: the context is padded to a multiple of
+            // them (the causal model's logits at ctx - 1 do not see what follows)
+            const int parts = model->tp_size, padded = (ctx + parts - 1) / parts * parts;
+            padded_tokens.assign(tokens, tokens + ctx);
+            padded_tokens.resize(padded, tokens[ctx - 1]);
+            gpu_model_forward(model, padded_tokens.data(), nullptr, 1, padded, 0.0f);
+        } else {
+            gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        }
         if (shard == nullptr) {
             cuda_model_logits_row(model, ctx - 1, logits_row.data());
             return logits_row.data();
@@ -442,12 +451,13 @@ struct GpuBackend {
 // on every rank, a rounding here) and its heads' activations.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx, int tp = 1) {
+    const bool sp = cfg.sequence_parallel != 0;
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp;
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp)
-                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp);
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
+                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         p.scratch = ctx.workspace_bytes;
         return p;
     };
@@ -489,9 +499,9 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.pipeline_parallel > 1 || cfg.sequence_parallel)
-        fail("flag -pp %d -sp %d: pipeline and sequence parallelism run on train_gpt_cpu so far; the GPU trainers split "
-             "work over tensor-parallel (-tp) and data-parallel ranks", cfg.pipeline_parallel, cfg.sequence_parallel);
+    if (cfg.pipeline_parallel > 1)
+        fail("flag -pp %d: pipeline parallelism runs on train_gpt_cpu so far; the GPU trainers split work over "
+             "tensor-parallel (-tp, -sp) and data-parallel ranks", cfg.pipeline_parallel);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -614,6 +624,7 @@ int main(int argc, char** argv) {
 
         train_tokenizer_init(cfg, &tokenizer);
 
+        model.sp = cfg.sequence_parallel != 0;  // -sp: the activations of this rank's positions
         gpu_model_alloc_state(&model, B, T, recompute);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

@@ -142,6 +142,7 @@ struct CudaModelState {
     bool backward_ready = false;       // the last forward wrote dlogits for a full batch
     GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the table is this rank's part
     int tp_size = 1, tp_rank = 0;      // its size and this rank's place in it
+    bool sp = false;                   // -sp 1 (with -tp): the residual stream split along T (set before the state)
 };
 
 // The host model's table (the whole model's, or with -tp this rank's part of it: llmc/families.h
