@@ -542,17 +542,8 @@ int main(int argc, char** argv) {
         tp_global_to_local(shard, 0, shard.local_n, whole->params, model->params);
         model_delete(whole);
         z = train_zero_layout(cfg, model->num_parameters, dp_rank, dp_world);
-        if (z.stage == 3) {  // ZeRO 3 over the data-parallel ranks: keep the slice, and the front and tail rows
-            const ParamLayout t = model->layout();
-            const size_t nl = model->num_parameters, front = t.front_len(), tail = t.tail_begin();
-            param_shard = xcalloc_floats(z.shard);
-            memcpy(param_shard, model->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
-            float* rest = xcalloc_floats(front + nl - tail);
-            memcpy(rest, model->params, front * sizeof(float));
-            memcpy(rest + front, model->params + tail, (nl - tail) * sizeof(float));
-            free(model->params);
-            model->params = rest;
-        }
+        // ZeRO 3 over the data-parallel ranks: keep the slice, and the front and tail rows
+        if (z.stage == 3) param_shard = train_keep_zero3(model, z);
     } else {
         z = train_zero_layout(cfg, model_config_num_parameters(start_config), rank, world);
         model = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &param_shard)

@@ -122,7 +122,7 @@ template <typename M>
 static void upload_weights(M* model, const std::string& path, GpuGradSync* gsync) {
     size_t n = model->num_parameters;
     const ZeroLayout& z = model->z;
-    if (z.stage == 3) {
+    if (z.stage == 3) {  // this rank's slice and the front and tail rows, read as such
         const ParamLayout t = gpu_model_layout(model);
         const size_t front = t.front_len(), tail = t.tail_begin();
         std::vector<float> rest(front + (n - tail)), shard(z.own_end - z.own_begin);
@@ -197,6 +197,7 @@ struct GpuBackend {
     double peak_tflops;              // -1: an unknown device, no MFU
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
     std::vector<float> logits_row;   // the last position's logits, for sampling
+    std::vector<int> padded_tokens;  // -sp: a sample's context padded to whole parts
     EnergyMeter* energy;             // the board's energy counter (NVML), if there is one
     double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
@@ -238,7 +239,15 @@ struct GpuBackend {
         return cuda_model_token_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
-        gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        if (model->sp) {  // -sp splits the positions in equal parts: the context is padded to a multiple of
+            // them (the causal model's logits at ctx - 1 do not see what follows)
+            const int parts = model->tp_size, padded = (ctx + parts - 1) / parts * parts;
+            padded_tokens.assign(tokens, tokens + ctx);
+            padded_tokens.resize(padded, tokens[ctx - 1]);
+            gpu_model_forward(model, padded_tokens.data(), nullptr, 1, padded, 0.0f);
+        } else {
+            gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+        }
         if (shard == nullptr) {
             cuda_model_logits_row(model, ctx - 1, logits_row.data());
             return logits_row.data();
@@ -317,7 +326,13 @@ struct GpuBackend {
         const ZeroLayout& z = model->z;
         const size_t n = model->num_parameters, k = z.opt_count(), global_n = shard->global_n;
         std::vector<float> params(n), m(k), v(k), master(model->master != nullptr ? k : 0);
-        cuda_download_floatx(*model->ctx, model->params, n, params.data());
+        if (z.stage == 3) {  // the part's layers gathered over the data-parallel group (its rank 0's count)
+            std::vector<floatX> mine(parts->dp_rank == 0 ? n : 0);
+            gpu_grad_sync_download_params(gsync, mine.empty() ? nullptr : mine.data());
+            for (size_t i = 0; i < mine.size(); i++) params[i] = to_float(mine[i]);
+        } else {
+            cuda_download_floatx(*model->ctx, model->params, n, params.data());
+        }
         CHECK_CUDA(cudaMemcpy(m.data(), model->m, k * sizeof(float), cudaMemcpyDeviceToHost));
         CHECK_CUDA(cudaMemcpy(v.data(), model->v, k * sizeof(float), cudaMemcpyDeviceToHost));
         if (model->master != nullptr)
@@ -364,7 +379,14 @@ struct GpuBackend {
         if (shard == nullptr) return upload_weights(model, path, gsync);
         std::vector<float> local(shard->local_n);  // -tp: this rank's part of the model file
         model_parts_read_params(path, parts->config.family, *shard, local.data());
-        cuda_upload_params(model->params, local.data(), local.size());
+        if (model->z.stage < 3) return cuda_upload_params(model->params, local.data(), local.size());
+        const ZeroLayout& z = model->z;  // ZeRO 3: the slice, and the front and tail rows
+        const ParamLayout t = gpu_model_layout(model);
+        const size_t front = t.front_len(), tail = t.tail_begin();
+        cuda_upload_params(model->params, local.data(), front);
+        cuda_upload_params(model->params + front, local.data() + tail, local.size() - tail);
+        cuda_upload_params(model->param_shard, local.data() + z.own_begin, z.own_end - z.own_begin);
+        gsync->params_changed();
     }
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
@@ -429,12 +451,13 @@ struct GpuBackend {
 // on every rank, a rounding here) and its heads' activations.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx, int tp = 1) {
+    const bool sp = cfg.sequence_parallel != 0;
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp;
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp)
-                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp);
+        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
+                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         p.scratch = ctx.workspace_bytes;
         return p;
     };
@@ -476,9 +499,9 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.pipeline_parallel > 1 || cfg.sequence_parallel)
-        fail("flag -pp %d -sp %d: pipeline and sequence parallelism run on train_gpt_cpu so far; the GPU trainers split "
-             "work over tensor-parallel (-tp) and data-parallel ranks", cfg.pipeline_parallel, cfg.sequence_parallel);
+    if (cfg.pipeline_parallel > 1)
+        fail("flag -pp %d: pipeline parallelism runs on train_gpt_cpu so far; the GPU trainers split work over "
+             "tensor-parallel (-tp, -sp) and data-parallel ranks", cfg.pipeline_parallel);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -521,9 +544,6 @@ int main(int argc, char** argv) {
 #ifndef USE_NCCL
         fail("flag -tp %d: this binary was built without NCCL, which tensor parallelism's collectives need", tp);
 #endif
-        if (cfg.zero_stage == 3)
-            fail("flag -tp %d with -z 3: ZeRO 3 over the data-parallel ranks of a tensor-parallel run is on "
-                 "train_gpt_cpu so far; the GPU trainers take -z 0, 1 or 2 with -tp", tp);
     }
     Comm* dpc = parts.dp();
     CudaContext ctx;
@@ -571,6 +591,8 @@ int main(int argc, char** argv) {
         CHECK(whole->num_parameters == num_parameters, "%zu vs %zu", whole->num_parameters, num_parameters);
         tp_global_to_local(shard, 0, shard.local_n, whole->params, part->params);
         model_delete(whole);
+        // ZeRO 3 over the data-parallel ranks: the part's slice, and its front and tail rows
+        if (z.stage == 3) host_shard = train_keep_zero3(part, z);
     } else {
         host = z.stage == 3 ? train_load_model_zero3(cfg, resume_step, start_config, z, &host_shard)
                             : train_load_model(cfg, resume_step);
@@ -602,6 +624,7 @@ int main(int argc, char** argv) {
 
         train_tokenizer_init(cfg, &tokenizer);
 
+        model.sp = cfg.sequence_parallel != 0;  // -sp: the activations of this rank's positions
         gpu_model_alloc_state(&model, B, T, recompute);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

@@ -56,6 +56,7 @@
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_* (-pb 1)
 #include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
+#include "cuda/sequence_parallel.cuh" // defines: GpuTpStream (-tp, -sp)
 
 // What the kernels need of a shape beyond gpt2_config_problem (model_cuda.cuh's
 // cuda_shape_problem). nullptr when fine.
@@ -91,7 +92,8 @@ inline ParamPtrsX param_ptrs_x(floatX* base, const ParamTensor table[NUM_PARAM_T
 
 // Activations and scratch, sized for the (B, T) of gpt2_cuda_alloc_state. Per-layer
 // tensors are L slices of the allocated N; a smaller forward (sampling) uses a prefix of
-// each slice.
+// each slice. -sp: the residual stream, the LayerNorms' outputs and statistics, and dres hold
+// this rank's N/tp rows only (llmc/cuda/sequence_parallel.cuh).
 struct GPUActivations {
     floatX* encoded;    // (N,C) wte + wpe
     floatX* ln1;        // (L,N,C) LayerNorm 1 outputs; (N,C) with -r 2
@@ -120,6 +122,10 @@ struct GPUActivations {
     int* inputs;        // (N) token ids
     int* targets;       // (N)
     float* tp_stats;    // -tp: (tp,N,3) every rank's softmax statistics of each row (classifier_tp_stats)
+    floatX* sp_full;    // -sp: (N,C) a buffer of the residual stream's gathered from every rank (GpuTpStream)
+    floatX* sp_scratch; // -sp: (N,C) the rows in rank order, on their way to or from NCCL
+    floatX* sp_part;    // -sp: (N/tp,C) this rank's rows of a row-parallel matmul's sum
+    floatX* sp_keep;    // -sp: (4C) a norm's weight gradients kept aside, and this micro-step's parts
 };
 
 // -cg 1: the device work of a training micro-step (a forward with dloss > 0, then its
@@ -148,8 +154,6 @@ struct GPT2Cuda : CudaModelState {
     GPUActivations acts;
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
-    GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the tables are this rank's part
-    int tp_size = 1, tp_rank = 0;
 };
 
 // The sizes this rank computes with (llmc/gpt2.h: its heads, attention channels, FC units and
@@ -176,12 +180,7 @@ inline void gpt2_cuda_bind_grads(GPT2Cuda* model, floatX* const views[NUM_PARAM_
 inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* host, bool master_weights,
                            const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->tp = tp;
-    model->tp_size = tp != nullptr ? tp->host->world : 1;
-    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
-    // the host's table: the whole model's (gpt2_param_table), or this rank's part of it
-    std::copy(host->tensors, host->tensors + NUM_PARAM_TENSORS, model->tensors);
-    model->num_parameters = host->num_parameters;
+    cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            gpt2_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = param_ptrs_x(model->params, model->tensors);
@@ -193,37 +192,40 @@ enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
 // GPUActivations order, each pointing at its field of *a.
 // -tp: a rank's part (its heads' qkv and attention outputs, its FC units, its columns of the logits).
 inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int recompute, GPUActivations* a,
-                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1) {
+                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false) {
     const GPT2Dims d = gpt2_dims(cfg, tp, 0);
     size_t L = cfg.num_layers, C = cfg.channels, A = d.A, NH = d.NH, H = d.H, Vp = d.Vp;
-    size_t N = (size_t)B * T;
+    size_t N = (size_t)B * T, R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
     size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
-        {(void**)&a->encoded, N * C, X},         {(void**)&a->ln1, ln_layers * N * C, X},
-        {(void**)&a->ln1_mean, L * N, F},        {(void**)&a->ln1_rstd, L * N, F},
+        {(void**)&a->encoded, R * C, X},         {(void**)&a->ln1, ln_layers * R * C, X},
+        {(void**)&a->ln1_mean, L * R, F},        {(void**)&a->ln1_rstd, L * R, F},
         {(void**)&a->qkv, L * N * 3 * A, X},     {(void**)&a->atty, L * N * A, X},
-        {(void**)&a->att_lse, L * B * NH * T, F}, {(void**)&a->residual2, L * N * C, X},
-        {(void**)&a->ln2, ln_layers * N * C, X}, {(void**)&a->ln2_mean, L * N, F},
-        {(void**)&a->ln2_rstd, L * N, F},        {(void**)&a->fch, L * N * H, X},
-        {(void**)&a->fch_gelu, gelu_layers * N * H, X}, {(void**)&a->residual3, L * N * C, X},
-        {(void**)&a->lnf, N * C, X},             {(void**)&a->lnf_mean, N, F},
-        {(void**)&a->lnf_rstd, N, F},            {(void**)&a->logits, N * Vp, X},
+        {(void**)&a->att_lse, L * B * NH * T, F}, {(void**)&a->residual2, L * R * C, X},
+        {(void**)&a->ln2, ln_layers * R * C, X}, {(void**)&a->ln2_mean, L * R, F},
+        {(void**)&a->ln2_rstd, L * R, F},        {(void**)&a->fch, L * N * H, X},
+        {(void**)&a->fch_gelu, gelu_layers * N * H, X}, {(void**)&a->residual3, L * R * C, X},
+        {(void**)&a->lnf, R * C, X},             {(void**)&a->lnf_mean, R, F},
+        {(void**)&a->lnf_rstd, R, F},            {(void**)&a->logits, N * Vp, X},
         {(void**)&a->losses, N, F},              {(void**)&a->proj, N * C, X},
-        {(void**)&a->dres, N * C, X},            {(void**)&a->dtmp, N * C, X},
+        {(void**)&a->dres, R * C, X},            {(void**)&a->dtmp, N * C, X},
         {(void**)&a->dqkv, N * 3 * A, X},        {(void**)&a->dfch, N * H, X},
         {(void**)&a->inputs, N, I},              {(void**)&a->targets, N, I},
         {(void**)&a->tp_stats, tp > 1 ? tp * N * 3 : 0, F},
+        {(void**)&a->sp_full, S * C, X},         {(void**)&a->sp_scratch, S * C, X},
+        {(void**)&a->sp_part, sp ? R * C : 0, X}, {(void**)&a->sp_keep, sp ? 4 * C : 0, X},
     };
     static_assert(sizeof(plan) / sizeof(plan[0]) == GPT2_CUDA_NUM_ACTIVATIONS, "one slot per activation");
     std::copy(std::begin(plan), std::end(plan), slots);
 }
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
-inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute, int tp = 1) {
+inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute, int tp = 1,
+                                         bool sp = false) {
     GPUActivations a;
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp);
+    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp);
     return cuda_slots_bytes(slots, GPT2_CUDA_NUM_ACTIVATIONS);
 }
 
@@ -234,7 +236,7 @@ inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) 
     if (model->grads != nullptr) model->g = param_ptrs_x(model->grads, model->tensors);
 
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots, model->tp_size);
+    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots, model->tp_size, model->sp);
     model->acts_memory = cuda_carve_slots(slots, GPT2_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
     const size_t N = (size_t)B * T;
     model->B = B;
@@ -315,14 +317,15 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
 // recomputed), and the residual stream it reads, for the allocated B x T (a smaller forward
 // batch is a prefix of each slice). size_t throughout: l * 4 * N * C passes 2^31 at d48 and B*T=32K.
 struct GPT2LayerActsX {
-    const floatX* residual;  // (N,C) the layer's input: encoded, or the previous layer's residual3
+    const floatX* residual;  // (N,C) the layer's input: encoded, or the previous layer's residual3 (-sp: N/tp rows)
     floatX *ln1, *qkv, *atty, *residual2, *ln2, *fch, *fch_gelu, *residual3;
     float *ln1_mean, *ln1_rstd, *att_lse, *ln2_mean, *ln2_rstd;
 };
 inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
     const GPUActivations& a = model->acts;
     const GPT2Dims d = gpt2_cuda_dims(model);  // -tp: this rank's heads and FC units
-    const size_t N = (size_t)model->B * model->T, NC = N * model->config.channels, li = (size_t)l;
+    const size_t N = (size_t)model->B * model->T, li = (size_t)l;
+    const size_t R = model->sp ? N / model->tp_size : N, NC = R * model->config.channels;  // -sp: this rank's rows
     const size_t NA = N * d.A, NH = N * d.H, lse_stride = N * d.NH;
     // -r 2 recomputes ln1 and ln2 into one buffer each, -r 1 the GELU output
     const size_t ln_stride = model->recompute >= 2 ? 0 : NC, gelu_stride = model->recompute >= 1 ? 0 : NH;
@@ -336,11 +339,11 @@ inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
     v.fch = a.fch + li * NH;
     v.fch_gelu = a.fch_gelu + li * gelu_stride;
     v.residual3 = a.residual3 + li * NC;
-    v.ln1_mean = a.ln1_mean + li * N;
-    v.ln1_rstd = a.ln1_rstd + li * N;
+    v.ln1_mean = a.ln1_mean + li * R;
+    v.ln1_rstd = a.ln1_rstd + li * R;
     v.att_lse = a.att_lse + li * lse_stride;
-    v.ln2_mean = a.ln2_mean + li * N;
-    v.ln2_rstd = a.ln2_rstd + li * N;
+    v.ln2_mean = a.ln2_mean + li * R;
+    v.ln2_rstd = a.ln2_rstd + li * R;
     return v;
 }
 
@@ -350,8 +353,15 @@ inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
 //
 // -tp (llmc/tensor_parallel.h has the picture): QKV and FC are column-parallel (this rank's
 // heads, its FC units: A and H of them), the projections row-parallel: their products are
-// partial sums, all-reduced over the group with the bias added by rank 0 alone (`meet`). The
-// lookup is vocab-parallel (rank 0 adds wpe), and so are the logits: this rank's Vp/tp columns.
+// partial sums, added over the group with the bias added by rank 0 alone. The lookup is
+// vocab-parallel (rank 0 adds wpe), and so are the logits: this rank's Vp/tp columns. -sp: the
+// residual stream and the LayerNorms run on this rank's rows (R of N), their outputs gathered
+// for the matmuls that read them, the partial sums reduce-scattered (GpuTpStream).
+inline GpuTpStream gpt2_cuda_stream(GPT2Cuda* model, int B, int T) {
+    GPUActivations& a = model->acts;
+    return GpuTpStream(*model->ctx, model->tp, model->sp, B, T, model->config.channels, a.sp_full, a.sp_scratch,
+                       a.sp_keep);
+}
 inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dloss, bool has_targets) {
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
@@ -362,9 +372,9 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     const ParamPtrsX& p = model->p;
     const ParamLayout table = gpt2_cuda_layout(model);
     const bool root = model->tp_rank == 0;  // adds the row-parallel biases and wpe
-    auto meet = [&](floatX* x) {            // -tp: the group's sum of this rank's partial sums
-        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, (size_t)N * C);
-    };
+    const GpuTpStream ts = gpt2_cuda_stream(model, B, T);
+    const int R = ts.rows;
+    floatX* const projr = ts.sp ? a.sp_part : a.proj;  // a projection's sum: in place, or (-sp) this rank's rows
     // layer l's weights (ZeRO 3: gathered, the next layer's meanwhile: cuda_model_layer_params)
     auto weights = [&](int l) {
         floatX* slice[NUM_LAYER_TENSORS];
@@ -372,30 +382,31 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         return layer_ptrs_of(slice);
     };
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_forward(ctx, a.encoded, a.inputs, p.wte, root ? p.wpe : nullptr, B, T, C, d.v0,
+    // one rank holds each token's row, the others add zeros: the sum is exact
+    encoder_forward(ctx, ts.sp ? a.proj : a.encoded, a.inputs, p.wte, root ? p.wpe : nullptr, B, T, C, d.v0,
                     model->tp != nullptr ? Vp : -1);
-    meet(a.encoded);  // one rank holds each token's row, the others add zeros: exact
+    ts.sum(ts.sp ? a.proj : a.encoded, a.encoded);
     LayerPtrsOf<floatX> lp = weights(0);
     phase_mark(ctx, PHASE_LAYERNORM);
-    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, N, C);
+    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, R, C);
     for (int l = 0; l < L; l++) {
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.qkv, nullptr, la.ln1, lp.qkvw, lp.qkvb, N, C, 3 * A);
+        matmul_forward(ctx, la.qkv, nullptr, ts.whole(la.ln1), lp.qkvw, lp.qkvb, N, C, 3 * A);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
         attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
         matmul_forward(ctx, a.proj, nullptr, la.atty, lp.attprojw, root ? lp.attprojb : nullptr, N, A, C);
-        meet(a.proj);
+        ts.sum(a.proj, projr);
         phase_mark(ctx, PHASE_LAYERNORM);
-        fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, a.proj,
-                                         lp.ln2w, lp.ln2b, N, C);
+        fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, projr,
+                                         lp.ln2w, lp.ln2b, R, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.fch_gelu, la.fch, la.ln2, lp.fcw, lp.fcb, N, C, H);
+        matmul_forward(ctx, la.fch_gelu, la.fch, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
         matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
-        meet(a.proj);
+        ts.sum(a.proj, projr);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
         // layer lnf
@@ -404,14 +415,14 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
             const GPT2LayerActsX next = gpt2_cuda_layer_acts(model, l + 1);
             lp = weights(l + 1);
             fused_residual_layernorm_forward(ctx, la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2,
-                                             a.proj, lp.ln1w, lp.ln1b, N, C);
+                                             projr, lp.ln1w, lp.ln1b, R, C);
         } else {
-            fused_residual_layernorm_forward(ctx, la.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.residual2, a.proj,
-                                             p.lnfw, p.lnfb, N, C);
+            fused_residual_layernorm_forward(ctx, la.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.residual2, projr,
+                                             p.lnfw, p.lnfb, R, C);
         }
     }
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(ctx, a.logits, nullptr, a.lnf, p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
+    matmul_forward(ctx, a.logits, nullptr, ts.whole(a.lnf), p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
     if (has_targets && model->tp == nullptr) {
         phase_mark(ctx, PHASE_CLASSIFIER);
         classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
@@ -448,9 +459,9 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
     } else {
         gpt2_cuda_backward_launches(model, sink);
     }
-    const GPUActivations& a = model->acts;
+    const GpuTpStream ts = gpt2_cuda_stream(model, model->B, model->T);  // -sp: every position's dres
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_backward(ctx, model->g.wte, model->g.wpe, a.dres, model->buckets, model->B, model->T,
+    encoder_backward(ctx, model->g.wte, model->g.wpe, ts.whole(model->acts.dres), model->buckets, model->B, model->T,
                      model->config.channels);
     phase_mark(ctx, PHASE_OTHER);
     if (sink != nullptr) sink->backward_done();
@@ -469,22 +480,31 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     const ParamPtrsX& p = model->p;
     const ParamPtrsX& g = model->g;
     GPUActivations& a = model->acts;
-    const size_t NC = (size_t)N * C;
-    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: all-reduced.
-    // The row-parallel ones' need nothing (the output gradient is whole on every rank), and their
-    // bias gradients come out the same on every rank.
-    auto meet = [&](floatX* x) {
-        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, NC);
+    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: added over
+    // the group (ts.sum; -sp: into this rank's rows, dtmpr). The row-parallel ones' need nothing
+    // (the output gradient is whole on every rank: -sp gathers it), and their bias gradients come
+    // out the same on every rank. -sp: a LayerNorm's weight gradients from this rank's rows are
+    // added over the group (ts.norm_grads).
+    const GpuTpStream ts = gpt2_cuda_stream(model, B, T);
+    const int R = ts.rows;
+    const size_t RC = (size_t)R * C;
+    floatX* const dtmpr = ts.sp ? a.sp_part : a.dtmp;
+    auto ln_backward = [&](floatX* dw, floatX* db, const floatX* residual, const floatX* w, const float* mean,
+                           const float* rstd) {
+        floatX* const grads[2] = {dw, db};
+        const size_t n[2] = {(size_t)C, (size_t)C};
+        ts.norm_grads(grads, n, 2, [&] {
+            layernorm_backward(ctx, a.dres, dw, db, dtmpr, residual, w, mean, rstd, R, C);
+        });
     };
 
     // logits hold dlogits (the classifier wrote them in the forward)
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, a.lnf, p.wte, N, C, Vp, false);
-    meet(a.dtmp);
+    matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, ts.whole(a.lnf), p.wte, N, C, Vp, false);
+    ts.sum(a.dtmp, dtmpr);
     phase_mark(ctx, PHASE_LAYERNORM);
-    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
-    layernorm_backward(ctx, a.dres, g.lnfw, g.lnfb, a.dtmp, a.residual3 + (L - 1) * NC, p.lnfw, a.lnf_mean,
-                       a.lnf_rstd, N, C);
+    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
+    ln_backward(g.lnfw, g.lnfb, a.residual3 + (L - 1) * RC, p.lnfw, a.lnf_mean, a.lnf_rstd);
     const ParamLayout table = gpt2_cuda_layout(model);
     for (int l = L - 1; l >= 0; l--) {
         floatX* slice[NUM_LAYER_TENSORS];
@@ -501,31 +521,30 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         // what the forward did not keep
         if (model->recompute >= 2) {
             phase_mark(ctx, PHASE_LAYERNORM);
-            layernorm_forward(ctx, la.ln1, nullptr, nullptr, la.residual, lp.ln1w, lp.ln1b, N, C);
-            layernorm_forward(ctx, la.ln2, nullptr, nullptr, la.residual2, lp.ln2w, lp.ln2b, N, C);
+            layernorm_forward(ctx, la.ln1, nullptr, nullptr, la.residual, lp.ln1w, lp.ln1b, R, C);
+            layernorm_forward(ctx, la.ln2, nullptr, nullptr, la.residual2, lp.ln2w, lp.ln2b, R, C);
         }
         phase_mark(ctx, PHASE_GELU);
         if (model->recompute >= 1) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * H);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
-        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, a.dres, la.fch_gelu, lp.fcprojw, N, H, C, false, la.fch);
-        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, la.ln2, lp.fcw, N, C, H, false);
-        meet(a.dtmp);
+        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C, false,
+                        la.fch);
+        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false);
+        ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
-        layernorm_backward(ctx, a.dres, lg.ln2w, lg.ln2b, a.dtmp, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd, N,
-                           C);
+        ln_backward(lg.ln2w, lg.ln2b, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, a.dres, la.atty, lp.attprojw, N, A, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, la.ln1, lp.qkvw, N, C, 3 * A, false);
-        meet(a.dtmp);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ts.whole(la.ln1), lp.qkvw, N, C, 3 * A, false);
+        ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
-        layernorm_backward(ctx, a.dres, lg.ln1w, lg.ln1b, a.dtmp, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd, N,
-                           C);
+        ln_backward(lg.ln1w, lg.ln1b, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd);
         phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }

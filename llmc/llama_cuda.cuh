@@ -46,6 +46,7 @@
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
 #include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
+#include "cuda/sequence_parallel.cuh" // defines: GpuTpStream (-tp, -sp)
 
 // What the kernels need of a shape beyond llama_config_problem. nullptr when fine. tp: each
 // tensor-parallel rank's part too (its channels C/tp, MLP units F/tp, vocabulary rows Vp/tp).
@@ -72,7 +73,8 @@ inline LlamaLayerX llama_layer_x(floatX* const slices[LLAMA_NUM_LAYER_TENSORS]) 
 }
 
 // Activations and scratch, sized for the (B, T) of llama_cuda_alloc_state. Per-layer tensors
-// are L slices of the allocated N; a smaller forward uses a prefix of each slice.
+// are L slices of the allocated N; a smaller forward uses a prefix of each slice. -sp: the
+// residual stream, the RMSNorms' outputs and statistics, and dres hold this rank's N/tp rows.
 struct LlamaActivationsX {
     floatX* encoded;      // (N,C) wte[tokens]
     floatX* rms1;         // (L,N,C) RMSNorm 1 outputs
@@ -104,6 +106,11 @@ struct LlamaActivationsX {
     float* tp_stats;      // -tp: (tp,N,3) every rank's softmax statistics of each row (classifier_tp_stats)
     floatX* kv_keep;      // -tp with fewer KV heads than ranks: (2 hs C) the shared head's k, v rows' gradient so far
     floatX* kv_all;       // (NKV, 2 hs C) each sharing rank's part of it, in its head's slot, summed over the group
+    floatX* proj;         // -sp: (N,C) a row-parallel projection's partial sums
+    floatX* sp_full;      // -sp: (N,C) a buffer of the residual stream's gathered from every rank (GpuTpStream)
+    floatX* sp_scratch;   // -sp: (N,C) the rows in rank order, on their way to or from NCCL
+    floatX* sp_part;      // -sp: (N/tp,C) this rank's rows of a row-parallel matmul's sum
+    floatX* sp_keep;      // -sp: (2C) a norm's weight gradient kept aside, and this micro-step's part
 };
 
 // The buffers and host side every family has (model_cuda.cuh: CudaModelState), and Llama's own.
@@ -113,8 +120,6 @@ struct LlamaCuda : CudaModelState {
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
-    GpuComm* tp = nullptr;  // -tp: the tensor-parallel group; the tables are this rank's part
-    int tp_size = 1, tp_rank = 0;
 };
 
 // The sizes this rank computes with (llmc/llama3.h: its query and KV heads, MLP units and
@@ -150,12 +155,7 @@ inline void llama_cuda_bind_grads(LlamaCuda* model, floatX* const views[LLAMA_NU
 inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llama* host, bool master_weights,
                             const ZeroLayout& z, const float* host_shard = nullptr, GpuComm* tp = nullptr) {
     model->config = host->config;
-    model->tp = tp;
-    model->tp_size = tp != nullptr ? tp->host->world : 1;
-    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
-    // the host's table: the whole model's (llama_param_table), or this rank's part of it
-    std::copy(host->tensors, host->tensors + LLAMA_NUM_PARAM_TENSORS, model->tensors);
-    model->num_parameters = host->num_parameters;
+    cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
                            llama_layout(model->tensors, host->config.num_layers), host_shard);
     if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);
@@ -167,40 +167,45 @@ enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
 // LlamaActivationsX order, each pointing at its field of *a. -tp: a rank's part (its heads'
 // qkv and attention outputs, its MLP units, its columns of the logits).
 inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int r, LlamaActivationsX* a,
-                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1) {
+                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false) {
     const LlamaDims d = llama_dims(cfg, tp);
     const size_t Lk = r >= 2 ? 1 : cfg.num_layers, Ln = r >= 1 ? 1 : cfg.num_layers;  // kept / norms' layers
     const size_t L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
     const size_t F2 = 2 * (size_t)d.F, hs = d.hs, QKV = d.QKV;
     const size_t N = (size_t)B * T, mha = d.NKV < d.NH ? N * 3 * A : 0;
+    const size_t R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
     const size_t kv = llama_cuda_kv_shared(cfg, tp) ? 2 * hs * C : 0;
     const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
-        {(void**)&a->encoded, N * C, X},         {(void**)&a->rms1, Ln * N * C, X},
-        {(void**)&a->rms1_rstd, Lk * N, FL},     {(void**)&a->qkv, Lk * N * QKV, X},
+        {(void**)&a->encoded, R * C, X},         {(void**)&a->rms1, Ln * R * C, X},
+        {(void**)&a->rms1_rstd, Lk * R, FL},     {(void**)&a->qkv, Lk * N * QKV, X},
         {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, Lk * N * A, X},
-        {(void**)&a->att_lse, Lk * B * NH * T, FL}, {(void**)&a->residual2, Lk * N * C, X},
-        {(void**)&a->rms2, Ln * N * C, X},       {(void**)&a->rms2_rstd, Lk * N, FL},
+        {(void**)&a->att_lse, Lk * B * NH * T, FL}, {(void**)&a->residual2, Lk * R * C, X},
+        {(void**)&a->rms2, Ln * R * C, X},       {(void**)&a->rms2_rstd, Lk * R, FL},
         {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ln * N * F2 / 2, X},
-        {(void**)&a->residual3, L * N * C, X},   {(void**)&a->rmsf, N * C, X},
-        {(void**)&a->rmsf_rstd, N, FL},          {(void**)&a->logits, N * Vp, X},
-        {(void**)&a->losses, N, FL},             {(void**)&a->dres, N * C, X},
+        {(void**)&a->residual3, L * R * C, X},   {(void**)&a->rmsf, R * C, X},
+        {(void**)&a->rmsf_rstd, R, FL},          {(void**)&a->logits, N * Vp, X},
+        {(void**)&a->losses, N, FL},             {(void**)&a->dres, R * C, X},
         {(void**)&a->dtmp, N * C, X},            {(void**)&a->dqkv, N * QKV, X},
         {(void**)&a->dqkv_mha, mha, X},          {(void**)&a->dfch, N * F2, X},
         {(void**)&a->dfch_swiglu, N * F2 / 2, X}, {(void**)&a->rope_cos, T * hs / 2, FL},
         {(void**)&a->rope_sin, T * hs / 2, FL},  {(void**)&a->inputs, N, I},
         {(void**)&a->targets, N, I},             {(void**)&a->tp_stats, tp > 1 ? tp * N * 3 : 0, FL},
         {(void**)&a->kv_keep, kv, X},            {(void**)&a->kv_all, kv * cfg.num_kv_heads, X},
+        {(void**)&a->proj, S * C, X},            {(void**)&a->sp_full, S * C, X},
+        {(void**)&a->sp_scratch, S * C, X},      {(void**)&a->sp_part, sp ? R * C : 0, X},
+        {(void**)&a->sp_keep, sp ? 2 * C : 0, X},
     };
     static_assert(sizeof(plan) / sizeof(plan[0]) == LLAMA_CUDA_NUM_ACTIVATIONS, "one slot per activation");
     std::copy(std::begin(plan), std::end(plan), slots);
 }
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
-inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute, int tp = 1) {
+inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute, int tp = 1,
+                                          bool sp = false) {
     LlamaActivationsX a;
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp);
     return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
 }
 
@@ -214,7 +219,7 @@ inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute
 
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
     LlamaActivationsX& a = model->acts;
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, model->tp_size);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, model->tp_size, model->sp);
     model->acts_memory = cuda_carve_slots(slots, LLAMA_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
     const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
     // RoPE's angles from the CPU's table, so that both sides turn by the same floats
@@ -243,7 +248,8 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     const LlamaActivationsX& a = model->acts;
     const LlamaDims d = llama_cuda_dims(model);  // -tp: this rank's heads and MLP units
     const size_t N = (size_t)model->B * model->T, C = cfg.channels, NH = d.NH, F = d.F, A = d.A;
-    const size_t QKV = d.QKV, NC = N * C, li = (size_t)l;
+    const size_t R = model->sp ? N / model->tp_size : N;  // -sp: this rank's rows of the residual stream
+    const size_t QKV = d.QKV, NC = R * C, li = (size_t)l;
     const size_t lk = model->recompute >= 2 ? 0 : li, ln = model->recompute >= 1 ? 0 : li;  // the slice's layer
     LlamaLayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
@@ -255,8 +261,8 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     v.fch = a.fch + lk * N * 2 * F;
     v.fch_swiglu = a.fch_swiglu + ln * N * F;
     v.residual3 = a.residual3 + li * NC;
-    v.rms1_rstd = a.rms1_rstd + lk * N;
-    v.rms2_rstd = a.rms2_rstd + lk * N;
+    v.rms1_rstd = a.rms1_rstd + lk * R;
+    v.rms2_rstd = a.rms2_rstd + lk * R;
     v.att_lse = a.att_lse + lk * N * NH;
     return v;
 }
@@ -274,15 +280,32 @@ inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const flo
 }
 
 // ---------------------------------------------------------------------------------------
+// The stream of the forward or backward of B x T positions (-tp, -sp: llmc/cuda/sequence_parallel.cuh).
+inline GpuTpStream llama_cuda_stream(LlamaCuda* model, int B, int T) {
+    LlamaActivationsX& a = model->acts;
+    return GpuTpStream(*model->ctx, model->tp, model->sp, B, T, model->config.channels, a.sp_full, a.sp_scratch,
+                       a.sp_keep);
+}
+
 // -tp: a row-parallel projection into the residual stream: out = residual + the group's sum of
-// each rank's inp @ weight^T (this rank's K columns), the residual added by rank 0 alone.
-inline void llama_row_parallel_residual(LlamaCuda* model, floatX* out, const floatX* residual, const floatX* inp,
-                                        const floatX* weight, int BT, int K, int OC) {
+// each rank's inp @ weight^T (this rank's K columns), the residual added by rank 0 alone; -sp:
+// the sum reduce-scattered to this rank's rows, then the residual (its rows) added.
+inline void llama_row_parallel_residual(LlamaCuda* model, const GpuTpStream& ts, floatX* out, const floatX* residual,
+                                        const floatX* inp, const floatX* weight, int K) {
     const CudaContext& ctx = *model->ctx;
+    const int BT = ts.N, OC = ts.C;
     if (model->tp == nullptr) return llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
+    if (ts.sp) {
+        LlamaActivationsX& a = model->acts;
+        matmul_forward(ctx, a.proj, nullptr, inp, weight, nullptr, BT, K, OC);
+        ts.sum(a.proj, a.sp_part);
+        CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)ts.rows * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                   ctx.stream));
+        return accumulate(ctx.stream, out, a.sp_part, (size_t)ts.rows * OC);
+    }
     if (model->tp_rank == 0) llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
     else matmul_forward(ctx, out, nullptr, inp, weight, nullptr, BT, K, OC);
-    gpu_all_reduce_sum(model->tp, ctx, out, (size_t)BT * OC);
+    ts.sum(out, out);
 }
 
 // One layer's forward over N = B x T positions: lp its weights, la its activations. The
@@ -298,11 +321,13 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
     const int hs = d.hs, QKV = d.QKV;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
+    const GpuTpStream ts = llama_cuda_stream(model, B, T);  // -sp: the norms on this rank's rows (R of N)
+    const int R = ts.rows;
     // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
     phase_mark(ctx, PHASE_LAYERNORM);
-    rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, eps);
+    rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, R, C, eps);
     phase_mark(ctx, PHASE_MATMUL);
-    matmul_forward(ctx, la.qkv, nullptr, la.rms1, lp.qkvw, nullptr, N, C, QKV);
+    matmul_forward(ctx, la.qkv, nullptr, ts.whole(la.rms1), lp.qkvw, nullptr, N, C, QKV);
     phase_mark(ctx, PHASE_ATTENTION_FWD);
     rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
     const floatX* mha = la.qkv;
@@ -312,16 +337,16 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
     }
     attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, A, NH);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_row_parallel_residual(model, la.residual2, la.residual, la.atty, lp.attprojw, N, A, C);
+    llama_row_parallel_residual(model, ts, la.residual2, la.residual, la.atty, lp.attprojw, A);
     // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
     phase_mark(ctx, PHASE_LAYERNORM);
-    rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, eps);
+    rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, R, C, eps);
     phase_mark(ctx, PHASE_MATMUL);
-    matmul_forward(ctx, la.fch, nullptr, la.rms2, lp.fcw, nullptr, N, C, 2 * F);
+    matmul_forward(ctx, la.fch, nullptr, ts.whole(la.rms2), lp.fcw, nullptr, N, C, 2 * F);
     phase_mark(ctx, PHASE_GELU);
     swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_row_parallel_residual(model, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, N, F, C);
+    llama_row_parallel_residual(model, ts, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, F);
 }
 
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
@@ -340,18 +365,22 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
+    const GpuTpStream ts = llama_cuda_stream(model, B, T);  // -sp: this rank's rows of the residual stream
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_forward(ctx, a.encoded, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
-    if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, a.encoded, (size_t)N * C);  // one rank has each row
+    // one rank holds each token's row, the others add zeros: the sum is exact
+    floatX* lookup = ts.sp ? a.proj : a.encoded;
+    encoder_forward(ctx, lookup, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
+    ts.sum(lookup, a.encoded);
     for (int l = 0; l < L; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
         cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
         llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
     phase_mark(ctx, PHASE_LAYERNORM);
-    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw, N, C, eps);
+    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw, ts.rows, C,
+                    eps);
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(ctx, a.logits, nullptr, a.rmsf, model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
+    matmul_forward(ctx, a.logits, nullptr, ts.whole(a.rmsf), model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
     if (targets != nullptr) {
         phase_mark(ctx, PHASE_CLASSIFIER);
         if (model->tp == nullptr) {
@@ -391,12 +420,18 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     const LlamaPtrsX& p = model->p;
     const LlamaPtrsX& g = model->g;
     LlamaActivationsX& a = model->acts;
-    const size_t NC = (size_t)N * C;
     const ParamLayout layout = llama_cuda_layout(model);
-    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: all-reduced
-    // (the row-parallel ones' need nothing: the output gradient is whole on every rank)
-    auto meet = [&](floatX* x) {
-        if (model->tp != nullptr) gpu_all_reduce_sum(model->tp, ctx, x, NC);
+    // -tp: a column-parallel matmul's input gradient is this rank's part of the sum: added over
+    // the group (ts.sum; -sp: into this rank's rows, dtmpr). The row-parallel ones' need nothing
+    // (the output gradient is whole on every rank: -sp gathers it). -sp: an RMSNorm's weight
+    // gradient from this rank's rows is added over the group (ts.norm_grads).
+    const GpuTpStream ts = llama_cuda_stream(model, B, T);
+    const int R = ts.rows;
+    const size_t RC = (size_t)R * C;
+    floatX* const dtmpr = ts.sp ? a.sp_part : a.dtmp;
+    auto norm_backward = [&](floatX* dw, const floatX* residual, const floatX* w, const float* rstd) {
+        const size_t n[1] = {(size_t)C};
+        ts.norm_grads(&dw, n, 1, [&] { rmsnorm_backward(ctx, a.dres, dw, dtmpr, residual, w, rstd, R, C); });
     };
     // -tp with fewer KV heads than ranks: the tp / NKV ranks sharing a KV head each find the part
     // of its k, v rows' gradient their query heads make; a micro-step's parts are added over the
@@ -407,12 +442,11 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
 
     // logits hold dlogits (the classifier wrote them in the forward)
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, a.rmsf, p.lmheadw, N, C, Vp, false);
-    meet(a.dtmp);
+    matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, ts.whole(a.rmsf), p.lmheadw, N, C, Vp, false);
+    ts.sum(a.dtmp, dtmpr);
     phase_mark(ctx, PHASE_LAYERNORM);
-    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, NC * sizeof(floatX), ctx.stream));
-    rmsnorm_backward(ctx, a.dres, g.rmsfw, a.dtmp, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd,
-                     N, C);
+    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
+    norm_backward(g.rmsfw, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd);
     for (int l = L - 1; l >= 0; l--) {
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
@@ -427,25 +461,26 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
             llama_cuda_layer_forward(model, lp, la, B, T);  // everything but its input, again
         } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
             phase_mark(ctx, PHASE_LAYERNORM);
-            rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, N, C, cfg.norm_eps);
-            rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, N, C, cfg.norm_eps);
+            rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, R, C, cfg.norm_eps);
+            rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, R, C, cfg.norm_eps);
             phase_mark(ctx, PHASE_GELU);
             swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
         }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, a.dres, la.fch_swiglu, lp.fcprojw, N, F, C, false);
+        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, ts.whole(a.dres), la.fch_swiglu, lp.fcprojw, N, F, C,
+                        false);
         phase_mark(ctx, PHASE_GELU);
         CHECK_CUDA(cudaMemsetAsync(a.dfch, 0, (size_t)N * 2 * F * sizeof(floatX), ctx.stream));
         swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, la.rms2, lp.fcw, N, C, 2 * F, false);
-        meet(a.dtmp);
+        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, ts.whole(la.rms2), lp.fcw, N, C, 2 * F, false);
+        ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_backward(ctx, a.dres, lg.rms2w, a.dtmp, la.residual2, lp.rms2w, la.rms2_rstd, N, C);
+        norm_backward(lg.rms2w, la.residual2, lp.rms2w, la.rms2_rstd);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, a.dres, la.atty, lp.attprojw, N, A, C, false);
+        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C, false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         if (NKV < NH) {  // the repeated heads again, and their gradients summed back
             gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
@@ -462,7 +497,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
             CHECK_CUDA(cudaMemcpyAsync(a.kv_keep, kv_rows, kv_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
             CHECK_CUDA(cudaMemsetAsync(kv_rows, 0, kv_bytes, ctx.stream));
         }
-        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, la.rms1, lp.qkvw, N, C, QKV, false);
+        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, ts.whole(la.rms1), lp.qkvw, N, C, QKV, false);
         if (kv_shared) {
             phase_mark(ctx, PHASE_COMM);
             CHECK_CUDA(cudaMemsetAsync(a.kv_all, 0, kv_bytes * cfg.num_kv_heads, ctx.stream));
@@ -473,14 +508,14 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
             accumulate(ctx.stream, kv_rows, mine, kv_vals);
             phase_mark(ctx, PHASE_MATMUL);
         }
-        meet(a.dtmp);
+        ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_backward(ctx, a.dres, lg.rms1w, a.dtmp, la.residual, lp.rms1w, la.rms1_rstd, N, C);
+        norm_backward(lg.rms1w, la.residual, lp.rms1w, la.rms1_rstd);
         phase_mark(ctx, PHASE_OTHER);
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_backward(ctx, g.wte, nullptr, a.dres, model->buckets, B, T, C);
+    encoder_backward(ctx, g.wte, nullptr, ts.whole(a.dres), model->buckets, B, T, C);  // -sp: every position's
     phase_mark(ctx, PHASE_OTHER);
     if (sink != nullptr) sink->backward_done();
     model->backward_ready = false;

@@ -1,7 +1,7 @@
 // model_cuda.cuh: what every model family's GPU model shares (GPT-2 in gpt2_cuda.cuh, Llama 3 in
 // llama_cuda.cuh): the device buffers laid out by the family's parameter table, their upload
 // and download, the activation plan, the loss readback, the gradient norm and AdamW over the table.
-// defines: CudaModelState, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot,
+// defines: CudaModelState, cuda_model_take_table, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot,
 //          cuda_slots_bytes, cuda_carve_slots,
 //          cuda_model_init_params, cuda_model_layer_params, cuda_model_opt_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
 //          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
@@ -26,6 +26,7 @@
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
+#include "cuda/comm_gpu.cuh"     // defines: GpuComm (-tp)
 
 inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
     void* p = nullptr;
@@ -139,7 +140,21 @@ struct CudaModelState {
     int last_N = 0;                    // positions of the last forward
     bool last_had_targets = false;
     bool backward_ready = false;       // the last forward wrote dlogits for a full batch
+    GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the table is this rank's part
+    int tp_size = 1, tp_rank = 0;      // its size and this rank's place in it
+    bool sp = false;                   // -sp 1 (with -tp): the residual stream split along T (set before the state)
 };
+
+// The host model's table (the whole model's, or with -tp this rank's part of it: llmc/families.h
+// model_new_part) and the tensor-parallel group the part belongs to (tp nullptr: none).
+template <typename M>
+inline void cuda_model_take_table(M* model, const ModelBase* host, GpuComm* tp) {
+    model->tp = tp;
+    model->tp_size = tp != nullptr ? tp->host->world : 1;
+    model->tp_rank = tp != nullptr ? tp->host->rank : 0;
+    std::copy(host->tensors, host->tensors + std::size(model->tensors), model->tensors);
+    model->num_parameters = host->num_parameters;
+}
 
 // The parameters (z.padded values, the padding zero) uploaded from the host model's fp32 ones,
 // rounded to bf16 to nearest in the bf16 build, and with master_weights (bf16 build) an fp32

@@ -5,7 +5,7 @@
 // directories, durations). The training loop itself is llmc/train_loop.h.
 // defines: now_seconds, mkdir_p, format_duration, train_check_flags,
 //          train_prepare_output_dir, train_model_path, train_model_config, train_load_model, train_load_model_ranges,
-//          train_load_model_zero3, TrainData, train_data_init,
+//          train_load_model_zero3, train_keep_zero3, TrainData, train_data_init,
 //          train_data_free, train_print_plan, train_state_make,
 //          train_state_check, train_state_restore_guard, default_tokenizer_path, train_tokenizer_init,
 //          train_zero_layout, sample_text,
@@ -164,6 +164,22 @@ inline ModelBase* train_load_model_zero3(const TrainConfig& cfg, int resume_step
     ModelBase* model = train_load_model_ranges(cfg, resume_step, 3, begin, end, dst);
     model->params = rest;
     return model;
+}
+
+// ZeRO 3 for a model already whole in memory (-tp, -pp: this rank's part): what
+// train_load_model_zero3 leaves, from it. Its parameter buffer becomes the front and tail rows,
+// one after the other; returns this rank's slice (z.shard floats, zero padded).
+inline float* train_keep_zero3(ModelBase* model, const ZeroLayout& z) {
+    const ParamLayout t = model->layout();
+    const size_t n = model->num_parameters, front = t.front_len(), tail = t.tail_begin();
+    float* shard = xcalloc_floats(z.shard);
+    memcpy(shard, model->params + z.own_begin, (z.own_end - z.own_begin) * sizeof(float));
+    float* rest = xcalloc_floats(front + n - tail);
+    memcpy(rest, model->params, front * sizeof(float));
+    memcpy(rest + front, model->params + tail, (n - tail) * sizeof(float));
+    free(model->params);
+    model->params = rest;
+    return shard;
 }
 
 // The batch arithmetic and the data loaders of a run.

@@ -104,6 +104,7 @@ LAUNCH = {
     "rmsnorm_backward_partials_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: <= 256 (Llama)"),
     "rmsnorm_forward_kernel": (256, "default", "rmsnorm.cuh rmsnorm_forward: 256 (Llama)"),
     "rope_rotate_kernel": (256, "default", "rope.cuh rope_launch: 256 (Llama)"),
+    "sp_permute_kernel": (256, "option", "sequence_parallel.cuh sp_permute: 256 (-sp: rows between NCCL's rank order and (b, t) order)"),
     "stochastic_round_mean_kernel": (1024, "dev", "dev/cuda/adamw.cu: <<<1, 1024>>>"),
     "swiglu_backward_kernel": (256, "default", "swiglu.cuh swiglu_backward: 256 (Llama)"),
     "swiglu_forward_kernel": (256, "default", "swiglu.cuh swiglu_forward: 256 (Llama)"),

@@ -4,21 +4,30 @@
 # projections' all-reduces, the classifier's softmax statistics) and the data-parallel
 # gradients go through the emulated NCCL. The reference is the same trainer on one process
 # (itself checked against PyTorch and the CPU trainer by test_emu.sh).
-#  - GPT-2 (4 heads, C 64, V 300 padded to 384), 8 steps of 2 micro-steps: TP 2, TP 4, TP 2 x DP 2
-#    at ZeRO 0, 1 and 2 in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
+#  - GPT-2 (4 heads, C 64, V 300 padded to 384), 8 steps of 2 micro-steps: TP 2, TP 2 x DP 2
+#    at ZeRO 0, 1 and 3 (each rank's part sharded over the replicas, its layers gathered as they
+#    run; ZeRO 2 in a resume below) in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
 #    norms within 1e-5, the final model file (rank 0 puts the parts together) within 5e-5 of the
 #    largest weight (AdamW's m / (sqrt(v) + eps) turns the last bits of a gradient near eps into
 #    a part of lr: 1.6e-5 measured on a few of Llama's weights, whose losses agreed to the bit);
-#    bf16 at TP 2 and TP 2 x DP 2 within bf16's tolerance (the projections' partial sums are
+#    bf16 at TP 2 within bf16's tolerance (the projections' partial sums are
 #    added in bf16: losses within 2e-3, norms 1e-2, weights 2e-2 of the largest)
 #  - Llama 3 with grouped-query attention: 6 query heads on 2 KV heads (split with them) at TP 2
-#    and TP 2 x DP 2 (ZeRO 1), 4 on 1 (the KV head shared: the ranks add their parts of its
-#    gradient) at TP 2 and TP 4, fp32, the same tolerances; bf16 at TP 2; -r 2 (the layer's
-#    forward, all-reduces included, run again in the backward)
-#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 resumes as one process, and one
-#    process's at TP 2 x DP 2; bf16 (master weights in the one state file) resumes as one process
-#  - sampling at TP 2 (the logits put together): the single process's greedy text
-#  - refused in one line: -tp with -z 3, -pp (on train_gpt_cpu so far), heads that do not split
+#    and TP 2 x DP 2 (ZeRO 3), 4 on 1 (the KV head shared: the ranks add their parts of its
+#    gradient) at TP 2 and TP 4, fp32, the same tolerances; bf16 at TP 2
+#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 (ZeRO 3) resumes as one process, and
+#    one process's at TP 2 x DP 2 (ZeRO 2, 3); bf16's at TP 2 (master weights in the one state
+#    file) as one process; Llama's both ways
+#  - sequence parallelism (-sp 1: the residual stream and the norms on T/tp positions a rank, the
+#    norms' outputs all-gathered, the projections' sums reduce-scattered, the norms' weight
+#    gradients added over the group): GPT-2 at TP 2 and TP 2 x DP 2 (ZeRO 1), Llama (6 on 2) at
+#    TP 2, Llama (4 on 1) at TP 2 x DP 2 with ZeRO 3 and -r 2 (the layer's forward, its
+#    collectives included, run again in the backward), and in bf16; the same tolerances against
+#    the same references; fewer activation bytes planned than -tp alone
+#  - sampling at TP 2, with and without -sp (the logits put together; -sp pads the context to
+#    whole parts): the single process's greedy text
+#  - the race check (EMU_RACECHECK=1) on TP 2 x DP 2 -sp 1 runs, GPT-2 at ZeRO 1, Llama at ZeRO 3
+#  - refused in one line: -pp (on train_gpt_cpu so far), heads that do not split, -sp without -tp
 set -eu
 cd "$(dirname "$0")/.."
 source test/lib.sh  # defines: PY, compare_logs
@@ -88,9 +97,10 @@ forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no long
 # fp32 and bf16: processes, -tp, -b, -z
 for prec in fp32 bf16; do
     run_np $prec 1 "$out/$prec-ref" $gpt2 -b 8
-    layouts=("2 2 8 0" "4 2 4 1")
+    layouts=("2 2 8 0")
+    [ $prec = fp32 ] && layouts+=("4 2 4 1")
     tols="1e-6 1e-5 5e-5"
-    [ $prec = fp32 ] && layouts+=("4 2 4 0" "4 2 4 2" "4 4 8 0")
+    [ $prec = fp32 ] && layouts+=("4 2 4 0" "4 2 4 3")  # ZeRO 2 below (a resume), TP 4 with Llama
     [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
     for layout in "${layouts[@]}"; do
         read -r np tp b z <<< "$layout"
@@ -103,9 +113,8 @@ for prec in fp32 bf16; do
 done
 
 # Llama: family, precision, processes, -tp, -b, -z, -r
-for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4 1 0" "llama4 fp32 1 1 8 0 0" \
-              "llama4 fp32 2 2 8 0 0" "llama4 fp32 4 4 8 0 0" "llama4 fp32 2 2 8 0 2" "llama4 bf16 1 1 8 0 0" \
-              "llama4 bf16 2 2 8 0 0"; do
+for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4 3 0" "llama4 fp32 1 1 8 0 0" \
+              "llama4 fp32 2 2 8 0 0" "llama4 fp32 4 4 8 0 0" "llama4 bf16 1 1 8 0 0" "llama4 bf16 2 2 8 0 0"; do
     read -r fam prec np tp b z r <<< "$layout"
     d="$out/$fam-$prec-np$np-tp$tp-z$z-r$r"
     run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -z "$z" -r "$r"
@@ -114,6 +123,24 @@ for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 2 2 8 0 0" "llama6 fp32 4 2 4
     [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
     check_run "$fam $prec TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$out/$fam-$prec-np1-tp1-z0-r0" "$d" $tols
 done
+
+# sequence parallelism (-sp 1): family, precision, processes, -tp, -b, -z, -r; against the same
+# references; and less activation memory planned than -tp alone
+for layout in "gpt2 fp32 2 2 8 0 0" "gpt2 fp32 4 2 4 1 0" "llama6 fp32 2 2 8 0 0" "llama4 fp32 4 2 4 3 2" \
+              "llama4 bf16 2 2 8 0 0"; do
+    read -r fam prec np tp b z r <<< "$layout"
+    d="$out/sp-$fam-$prec-np$np-tp$tp-z$z-r$r"
+    run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -z "$z" -r "$r" -sp 1
+    tols="1e-6 1e-5 5e-5"
+    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
+    ref="$out/$fam-$prec-np1-tp1-z0-r0"
+    [ $fam = gpt2 ] && ref="$out/$prec-ref"
+    check_run "$fam $prec -sp 1 TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$ref" "$d" $tols
+done
+acts() { grep -m 1 "^memory plan" "$1" | grep -o 'activations [0-9.]* MiB' | cut -d' ' -f2; }
+with=$(acts "$out/sp-gpt2-fp32-np2-tp2-z0-r0.stdout") without=$(acts "$out/fp32-np2-tp2-z0.stdout")
+awk -v a="$with" -v b="$without" 'BEGIN { exit !(a < b) }' || fail "GPT-2 -sp 1 plans $with MiB of activations, -tp 2 alone $without"
+echo "ok   GPT-2 -sp 1 at TP 2: activations $with MiB a rank, $without without -sp"
 
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4 resumed as one process; one
 # process's resumed at TP 2 x DP 2 (ZeRO 2); bf16's (with its master weights) as one process
@@ -124,14 +151,16 @@ resume() {  # resume PREC FAMILY SRC NAME NP FLAGS...: SRC's checkpoint at step 
     run_np $prec "$np" "$d" ${!fam} "$@" -y 1
     grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$name: $(tail -2 "$d.stdout")"
 }
-resume fp32 gpt2 "$out/fp32-np4-tp2-z1" fp32-tp-to-1 1 -b 8
-check_run "fp32 saved at TP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp 4 -b 4 -tp 2 -z 2
 check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-np4-tp2-z3" fp32-tp-z3-to-1 1 -b 8
+check_run "fp32 saved at TP 2 x DP 2 -z 3, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp-z3 4 -b 4 -tp 2 -z 3
+check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 3" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
 check_run "bf16 saved at TP 2, resumed as one process" "$out/bf16-np2-tp2-z0" "$d" 2e-3 1e-2 2e-2
-resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z1-r0" llama6-tp-to-1 1 -b 8
-check_run "Llama (6 on 2) saved at TP 2 x DP 2 -z 1, resumed as one process" "$out/llama6-fp32-np1-tp1-z0-r0" "$d" \
+resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z3-r0" llama6-tp-to-1 1 -b 8
+check_run "Llama (6 on 2) saved at TP 2 x DP 2 -z 3, resumed as one process" "$out/llama6-fp32-np1-tp1-z0-r0" "$d" \
     1e-6 1e-5 5e-5
 resume fp32 llama4 "$out/llama4-fp32-np1-tp1-z0-r0" llama4-1-to-tp 2 -b 8 -tp 2
 check_run "Llama (4 on 1) saved by one process, resumed at TP 2" "$out/llama4-fp32-np1-tp1-z0-r0" "$d" 1e-6 1e-5 5e-5
@@ -140,10 +169,28 @@ check_run "Llama (4 on 1) saved by one process, resumed at TP 2" "$out/llama4-fp
 run_np fp32 1 "$out/sample-ref" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0
 sample_of() { awk '/^generating:/ { on = 1; next } on && /^---$/ { k++; if (k == 2) exit; next } on' "$1"; }
 a=$(sample_of "$out/sample-ref.stdout")
-run_np fp32 2 "$out/sample-tp2" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp 2
-b=$(sample_of "$out/sample-tp2.stdout")
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP 2: '$b', one process: '$a'"
-echo "ok   sampling at TP 2: the single process's greedy text"
+for sp in 0 1; do  # -sp 1: contexts padded to whole parts
+    run_np fp32 2 "$out/sample-tp2-sp$sp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp 2 -sp $sp
+    b=$(sample_of "$out/sample-tp2-sp$sp.stdout")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP 2 -sp $sp: '$b', one process: '$a'"
+    echo "ok   sampling at TP 2 -sp $sp: the single process's greedy text"
+done
+
+# the race check (EMU_RACECHECK=1, the trainer's race-check build) on TP 2 x DP 2 with -sp 1: the
+# layers' collectives on the compute stream, the gradient buckets on their own; two steps with
+# validation, a sample and a checkpoint, GPT-2 at ZeRO 1 and the shared-KV Llama at ZeRO 3
+make -s build/emu/race/train_gpt_fp32
+for run in "gpt2 1" "llama4 3"; do
+    read -r fam z <<< "$run"
+    d="$out/race-$fam"
+    rm -rf "$d"
+    # shellcheck disable=SC2086
+    timeout 600 mpirun -np 4 env EMU_DEVICES=4 EMU_RACECHECK=1 build/emu/race/train_gpt_fp32 ${!fam} -b 4 -d 256 -x 2 \
+        -v 2 -m 1 -s 2 -g 4 -n 2 -tp 2 -sp 1 -z "$z" -o "$d" > "$d.stdout" 2>&1 ||
+        fail "$fam under EMU_RACECHECK=1: $(grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300)"
+    grep -q '^done: 2 steps' "$d.stdout" || fail "$fam under EMU_RACECHECK=1: $(tail -2 "$d.stdout")"
+    echo "ok   $fam TP 2 x DP 2 -sp 1 -z $z under EMU_RACECHECK=1: 2 steps, val, sample, checkpoint, no hazard"
+done
 
 # refused in one line on stderr, exit 1, nothing written
 refuse() {  # refuse NAME NP PATTERN FLAGS...
@@ -157,7 +204,7 @@ refuse() {  # refuse NAME NP PATTERN FLAGS...
 }
 refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
-refuse "-tp 2 with -z 3" 4 "flag -tp 2 with -z 3: ZeRO 3 over the data-parallel ranks" $gpt2 -b 4 -tp 2 -z 3
-refuse "-pp 2" 2 "flag -pp 2 -sp 0: pipeline and sequence parallelism run on train_gpt_cpu so far" $gpt2 -b 8 -pp 2
+refuse "-pp 2" 2 "flag -pp 2: pipeline parallelism runs on train_gpt_cpu so far" $gpt2 -b 8 -pp 2
+refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
 refuse "Llama's 6 query heads at -tp 4" 4 "flag -tp 4 -pp 1: the model's 6 heads do not split" $llama6 -b 8 -tp 4
 echo "PASS: tensor parallelism on the emulated GPU trainers"

@@ -9,30 +9,50 @@
 #include "../../llmc/cpu/crossentropy.h"
 #include "../../llmc/cuda/classifier.cuh"
 
+// A batch of N rows of logits (V real columns of Vp; the padding large, so that a kernel letting
+// it into the softmax would be far off), rounded to floatX, targets including both ends of the
+// vocabulary, and the CPU reference's losses and dlogits (scaled by dloss = 1/N).
+struct Case {
+    std::vector<float> logits;
+    std::vector<int> targets;
+    std::vector<float> ref_losses, ref_d;
+    float dloss;
+};
+static Case make_case(uint64_t seed, int N, int V, int Vp) {
+    Case c;
+    DevRng rng(seed);
+    c.logits = rand_vec(rng, (size_t)N * Vp, 4.0f);
+    for (int i = 0; i < N; i++)
+        for (int j = V; j < Vp; j++) c.logits[(size_t)i * Vp + j] = 60.0f;  // must never count
+    round_to_floatX(c.logits);
+    c.targets.resize(N);
+    for (int i = 0; i < N; i++) c.targets[i] = rng.below(V);
+    c.targets[0] = 0;
+    c.targets[N - 1] = V - 1;
+    c.dloss = 1.0f / N;
+    c.ref_losses.resize(N);
+    c.ref_d = c.logits;
+    crossentropy_forward(c.ref_losses.data(), c.logits.data(), c.targets.data(), N, V, Vp);
+    crossentropy_backward(c.ref_d.data(), c.targets.data(), c.dloss, N, V, Vp);
+    return c;
+}
+
 // rows_in_flight: the grid (0: the launcher's choice, one block a row)
 static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, int rows_in_flight = 0) {
     char what[64];
     snprintf(what, sizeof(what), "N=%d V=%d Vp=%d grid=%d", N, V, Vp, rows_in_flight);
     printf("-- classifier %s\n", what);
     std::string w(what);
-    DevRng rng(11 + N + V);
-    std::vector<float> logits = rand_vec(rng, (size_t)N * Vp, 4.0f);
-    for (int i = 0; i < N; i++)
-        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = 60.0f;  // must never count
-    round_to_floatX(logits);
-    std::vector<int> targets(N);
-    for (int i = 0; i < N; i++) targets[i] = rng.below(V);
-    targets[0] = 0;
-    targets[N - 1] = V - 1;
-    const float dloss = 1.0f / N;
+    const Case c = make_case(11 + N + V, N, V, Vp);
+    const std::vector<float>& logits = c.logits;
+    const std::vector<int>& targets = c.targets;
+    const std::vector<float>& ref_losses = c.ref_losses;
+    const std::vector<float>& ref_d = c.ref_d;
+    const float dloss = c.dloss;
     floatX* d_logits = dev_upload(logits);
     int* d_targets = dev_upload_raw(targets);
     float* d_losses;
     CHECK_CUDA(cudaMalloc(&d_losses, N * sizeof(float)));
-
-    std::vector<float> ref_losses(N), ref_d = logits;
-    crossentropy_forward(ref_losses.data(), logits.data(), targets.data(), N, V, Vp);
-    crossentropy_backward(ref_d.data(), targets.data(), dloss, N, V, Vp);
     DevTol t_loss = {1e-5, 1e-6};
     DevTol t_d = tol_for({1e-4, 1e-6}, {1e-2, 1e-3});
 
@@ -85,19 +105,12 @@ static void run_tp_case(const CudaContext& ctx, int N, int V, int Vp, int tp) {
     snprintf(what, sizeof(what), "N=%d V=%d Vp=%d tp=%d", N, V, Vp, tp);
     printf("-- vocab-parallel classifier %s\n", what);
     std::string w(what);
-    DevRng rng(29 + N + V + tp);
-    std::vector<float> logits = rand_vec(rng, (size_t)N * Vp, 4.0f);
-    for (int i = 0; i < N; i++)
-        for (int j = V; j < Vp; j++) logits[(size_t)i * Vp + j] = 60.0f;  // must never count
-    round_to_floatX(logits);
-    std::vector<int> targets(N);
-    for (int i = 0; i < N; i++) targets[i] = rng.below(V);
-    targets[0] = 0;
-    targets[N - 1] = V - 1;
-    const float dloss = 1.0f / N;
-    std::vector<float> ref_losses(N), ref_d = logits;
-    crossentropy_forward(ref_losses.data(), logits.data(), targets.data(), N, V, Vp);
-    crossentropy_backward(ref_d.data(), targets.data(), dloss, N, V, Vp);
+    const Case c = make_case(29 + N + V + tp, N, V, Vp);
+    const std::vector<float>& logits = c.logits;
+    const std::vector<int>& targets = c.targets;
+    const std::vector<float>& ref_losses = c.ref_losses;
+    const std::vector<float>& ref_d = c.ref_d;
+    const float dloss = c.dloss;
 
     const int Vl = Vp / tp;
     std::vector<floatX*> parts(tp);

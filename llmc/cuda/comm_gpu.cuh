@@ -11,7 +11,8 @@
 //                same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
-//          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp)
+//          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp), gpu_all_gather_x,
+//          gpu_reduce_scatter_sum (-sp)
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
@@ -204,5 +205,21 @@ inline void gpu_all_gather_f32(GpuComm* gc, const CudaContext& ctx, float* all, 
     CHECK(gc->nccl, "a tensor-parallel all-gather needs NCCL");
 #ifdef USE_NCCL
     CHECK_NCCL(ncclAllGather(all + (size_t)gc->host->rank * n, all, n, ncclFloat, gc->nccl_comm, ctx.stream));
+#endif
+}
+
+// -sp: all (world x n floatX, device) := every rank's mine (n values), in rank order; and the
+// other way, mine (n) := the group's sum of part `rank` of every rank's all (world x n). Queued
+// on the stream.
+inline void gpu_all_gather_x(GpuComm* gc, const CudaContext& ctx, const floatX* mine, floatX* all, size_t n) {
+    CHECK(gc->nccl, "a sequence-parallel all-gather needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclAllGather(mine, all, n, nccl_type_floatx(), gc->nccl_comm, ctx.stream));
+#endif
+}
+inline void gpu_reduce_scatter_sum(GpuComm* gc, const CudaContext& ctx, const floatX* all, floatX* mine, size_t n) {
+    CHECK(gc->nccl, "a sequence-parallel reduce-scatter needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclReduceScatter(all, mine, n, nccl_type_floatx(), ncclSum, gc->nccl_comm, ctx.stream));
 #endif
 }
