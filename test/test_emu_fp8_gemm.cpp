@@ -1,4 +1,4 @@
-// test_emu_fp8_gemm.cpp: the emulated cuBLASLt's FP8 matmul (llmc/emu/cublaslt.cpp) against a
+// test_emu_fp8_gemm.cpp: the emulated cuBLASLt's FP8 matmul (llmc/emu/cublaslt*.cpp) against a
 // reference whose numbers nobody here wrote: every fp8 input is decoded by NVIDIA's own conversion
 // (the table build/emu/fp8_reference.bin that test/fp8_reference.cpp wrote from the CUDA toolkit's
 // cuda_fp8.h: each of the 256 codes of both formats widened to double), the products are summed in
@@ -439,7 +439,7 @@ static void numerical_checks(cublasLtHandle_t lt) {
     run_case(lt, c);
 
     // FAST_ACCUM: [E] the emulator sums in fp32 with it as without (an assumption, see
-    // cublaslt.cpp): the result must match the reference and be bit for bit the one without it
+    // cublaslt_compute.cpp): the result must match the reference and be bit for bit the one without it
     c = Case{"FAST_ACCUM 0"};
     c.tc = c.td = F32, c.k = 272, c.scale_a = 0.7f, c.scale_b = 1.3f, c.seed = 10;
     run_case(lt, c);

@@ -190,7 +190,7 @@ typedef enum {
 } cublasLtMatmulDescAttributes_t;
 
 // what happens to alpha op(A) op(B) + beta C before it is stored (bit flags: 4 bias, 128 aux,
-// 16 bias gradient); see llmc/emu/cublaslt.cpp for each one's definition
+// 16 bias gradient); see llmc/emu/cublaslt_compute.cpp for each one's definition
 typedef enum {
     CUBLASLT_EPILOGUE_DEFAULT = 1,
     CUBLASLT_EPILOGUE_RELU = 2,
@@ -304,7 +304,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
                                               int* returnAlgoCount);
 
 // D = epilogue(alpha op(A) op(B) + beta C), column-major, queued on stream; for FP8 A and B
-// D = scale_D epilogue(alpha scale_A scale_B op(A) op(B) + beta C) (llmc/emu/cublaslt.cpp).
+// D = scale_D epilogue(alpha scale_A scale_B op(A) op(B) + beta C) (llmc/emu/cublaslt_compute.cpp).
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t computeDesc, const void* alpha,
                               const void* A, cublasLtMatrixLayout_t Adesc, const void* B, cublasLtMatrixLayout_t Bdesc,
                               const void* beta, const void* C, cublasLtMatrixLayout_t Cdesc, void* D,
