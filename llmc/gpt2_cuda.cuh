@@ -423,19 +423,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     }
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, ts.whole(a.lnf), p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
-    if (has_targets && model->tp == nullptr) {
-        phase_mark(ctx, PHASE_CLASSIFIER);
-        classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
-        phase_mark(ctx, PHASE_OTHER);
-    } else if (has_targets) {  // -tp: each rank's softmax statistics to every rank, then the losses and dlogits
-        phase_mark(ctx, PHASE_CLASSIFIER);
-        const size_t stats = (size_t)N * 3;
-        classifier_tp_stats(ctx, a.logits, a.targets, a.tp_stats + model->tp_rank * stats, N, V, Vp, d.v0);
-        gpu_all_gather_f32(model->tp, ctx, a.tp_stats, stats);
-        classifier_tp_finish(ctx, a.logits, a.losses, a.targets, a.tp_stats, model->tp_size, dloss, N, V, Vp, d.v0,
-                             dloss > 0.0f);
-        phase_mark(ctx, PHASE_OTHER);
-    }
+    if (has_targets) cuda_model_classifier(model, N, V, Vp, d.v0, dloss);
 }
 
 // Mean loss of the last forward with targets; the loss at each position (model_cuda.cuh).

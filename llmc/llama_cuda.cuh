@@ -382,16 +382,7 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, ts.whole(a.rmsf), model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
     if (targets != nullptr) {
-        phase_mark(ctx, PHASE_CLASSIFIER);
-        if (model->tp == nullptr) {
-            classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
-        } else {  // -tp: each rank's softmax statistics to every rank, then the losses and dlogits
-            const size_t stats = (size_t)N * 3;
-            classifier_tp_stats(ctx, a.logits, a.targets, a.tp_stats + model->tp_rank * stats, N, V, Vp, d.v0);
-            gpu_all_gather_f32(model->tp, ctx, a.tp_stats, stats);
-            classifier_tp_finish(ctx, a.logits, a.losses, a.targets, a.tp_stats, model->tp_size, dloss, N, V, Vp, d.v0,
-                                 dloss > 0.0f);
-        }
+        cuda_model_classifier(model, N, V, Vp, d.v0, dloss);  // -tp: vocab-parallel
         cuda_model_copy_losses(model, N);
     }
     phase_mark(ctx, PHASE_OTHER);

@@ -4,7 +4,7 @@
 // defines: CudaModelState, cuda_model_take_table, cuda_malloc_or_fail, cuda_shape_problem, cuda_upload_params, cuda_download_floatx, CudaSlot,
 //          cuda_slots_bytes, cuda_carve_slots,
 //          cuda_model_init_params, cuda_model_layer_params, cuda_model_opt_params, cuda_model_alloc_grads, cuda_model_alloc_io, cuda_model_free_io,
-//          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_copy_losses, cuda_model_loss,
+//          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_classifier, cuda_model_copy_losses, cuda_model_loss,
 //          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
 //          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_set_state, cuda_model_load_state,
 //          cuda_model_print_memory, cuda_model_free_buffers
@@ -26,7 +26,8 @@
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
-#include "cuda/comm_gpu.cuh"     // defines: GpuComm (-tp)
+#include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_gather_f32 (-tp)
+#include "cuda/classifier.cuh"   // defines: classifier_forward_backward, classifier_tp_stats, classifier_tp_finish
 
 inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
     void* p = nullptr;
@@ -291,6 +292,27 @@ inline void cuda_model_upload_batch(M* model, const int* inputs, const int* targ
                                    cudaMemcpyHostToDevice, ctx.stream));
     }
     CHECK_CUDA(cudaEventRecord(model->io_copied, ctx.stream));
+}
+
+// The classifier over the N rows of logits (this rank's Vp columns from v0; V real in the whole
+// vocabulary): the losses, and with dloss > 0 dlogits over the logits. -tp: vocab-parallel,
+// each rank's softmax statistics (max, sum of exps, target logit) to every rank, then each
+// rank's losses (the same everywhere) and its columns of dlogits.
+template <typename M>
+inline void cuda_model_classifier(M* model, int N, int V, int Vp, int v0, float dloss) {
+    const CudaContext& ctx = *model->ctx;
+    auto& a = model->acts;
+    phase_mark(ctx, PHASE_CLASSIFIER);
+    if (model->tp == nullptr) {
+        classifier_forward_backward(ctx, a.logits, a.losses, a.targets, dloss, N, V, Vp, dloss > 0.0f);
+    } else {
+        const size_t stats = (size_t)N * 3;
+        classifier_tp_stats(ctx, a.logits, a.targets, a.tp_stats + model->tp_rank * stats, N, V, Vp, v0);
+        gpu_all_gather_f32(model->tp, ctx, a.tp_stats, stats);
+        classifier_tp_finish(ctx, a.logits, a.losses, a.targets, a.tp_stats, model->tp_size, dloss, N, V, Vp, v0,
+                             dloss > 0.0f);
+    }
+    phase_mark(ctx, PHASE_OTHER);
 }
 
 // Queues the copy of the N losses the classifier wrote back to the host (cuda_model_loss reads them).
