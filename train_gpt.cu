@@ -33,6 +33,7 @@
 #include "llmc/train_loop.h"    // defines: train_loop
 #include "llmc/tensor_parallel.h" // defines: TpShard, TpRun, tp_global_to_local
 #include "llmc/model_parts.h"   // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
+#include "llmc/pipeline.h"      // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight
 
 // Dense peak TFLOP/s of the GPUs we know, for MFU: bf16 tensor cores, TF32 tensor cores,
 // plain fp32. Longest names first where one contains another. Unknown devices get no MFU.
@@ -80,8 +81,12 @@ static void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase
 }
 static void gpu_model_bind_params(GPT2Cuda* m, floatX* const* views) { m->p = param_ptrs_x_of(views); }
 static void gpu_model_bind_params(LlamaCuda* m, floatX* const* views) { m->p = llama_ptrs_x_of(views); }
-static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute) { gpt2_cuda_alloc_state(m, B, T, recompute); }
-static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute) { llama_cuda_alloc_state(m, B, T, recompute); }
+static void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute, int sets) {
+    gpt2_cuda_alloc_state(m, B, T, recompute, sets);
+}
+static void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute, int sets) {
+    llama_cuda_alloc_state(m, B, T, recompute, sets);
+}
 static void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
 static void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, m->recompute); }
 static ParamLayout gpu_model_layout(const GPT2Cuda* m) { return gpt2_cuda_layout(m); }
@@ -94,8 +99,24 @@ static void gpu_model_forward(GPT2Cuda* m, const int* inputs, const int* targets
 static void gpu_model_forward(LlamaCuda* m, const int* inputs, const int* targets, int B, int T, float dloss) {
     llama_cuda_forward(m, inputs, targets, B, T, dloss);
 }
-static void gpu_model_backward(GPT2Cuda* m, GpuGradSync* sink) { gpt2_cuda_backward(m, sink); }
-static void gpu_model_backward(LlamaCuda* m, GpuGradSync* sink) { llama_cuda_backward(m, sink); }
+static void gpu_model_backward(GPT2Cuda* m, GradSinkOf<floatX>* sink) { gpt2_cuda_backward(m, sink); }
+static void gpu_model_backward(LlamaCuda* m, GradSinkOf<floatX>* sink) { llama_cuda_backward(m, sink); }
+// -pp: what a stage passes on, its last layer's residual stream (B T rows, or -sp this rank's)
+static floatX* gpu_model_stage_output(GPT2Cuda* m) { return gpt2_cuda_layer_acts(m, m->num_layers - 1).residual3; }
+static floatX* gpu_model_stage_output(LlamaCuda* m) { return llama_cuda_layer_acts(m, m->num_layers - 1).residual3; }
+// -pp: the encoder backward's buckets of micro-batch `inputs` (the first stage, before its
+// backward: the forwards of later micro-batches came in between)
+static void gpu_model_buckets(GPT2Cuda* m, const int* inputs) {
+    const GPT2Dims d = gpt2_cuda_dims(m);
+    encoder_buckets_build(*m->ctx, &m->buckets, inputs, m->B, m->T, d.v0, m->tp != nullptr ? d.Vp : -1);
+}
+static void gpu_model_buckets(LlamaCuda* m, const int* inputs) {
+    const LlamaDims d = llama_cuda_dims(m);
+    encoder_buckets_build(*m->ctx, &m->buckets, inputs, m->B, m->T, d.v0, m->tp != nullptr ? d.Vp : -1);
+}
+// -pp, GPT-2: the tied wte's gradient, which the first and the last stage each hold a part of
+static floatX* gpu_model_tied_grad(GPT2Cuda* m) { return m->g.wte; }
+static floatX* gpu_model_tied_grad(LlamaCuda*) { return nullptr; }
 static void gpu_model_checkpoint_write(const std::string& dir, int step, const GPT2Cuda* m, const TrainState& s,
                                        const floatX* gathered) {
     gpt2_cuda_checkpoint_write(dir, step, m, s, gathered);
@@ -198,6 +219,7 @@ struct GpuBackend {
     double peak_mem_mib;             // device memory in use: at the start, and after step 0
     std::vector<float> logits_row;   // the last position's logits, for sampling
     std::vector<int> padded_tokens;  // -sp: a sample's context padded to whole parts
+    std::vector<float> no_losses;    // -pp: a stage before the last's token losses (none)
     EnergyMeter* energy;             // the board's energy counter (NVML), if there is one
     double start_j, last_j, last_t;  // the counter at the start and after the last step (J, s)
     double step_j = -1.0, step_w = -1.0;  // energy and power between the last two step ends
@@ -211,6 +233,26 @@ struct GpuBackend {
     const TpShard* shard = nullptr;
     Comm* tpc = nullptr;
     std::vector<std::pair<size_t, size_t>> norm_pieces;
+    // -pp: the pipeline group (one rank a stage, by stage), GPT-2's tied-wte group (the first and
+    // the last stage), the step's micro-batches, and a send not yet queued: it goes in one group
+    // with the receive that follows it (llmc/cuda/comm_gpu.cuh: gpu_send)
+    GpuComm* ppc = nullptr;
+    GpuComm* embc = nullptr;
+    int pp = 1, stage = 0;
+    std::vector<std::vector<int>> queued_inputs, queued_targets;
+    float queued_dloss = 0.0f;
+    const floatX* send_x = nullptr;
+    size_t send_n = 0;
+    int send_peer = -1;
+    // The sink of a pipeline step's backwards: the layers' buckets go to the reduction as each
+    // backward finishes them; the front and tail rows' wait for the step's end (GPT-2: the tied
+    // wte's two stages add their parts first)
+    struct StageSink final : GradSinkOf<floatX> {
+        GradSinkOf<floatX>* inner = nullptr;
+        void layer_grads(int l, floatX** slices) override { inner->layer_grads(l, slices); }
+        void layer_done(int l) override { inner->layer_done(l); }
+        void backward_done() override {}
+    };
 
     GpuBackend(M* m, Comm* c, GpuComm* g, GpuGradSync* gs, double flops, double peak, EnergyMeter* e)
         : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
@@ -225,37 +267,137 @@ struct GpuBackend {
             step_start = now_seconds();
             step_open = true;
         }
+        if (pp > 1) {  // the step's micro-batches go through the pipeline together, after the last
+            queued_inputs.emplace_back(inputs, inputs + (size_t)B * T);
+            queued_targets.emplace_back(targets, targets + (size_t)B * T);
+            queued_dloss = dloss;
+            return last_micro ? pipeline_step(B, T) : 0.0f;
+        }
         gpu_model_forward(model, inputs, targets, B, T, dloss);
         if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || last_micro;
         gpu_model_backward(model, gsync);
         return cuda_model_loss(model);  // waits for this forward's losses, not for the backward
     }
+    // -pp: the values a stage passes on, B x T rows of C (-sp: this rank's rows)
+    size_t stage_values(int B, int T) const {
+        return (size_t)B * T * model->config.channels / (model->sp ? model->tp_size : 1);
+    }
+    // -pp: a send to a stage beside, queued with the next receive (or alone, flush_send)
+    void send_later(const floatX* x, size_t n, int peer) {
+        flush_send();
+        send_x = x;
+        send_n = n;
+        send_peer = peer;
+    }
+    void flush_send() {
+        if (send_x == nullptr) return;
+        gpu_send(ppc, *model->ctx, send_x, send_n, send_peer);
+        send_x = nullptr;
+    }
+    void receive(floatX* x, size_t n, int peer) {
+        gpu_group_begin();
+        if (send_x != nullptr) gpu_send(ppc, *model->ctx, send_x, send_n, send_peer);
+        send_x = nullptr;
+        gpu_recv(ppc, *model->ctx, x, n, peer);
+        gpu_group_end();
+    }
+    // -pp: one micro-batch's forward on this stage: the stage before's output in, this stage's out
+    void stage_forward(const int* inputs, const int* targets, int B, int T, float dloss) {
+        const size_t n = stage_values(B, T);
+        if (!model->pp_first) receive(model->acts.encoded, n, stage - 1);
+        gpu_model_forward(model, inputs, targets, B, T, dloss);
+        if (!model->pp_last) send_later(gpu_model_stage_output(model), n, stage + 1);
+    }
+    // a forward through every stage (validation, sampling, HellaSwag)
+    void pass_forward(const int* inputs, const int* targets, int B, int T) {
+        stage_forward(inputs, targets, B, T, 0.0f);
+        flush_send();
+    }
+    // -pp: a step's micro-batches through the stages, 1F1B (llmc/pipeline.h). Returns the sum of
+    // their losses (the last stage; 0 on the others).
+    float pipeline_step(int B, int T) {
+        const int m = (int)queued_inputs.size();
+        const size_t n = stage_values(B, T);
+        StageSink sink;
+        sink.inner = gsync;
+        double loss = 0.0;
+        std::vector<int> set_of(m, -1), free_sets;  // each micro-batch's activations, while it is in flight
+        for (int k = (int)model->act_sets.size() - 1; k >= 0; k--) free_sets.push_back(k);
+        for (const ScheduleStep& st : pipeline_schedule(pp, 1, stage, m)) {
+            const int i = st.micro;
+            if (set_of[i] < 0) {
+                CHECK(!free_sets.empty(), "pipeline: no activation set free for micro-batch %d", i);
+                set_of[i] = free_sets.back();
+                free_sets.pop_back();
+            }
+            cuda_model_select_acts(model, set_of[i]);
+            if (st.forward) {
+                stage_forward(queued_inputs[i].data(), queued_targets[i].data(), B, T, queued_dloss);
+                if (model->pp_last) loss += cuda_model_loss(model);
+                continue;
+            }
+            if (!model->pp_last) receive(model->acts.dres, n, stage + 1);
+            if (model->pp_first) gpu_model_buckets(model, queued_inputs[i].data());
+            if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || i == m - 1;
+            model->backward_ready = true;  // micro-batch i's forward, some forwards ago
+            gpu_model_backward(model, gsync != nullptr ? &sink : nullptr);
+            if (!model->pp_first) send_later(model->acts.dres, n, stage - 1);
+            free_sets.push_back(set_of[i]);
+            set_of[i] = -1;
+        }
+        flush_send();
+        cuda_model_select_acts(model, 0);
+        floatX* tied = gpu_model_tied_grad(model);
+        if (embc != nullptr && embc->nccl && tied != nullptr)  // GPT-2: the first stage's part plus the last's
+            gpu_all_reduce_sum(embc, *model->ctx, tied, model->tensors[0].numel);
+        if (gsync != nullptr) gsync->backward_done();
+        queued_inputs.clear();
+        queued_targets.clear();
+        return (float)loss;
+    }
     float eval_loss(const int* inputs, const int* targets, int B, int T) {
+        if (pp > 1) {
+            pass_forward(inputs, targets, B, T);
+            return model->pp_last ? cuda_model_loss(model) : 0.0f;
+        }
         gpu_model_forward(model, inputs, targets, B, T, 0.0f);
         return cuda_model_loss(model);
     }
     const float* token_losses(const int* inputs, const int* targets, int B, int T) {
+        if (pp > 1) {  // the last stage's losses (the others' unused: zeros)
+            pass_forward(inputs, targets, B, T);
+            if (model->pp_last) return cuda_model_token_losses(model);
+            no_losses.assign((size_t)B * T, 0.0f);
+            return no_losses.data();
+        }
         gpu_model_forward(model, inputs, targets, B, T, 0.0f);
         return cuda_model_token_losses(model);
     }
     const float* last_logits(const int* tokens, int ctx) {
+        const int* ids = tokens;
+        int len = ctx;
         if (model->sp) {  // -sp splits the positions in equal parts: the context is padded to a multiple of
             // them (the causal model's logits at ctx - 1 do not see what follows)
-            const int parts = model->tp_size, padded = (ctx + parts - 1) / parts * parts;
+            const int parts = model->tp_size;
+            len = (ctx + parts - 1) / parts * parts;
             padded_tokens.assign(tokens, tokens + ctx);
-            padded_tokens.resize(padded, tokens[ctx - 1]);
-            gpu_model_forward(model, padded_tokens.data(), nullptr, 1, padded, 0.0f);
-        } else {
-            gpu_model_forward(model, tokens, nullptr, 1, ctx, 0.0f);
+            padded_tokens.resize(len, tokens[ctx - 1]);
+            ids = padded_tokens.data();
         }
+        if (pp > 1) pass_forward(ids, nullptr, 1, len);
+        else gpu_model_forward(model, ids, nullptr, 1, len, 0.0f);
         if (shard == nullptr) {
             cuda_model_logits_row(model, ctx - 1, logits_row.data());
             return logits_row.data();
         }
-        // -tp: each rank has its columns of the row; the group puts it together
-        const int part = model->config.padded_vocab_size / tpc->world;
-        cuda_model_logits_row(model, ctx - 1, logits_row.data() + (size_t)tpc->rank * part, part);
-        comm_all_gather(tpc, logits_row.data(), part, sizeof(float));
+        // -tp: each rank of the last stage has its columns of the row; the group puts it
+        // together; -pp: the last stage's (replica 0's, tensor-parallel rank 0's) to every rank
+        if (model->pp_last) {
+            const int part = model->config.padded_vocab_size / tpc->world;
+            cuda_model_logits_row(model, ctx - 1, logits_row.data() + (size_t)tpc->rank * part, part);
+            comm_all_gather(tpc, logits_row.data(), part, sizeof(float));
+        }
+        if (pp > 1) comm_broadcast(comm, logits_row.data(), logits_row.size() * sizeof(float), (pp - 1) * tpc->world);
         return logits_row.data();
     }
     void reduce_grads(bool last_micro) {
@@ -450,12 +592,14 @@ struct GpuBackend {
 // -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
 // on every rank, a rounding here) and its heads' activations.
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
-                            bool shared_gpu, const CudaContext& ctx, int tp = 1) {
+                            bool shared_gpu, const CudaContext& ctx, int tp = 1, int pp = 1) {
     const bool sp = cfg.sequence_parallel != 0;
+    // -pp: a stage holds about 1/pp of the layers and, 1F1B, up to pp micro-batches of their
+    // activations (the first stage): about the whole model's worth of one micro-batch's
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
-        for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp;
+        for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         p.scratch = ctx.workspace_bytes;
@@ -499,20 +643,25 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.pipeline_parallel > 1)
-        fail("flag -pp %d: pipeline parallelism runs on train_gpt_cpu so far; the GPU trainers split work over "
-             "tensor-parallel (-tp, -sp) and data-parallel ranks", cfg.pipeline_parallel);
+    if (cfg.virtual_stages > 1)
+        fail("flag -vp %d: interleaved pipelines run on train_gpt_cpu so far; the GPU trainers' pipelines are 1F1B "
+             "(-pp without -vp)", cfg.virtual_stages);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
     Comm comm;
     comm_init(&comm, cfg, &argc, &argv);
     const int rank = comm.rank, world = comm.world;
-    // -tp: the world is data-parallel x tensor-parallel ranks, the tensor-parallel innermost
-    // (Megatron-LM's order, a group inside a node): rank = d tp + t (llmc/model_parts.h)
+    // -tp, -pp: the world is data-parallel x pipeline-parallel x tensor-parallel ranks, the
+    // tensor-parallel innermost (Megatron-LM's order, a group inside a node): rank = (d pp + s) tp
+    // + t (llmc/model_parts.h)
     ModelParts parts;
     model_parts_init(cfg, &comm, &parts);
-    const int tp = parts.tp, t_rank = parts.t_rank, dp_rank = parts.dp_rank, dp_world = parts.dp_world;
+    const int tp = parts.tp, pp = parts.pp, t_rank = parts.t_rank, dp_rank = parts.dp_rank, dp_world = parts.dp_world;
+    // -pp: the pipeline that passes this rank's micro-batches on, one rank a stage (the same
+    // tensor-parallel rank of every stage of its replica), by stage
+    Comm pp_comm;
+    if (pp > 1) comm_split(&comm, dp_rank * tp + t_rank, parts.stage, &pp_comm);
     preempt_install_handlers();
     FaultInject inject = fault_inject_from_env();
 
@@ -536,13 +685,14 @@ int main(int argc, char** argv) {
              "build with NCCL, or start the ranks with mpirun", rank, cfg.init_method.c_str());
 #endif
     }
-    if (tp > 1) {
+    if (parts.parts) {
         if (sharing)
-            fail("flag -tp %d: rank %d: more ranks than GPUs on a node (local rank %d, %d GPU%s here): tensor "
-                 "parallelism's collectives are NCCL's, which needs a GPU per rank", tp, rank, comm.local_rank,
-                 device_count, device_count == 1 ? "" : "s");
+            fail("flag -tp %d -pp %d: rank %d: more ranks than GPUs on a node (local rank %d, %d GPU%s here): tensor "
+                 "and pipeline parallelism's collectives are NCCL's, which needs a GPU per rank", tp, pp, rank,
+                 comm.local_rank, device_count, device_count == 1 ? "" : "s");
 #ifndef USE_NCCL
-        fail("flag -tp %d: this binary was built without NCCL, which tensor parallelism's collectives need", tp);
+        fail("flag -tp %d -pp %d: this binary was built without NCCL, which tensor and pipeline parallelism need", tp,
+             pp);
 #endif
     }
     Comm* dpc = parts.dp();
@@ -557,36 +707,45 @@ int main(int argc, char** argv) {
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;
     // NCCL first: from here on every collective is NCCL's (unless the ranks share a GPU)
-    GpuComm gc, tp_gc;  // the data-parallel group's (its gradients, ZeRO's gathers); -tp: the group's
+    // the data-parallel group's (its gradients, ZeRO's gathers); -tp: the tensor-parallel
+    // group's; -pp: the pipeline's and (GPT-2) the tied wte's, the first and the last stage
+    GpuComm gc, tp_gc, pp_gc, emb_gc;
     gpu_comm_init(&gc, dpc, &ctx, !sharing);
     if (tp > 1) gpu_comm_init(&tp_gc, &parts.tp_comm, &ctx, true);
+    if (pp > 1) {
+        gpu_comm_init(&pp_gc, &pp_comm, &ctx, true);
+        gpu_comm_init(&emb_gc, &parts.emb_comm, &ctx, true);  // a group of one elsewhere: no NCCL
+    }
 
     // --- where training starts: a checkpoint in -o (resume), a model file, or random init;
     // built on the host (bit-identical to the CPU trainer's), then uploaded
     int resume_step = train_prepare_output_dir(cfg, &comm);
     const ModelConfig start_config = train_model_config(cfg, resume_step);
     const size_t num_parameters = model_config_num_parameters(start_config);
-    // -tp: this rank's part of the model (llmc/tensor_parallel.h), its table and values
+    // -tp, -pp: this rank's part of the model (llmc/tensor_parallel.h: its heads, its stage's
+    // layers), its table and values
     TpShard shard;
     ModelBase* part = nullptr;
-    model_parts_set_model(cfg, start_config, &parts);  // refuses heads that do not split
-    if (tp > 1) {
+    model_parts_set_model(cfg, start_config, &parts);  // refuses heads that do not split, more stages than layers
+    if (parts.parts) {
         std::string why;
         const char* kernels = start_config.family == FAMILY_LLAMA3 ? llama_cuda_config_problem(start_config.llama, tp)
                                                                    : gpt2_cuda_config_problem(start_config.gpt2, tp);
         if (kernels != nullptr) why = kernels;
-        if (why.empty()) part = model_new_part(start_config, nullptr, tp, t_rank, 0, 1, 1, &shard, &why);
-        if (part == nullptr) fail("flag -tp %d: %s", tp, why.c_str());
+        if (why.empty())
+            part = model_new_part(start_config, nullptr, tp, t_rank, parts.stage, pp, 1, &shard, &why,
+                                  parts.stage_sizes.empty() ? nullptr : &parts.stage_sizes);
+        if (part == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
-    const size_t local_n = tp > 1 ? part->num_parameters : num_parameters;
+    const size_t local_n = parts.parts ? part->num_parameters : num_parameters;
     // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
     // bucketed NCCL path of every ZeRO stage
     const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
                                                               : train_zero_layout(cfg, local_n, dp_rank, dp_world);
-    const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp);
+    const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp, pp);
     float* host_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters (the host model keeps the rest's ends)
     ModelBase* host = part;
-    if (tp > 1) {  // the whole model is read (or drawn), and this rank keeps its part
+    if (parts.parts) {  // the whole model is read (or drawn), and this rank keeps its part
         ModelBase* whole = train_load_model(cfg, resume_step);
         CHECK(whole->num_parameters == num_parameters, "%zu vs %zu", whole->num_parameters, num_parameters);
         tp_global_to_local(shard, 0, shard.local_n, whole->params, part->params);
@@ -625,7 +784,9 @@ int main(int argc, char** argv) {
         train_tokenizer_init(cfg, &tokenizer);
 
         model.sp = cfg.sequence_parallel != 0;  // -sp: the activations of this rank's positions
-        gpu_model_alloc_state(&model, B, T, recompute);
+        // -pp: the schedule keeps some micro-batches' activations at once (1F1B: pp - s on stage s)
+        const int sets = pp > 1 ? pipeline_in_flight(pipeline_schedule(pp, 1, parts.stage, data.grad_accum)) : 1;
+        gpu_model_alloc_state(&model, B, T, recompute, sets);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;
         if (bucketed) {
@@ -638,11 +799,11 @@ int main(int argc, char** argv) {
         if constexpr (gpt2) {
             // -cg 1: graphs replay fixed launches; -pb 1 times each launch and the buckets hand
             // layers to another stream mid-backward, so either keeps the launches one by one
-            model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed && tp == 1;
+            model.graphs.enabled = cfg.cuda_graphs == 1 && !cfg.phase_breakdown && !bucketed && !parts.parts;
             if (cfg.cuda_graphs == 1 && !model.graphs.enabled)
                 printf("-cg 1: CUDA graphs off (%s)\n", cfg.phase_breakdown ? "-pb 1 times every launch"
-                                                         : tp > 1 ? "-tp: the layers talk to their tensor-parallel group"
-                                                                  : "gradients are reduced during the backward");
+                                                         : parts.parts ? "-tp, -pp: the layers talk to other ranks"
+                                                                       : "gradients are reduced during the backward");
         } else if (cfg.cuda_graphs == 1) {
             printf("-cg 1: CUDA graphs off (Llama 3 launches one by one)\n");
         }
@@ -687,7 +848,17 @@ int main(int argc, char** argv) {
         if (energy.ok) printf("energy: measured through NVML (the board's energy counter)\n");
         else printf("energy: not measured (%s)\n", energy.why.c_str());
         GpuBackend<M> be(&model, &comm, &gc, bucketed ? &gsync : nullptr, flops, peak_tflops, &energy);
-        if (tp > 1) be.set_parts(&parts, &shard);
+        if (parts.parts) be.set_parts(&parts, &shard);
+        if (pp > 1) {
+            be.ppc = &pp_gc;
+            be.embc = &emb_gc;
+            be.pp = pp;
+            be.stage = parts.stage;
+            printf("pipeline parallelism: %d stages (this rank's: %d layers%s%s), 1F1B over %d micro-batches a step: "
+                   "bubble (pp-1)/(m+pp-1) = %.1f%%; %d micro-batches' activations kept here (NCCL)\n", pp,
+                   model.num_layers, model.pp_first ? ", the embedding" : "", model.pp_last ? ", the head" : "",
+                   data.grad_accum, 100.0 * (pp - 1) / (data.grad_accum + pp - 1), sets);
+        }
         status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
         if (z.stage == 3)
             printf("parameter gathers (ZeRO 3): %lld layers, %lld of them queued while the layer before ran\n",
@@ -708,6 +879,11 @@ int main(int argc, char** argv) {
     if (tokenizer.ok) tokenizer_free(&tokenizer);
     gpu_comm_free(&gc);
     if (tp > 1) gpu_comm_free(&tp_gc);
+    if (pp > 1) {
+        gpu_comm_free(&pp_gc);
+        gpu_comm_free(&emb_gc);
+        comm_free(&pp_comm);
+    }
     model_parts_free(&parts);
     phase_timer_free(&phase_timer);
     cuda_context_free(&ctx);

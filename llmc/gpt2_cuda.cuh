@@ -154,6 +154,7 @@ struct GPT2Cuda : CudaModelState {
     GPUActivations acts;
     int recompute = 0;                 // -r
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
+    std::vector<GPUActivations> act_sets;  // acts is one of these (-pp: one a micro-batch in flight)
 };
 
 // The sizes this rank computes with (llmc/gpt2.h: its heads, attention channels, FC units and
@@ -161,7 +162,7 @@ struct GPT2Cuda : CudaModelState {
 inline GPT2Dims gpt2_cuda_dims(const GPT2Cuda* model) { return gpt2_dims(model->config, model->tp_size, model->tp_rank); }
 
 inline ParamLayout gpt2_cuda_layout(const GPT2Cuda* model) {
-    return gpt2_layout(model->tensors, model->config.num_layers);
+    return gpt2_layout(model->tensors, model->num_layers);
 }
 
 // The gradient views from where each row's gradient lives (views[i]; a data-parallel trainer
@@ -182,7 +183,7 @@ inline void gpt2_cuda_init(GPT2Cuda* model, const CudaContext* ctx, const GPT2* 
     model->config = host->config;
     cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, gpt2_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
-                           gpt2_layout(model->tensors, host->config.num_layers), host_shard);
+                           gpt2_layout(model->tensors, model->num_layers), host_shard);
     if (z.stage < 3) model->p = param_ptrs_x(model->params, model->tensors);
 }
 
@@ -192,9 +193,10 @@ enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
 // GPUActivations order, each pointing at its field of *a.
 // -tp: a rank's part (its heads' qkv and attention outputs, its FC units, its columns of the logits).
 inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int recompute, GPUActivations* a,
-                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false) {
+                                      CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false,
+                                      int layers = -1) {
     const GPT2Dims d = gpt2_dims(cfg, tp, 0);
-    size_t L = cfg.num_layers, C = cfg.channels, A = d.A, NH = d.NH, H = d.H, Vp = d.Vp;
+    size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, A = d.A, NH = d.NH, H = d.H, Vp = d.Vp;
     size_t N = (size_t)B * T, R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
     size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
@@ -222,22 +224,23 @@ inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int r
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
 inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute, int tp = 1,
-                                         bool sp = false) {
+                                         bool sp = false, int layers = -1) {
     GPUActivations a;
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp);
+    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers);
     return cuda_slots_bytes(slots, GPT2_CUDA_NUM_ACTIVATIONS);
 }
 
 // Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
-inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute) {
+// sets (-pp): the activations of that many micro-batches in flight.
+inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute, int sets = 1) {
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     cuda_model_alloc_grads(model, B, T);
     if (model->grads != nullptr) model->g = param_ptrs_x(model->grads, model->tensors);
 
-    CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(model->config, B, T, recompute, &model->acts, slots, model->tp_size, model->sp);
-    model->acts_memory = cuda_carve_slots(slots, GPT2_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
+    cuda_model_alloc_acts(model, sets, GPT2_CUDA_NUM_ACTIVATIONS, &model->act_sets, [&](GPUActivations* a, CudaSlot* slots) {
+        gpt2_cuda_activation_plan(model->config, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers);
+    });
     const size_t N = (size_t)B * T;
     model->B = B;
     model->T = T;
@@ -301,15 +304,15 @@ inline void gpt2_cuda_forward(GPT2Cuda* model, const int* inputs, const int* tar
     } else {
         gpt2_cuda_forward_launches(model, B, T, dloss, targets != nullptr);
     }
-    if (targets != nullptr) cuda_model_copy_losses(model, N);
+    if (targets != nullptr && model->pp_last) cuda_model_copy_losses(model, N);
     // the encoder backward's buckets: sorted on the host while the GPU runs the forward,
-    // copied in stream order before the backward
-    if (dloss > 0.0f) {
+    // copied in stream order before the backward (-pp: the first stage's, before each backward)
+    if (dloss > 0.0f && model->pp_first) {
         const GPT2Dims d = gpt2_cuda_dims(model);  // -tp: the tokens of this rank's rows of wte
         encoder_buckets_build(ctx, &model->buckets, inputs, B, T, d.v0, model->tp != nullptr ? d.Vp : -1);
     }
     model->last_N = N;
-    model->last_had_targets = targets != nullptr;
+    model->last_had_targets = targets != nullptr && model->pp_last;
     model->backward_ready = dloss > 0.0f;
 }
 
@@ -366,7 +369,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
     const GPT2Dims d = gpt2_cuda_dims(model);
-    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, V = cfg.vocab_size;
+    const int L = model->num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, V = cfg.vocab_size;
     const int Vp = d.Vp, N = B * T;
     GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
@@ -381,11 +384,13 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         cuda_model_layer_params(model, table, l, l + 1 < L ? l + 1 : -1, slice);
         return layer_ptrs_of(slice);
     };
-    phase_mark(ctx, PHASE_ENCODER);
-    // one rank holds each token's row, the others add zeros: the sum is exact
-    encoder_forward(ctx, ts.sp ? a.proj : a.encoded, a.inputs, p.wte, root ? p.wpe : nullptr, B, T, C, d.v0,
-                    model->tp != nullptr ? Vp : -1);
-    ts.sum(ts.sp ? a.proj : a.encoded, a.encoded);
+    if (model->pp_first) {  // -pp: a later stage's a.encoded holds the stage before's output
+        phase_mark(ctx, PHASE_ENCODER);
+        // one rank holds each token's row, the others add zeros: the sum is exact
+        encoder_forward(ctx, ts.sp ? a.proj : a.encoded, a.inputs, p.wte, root ? p.wpe : nullptr, B, T, C, d.v0,
+                        model->tp != nullptr ? Vp : -1);
+        ts.sum(ts.sp ? a.proj : a.encoded, a.encoded);
+    }
     LayerPtrsOf<floatX> lp = weights(0);
     phase_mark(ctx, PHASE_LAYERNORM);
     layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, R, C);
@@ -409,18 +414,23 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         ts.sum(a.proj, projr);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
-        // layer lnf
+        // layer lnf (-pp: a stage before the last adds alone, its output goes to the next)
         phase_mark(ctx, PHASE_LAYERNORM);
         if (l + 1 < L) {
             const GPT2LayerActsX next = gpt2_cuda_layer_acts(model, l + 1);
             lp = weights(l + 1);
             fused_residual_layernorm_forward(ctx, la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2,
                                              projr, lp.ln1w, lp.ln1b, R, C);
-        } else {
+        } else if (model->pp_last) {
             fused_residual_layernorm_forward(ctx, la.residual3, a.lnf, a.lnf_mean, a.lnf_rstd, la.residual2, projr,
                                              p.lnfw, p.lnfb, R, C);
+        } else {
+            CHECK_CUDA(cudaMemcpyAsync(la.residual3, la.residual2, (size_t)R * C * sizeof(floatX),
+                                       cudaMemcpyDeviceToDevice, ctx.stream));
+            accumulate(ctx.stream, la.residual3, projr, (size_t)R * C);
         }
     }
+    if (!model->pp_last) return;
     phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
     matmul_forward(ctx, a.logits, nullptr, ts.whole(a.lnf), p.wte, nullptr, N, C, Vp);  // tied head: wte is the classifier
     if (has_targets) cuda_model_classifier(model, N, V, Vp, d.v0, dloss);
@@ -449,8 +459,9 @@ inline void gpt2_cuda_backward(GPT2Cuda* model, GradSinkOf<floatX>* sink = nullp
     }
     const GpuTpStream ts = gpt2_cuda_stream(model, model->B, model->T);  // -sp: every position's dres
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_backward(ctx, model->g.wte, model->g.wpe, ts.whole(model->acts.dres), model->buckets, model->B, model->T,
-                     model->config.channels);
+    if (model->pp_first)  // -pp: a later stage's dres goes to the stage before
+        encoder_backward(ctx, model->g.wte, model->g.wpe, ts.whole(model->acts.dres), model->buckets, model->B, model->T,
+                         model->config.channels);
     phase_mark(ctx, PHASE_OTHER);
     if (sink != nullptr) sink->backward_done();
     model->backward_ready = false;
@@ -464,7 +475,7 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     const CudaContext& ctx = *model->ctx;
     const GPT2Dims d = gpt2_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, Vp = d.Vp;
+    const int L = model->num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, Vp = d.Vp;
     const ParamPtrsX& p = model->p;
     const ParamPtrsX& g = model->g;
     GPUActivations& a = model->acts;
@@ -486,13 +497,16 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         });
     };
 
-    // logits hold dlogits (the classifier wrote them in the forward)
-    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, ts.whole(a.lnf), p.wte, N, C, Vp, false);
-    ts.sum(a.dtmp, dtmpr);
-    phase_mark(ctx, PHASE_LAYERNORM);
-    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
-    ln_backward(g.lnfw, g.lnfb, a.residual3 + (L - 1) * RC, p.lnfw, a.lnf_mean, a.lnf_rstd);
+    // logits hold dlogits (the classifier wrote them in the forward); -pp: a stage before the
+    // last has the next stage's gradient of its output in dres already
+    if (model->pp_last) {
+        phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
+        matmul_backward(ctx, a.dtmp, g.wte, nullptr, a.logits, ts.whole(a.lnf), p.wte, N, C, Vp, false);
+        ts.sum(a.dtmp, dtmpr);
+        phase_mark(ctx, PHASE_LAYERNORM);
+        CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
+        ln_backward(g.lnfw, g.lnfb, a.residual3 + (L - 1) * RC, p.lnfw, a.lnf_mean, a.lnf_rstd);
+    }
     const ParamLayout table = gpt2_cuda_layout(model);
     for (int l = L - 1; l >= 0; l--) {
         floatX* slice[NUM_LAYER_TENSORS];

@@ -120,6 +120,7 @@ struct LlamaCuda : CudaModelState {
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
+    std::vector<LlamaActivationsX> act_sets;  // acts is one of these (-pp: one a micro-batch in flight)
 };
 
 // The sizes this rank computes with (llmc/llama3.h: its query and KV heads, MLP units and
@@ -129,7 +130,7 @@ inline LlamaDims llama_cuda_dims(const LlamaCuda* model) { return llama_dims(mod
 inline bool llama_cuda_kv_shared(const LlamaConfig& c, int tp) { return tp > 1 && c.num_kv_heads < tp; }
 
 inline ParamLayout llama_cuda_layout(const LlamaCuda* model) {
-    return llama_layout(model->tensors, model->config.num_layers);
+    return llama_layout(model->tensors, model->num_layers);
 }
 
 // The views from where each row starts (views[i]: row i's).
@@ -157,7 +158,7 @@ inline void llama_cuda_init(LlamaCuda* model, const CudaContext* ctx, const Llam
     model->config = host->config;
     cuda_model_take_table(model, host, tp);
     cuda_model_init_params(model, ctx, llama_cuda_config_problem(host->config, model->tp_size), host, master_weights, z,
-                           llama_layout(model->tensors, host->config.num_layers), host_shard);
+                           llama_layout(model->tensors, model->num_layers), host_shard);
     if (z.stage < 3) model->p = llama_ptrs_x(model->params, model->tensors);
 }
 
@@ -167,10 +168,12 @@ enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
 // LlamaActivationsX order, each pointing at its field of *a. -tp: a rank's part (its heads'
 // qkv and attention outputs, its MLP units, its columns of the logits).
 inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int r, LlamaActivationsX* a,
-                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false) {
+                                       CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false,
+                                       int layers = -1) {
     const LlamaDims d = llama_dims(cfg, tp);
-    const size_t Lk = r >= 2 ? 1 : cfg.num_layers, Ln = r >= 1 ? 1 : cfg.num_layers;  // kept / norms' layers
-    const size_t L = cfg.num_layers, C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
+    const size_t L = layers >= 0 ? layers : cfg.num_layers;
+    const size_t Lk = r >= 2 ? 1 : L, Ln = r >= 1 ? 1 : L;  // kept / norms' layers
+    const size_t C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
     const size_t F2 = 2 * (size_t)d.F, hs = d.hs, QKV = d.QKV;
     const size_t N = (size_t)B * T, mha = d.NKV < d.NH ? N * 3 * A : 0;
     const size_t R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
@@ -202,31 +205,34 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
 inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute, int tp = 1,
-                                          bool sp = false) {
+                                          bool sp = false, int layers = -1) {
     LlamaActivationsX a;
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers);
     return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
 }
 
 // Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
-inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute = 0) {
+// sets (-pp): the activations of that many micro-batches in flight.
+inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute = 0, int sets = 1) {
     const LlamaConfig& cfg = model->config;
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     model->recompute = recompute;
     cuda_model_alloc_grads(model, B, T);
     if (model->grads != nullptr) model->g = llama_ptrs_x(model->grads, model->tensors);
 
-    CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    LlamaActivationsX& a = model->acts;
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, model->tp_size, model->sp);
-    model->acts_memory = cuda_carve_slots(slots, LLAMA_CUDA_NUM_ACTIVATIONS, &model->acts_bytes);
+    cuda_model_alloc_acts(model, sets, LLAMA_CUDA_NUM_ACTIVATIONS, &model->act_sets,
+                          [&](LlamaActivationsX* a, CudaSlot* slots) {
+        llama_cuda_activation_plan(cfg, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers);
+    });
     const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
-    // RoPE's angles from the CPU's table, so that both sides turn by the same floats
+    // RoPE's angles from the CPU's table, so that both sides turn by the same floats (every set's)
     std::vector<float> cos_t, sin_t;
     rope_table(&cos_t, &sin_t, T, (int)hs, cfg.rope_theta, cfg.rope_scaling);
-    CHECK_CUDA(cudaMemcpy(a.rope_cos, cos_t.data(), cos_t.size() * sizeof(float), cudaMemcpyHostToDevice));
-    CHECK_CUDA(cudaMemcpy(a.rope_sin, sin_t.data(), sin_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+    for (const LlamaActivationsX& a : model->act_sets) {
+        CHECK_CUDA(cudaMemcpy(a.rope_cos, cos_t.data(), cos_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+        CHECK_CUDA(cudaMemcpy(a.rope_sin, sin_t.data(), sin_t.size() * sizeof(float), cudaMemcpyHostToDevice));
+    }
     model->B = B;
     model->T = T;
     cuda_model_alloc_io(model, N);
@@ -361,35 +367,40 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     cuda_model_upload_batch(model, inputs, targets, N);
 
     const LlamaDims d = llama_cuda_dims(model);  // -tp: the lookup and the logits are vocab-parallel
-    const int L = cfg.num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = d.Vp;
+    const int L = model->num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = d.Vp;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
     const GpuTpStream ts = llama_cuda_stream(model, B, T);  // -sp: this rank's rows of the residual stream
-    phase_mark(ctx, PHASE_ENCODER);
-    // one rank holds each token's row, the others add zeros: the sum is exact
-    floatX* lookup = ts.sp ? a.proj : a.encoded;
-    encoder_forward(ctx, lookup, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
-    ts.sum(lookup, a.encoded);
+    if (model->pp_first) {  // -pp: a later stage's a.encoded holds the stage before's output
+        phase_mark(ctx, PHASE_ENCODER);
+        // one rank holds each token's row, the others add zeros: the sum is exact
+        floatX* lookup = ts.sp ? a.proj : a.encoded;
+        encoder_forward(ctx, lookup, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
+        ts.sum(lookup, a.encoded);
+    }
     for (int l = 0; l < L; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
         cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
         llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
-    phase_mark(ctx, PHASE_LAYERNORM);
-    rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw, ts.rows, C,
-                    eps);
-    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_forward(ctx, a.logits, nullptr, ts.whole(a.rmsf), model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
-    if (targets != nullptr) {
+    if (model->pp_last) {  // -pp: a stage before the last passes its last layer's residual3 on
+        phase_mark(ctx, PHASE_LAYERNORM);
+        rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw,
+                        ts.rows, C, eps);
+        phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
+        matmul_forward(ctx, a.logits, nullptr, ts.whole(a.rmsf), model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
+    }
+    if (targets != nullptr && model->pp_last) {
         cuda_model_classifier(model, N, V, Vp, d.v0, dloss);  // -tp: vocab-parallel
         cuda_model_copy_losses(model, N);
     }
     phase_mark(ctx, PHASE_OTHER);
     // the embedding backward's buckets: sorted on the host while the GPU runs the forward
-    if (dloss > 0.0f) encoder_buckets_build(ctx, &model->buckets, inputs, B, T, d.v0, model->tp != nullptr ? Vp : -1);
+    if (dloss > 0.0f && model->pp_first)
+        encoder_buckets_build(ctx, &model->buckets, inputs, B, T, d.v0, model->tp != nullptr ? Vp : -1);
     model->last_N = N;
-    model->last_had_targets = targets != nullptr;
+    model->last_had_targets = targets != nullptr && model->pp_last;
     model->backward_ready = dloss > 0.0f;
 }
 
@@ -406,7 +417,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     const CudaContext& ctx = *model->ctx;
     const LlamaDims d = llama_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = cfg.num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
+    const int L = model->num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
     const int Vp = d.Vp, F = d.F, hs = d.hs, QKV = d.QKV;
     const LlamaPtrsX& p = model->p;
     const LlamaPtrsX& g = model->g;
@@ -431,13 +442,16 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     const size_t kv_vals = (size_t)2 * hs * C;
     const int kv_head = kv_shared ? model->tp_rank / (model->tp_size / cfg.num_kv_heads) : 0;
 
-    // logits hold dlogits (the classifier wrote them in the forward)
-    phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
-    matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, ts.whole(a.rmsf), p.lmheadw, N, C, Vp, false);
-    ts.sum(a.dtmp, dtmpr);
-    phase_mark(ctx, PHASE_LAYERNORM);
-    CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
-    norm_backward(g.rmsfw, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd);
+    // logits hold dlogits (the classifier wrote them in the forward); -pp: a stage before the
+    // last has the next stage's gradient of its output in dres already
+    if (model->pp_last) {
+        phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
+        matmul_backward(ctx, a.dtmp, g.lmheadw, nullptr, a.logits, ts.whole(a.rmsf), p.lmheadw, N, C, Vp, false);
+        ts.sum(a.dtmp, dtmpr);
+        phase_mark(ctx, PHASE_LAYERNORM);
+        CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
+        norm_backward(g.rmsfw, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd);
+    }
     for (int l = L - 1; l >= 0; l--) {
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
@@ -506,7 +520,8 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         if (sink != nullptr) sink->layer_done(l);  // its reduction may start now, on another stream
     }
     phase_mark(ctx, PHASE_ENCODER);
-    encoder_backward(ctx, g.wte, nullptr, ts.whole(a.dres), model->buckets, B, T, C);  // -sp: every position's
+    if (model->pp_first)  // -pp: a later stage's dres goes to the stage before; -sp: every position's
+        encoder_backward(ctx, g.wte, nullptr, ts.whole(a.dres), model->buckets, B, T, C);
     phase_mark(ctx, PHASE_OTHER);
     if (sink != nullptr) sink->backward_done();
     model->backward_ready = false;

@@ -7,7 +7,7 @@
 //          cuda_model_check_batch, cuda_model_upload_batch, cuda_model_classifier, cuda_model_copy_losses, cuda_model_loss,
 //          cuda_model_token_losses, cuda_model_zero_grad, cuda_model_opt_grads, cuda_model_grad_sum_squares,
 //          cuda_model_update, cuda_model_logits_row, cuda_model_write_state, cuda_model_set_state, cuda_model_load_state,
-//          cuda_model_print_memory, cuda_model_free_buffers
+//          cuda_model_alloc_acts, cuda_model_select_acts, cuda_model_print_memory, cuda_model_free_buffers
 //
 // The cuda_model_* templates take a family's model struct M: a CudaModelState (below) with the
 // family's config (padded_vocab_size, max_seq_len), tensors[] (its table) and acts (inputs,
@@ -144,10 +144,15 @@ struct CudaModelState {
     GpuComm* tp = nullptr;             // -tp: the tensor-parallel group; the table is this rank's part
     int tp_size = 1, tp_rank = 0;      // its size and this rank's place in it
     bool sp = false;                   // -sp 1 (with -tp): the residual stream split along T (set before the state)
+    int num_layers = 0;                // the layers this rank runs: all, or (-pp) its stage's
+    bool pp_first = true, pp_last = true;  // -pp: the stage holds the embedding / the head
+    int act_set = 0;                   // -pp: which of the activation sets acts is (one a micro-batch in flight)
+    std::vector<void*> more_acts_memory;  // -pp: the allocations of the sets after the first
 };
 
-// The host model's table (the whole model's, or with -tp this rank's part of it: llmc/families.h
-// model_new_part) and the tensor-parallel group the part belongs to (tp nullptr: none).
+// The host model's table (the whole model's, or with -tp, -pp this rank's part of it:
+// llmc/families.h model_new_part: its heads, its stage's layers) and the tensor-parallel group
+// the part belongs to (tp nullptr: none).
 template <typename M>
 inline void cuda_model_take_table(M* model, const ModelBase* host, GpuComm* tp) {
     model->tp = tp;
@@ -155,6 +160,9 @@ inline void cuda_model_take_table(M* model, const ModelBase* host, GpuComm* tp) 
     model->tp_rank = tp != nullptr ? tp->host->rank : 0;
     std::copy(host->tensors, host->tensors + std::size(model->tensors), model->tensors);
     model->num_parameters = host->num_parameters;
+    model->num_layers = host->num_layers;
+    model->pp_first = host->pp_first;
+    model->pp_last = host->pp_last;
 }
 
 // The parameters (z.padded values, the padding zero) uploaded from the host model's fp32 ones,
@@ -470,6 +478,32 @@ inline void cuda_model_load_state(M* model, const std::string& dir, int step, Tr
     cuda_model_set_state(model, step, m.data(), v.data(), master.data(), has_master);
 }
 
+// The activations: `sets` copies of the family's plan (-pp: one a micro-batch the schedule keeps
+// in flight; else one), each its own allocation; plan(acts, slots) fills in the slots (count
+// of them) for one set. acts is set 0; cuda_model_select_acts switches.
+template <typename M, typename Acts, typename Plan>
+inline void cuda_model_alloc_acts(M* model, int sets, int count, std::vector<Acts>* all, Plan&& plan) {
+    CHECK(sets >= 1, "sets=%d", sets);
+    all->resize(sets);
+    std::vector<CudaSlot> slots(count);
+    model->acts_bytes = 0;
+    for (int k = 0; k < sets; k++) {
+        plan(&(*all)[k], slots.data());
+        size_t bytes = 0;
+        void* memory = cuda_carve_slots(slots.data(), count, &bytes);
+        if (k == 0) model->acts_memory = memory;
+        else model->more_acts_memory.push_back(memory);
+        model->acts_bytes += bytes;
+    }
+    model->acts = (*all)[0];
+    model->act_set = 0;
+}
+template <typename M>
+inline void cuda_model_select_acts(M* model, int k) {
+    model->acts = model->act_sets[k];
+    model->act_set = k;
+}
+
 // The device memory plan, one line, as allocated: recompute is the -r level the activations
 // were sized for.
 template <typename M>
@@ -498,4 +532,5 @@ inline void cuda_model_free_buffers(M* model) {
                     model->norm_device, model->grad_shard, model->param_shard};
     for (void* b : bufs)
         if (b != nullptr) CHECK_CUDA(cudaFree(b));
+    for (void* b : model->more_acts_memory) CHECK_CUDA(cudaFree(b));
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Tensor parallelism on the GPU trainers (-tp; issue 25), executed on the emulated GPU: every
-# rank under mpirun drives its own emulated GPU (EMU_DEVICES), and the group's collectives (the
+# Tensor, sequence and pipeline parallelism on the GPU trainers (-tp, -sp, -pp; issue 25), executed
+# on the emulated GPU: every rank under mpirun drives its own emulated GPU (EMU_DEVICES), and the
+# group's collectives (the
 # projections' all-reduces, the classifier's softmax statistics) and the data-parallel
 # gradients go through the emulated NCCL. The reference is the same trainer on one process
 # (itself checked against PyTorch and the CPU trainer by test_emu.sh).
@@ -24,10 +25,16 @@
 #    TP 2, Llama (4 on 1) at TP 2 x DP 2 with ZeRO 3 and -r 2 (the layer's forward, its
 #    collectives included, run again in the backward), and in bf16; the same tolerances against
 #    the same references; fewer activation bytes planned than -tp alone
-#  - sampling at TP 2, with and without -sp (the logits put together; -sp pads the context to
-#    whole parts): the single process's greedy text
+#  - pipelines (-pp, 1F1B; activations and gradients through NCCL's send and receive, each send
+#    grouped with the receive after it as Megatron-LM pairs them; GPT-2's tied wte on the first
+#    and last stage, its gradients added at the step's end): PP 2, PP 2 x DP 2 at ZeRO 1 and 3,
+#    Llama (4 on 1) TP 2 x PP 2 with -sp 1, bf16 PP 2; the same tolerances; PP 2 x DP 2's
+#    checkpoint resumed as one process and one process's at PP 2
+#  - sampling at TP 2 (with and without -sp: the context padded to whole parts) and at PP 2 (the
+#    last stage's row to every rank): the single process's greedy text
 #  - the race check (EMU_RACECHECK=1) on TP 2 x DP 2 -sp 1 runs, GPT-2 at ZeRO 1, Llama at ZeRO 3
-#  - refused in one line: -pp (on train_gpt_cpu so far), heads that do not split, -sp without -tp
+#  - refused in one line: -vp (on train_gpt_cpu so far), heads that do not split, more stages than
+#    layers, -sp without -tp
 set -eu
 cd "$(dirname "$0")/.."
 source test/lib.sh  # defines: PY, compare_logs
@@ -142,6 +149,22 @@ with=$(acts "$out/sp-gpt2-fp32-np2-tp2-z0-r0.stdout") without=$(acts "$out/fp32-
 awk -v a="$with" -v b="$without" 'BEGIN { exit !(a < b) }' || fail "GPT-2 -sp 1 plans $with MiB of activations, -tp 2 alone $without"
 echo "ok   GPT-2 -sp 1 at TP 2: activations $with MiB a rank, $without without -sp"
 
+# pipelines (-pp, 1F1B over a step's micro-batches; the stages' activations and gradients through
+# NCCL's send and receive, a send grouped with the receive after it; GPT-2's tied wte on the first
+# and the last stage, its gradients added): family, precision, processes, -tp, -pp, -b, -z, -sp
+for layout in "gpt2 fp32 2 1 2 8 0 0" "gpt2 fp32 4 1 2 4 1 0" "gpt2 fp32 4 1 2 4 3 0" "llama4 fp32 4 2 2 8 0 1" \
+              "gpt2 bf16 2 1 2 8 0 0"; do
+    read -r fam prec np tp pp b z sp <<< "$layout"
+    d="$out/pp-$fam-$prec-np$np-tp$tp-pp$pp-z$z-sp$sp"
+    run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -pp "$pp" -z "$z" -sp "$sp"
+    grep -q "^pipeline parallelism: $pp stages" "$d.stdout" || fail "$fam PP $pp: no plan line"
+    tols="1e-6 1e-5 5e-5"
+    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
+    ref="$out/$fam-$prec-np1-tp1-z0-r0"
+    [ $fam = gpt2 ] && ref="$out/$prec-ref"
+    check_run "$fam $prec TP $tp x PP $pp x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d" $tols
+done
+
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4 resumed as one process; one
 # process's resumed at TP 2 x DP 2 (ZeRO 2); bf16's (with its master weights) as one process
 resume() {  # resume PREC FAMILY SRC NAME NP FLAGS...: SRC's checkpoint at step 4 continued in d=resume-NAME
@@ -157,6 +180,10 @@ resume fp32 gpt2 "$out/fp32-np4-tp2-z3" fp32-tp-z3-to-1 1 -b 8
 check_run "fp32 saved at TP 2 x DP 2 -z 3, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp-z3 4 -b 4 -tp 2 -z 3
 check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 3" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/pp-gpt2-fp32-np4-tp1-pp2-z1-sp0" fp32-pp-to-1 1 -b 8
+check_run "fp32 saved at PP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-pp 2 -b 8 -pp 2
+check_run "fp32 saved by one process, resumed at PP 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
 check_run "bf16 saved at TP 2, resumed as one process" "$out/bf16-np2-tp2-z0" "$d" 2e-3 1e-2 2e-2
 resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z3-r0" llama6-tp-to-1 1 -b 8
@@ -169,11 +196,12 @@ check_run "Llama (4 on 1) saved by one process, resumed at TP 2" "$out/llama4-fp
 run_np fp32 1 "$out/sample-ref" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0
 sample_of() { awk '/^generating:/ { on = 1; next } on && /^---$/ { k++; if (k == 2) exit; next } on' "$1"; }
 a=$(sample_of "$out/sample-ref.stdout")
-for sp in 0 1; do  # -sp 1: contexts padded to whole parts
-    run_np fp32 2 "$out/sample-tp2-sp$sp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp 2 -sp $sp
-    b=$(sample_of "$out/sample-tp2-sp$sp.stdout")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP 2 -sp $sp: '$b', one process: '$a'"
-    echo "ok   sampling at TP 2 -sp $sp: the single process's greedy text"
+for layout in "2 1 0" "2 1 1" "1 2 0"; do  # -tp, -pp, -sp (-sp 1: contexts padded to whole parts)
+    read -r tp pp sp <<< "$layout"
+    run_np fp32 2 "$out/sample-tp$tp-pp$pp-sp$sp" $gpt2 -b 8 -x 2 -s 2 -g 12 -st 0 -n 0 -tp $tp -pp $pp -sp $sp
+    b=$(sample_of "$out/sample-tp$tp-pp$pp-sp$sp.stdout")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "sampling at TP $tp PP $pp -sp $sp: '$b', one process: '$a'"
+    echo "ok   sampling at TP $tp x PP $pp -sp $sp: the single process's greedy text"
 done
 
 # the race check (EMU_RACECHECK=1, the trainer's race-check build) on TP 2 x DP 2 with -sp 1: the
@@ -204,7 +232,8 @@ refuse() {  # refuse NAME NP PATTERN FLAGS...
 }
 refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
-refuse "-pp 2" 2 "flag -pp 2: pipeline parallelism runs on train_gpt_cpu so far" $gpt2 -b 8 -pp 2
+refuse "-vp 2" 2 "flag -vp 2: interleaved pipelines run on train_gpt_cpu so far" $gpt2 -b 8 -pp 2 -vp 2
+refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages (-pp x -vp) but the model has 2 layers" $gpt2 -b 8 -pp 3
 refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
 refuse "Llama's 6 query heads at -tp 4" 4 "flag -tp 4 -pp 1: the model's 6 heads do not split" $llama6 -b 8 -tp 4
-echo "PASS: tensor parallelism on the emulated GPU trainers"
+echo "PASS: tensor, sequence and pipeline parallelism on the emulated GPU trainers"

@@ -12,7 +12,7 @@
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
 //          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp), gpu_all_gather_x,
-//          gpu_reduce_scatter_sum (-sp)
+//          gpu_reduce_scatter_sum (-sp), gpu_send, gpu_recv, gpu_group_begin, gpu_group_end (-pp)
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
@@ -221,5 +221,32 @@ inline void gpu_reduce_scatter_sum(GpuComm* gc, const CudaContext& ctx, const fl
     CHECK(gc->nccl, "a sequence-parallel reduce-scatter needs NCCL");
 #ifdef USE_NCCL
     CHECK_NCCL(ncclReduceScatter(all, mine, n, nccl_type_floatx(), ncclSum, gc->nccl_comm, ctx.stream));
+#endif
+}
+
+// -pp: a stage's activations to the next stage, their gradients back: NCCL's point-to-point
+// calls, queued on the stream. A send completes only when its peer's receive is posted, so a
+// send and the receive that follows it go in one group (gpu_group_begin/end), as Megatron-LM's
+// 1F1B pairs them: two stages each sending to the other first would otherwise wait for ever.
+inline void gpu_send(GpuComm* gc, const CudaContext& ctx, const floatX* x, size_t n, int peer) {
+    CHECK(gc->nccl, "a pipeline send needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclSend(x, n, nccl_type_floatx(), peer, gc->nccl_comm, ctx.stream));
+#endif
+}
+inline void gpu_recv(GpuComm* gc, const CudaContext& ctx, floatX* x, size_t n, int peer) {
+    CHECK(gc->nccl, "a pipeline receive needs NCCL");
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclRecv(x, n, nccl_type_floatx(), peer, gc->nccl_comm, ctx.stream));
+#endif
+}
+inline void gpu_group_begin() {
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclGroupStart());
+#endif
+}
+inline void gpu_group_end() {
+#ifdef USE_NCCL
+    CHECK_NCCL(ncclGroupEnd());
 #endif
 }
