@@ -117,7 +117,7 @@ static void run_tp_case(const CudaContext& ctx, int N, int V, int Vp, int tp) {
     for (int r = 0; r < tp; r++) {
         std::vector<float> cols((size_t)N * Vl);
         for (int i = 0; i < N; i++)
-            for (int j = 0; j < Vl; j++) cols[(size_t)i * Vl + j] = logits[(size_t)i * Vp + r * Vl + j];
+            for (int j = 0; j < Vl; j++) cols[(size_t)i * Vl + j] = logits[(size_t)i * Vp + (size_t)r * Vl + j];
         parts[r] = dev_upload(cols);
     }
     int* d_targets = dev_upload_raw(targets);
@@ -134,7 +134,7 @@ static void run_tp_case(const CudaContext& ctx, int N, int V, int Vp, int tp) {
     for (int r = 0; r < tp; r++) {
         const std::vector<float> cols = dev_download(parts[r], (size_t)N * Vl);
         for (int i = 0; i < N; i++)
-            for (int j = 0; j < Vl; j++) d[(size_t)i * Vp + r * Vl + j] = cols[(size_t)i * Vl + j];
+            for (int j = 0; j < Vl; j++) d[(size_t)i * Vp + (size_t)r * Vl + j] = cols[(size_t)i * Vl + j];
         const std::vector<float> losses = dev_download_f32(d_losses + (size_t)r * N, N);
         dev_check("classifier", (w + " losses on rank " + std::to_string(r)).c_str(), losses, ref_losses, {1e-5, 1e-6});
     }
