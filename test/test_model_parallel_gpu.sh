@@ -99,15 +99,17 @@ check_run() {  # check_run NAME REF_DIR RUN_DIR LOSS_TOL NORM_TOL MODEL_TOL
     echo "ok   $1: $logs; $model"
 }
 forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no longer exists: -y 1 resumes at 4
+# the tolerances of a precision (check_run's LOSS NORM MODEL), and a family's one-process reference
+tols_for() { [ "$1" = bf16 ] && echo "2e-3 1e-2 2e-2" || echo "1e-6 1e-5 5e-5"; }
+ref_for() { [ "$1" = gpt2 ] && echo "$out/$2-ref" || echo "$out/$1-$2-np1-tp1-z0-r0"; }  # FAMILY PREC
 
 # fp32 and bf16: processes, -tp, -b, -z
 for prec in fp32 bf16; do
     run_np $prec 1 "$out/$prec-ref" $gpt2 -b 8
     layouts=("2 2 8 0")
     [ $prec = fp32 ] && layouts+=("4 2 4 1")
-    tols="1e-6 1e-5 5e-5"
     [ $prec = fp32 ] && layouts+=("4 2 4 3")  # ZeRO 2 below (a resume), TP 4 with Llama
-    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
+    tols=$(tols_for $prec)
     for layout in "${layouts[@]}"; do
         read -r np tp b z <<< "$layout"
         d="$out/$prec-np$np-tp$tp-z$z"
@@ -125,9 +127,8 @@ for layout in "llama6 fp32 1 1 8 0 0" "llama6 fp32 4 2 4 3 0" "llama4 fp32 1 1 8
     d="$out/$fam-$prec-np$np-tp$tp-z$z-r$r"
     run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -z "$z" -r "$r"
     [ "$np" = 1 ] && continue
-    tols="1e-6 1e-5 5e-5"
-    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
-    check_run "$fam $prec TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$out/$fam-$prec-np1-tp1-z0-r0" "$d" $tols
+    tols=$(tols_for $prec)
+    check_run "$fam $prec TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$(ref_for $fam $prec)" "$d" $tols
 done
 
 # sequence parallelism (-sp 1): family, precision, processes, -tp, -b, -z, -r; against the same
@@ -136,10 +137,7 @@ for layout in "gpt2 fp32 2 2 8 0 0" "gpt2 fp32 4 2 4 1 0" "llama4 fp32 4 2 4 3 2
     read -r fam prec np tp b z r <<< "$layout"
     d="$out/sp-$fam-$prec-np$np-tp$tp-z$z-r$r"
     run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -z "$z" -r "$r" -sp 1
-    tols="1e-6 1e-5 5e-5"
-    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
-    ref="$out/$fam-$prec-np1-tp1-z0-r0"
-    [ $fam = gpt2 ] && ref="$out/$prec-ref"
+    tols=$(tols_for $prec) ref=$(ref_for $fam $prec)
     check_run "$fam $prec -sp 1 TP $tp x DP $((np / tp)) -z $z -r $r (-b $b)" "$ref" "$d" $tols
 done
 acts() { grep -m 1 "^memory plan" "$1" | grep -o 'activations [0-9.]* MiB' | cut -d' ' -f2; }
@@ -155,10 +153,7 @@ for layout in "gpt2 fp32 2 1 2 8 0 0" "gpt2 fp32 4 1 2 4 1 0" "llama4 fp32 4 2 2
     d="$out/pp-$fam-$prec-np$np-tp$tp-pp$pp-z$z-sp$sp"
     run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -pp "$pp" -z "$z" -sp "$sp"
     grep -q "^pipeline parallelism: $pp stages" "$d.stdout" || fail "$fam PP $pp: no plan line"
-    tols="1e-6 1e-5 5e-5"
-    [ $prec = bf16 ] && tols="2e-3 1e-2 2e-2"
-    ref="$out/$fam-$prec-np1-tp1-z0-r0"
-    [ $fam = gpt2 ] && ref="$out/$prec-ref"
+    tols=$(tols_for $prec) ref=$(ref_for $fam $prec)
     check_run "$fam $prec TP $tp x PP $pp x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d" $tols
 done
 
