@@ -344,11 +344,13 @@ struct GpuBackend {
             const PipeRound& round = rounds[r];
             const ScheduleStep& st = round.op;
             const int i = st.micro, key = i * vp + st.chunk;
-            if (round.has_op) {
+            if (round.has_op) {  // -pb 1: the compute stream's wait is the pipeline's (the bubble, the transfers)
                 const bool fresh = set_of[i] < 0;
                 use(i, st.chunk);
+                phase_mark(*model->ctx, PHASE_PIPELINE);
                 if (fresh) wait_round(sent_round[set_of[i]]);  // a set used again: its last send is done
                 wait_round(st.forward ? input_round[key] : grad_round[key]);
+                phase_mark(*model->ctx, PHASE_OTHER);
             }
             if (round.has_op && st.forward) {
                 gpu_model_forward(model, queued_inputs[i].data(), queued_targets[i].data(), B, T, queued_dloss);
@@ -381,7 +383,9 @@ struct GpuBackend {
                 set_of[i] = -1;
             }
         }
+        phase_mark(*model->ctx, PHASE_PIPELINE);
         wait_round(last_group);  // the step's last message done before the reductions
+        phase_mark(*model->ctx, PHASE_OTHER);
         cuda_model_select_acts(model, 0);
         floatX* tied = gpu_model_tied_grad(model);
         if (embc != nullptr && embc->nccl && tied != nullptr)  // GPT-2: the first stage's part plus the last's

@@ -26,9 +26,9 @@
 #    the same references; fewer activation bytes planned than -tp alone
 #  - pipelines (-pp, 1F1B; activations and gradients through NCCL's send and receive, in the
 #    rounds of llmc/pipeline.h, each round's in one group; GPT-2's tied wte on the first and last
-#    stage, its gradients added at the step's end): PP 2, PP 2 x DP 2 at ZeRO 1, Llama (4 on 1)
-#    TP 2 x PP 2 with -sp 1, bf16 PP 2; the same tolerances; PP 2 x DP 2's checkpoint resumed as
-#    one process and one process's at PP 2
+#    stage, its gradients added at the step's end): PP 2, PP 2 x DP 2 at ZeRO 1, TP 2 x PP 2,
+#    Llama (4 on 1) TP 2 x PP 2 with -sp 1, bf16 PP 2; the same tolerances; PP 2 x DP 2's
+#    checkpoint resumed as one process, one process's at PP 2, Llama's TP 2 x PP 2 one at DP 4
 #  - interleaved pipelines (-vp 2: two chunks of layers a stage, stage 1's output back to stage 0,
 #    so at PP 2 both directions' messages share one pair of ranks) on 4-layer models over 4
 #    micro-batches a step (the schedule's steady state, not only its warm-up): GPT-2 PP 2 x DP 2
@@ -165,7 +165,8 @@ for ref in "gpt2L4 fp32" "llama4L4 fp32" "gpt2L4 bf16"; do
     read -r fam prec <<< "$ref"
     run_np $prec 1 "$(ref_for $fam $prec)" ${!fam} -b 8
 done
-for layout in "gpt2 fp32 2 1 2 1 8 0 0" "gpt2 fp32 4 1 2 1 4 1 0" "llama4 fp32 4 2 2 1 8 0 1" "gpt2 bf16 2 1 2 1 8 0 0" \
+for layout in "gpt2 fp32 2 1 2 1 8 0 0" "gpt2 fp32 4 1 2 1 4 1 0" "gpt2 fp32 4 2 2 1 8 0 0" "llama4 fp32 4 2 2 1 8 0 1" \
+              "gpt2 bf16 2 1 2 1 8 0 0" \
               "gpt2L4 fp32 4 1 2 2 4 1 0" "llama4L4 fp32 4 1 2 2 4 3 0" "llama4L4 fp32 4 2 2 2 8 0 1" \
               "gpt2L4 bf16 2 1 2 2 8 0 0"; do
     read -r fam prec np tp pp vp b z sp <<< "$layout"
@@ -195,6 +196,8 @@ resume fp32 gpt2 "$out/pp-gpt2-fp32-np4-tp1-pp2-vp1-z1-sp0" fp32-pp-to-1 1 -b 8
 check_run "fp32 saved at PP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-pp 2 -b 8 -pp 2
 check_run "fp32 saved by one process, resumed at PP 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 llama4 "$out/pp-llama4-fp32-np4-tp2-pp2-vp1-z0-sp1" llama4-tp-pp-to-dp 4 -b 2 -z 1
+check_run "Llama (4 on 1) saved at TP 2 x PP 2 -sp 1, resumed at DP 4 -z 1" "$(ref_for llama4 fp32)" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2L4 "$out/pp-gpt2L4-fp32-np4-tp1-pp2-vp2-z1-sp0" fp32-vp-to-1 1 -b 8
 check_run "fp32 saved at PP 2 -vp 2 x DP 2 -z 1, resumed as one process" "$(ref_for gpt2L4 fp32)" "$d" 1e-6 1e-5 5e-5
 resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
