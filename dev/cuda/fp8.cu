@@ -1,7 +1,7 @@
 // fp8.cu: llmc/cuda/fp8.cuh against references taken from the specifications, then benchmarks.
 //   1. the numbers: the 256 codes of E4M3 and E5M2 decoded from the OCP 8-bit Floating Point
 //      specification's definition (sign, exponent bias 7 or 15, subnormals; E4M3's only NaN
-//      S.1111.111 and no infinity, E5M2's IEEE-like infinities and NaNs) by spec_decode below,
+//      S.1111.111 and no infinity, E5M2's IEEE-like infinities and NaNs) by spec_decode (fp8_spec.cuh),
 //      compared with cuda_fp8.h's own widening on the host (NVIDIA's header on a GPU machine);
 //   2. the cast: every output code against the input times the scale (one fp32 product, as the
 //      kernel) rounded to the nearest number of that table, ties to the even code, saturated to
@@ -32,55 +32,11 @@
 // written), the finish not accumulating; and without the barrier after the tile's stores the
 // race-check build (EMU_RACECHECK=1) reports a write-after-read hazard.
 #include "dev_common.cuh"
+#include "fp8_spec.cuh"  // defines: Fp8Spec, spec_decode, spec_positive, spec_quantize, SpecOf, spec_decode_all
 #include "../../llmc/cuda/fp8.cuh"
 
 // ---------------------------------------------------------------------------------------
-// 1. the formats as the OCP FP8 specification defines them
-
-struct Fp8Spec {
-    const char* name;
-    int exp_bits, man_bits, bias;
-    bool ieee_specials;  // E5M2: exponent all ones is infinity (mantissa 0) or NaN; E4M3: only S.1111.111 is NaN
-    double max;          // the specification's largest finite number (its table: 448, 57344)
-};
-static const Fp8Spec SPEC_E4M3 = {"e4m3", 4, 3, 7, false, 448.0};
-static const Fp8Spec SPEC_E5M2 = {"e5m2", 5, 2, 15, true, 57344.0};
-
-static double spec_decode(const Fp8Spec& f, int code) {
-    const int sign = code >> 7, e = (code >> f.man_bits) & ((1 << f.exp_bits) - 1), m = code & ((1 << f.man_bits) - 1);
-    const int e_all = (1 << f.exp_bits) - 1, m_all = (1 << f.man_bits) - 1;
-    double v;
-    if (f.ieee_specials && e == e_all) v = m == 0 ? INFINITY : NAN;
-    else if (!f.ieee_specials && e == e_all && m == m_all) v = NAN;
-    else if (e == 0) v = std::ldexp((double)m, 1 - f.bias - f.man_bits);                       // subnormal
-    else v = std::ldexp((double)((1 << f.man_bits) + m), e - f.bias - f.man_bits);              // normal
-    return sign ? -v : v;
-}
-
-// the positive finite numbers in code order (0x00 up to the largest finite code), ascending
-static std::vector<double> spec_positive(const Fp8Spec& f) {
-    std::vector<double> pos;
-    for (int c = 0; c < 128 && std::isfinite(spec_decode(f, c)); c++) pos.push_back(spec_decode(f, c));
-    return pos;
-}
-
-// v to fp8: the nearest number, ties to the even code, beyond the largest finite number (and
-// infinity) that number (__NV_SATFINITE), the sign kept (also on a zero). -1 for a NaN.
-static int spec_quantize(const std::vector<double>& pos, float v) {
-    if (std::isnan(v)) return -1;
-    const int sign = std::signbit(v) ? 0x80 : 0;
-    const double a = std::fabs((double)v);
-    const int top = (int)pos.size() - 1;
-    if (a >= pos[top]) return sign | top;
-    const int i = (int)(std::upper_bound(pos.begin(), pos.end(), a) - pos.begin()) - 1;  // pos[i] <= a < pos[i+1]
-    const double mid = 0.5 * (pos[i] + pos[i + 1]);  // exact: a few bits
-    const int c = a < mid ? i : a > mid ? i + 1 : (i % 2 == 0 ? i : i + 1);
-    return sign | c;
-}
-
-template <typename T> struct SpecOf;
-template <> struct SpecOf<__nv_fp8_e4m3> { static const Fp8Spec& get() { return SPEC_E4M3; } };
-template <> struct SpecOf<__nv_fp8_e5m2> { static const Fp8Spec& get() { return SPEC_E5M2; } };
+// 1. the formats as the OCP FP8 specification defines them (fp8_spec.cuh) = cuda_fp8.h's
 
 template <typename T>
 static void check_format() {
@@ -464,12 +420,6 @@ static void run_scaling(const CudaContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // 4. the FP8 GEMM
 
-template <typename T>
-static std::vector<double> decode_all(const std::vector<uint8_t>& codes) {
-    std::vector<double> v(codes.size());
-    for (size_t i = 0; i < codes.size(); i++) v[i] = spec_decode(SpecOf<T>::get(), codes[i]);
-    return v;
-}
 
 // A (m,k) and B (n,k) row-major, cast from random data with scales that use the formats' range;
 // D (m,n) column-major = D^T row-major (n,m)
@@ -509,7 +459,7 @@ static void run_gemm_case(const CudaContext& ctx, int m, int n, int k, bool bias
     std::vector<uint8_t> ca(na), cb(nb);
     CHECK_CUDA(cudaMemcpy(ca.data(), d_a, na, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(cb.data(), d_b, nb, cudaMemcpyDeviceToHost));
-    const std::vector<double> qa = decode_all<TA>(ca), qb = decode_all<TB>(cb);
+    const std::vector<double> qa = spec_decode_all<TA>(ca), qb = spec_decode_all<TB>(cb);
     const double inv = scales ? (double)get_scalar(d_sa_inv) * (double)get_scalar(d_sb_inv) : 1.0;
     std::vector<float> ref(nd);
 #pragma omp parallel for
