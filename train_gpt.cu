@@ -1,11 +1,15 @@
-// train_gpt.cu: the GPU trainer. One source, two binaries: train_gpt_fp32, and
-// train_gpt_bf16 (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master
-// weights). Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the
-// model lives on the GPU (llmc/gpt2_cuda.cuh for GPT-2, llmc/llama_cuda.cuh for Llama 3; what
+// train_gpt.cu: the GPU trainer. One source, three binaries: train_gpt_fp32, train_gpt_bf16
+// (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master weights), and
+// train_gpt_fp8 (-DENABLE_BF16 -DENABLE_FP8: bf16 with FP8 linear layers, sm_89 and later).
+// Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the model lives on the
+// GPU (llmc/gpt2_cuda.cuh for GPT-2, llmc/llama_cuda.cuh for Llama 3; what
 // they share is llmc/model_cuda.cuh's). Reading order: main() parses flags, builds the model and
 // the data loaders, prints the plan, then hands a GpuBackend (llmc/gpu_backend.cuh) to the loop
 // both trainers share (llmc/train_loop.h: validate, sample, checkpoint, one training step, log,
 // faults).
+#if defined(ENABLE_FP8) && !defined(ENABLE_BF16)
+#error "train_gpt_fp8 is the bf16 trainer with FP8 linear layers: -DENABLE_FP8 needs -DENABLE_BF16"
+#endif
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -184,6 +188,12 @@ int main(int argc, char** argv) {
     Comm* dpc = parts.dp();
     CudaContext ctx;
     cuda_context_init(&ctx, comm.local_rank % device_count);
+#ifdef ENABLE_FP8
+    // train_gpt_fp8's linear layers are cuBLASLt FP8 GEMMs, which need FP8 tensor cores
+    if (ctx.props.major * 10 + ctx.props.minor < 89)
+        fail("train_gpt_fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper); %s is "
+             "sm_%d%d: use train_gpt_bf16 there", ctx.props.name, ctx.props.major, ctx.props.minor);
+#endif
     ctx.tf32 = cfg.tf32 != 0;
     // -1 (the default): forward and backward, each where cuBLASLt offers the epilogue (an H200
     // passed PyTorch's debug states with it, and it saves GELU's backward pass)
