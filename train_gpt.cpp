@@ -27,7 +27,7 @@
 #include "llmc/train_loop.h"  // defines: train_loop
 #include "llmc/tensor_parallel.h" // defines: TpShard, TensorParallel (its collectives, through MPI below)
 #include "llmc/model_parts.h" // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
-#include "llmc/pipeline.h"    // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight
+#include "llmc/pipeline.h"    // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight, pipeline_check_micro_batches
 
 // A line of /proc/self/status in bytes: "VmHWM" the most memory this process has held
 // resident, "VmRSS" what it holds now; 0 where Linux does not say.
@@ -575,9 +575,7 @@ int main(int argc, char** argv) {
                "(its heads, MLP units and vocabulary rows; the norms whole)\n", dp_world, tp, model->num_parameters, n);
     ActsSets acts_sets;
     std::vector<int> stage_layers, chunk_begin = {0, model->num_layers};
-    if (vp > 1 && data.grad_accum % pp != 0)
-        fail("flag -vp %d: the %d micro-batches of a step (-d / (-b x -t x data-parallel ranks)) are not a multiple "
-             "of -pp %d, as the interleaved schedule needs", vp, data.grad_accum, pp);
+    pipeline_check_micro_batches(pp, vp, data.grad_accum);
     if (pp > 1) {
         // the schedule keeps some micro-batches' activations at once (1F1B: pp - s on stage s);
         // the bubble is (pp - 1) / (vp m + pp - 1) of a step

@@ -39,7 +39,7 @@
 #include "llmc/gpu_backend.cuh" // defines: GpuBackend, gpu_model_* (the families' overloads), device_memory_used_mib
 #include "llmc/tensor_parallel.h" // defines: TpShard, TpRun, tp_global_to_local
 #include "llmc/model_parts.h"   // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
-#include "llmc/pipeline.h"      // defines: ScheduleStep, pipeline_schedule, pipeline_in_flight
+#include "llmc/pipeline.h"      // defines: pipeline_check_micro_batches, pipeline_rounds, pipeline_round_sets
 
 // Dense peak TFLOP/s of the GPUs we know, for MFU: bf16 tensor cores, TF32 tensor cores,
 // plain fp32. Longest names first where one contains another. Unknown devices get no MFU.
@@ -133,9 +133,6 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-    if (cfg.virtual_stages > 1)
-        fail("flag -vp %d: interleaved pipelines run on train_gpt_cpu so far; the GPU trainers' pipelines are 1F1B "
-             "(-pp without -vp)", cfg.virtual_stages);
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -229,7 +226,7 @@ int main(int argc, char** argv) {
                                                                    : gpt2_cuda_config_problem(start_config.gpt2, tp);
         if (kernels != nullptr) why = kernels;
         if (why.empty())
-            part = model_new_part(start_config, nullptr, tp, t_rank, parts.stage, pp, 1, &shard, &why,
+            part = model_new_part(start_config, nullptr, tp, t_rank, parts.stage, pp, parts.vp, &shard, &why,
                                   parts.stage_sizes.empty() ? nullptr : &parts.stage_sizes);
         if (part == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
@@ -280,8 +277,11 @@ int main(int argc, char** argv) {
         train_tokenizer_init(cfg, &tokenizer);
 
         model.sp = cfg.sequence_parallel != 0;  // -sp: the activations of this rank's positions
-        // -pp: the schedule keeps some micro-batches' activations at once (1F1B: pp - s on stage s)
-        const int sets = pp > 1 ? pipeline_in_flight(pipeline_schedule(pp, 1, parts.stage, data.grad_accum)) : 1;
+        // -pp: the schedule keeps some micro-batches' activations at once (1F1B: pp - s on stage s;
+        // a set holds all of this stage's chunks)
+        const int vp = parts.vp, m = data.grad_accum;
+        if (pp > 1) pipeline_check_micro_batches(pp, vp, m);
+        const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
         gpu_model_alloc_state(&model, B, T, recompute, sets);
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;
@@ -349,11 +349,17 @@ int main(int argc, char** argv) {
             be.ppc = &pp_gc;
             be.embc = &emb_gc;
             be.pp = pp;
+            be.vp = vp;
             be.stage = parts.stage;
-            printf("pipeline parallelism: %d stages (this rank's: %d layers%s%s), 1F1B over %d micro-batches a step: "
-                   "bubble (pp-1)/(m+pp-1) = %.1f%%; %d micro-batches' activations kept here (NCCL)\n", pp,
-                   model.num_layers, model.pp_first ? ", the embedding" : "", model.pp_last ? ", the head" : "",
-                   data.grad_accum, 100.0 * (pp - 1) / (data.grad_accum + pp - 1), sets);
+            int hold[MAX_PARAM_TENSORS];
+            std::vector<int> layers;
+            model_stage(start_config, parts.stage, pp, vp, &layers, &be.chunks, hold,
+                        parts.stage_sizes.empty() ? nullptr : &parts.stage_sizes);
+            printf("pipeline parallelism: %d stages x %d virtual (this rank's: %d layers in %d chunk%s%s%s), %s over %d "
+                   "micro-batches a step: bubble (pp-1)/(vp m+pp-1) = %.1f%%; %d micro-batches' activations kept here "
+                   "(NCCL)\n", pp, vp, model.num_layers, vp, vp == 1 ? "" : "s", model.pp_first ? ", the embedding" : "",
+                   model.pp_last ? ", the head" : "", vp > 1 ? "interleaved 1F1B" : "1F1B", m,
+                   100.0 * (pp - 1) / (vp * m + pp - 1), sets);
         }
         status = train_loop(be, cfg, data, &tokenizer, sched, &inject, resume_step, &comm);
         if (z.stage == 3)

@@ -369,7 +369,8 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     const GPT2Config& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
     const GPT2Dims d = gpt2_cuda_dims(model);
-    const int L = model->num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, V = cfg.vocab_size;
+    const int lo = model->run_lo, hi = model->run_hi;  // -vp: one chunk of this stage's layers
+    const int C = cfg.channels, NH = d.NH, A = d.A, H = d.H, V = cfg.vocab_size;
     const int Vp = d.Vp, N = B * T;
     GPUActivations& a = model->acts;
     const ParamPtrsX& p = model->p;
@@ -381,7 +382,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     // layer l's weights (ZeRO 3: gathered, the next layer's meanwhile: cuda_model_layer_params)
     auto weights = [&](int l) {
         floatX* slice[NUM_LAYER_TENSORS];
-        cuda_model_layer_params(model, table, l, l + 1 < L ? l + 1 : -1, slice);
+        cuda_model_layer_params(model, table, l, l + 1 < hi ? l + 1 : -1, slice);
         return layer_ptrs_of(slice);
     };
     if (model->pp_first) {  // -pp: a later stage's a.encoded holds the stage before's output
@@ -391,10 +392,13 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
                         model->tp != nullptr ? Vp : -1);
         ts.sum(ts.sp ? a.proj : a.encoded, a.encoded);
     }
-    LayerPtrsOf<floatX> lp = weights(0);
+    // the chunk's first ln1 from its input (encoded, or the layer before's residual3: the stage
+    // before's output); the others are fused with the residual adds
+    LayerPtrsOf<floatX> lp = weights(lo);
+    const GPT2LayerActsX first = gpt2_cuda_layer_acts(model, lo);
     phase_mark(ctx, PHASE_LAYERNORM);
-    layernorm_forward(ctx, a.ln1, a.ln1_mean, a.ln1_rstd, a.encoded, lp.ln1w, lp.ln1b, R, C);
-    for (int l = 0; l < L; l++) {
+    layernorm_forward(ctx, first.ln1, first.ln1_mean, first.ln1_rstd, first.residual, lp.ln1w, lp.ln1b, R, C);
+    for (int l = lo; l < hi; l++) {
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
@@ -416,7 +420,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
         // layer lnf (-pp: a stage before the last adds alone, its output goes to the next)
         phase_mark(ctx, PHASE_LAYERNORM);
-        if (l + 1 < L) {
+        if (l + 1 < hi) {
             const GPT2LayerActsX next = gpt2_cuda_layer_acts(model, l + 1);
             lp = weights(l + 1);
             fused_residual_layernorm_forward(ctx, la.residual3, next.ln1, next.ln1_mean, next.ln1_rstd, la.residual2,
@@ -475,7 +479,8 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
     const CudaContext& ctx = *model->ctx;
     const GPT2Dims d = gpt2_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = model->num_layers, C = cfg.channels, NH = d.NH, A = d.A, H = d.H, Vp = d.Vp;
+    const int lo = model->run_lo, hi = model->run_hi;  // -vp: one chunk of this stage's layers
+    const int C = cfg.channels, NH = d.NH, A = d.A, H = d.H, Vp = d.Vp;
     const ParamPtrsX& p = model->p;
     const ParamPtrsX& g = model->g;
     GPUActivations& a = model->acts;
@@ -505,19 +510,19 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
-        ln_backward(g.lnfw, g.lnfb, a.residual3 + (L - 1) * RC, p.lnfw, a.lnf_mean, a.lnf_rstd);
+        ln_backward(g.lnfw, g.lnfb, a.residual3 + (hi - 1) * RC, p.lnfw, a.lnf_mean, a.lnf_rstd);
     }
     const ParamLayout table = gpt2_cuda_layout(model);
-    for (int l = L - 1; l >= 0; l--) {
+    for (int l = hi - 1; l >= lo; l--) {
         floatX* slice[NUM_LAYER_TENSORS];
-        cuda_model_layer_params(model, table, l, l - 1, slice);  // ZeRO 3: gathered, layer l - 1 meanwhile
+        cuda_model_layer_params(model, table, l, l > lo ? l - 1 : -1, slice);  // ZeRO 3: gathered, layer l - 1 meanwhile
         const LayerPtrsOf<floatX> lp = layer_ptrs_of(slice);
         LayerPtrsOf<floatX> lg;
         if (sink != nullptr) {
             sink->layer_grads(l, slice);
             lg = layer_ptrs_of(slice);
         } else {
-            lg = layer_ptrs(model->grads, model->tensors, l, L);
+            lg = layer_ptrs(model->grads, model->tensors, l, model->num_layers);
         }
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
         // what the forward did not keep

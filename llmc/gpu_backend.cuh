@@ -2,12 +2,12 @@
 // GpuBackend runs the forward and backward of a GPT2Cuda or a LlamaCuda (llmc/gpt2_cuda.cuh,
 // llmc/llama_cuda.cuh), the gradient reduction, the norm and AdamW, checkpoints and the
 // evaluations, on one process or on several: data-parallel ranks with ZeRO 0-3
-// (llmc/cuda/grad_sync_gpu.cuh), tensor- and sequence-parallel groups and 1F1B pipeline stages
-// (llmc/model_parts.h), everything through NCCL. What differs between the families is one
+// (llmc/cuda/grad_sync_gpu.cuh), tensor- and sequence-parallel groups and pipeline stages, 1F1B
+// or interleaved (llmc/model_parts.h, llmc/pipeline.h), everything through NCCL. What differs between the families is one
 // overload each (gpu_model_*). train_gpt.cu builds the model and hands a GpuBackend to the loop.
 // defines: gpu_model_init, gpu_model_bind_params, gpu_model_alloc_state, gpu_model_print_memory, gpu_model_layout,
-//          gpu_model_bind_grads, gpu_model_forward, gpu_model_backward, gpu_model_stage_output, gpu_model_buckets,
-//          gpu_model_tied_grad, gpu_model_checkpoint_write, gpu_model_write_model, gpu_model_free,
+//          gpu_model_bind_grads, gpu_model_forward, gpu_model_backward, gpu_model_stage_output, gpu_model_stage_input,
+//          gpu_model_buckets, gpu_model_tied_grad, gpu_model_checkpoint_write, gpu_model_write_model, gpu_model_free,
 //          device_memory_used_mib, upload_weights, check_weights_finite, poison_first, GpuBackend
 #pragma once
 #include <algorithm>
@@ -25,7 +25,7 @@
 #include "zero.h"                // defines: ZeroLayout
 #include "tensor_parallel.h"     // defines: TpShard, TpRun
 #include "model_parts.h"         // defines: ModelParts, ModelPartsWhole, model_parts_gather, model_parts_read_state, ...
-#include "pipeline.h"            // defines: ScheduleStep, pipeline_schedule
+#include "pipeline.h"            // defines: ScheduleStep, PipeRound, PipeMessage, pipeline_rounds
 #include "energy.h"              // defines: EnergyMeter, energy_meter_read
 #include "gpt2_cuda.cuh"         // defines: GPT2Cuda, gpt2_cuda_*
 #include "llama_cuda.cuh"        // defines: LlamaCuda, llama_cuda_*
@@ -74,8 +74,16 @@ inline void gpu_model_forward(LlamaCuda* m, const int* inputs, const int* target
 inline void gpu_model_backward(GPT2Cuda* m, GradSinkOf<floatX>* sink) { gpt2_cuda_backward(m, sink); }
 inline void gpu_model_backward(LlamaCuda* m, GradSinkOf<floatX>* sink) { llama_cuda_backward(m, sink); }
 // -pp: what a stage passes on, its last layer's residual stream (B T rows, or -sp this rank's)
-inline floatX* gpu_model_stage_output(GPT2Cuda* m) { return gpt2_cuda_layer_acts(m, m->num_layers - 1).residual3; }
-inline floatX* gpu_model_stage_output(LlamaCuda* m) { return llama_cuda_layer_acts(m, m->num_layers - 1).residual3; }
+inline floatX* gpu_model_stage_output(GPT2Cuda* m) { return gpt2_cuda_layer_acts(m, m->run_hi - 1).residual3; }
+inline floatX* gpu_model_stage_output(LlamaCuda* m) { return llama_cuda_layer_acts(m, m->run_hi - 1).residual3; }
+// -pp: where the chunk's input goes (the stage before's output): the embedding's place, or
+// (-vp) the residual3 of the layer before the chunk, as a forward of all the layers has it
+inline floatX* gpu_model_stage_input(GPT2Cuda* m) {
+    return m->run_lo == 0 ? m->acts.encoded : gpt2_cuda_layer_acts(m, m->run_lo - 1).residual3;
+}
+inline floatX* gpu_model_stage_input(LlamaCuda* m) {
+    return m->run_lo == 0 ? m->acts.encoded : llama_cuda_layer_acts(m, m->run_lo - 1).residual3;
+}
 // -pp: the encoder backward's buckets of micro-batch `inputs` (the first stage, before its
 // backward: the forwards of later micro-batches came in between)
 inline void gpu_model_buckets(GPT2Cuda* m, const int* inputs) {
@@ -206,16 +214,14 @@ struct GpuBackend {
     Comm* tpc = nullptr;
     std::vector<std::pair<size_t, size_t>> norm_pieces;
     // -pp: the pipeline group (one rank a stage, by stage), GPT-2's tied-wte group (the first and
-    // the last stage), the step's micro-batches, and a send not yet queued: it goes in one group
-    // with the receive that follows it (llmc/cuda/comm_gpu.cuh: gpu_send)
+    // the last stage), -vp's chunks (where each of this rank's starts among its layers, and their
+    // count), the step's micro-batches
     GpuComm* ppc = nullptr;
     GpuComm* embc = nullptr;
-    int pp = 1, stage = 0;
+    int pp = 1, vp = 1, stage = 0;
+    std::vector<int> chunks;
     std::vector<std::vector<int>> queued_inputs, queued_targets;
     float queued_dloss = 0.0f;
-    const floatX* send_x = nullptr;
-    size_t send_n = 0;
-    int send_peer = -1;
     // The sink of a pipeline step's backwards: the layers' buckets go to the reduction as each
     // backward finishes them; the front and tail rows' wait for the step's end (GPT-2: the tied
     // wte's two stages add their parts first)
@@ -254,70 +260,76 @@ struct GpuBackend {
     size_t stage_values(int B, int T) const {
         return (size_t)B * T * model->config.channels / (model->sp ? model->tp_size : 1);
     }
-    // -pp: a send to a stage beside, queued with the next receive (or alone, flush_send)
-    void send_later(const floatX* x, size_t n, int peer) {
-        flush_send();
-        send_x = x;
-        send_n = n;
-        send_peer = peer;
+    // -pp: the model runs chunk c of this rank's layers (-vp: virtual stage c pp + stage; one
+    // chunk, the stage, without -vp), the first or last of the model's where it is
+    void select_chunk(int c) {
+        model->run_lo = chunks[c];
+        model->run_hi = chunks[c + 1];
+        const int v = c * pp + stage;
+        model->pp_first = v == 0;
+        model->pp_last = v == pp * vp - 1;
     }
-    void flush_send() {
-        if (send_x == nullptr) return;
-        gpu_send(ppc, *model->ctx, send_x, send_n, send_peer);
-        send_x = nullptr;
-    }
-    void receive(floatX* x, size_t n, int peer) {
-        gpu_group_begin();
-        if (send_x != nullptr) gpu_send(ppc, *model->ctx, send_x, send_n, send_peer);
-        send_x = nullptr;
-        gpu_recv(ppc, *model->ctx, x, n, peer);
-        gpu_group_end();
-    }
-    // -pp: one micro-batch's forward on this stage: the stage before's output in, this stage's out
-    void stage_forward(const int* inputs, const int* targets, int B, int T, float dloss) {
-        const size_t n = stage_values(B, T);
-        if (!model->pp_first) receive(model->acts.encoded, n, stage - 1);
-        gpu_model_forward(model, inputs, targets, B, T, dloss);
-        if (!model->pp_last) send_later(gpu_model_stage_output(model), n, stage + 1);
-    }
-    // a forward through every stage (validation, sampling, HellaSwag)
+    // a forward through every virtual stage (validation, sampling, HellaSwag): each rank its
+    // chunks in turn, each send alone (the chain's next rank is waiting in its receive)
     void pass_forward(const int* inputs, const int* targets, int B, int T) {
-        stage_forward(inputs, targets, B, T, 0.0f);
-        flush_send();
+        const size_t n = stage_values(B, T);
+        for (int c = 0; c < vp; c++) {
+            select_chunk(c);
+            if (!model->pp_first) gpu_recv(ppc, *model->ctx, gpu_model_stage_input(model), n, (stage + pp - 1) % pp);
+            gpu_model_forward(model, inputs, targets, B, T, 0.0f);
+            if (!model->pp_last) gpu_send(ppc, *model->ctx, gpu_model_stage_output(model), n, (stage + 1) % pp);
+        }
     }
-    // -pp: a step's micro-batches through the stages, 1F1B (llmc/pipeline.h). Returns the sum of
-    // their losses (the last stage; 0 on the others).
+    // -pp: a step's micro-batches through the stages by the schedule, in rounds (llmc/pipeline.h:
+    // pipeline_rounds): a round's op, then its messages in one NCCL group. Returns the sum of the
+    // losses (the last stage; 0 on the others).
     float pipeline_step(int B, int T) {
         const int m = (int)queued_inputs.size();
         const size_t n = stage_values(B, T);
         StageSink sink;
         sink.inner = gsync;
         double loss = 0.0;
-        std::vector<int> set_of(m, -1), free_sets;  // each micro-batch's activations, while it is in flight
+        // each micro-batch's activations, from the first round that touches it to its first chunk's backward
+        std::vector<int> set_of(m, -1), free_sets;
         for (int k = (int)model->act_sets.size() - 1; k >= 0; k--) free_sets.push_back(k);
-        for (const ScheduleStep& st : pipeline_schedule(pp, 1, stage, m)) {
-            const int i = st.micro;
+        auto use = [&](int i, int chunk) {
             if (set_of[i] < 0) {
                 CHECK(!free_sets.empty(), "pipeline: no activation set free for micro-batch %d", i);
                 set_of[i] = free_sets.back();
                 free_sets.pop_back();
             }
             cuda_model_select_acts(model, set_of[i]);
-            if (st.forward) {
-                stage_forward(queued_inputs[i].data(), queued_targets[i].data(), B, T, queued_dloss);
+            select_chunk(chunk);
+        };
+        for (const PipeRound& r : pipeline_rounds(pp, vp, stage, m)) {
+            const ScheduleStep& st = r.op;
+            const int i = st.micro;
+            if (r.has_op && st.forward) {
+                use(i, st.chunk);
+                gpu_model_forward(model, queued_inputs[i].data(), queued_targets[i].data(), B, T, queued_dloss);
                 if (model->pp_last) loss += cuda_model_loss(model);
-                continue;
+            } else if (r.has_op) {
+                use(i, st.chunk);
+                if (model->pp_first) gpu_model_buckets(model, queued_inputs[i].data());
+                if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || i == m - 1;
+                model->backward_ready = true;  // micro-batch i's forward of this chunk, some rounds ago
+                gpu_model_backward(model, gsync != nullptr ? &sink : nullptr);
             }
-            if (!model->pp_last) receive(model->acts.dres, n, stage + 1);
-            if (model->pp_first) gpu_model_buckets(model, queued_inputs[i].data());
-            if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || i == m - 1;
-            model->backward_ready = true;  // micro-batch i's forward, some forwards ago
-            gpu_model_backward(model, gsync != nullptr ? &sink : nullptr);
-            if (!model->pp_first) send_later(model->acts.dres, n, stage - 1);
-            free_sets.push_back(set_of[i]);
-            set_of[i] = -1;
+            if (!r.messages.empty()) {
+                gpu_group_begin();
+                for (const PipeMessage& x : r.messages) {
+                    use(x.micro, x.chunk);
+                    floatX* at = x.grad ? model->acts.dres : x.send ? gpu_model_stage_output(model) : gpu_model_stage_input(model);
+                    if (x.send) gpu_send(ppc, *model->ctx, at, n, x.peer);
+                    else gpu_recv(ppc, *model->ctx, at, n, x.peer);
+                }
+                gpu_group_end();
+            }
+            if (r.has_op && !st.forward && st.chunk == 0) {  // its last use here (the group's send came before)
+                free_sets.push_back(set_of[i]);
+                set_of[i] = -1;
+            }
         }
-        flush_send();
         cuda_model_select_acts(model, 0);
         floatX* tied = gpu_model_tied_grad(model);
         if (embc != nullptr && embc->nccl && tied != nullptr)  // GPT-2: the first stage's part plus the last's

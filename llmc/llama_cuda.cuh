@@ -367,7 +367,8 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     cuda_model_upload_batch(model, inputs, targets, N);
 
     const LlamaDims d = llama_cuda_dims(model);  // -tp: the lookup and the logits are vocab-parallel
-    const int L = model->num_layers, C = cfg.channels, V = cfg.vocab_size, Vp = d.Vp;
+    const int lo = model->run_lo, hi = model->run_hi;  // -vp: one chunk of this stage's layers
+    const int C = cfg.channels, V = cfg.vocab_size, Vp = d.Vp;
     const float eps = cfg.norm_eps;
     LlamaActivationsX& a = model->acts;
     const ParamLayout layout = llama_cuda_layout(model);
@@ -379,14 +380,14 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
         encoder_forward(ctx, lookup, a.inputs, model->p.wte, nullptr, B, T, C, d.v0, model->tp != nullptr ? Vp : -1);
         ts.sum(lookup, a.encoded);
     }
-    for (int l = 0; l < L; l++) {
+    for (int l = lo; l < hi; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
-        cuda_model_layer_params(model, layout, l, l + 1 < L ? l + 1 : -1, slices);  // ZeRO 3: gathered
+        cuda_model_layer_params(model, layout, l, l + 1 < hi ? l + 1 : -1, slices);  // ZeRO 3: gathered
         llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
     if (model->pp_last) {  // -pp: a stage before the last passes its last layer's residual3 on
         phase_mark(ctx, PHASE_LAYERNORM);
-        rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, L - 1).residual3, model->p.rmsfw,
+        rmsnorm_forward(ctx, a.rmsf, a.rmsf_rstd, llama_cuda_layer_acts(model, hi - 1).residual3, model->p.rmsfw,
                         ts.rows, C, eps);
         phase_mark(ctx, PHASE_CLASSIFIER_MATMUL);
         matmul_forward(ctx, a.logits, nullptr, ts.whole(a.rmsf), model->p.lmheadw, nullptr, N, C, Vp);  // the untied head
@@ -417,7 +418,8 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
     const CudaContext& ctx = *model->ctx;
     const LlamaDims d = llama_cuda_dims(model);
     const int B = model->B, T = model->T, N = B * T;
-    const int L = model->num_layers, C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
+    const int lo = model->run_lo, hi = model->run_hi;  // -vp: one chunk of this stage's layers
+    const int C = cfg.channels, NH = d.NH, NKV = d.NKV, A = d.A;
     const int Vp = d.Vp, F = d.F, hs = d.hs, QKV = d.QKV;
     const LlamaPtrsX& p = model->p;
     const LlamaPtrsX& g = model->g;
@@ -450,13 +452,13 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         CHECK_CUDA(cudaMemsetAsync(a.dres, 0, RC * sizeof(floatX), ctx.stream));
-        norm_backward(g.rmsfw, llama_cuda_layer_acts(model, L - 1).residual3, p.rmsfw, a.rmsf_rstd);
+        norm_backward(g.rmsfw, llama_cuda_layer_acts(model, hi - 1).residual3, p.rmsfw, a.rmsf_rstd);
     }
-    for (int l = L - 1; l >= 0; l--) {
+    for (int l = hi - 1; l >= lo; l--) {
         // room for any family's per-layer rows: a sink is told only where they go (and the
         // compiler, which may inline another family's sink here on speculation, sees no overrun)
         floatX* slices[MAX_PARAM_TENSORS];
-        cuda_model_layer_params(model, layout, l, l - 1, slices);  // ZeRO 3: gathered, layer l - 1 meanwhile
+        cuda_model_layer_params(model, layout, l, l > lo ? l - 1 : -1, slices);  // ZeRO 3: gathered, layer l - 1 meanwhile
         const LlamaLayerX lp = llama_layer_x(slices);
         if (sink != nullptr) sink->layer_grads(l, slices);
         else layer_slices(model->grads, layout, l, slices);

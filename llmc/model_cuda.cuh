@@ -145,7 +145,8 @@ struct CudaModelState {
     int tp_size = 1, tp_rank = 0;      // its size and this rank's place in it
     bool sp = false;                   // -sp 1 (with -tp): the residual stream split along T (set before the state)
     int num_layers = 0;                // the layers this rank runs: all, or (-pp) its stage's
-    bool pp_first = true, pp_last = true;  // -pp: the stage holds the embedding / the head
+    int run_lo = 0, run_hi = 0;        // -vp: the chunk of them a forward or backward runs, [run_lo, run_hi)
+    bool pp_first = true, pp_last = true;  // -pp: the chunk begins with the embedding / ends with the head
     int act_set = 0;                   // -pp: which of the activation sets acts is (one a micro-batch in flight)
     std::vector<void*> more_acts_memory;  // -pp: the allocations of the sets after the first
 };
@@ -161,6 +162,8 @@ inline void cuda_model_take_table(M* model, const ModelBase* host, GpuComm* tp) 
     std::copy(host->tensors, host->tensors + std::size(model->tensors), model->tensors);
     model->num_parameters = host->num_parameters;
     model->num_layers = host->num_layers;
+    model->run_lo = 0;
+    model->run_hi = host->num_layers;
     model->pp_first = host->pp_first;
     model->pp_last = host->pp_last;
 }

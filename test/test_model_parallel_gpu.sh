@@ -24,16 +24,21 @@
 #    TP 2 x DP 2 with ZeRO 3 and -r 2 (the layer's forward, its
 #    collectives included, run again in the backward), and in bf16; the same tolerances against
 #    the same references; fewer activation bytes planned than -tp alone
-#  - pipelines (-pp, 1F1B; activations and gradients through NCCL's send and receive, each send
-#    grouped with the receive after it as Megatron-LM pairs them; GPT-2's tied wte on the first
-#    and last stage, its gradients added at the step's end): PP 2, PP 2 x DP 2 at ZeRO 1,
-#    Llama (4 on 1) TP 2 x PP 2 with -sp 1, bf16 PP 2; the same tolerances; PP 2 x DP 2's
-#    checkpoint resumed as one process and one process's at PP 2
+#  - pipelines (-pp, 1F1B; activations and gradients through NCCL's send and receive, in the
+#    rounds of llmc/pipeline.h, each round's in one group; GPT-2's tied wte on the first and last
+#    stage, its gradients added at the step's end): PP 2, PP 2 x DP 2 at ZeRO 1, Llama (4 on 1)
+#    TP 2 x PP 2 with -sp 1, bf16 PP 2; the same tolerances; PP 2 x DP 2's checkpoint resumed as
+#    one process and one process's at PP 2
+#  - interleaved pipelines (-vp 2: two chunks of layers a stage, stage 1's output back to stage 0,
+#    so at PP 2 both directions' messages share one pair of ranks) on 4-layer models over 4
+#    micro-batches a step (the schedule's steady state, not only its warm-up): GPT-2 PP 2 x DP 2
+#    at ZeRO 1, Llama (4 on 1) PP 2 x DP 2 at ZeRO 3 and TP 2 x PP 2 with -sp 1, bf16 PP 2;
+#    against one process on the same models; a -vp run's checkpoint resumed as one process
 #  - sampling at TP 2 (with and without -sp: the context padded to whole parts) and at PP 2 (the
 #    last stage's row to every rank): the single process's greedy text
 #  - the race check (EMU_RACECHECK=1) on TP 2 x DP 2 -sp 1 runs, GPT-2 at ZeRO 1, Llama at ZeRO 3
-#  - refused in one line: -vp (on train_gpt_cpu so far), heads that do not split, more stages than
-#    layers, -sp without -tp
+#  - refused in one line: heads that do not split, more stages than layers, -sp without -tp, -vp
+#    with micro-batches that are not a multiple of -pp
 set -eu
 cd "$(dirname "$0")/.."
 source test/lib.sh  # defines: PY, compare_logs
@@ -62,6 +67,10 @@ gpt2="-e $out/gpt2.bin -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*
 llama6="-e llama3:l2c96h6kv2f256v300 -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 8
         -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -f 0 -ak 0"
 llama4=${llama6/l2c96h6kv2f256v300/l2c64h4kv1f160v300}
+# 4 layers for -vp 2 at PP 2, 4 micro-batches a step (-d 1024)
+"$PY" test/pytorch_reference.py --random-checkpoint "$out/gpt2L4.bin" --V 300 --maxT 64 --L 4 --NH 4 --C 64 --seed 5 > /dev/null
+gpt2L4=${gpt2/gpt2.bin/gpt2L4.bin} gpt2L4=${gpt2L4/-d 512/-d 1024}
+llama4L4=${llama4/l2c64/l4c64} llama4L4=${llama4L4/-d 512/-d 1024}
 FINAL=model_00000008.bin
 
 run_np() {  # run_np PREC NP DIR FLAGS...: mpirun -np NP (1: the plain process), each rank its own GPU
@@ -101,7 +110,9 @@ check_run() {  # check_run NAME REF_DIR RUN_DIR LOSS_TOL NORM_TOL MODEL_TOL
 forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no longer exists: -y 1 resumes at 4
 # the tolerances of a precision (check_run's LOSS NORM MODEL), and a family's one-process reference
 tols_for() { [ "$1" = bf16 ] && echo "2e-3 1e-2 2e-2" || echo "1e-6 1e-5 5e-5"; }
-ref_for() { [ "$1" = gpt2 ] && echo "$out/$2-ref" || echo "$out/$1-$2-np1-tp1-z0-r0"; }  # FAMILY PREC
+ref_for() {  # FAMILY PREC
+    case $1 in gpt2) echo "$out/$2-ref" ;; *L4) echo "$out/$1-$2-ref" ;; *) echo "$out/$1-$2-np1-tp1-z0-r0" ;; esac
+}
 
 # fp32 and bf16: processes, -tp, -b, -z
 for prec in fp32 bf16; do
@@ -145,16 +156,23 @@ with=$(acts "$out/sp-gpt2-fp32-np2-tp2-z0-r0.stdout") without=$(acts "$out/fp32-
 awk -v a="$with" -v b="$without" 'BEGIN { exit !(a < b) }' || fail "GPT-2 -sp 1 plans $with MiB of activations, -tp 2 alone $without"
 echo "ok   GPT-2 -sp 1 at TP 2: activations $with MiB a rank, $without without -sp"
 
-# pipelines (-pp, 1F1B over a step's micro-batches; the stages' activations and gradients through
-# NCCL's send and receive, a send grouped with the receive after it; GPT-2's tied wte on the first
-# and the last stage, its gradients added): family, precision, processes, -tp, -pp, -b, -z, -sp
-for layout in "gpt2 fp32 2 1 2 8 0 0" "gpt2 fp32 4 1 2 4 1 0" "llama4 fp32 4 2 2 8 0 1" "gpt2 bf16 2 1 2 8 0 0"; do
-    read -r fam prec np tp pp b z sp <<< "$layout"
-    d="$out/pp-$fam-$prec-np$np-tp$tp-pp$pp-z$z-sp$sp"
-    run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -pp "$pp" -z "$z" -sp "$sp"
-    grep -q "^pipeline parallelism: $pp stages" "$d.stdout" || fail "$fam PP $pp: no plan line"
+# pipelines (-pp over a step's micro-batches; the stages' activations and gradients through NCCL's
+# send and receive, in rounds; GPT-2's tied wte on the first and the last stage, its gradients
+# added): 1F1B, then -vp 2 on the 4-layer models (one process's run on each the reference):
+# family, precision, processes, -tp, -pp, -vp, -b, -z, -sp
+for ref in "gpt2L4 fp32" "llama4L4 fp32" "gpt2L4 bf16"; do
+    read -r fam prec <<< "$ref"
+    run_np $prec 1 "$(ref_for $fam $prec)" ${!fam} -b 8
+done
+for layout in "gpt2 fp32 2 1 2 1 8 0 0" "gpt2 fp32 4 1 2 1 4 1 0" "llama4 fp32 4 2 2 1 8 0 1" "gpt2 bf16 2 1 2 1 8 0 0" \
+              "gpt2L4 fp32 4 1 2 2 4 1 0" "llama4L4 fp32 4 1 2 2 4 3 0" "llama4L4 fp32 4 2 2 2 8 0 1" \
+              "gpt2L4 bf16 2 1 2 2 8 0 0"; do
+    read -r fam prec np tp pp vp b z sp <<< "$layout"
+    d="$out/pp-$fam-$prec-np$np-tp$tp-pp$pp-vp$vp-z$z-sp$sp"
+    run_np $prec "$np" "$d" ${!fam} -b "$b" -tp "$tp" -pp "$pp" -vp "$vp" -z "$z" -sp "$sp"
+    grep -q "^pipeline parallelism: $pp stages x $vp virtual" "$d.stdout" || fail "$fam PP $pp -vp $vp: no plan line"
     tols=$(tols_for $prec) ref=$(ref_for $fam $prec)
-    check_run "$fam $prec TP $tp x PP $pp x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d" $tols
+    check_run "$fam $prec TP $tp x PP $pp (-vp $vp) x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d" $tols
 done
 
 # layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4 resumed as one process; one
@@ -172,10 +190,12 @@ resume fp32 gpt2 "$out/fp32-np4-tp2-z3" fp32-tp-z3-to-1 1 -b 8
 check_run "fp32 saved at TP 2 x DP 2 -z 3, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp-z3 4 -b 4 -tp 2 -z 3
 check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 3" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
-resume fp32 gpt2 "$out/pp-gpt2-fp32-np4-tp1-pp2-z1-sp0" fp32-pp-to-1 1 -b 8
+resume fp32 gpt2 "$out/pp-gpt2-fp32-np4-tp1-pp2-vp1-z1-sp0" fp32-pp-to-1 1 -b 8
 check_run "fp32 saved at PP 2 x DP 2 -z 1, resumed as one process" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-pp 2 -b 8 -pp 2
 check_run "fp32 saved by one process, resumed at PP 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5
+resume fp32 gpt2L4 "$out/pp-gpt2L4-fp32-np4-tp1-pp2-vp2-z1-sp0" fp32-vp-to-1 1 -b 8
+check_run "fp32 saved at PP 2 -vp 2 x DP 2 -z 1, resumed as one process" "$(ref_for gpt2L4 fp32)" "$d" 1e-6 1e-5 5e-5
 resume bf16 gpt2 "$out/bf16-np2-tp2-z0" bf16-tp-to-1 1 -b 8
 check_run "bf16 saved at TP 2, resumed as one process" "$out/bf16-np2-tp2-z0" "$d" 2e-3 1e-2 2e-2
 resume fp32 llama6 "$out/llama6-fp32-np4-tp2-z3-r0" llama6-tp-to-1 1 -b 8
@@ -224,7 +244,7 @@ refuse() {  # refuse NAME NP PATTERN FLAGS...
 }
 refuse "3 processes at -tp 2" 3 "flag -tp 2 -pp 1: 3 processes are not whole replicas of 2" $gpt2 -b 8 -tp 2
 refuse "GPT-2's 4 heads at -tp 3" 3 "flag -tp 3 -pp 1: the model's 4 heads do not split into 3 equal parts" $gpt2 -b 8 -tp 3
-refuse "-vp 2" 2 "flag -vp 2: interleaved pipelines run on train_gpt_cpu so far" $gpt2 -b 8 -pp 2 -vp 2
+refuse "-vp 2 over 3 micro-batches" 2 "flag -vp 2: the 3 micro-batches of a step" $gpt2L4 -b 8 -pp 2 -vp 2 -d 768
 refuse "3 stages of 2 layers" 3 "flag -tp 1 -pp 3: 3 pipeline stages (-pp x -vp) but the model has 2 layers" $gpt2 -b 8 -pp 3
 refuse "-sp 1 without -tp" 2 "flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks" $gpt2 -b 4 -sp 1
 refuse "Llama's 6 query heads at -tp 4" 4 "flag -tp 4 -pp 1: the model's 6 heads do not split" $llama6 -b 8 -tp 4

@@ -252,9 +252,10 @@ inline void gpu_reduce_scatter_sum(GpuComm* gc, const CudaContext& ctx, const fl
 }
 
 // -pp: a stage's activations to the next stage, their gradients back: NCCL's point-to-point
-// calls, queued on the stream. A send completes only when its peer's receive is posted, so a
-// send and the receive that follows it go in one group (gpu_group_begin/end), as Megatron-LM's
-// 1F1B pairs them: two stages each sending to the other first would otherwise wait for ever.
+// calls, queued on the stream. A send completes only when its peer's receive is posted, so the
+// trainer puts the sends and receives of one round of its schedule in one group
+// (gpu_group_begin/end; llmc/pipeline.h: pipeline_rounds): two stages each sending to the other
+// first would otherwise wait for ever.
 inline void gpu_send(GpuComm* gc, const CudaContext& ctx, const floatX* x, size_t n, int peer) {
     CHECK(gc->nccl, "a pipeline send needs NCCL");
 #ifdef USE_NCCL
