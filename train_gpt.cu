@@ -283,6 +283,19 @@ int main(int argc, char** argv) {
         if (pp > 1) pipeline_check_micro_batches(pp, vp, m);
         const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
         gpu_model_alloc_state(&model, B, T, recompute, sets);
+#ifdef ENABLE_FP8
+        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh), sized by the
+        // widest input or output (B*T rows) and the largest weight; GPT-2's linears run in FP8 so far
+        if constexpr (gpt2) {
+            const GPT2Dims d = gpt2_cuda_dims(&model);
+            const int widest = std::max({mc.channels, 3 * d.A, d.H});
+            linears_init(&model.linears, model.num_layers, B * T, widest, (size_t)std::max(3 * d.A, d.H) * mc.channels);
+            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, delayed scaling over "
+                   "%d steps); embeddings, classifier, norms, attention in bf16\n", FP8_AMAX_HISTORY_DEFAULT);
+        } else {
+            printf("fp8: Llama 3's linear layers are not switched to FP8 yet: this run is train_gpt_bf16's\n");
+        }
+#endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;
         if (bucketed) {
@@ -366,6 +379,7 @@ int main(int argc, char** argv) {
             printf("parameter gathers (ZeRO 3): %lld layers, %lld of them queued while the layer before ran\n",
                    gsync.gathers, gsync.gathers_ahead);
         gpu_grad_sync_free(&gsync);
+        linears_free(&model.linears);
         gpu_model_free(&model);
         energy_meter_free(&energy);
     };

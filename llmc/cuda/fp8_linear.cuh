@@ -89,6 +89,7 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
 }
 
 inline void fp8_linears_free(Fp8Linears* s) {
+    if (s->num_linears == 0) return;  // never initialised (zeroed)
     fp8_scaling_free(&s->e4m3);
     fp8_scaling_free(&s->e5m2);
     for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits})
