@@ -222,6 +222,13 @@ struct GpuBackend {
     std::vector<int> chunks;
     std::vector<std::vector<int>> queued_inputs, queued_targets;
     float queued_dloss = 0.0f;
+    // -pp: the rounds' messages run on a stream of their own beside the compute stream, so an
+    // op's output goes out while the next op runs; an op waits only for the round that brought
+    // its input, and an activation set used again for the round that last sent from it.
+    // op_done: the compute stream's last op; round_done[r]: round r's group
+    cudaStream_t p2p_stream = nullptr;
+    cudaEvent_t op_done = nullptr;
+    std::vector<cudaEvent_t> round_done;
     // The sink of a pipeline step's backwards: the layers' buckets go to the reduction as each
     // backward finishes them; the front and tail rows' wait for the step's end (GPT-2: the tied
     // wte's two stages add their parts first)
@@ -236,6 +243,11 @@ struct GpuBackend {
         : model(m), comm(c), gc(g), gsync(gs), flops_per_token(flops), peak_tflops(peak),
           peak_mem_mib(device_memory_used_mib()), logits_row(m->config.padded_vocab_size), energy(e),
           start_j(energy_meter_read(e)), last_j(start_j), last_t(now_seconds()) {}
+    ~GpuBackend() {
+        for (cudaEvent_t e : round_done) cudaEventDestroy(e);
+        if (op_done != nullptr) cudaEventDestroy(op_done);
+        if (p2p_stream != nullptr) cudaStreamDestroy(p2p_stream);
+    }
 
     // forward + backward; the backward hands each finished layer to the reduction (ZeRO 2:
     // every micro-step; else the last), which runs on its own stream alongside the layers below
@@ -270,6 +282,18 @@ struct GpuBackend {
         model->pp_first = v == 0;
         model->pp_last = v == pp * vp - 1;
     }
+    // -pp: the stream and events of pipeline_step's rounds (made at its first step)
+    void pipe_streams(size_t rounds) {
+        if (p2p_stream == nullptr) {
+            CHECK_CUDA(cudaStreamCreateWithFlags(&p2p_stream, cudaStreamNonBlocking));
+            CHECK_CUDA(cudaEventCreateWithFlags(&op_done, cudaEventDisableTiming));
+        }
+        while (round_done.size() < rounds) {
+            cudaEvent_t e;
+            CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+            round_done.push_back(e);
+        }
+    }
     // a forward through every virtual stage (validation, sampling, HellaSwag): each rank its
     // chunks in turn, each send alone (the chain's next rank is waiting in its receive)
     void pass_forward(const int* inputs, const int* targets, int B, int T) {
@@ -282,17 +306,25 @@ struct GpuBackend {
         }
     }
     // -pp: a step's micro-batches through the stages by the schedule, in rounds (llmc/pipeline.h:
-    // pipeline_rounds): a round's op, then its messages in one NCCL group. Returns the sum of the
-    // losses (the last stage; 0 on the others).
+    // pipeline_rounds): a round's op on the compute stream, then its messages in one NCCL group
+    // on p2p_stream. Returns the sum of the losses (the last stage; 0 on the others).
     float pipeline_step(int B, int T) {
         const int m = (int)queued_inputs.size();
         const size_t n = stage_values(B, T);
+        const std::vector<PipeRound> rounds = pipeline_rounds(pp, vp, stage, m);
+        pipe_streams(rounds.size());
+        const cudaStream_t compute = model->ctx->stream;
+        CudaContext p2p = *model->ctx;
+        p2p.stream = p2p_stream;
         StageSink sink;
         sink.inner = gsync;
         double loss = 0.0;
-        // each micro-batch's activations, from the first round that touches it to its first chunk's backward
-        std::vector<int> set_of(m, -1), free_sets;
-        for (int k = (int)model->act_sets.size() - 1; k >= 0; k--) free_sets.push_back(k);
+        // each micro-batch's activations, from the first round that touches it to its first
+        // chunk's backward; the round that brought each (micro-batch, chunk)'s input and
+        // gradient, and that last sent from each set (-1: none)
+        const int sets = (int)model->act_sets.size();
+        std::vector<int> set_of(m, -1), free_sets, input_round(m * vp, -1), grad_round(m * vp, -1), sent_round(sets, -1);
+        for (int k = sets - 1; k >= 0; k--) free_sets.push_back(k);
         auto use = [&](int i, int chunk) {
             if (set_of[i] < 0) {
                 CHECK(!free_sets.empty(), "pipeline: no activation set free for micro-batch %d", i);
@@ -302,35 +334,55 @@ struct GpuBackend {
             cuda_model_select_acts(model, set_of[i]);
             select_chunk(chunk);
         };
-        for (const PipeRound& r : pipeline_rounds(pp, vp, stage, m)) {
-            const ScheduleStep& st = r.op;
-            const int i = st.micro;
-            if (r.has_op && st.forward) {
+        auto wait_round = [&](int r) {
+            if (r >= 0) CHECK_CUDA(cudaStreamWaitEvent(compute, round_done[r], 0));
+        };
+        // the step's messages after everything the compute stream did before it
+        CHECK_CUDA(cudaEventRecord(op_done, compute));
+        CHECK_CUDA(cudaStreamWaitEvent(p2p_stream, op_done, 0));
+        int last_group = -1;
+        for (int r = 0; r < (int)rounds.size(); r++) {
+            const PipeRound& round = rounds[r];
+            const ScheduleStep& st = round.op;
+            const int i = st.micro, key = i * vp + st.chunk;
+            if (round.has_op) {
+                const bool fresh = set_of[i] < 0;
                 use(i, st.chunk);
+                if (fresh) wait_round(sent_round[set_of[i]]);  // a set used again: its last send is done
+                wait_round(st.forward ? input_round[key] : grad_round[key]);
+            }
+            if (round.has_op && st.forward) {
                 gpu_model_forward(model, queued_inputs[i].data(), queued_targets[i].data(), B, T, queued_dloss);
                 if (model->pp_last) loss += cuda_model_loss(model);
-            } else if (r.has_op) {
-                use(i, st.chunk);
+            } else if (round.has_op) {
                 if (model->pp_first) gpu_model_buckets(model, queued_inputs[i].data());
                 if (gsync != nullptr) gsync->communicate = model->z.stage >= 2 || i == m - 1;
                 model->backward_ready = true;  // micro-batch i's forward of this chunk, some rounds ago
                 gpu_model_backward(model, gsync != nullptr ? &sink : nullptr);
             }
-            if (!r.messages.empty()) {
+            if (round.has_op) CHECK_CUDA(cudaEventRecord(op_done, compute));
+            if (!round.messages.empty()) {
+                // after the compute stream's latest op: this one's output, and a set freed before
+                CHECK_CUDA(cudaStreamWaitEvent(p2p_stream, op_done, 0));
                 gpu_group_begin();
-                for (const PipeMessage& x : r.messages) {
+                for (const PipeMessage& x : round.messages) {
                     use(x.micro, x.chunk);
                     floatX* at = x.grad ? model->acts.dres : x.send ? gpu_model_stage_output(model) : gpu_model_stage_input(model);
-                    if (x.send) gpu_send(ppc, *model->ctx, at, n, x.peer);
-                    else gpu_recv(ppc, *model->ctx, at, n, x.peer);
+                    if (x.send) gpu_send(ppc, p2p, at, n, x.peer);
+                    else gpu_recv(ppc, p2p, at, n, x.peer);
+                    if (x.send) sent_round[set_of[x.micro]] = r;
+                    else (x.grad ? grad_round : input_round)[x.micro * vp + x.chunk] = r;
                 }
                 gpu_group_end();
+                CHECK_CUDA(cudaEventRecord(round_done[r], p2p_stream));
+                last_group = r;
             }
-            if (r.has_op && !st.forward && st.chunk == 0) {  // its last use here (the group's send came before)
+            if (round.has_op && !st.forward && st.chunk == 0) {  // its last use here
                 free_sets.push_back(set_of[i]);
                 set_of[i] = -1;
             }
         }
+        wait_round(last_group);  // the step's last message done before the reductions
         cuda_model_select_acts(model, 0);
         floatX* tied = gpu_model_tied_grad(model);
         if (embc != nullptr && embc->nccl && tied != nullptr)  // GPT-2: the first stage's part plus the last's

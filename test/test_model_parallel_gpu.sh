@@ -36,7 +36,8 @@
 #    against one process on the same models; a -vp run's checkpoint resumed as one process
 #  - sampling at TP 2 (with and without -sp: the context padded to whole parts) and at PP 2 (the
 #    last stage's row to every rank): the single process's greedy text
-#  - the race check (EMU_RACECHECK=1) on TP 2 x DP 2 -sp 1 runs, GPT-2 at ZeRO 1, Llama at ZeRO 3
+#  - the race check (EMU_RACECHECK=1) on TP 2 x DP 2 -sp 1 runs, GPT-2 at ZeRO 1, Llama at ZeRO 3,
+#    and on PP 2 -vp 2 (the pipeline's messages on their own stream)
 #  - refused in one line: heads that do not split, more stages than layers, -sp without -tp, -vp
 #    with micro-batches that are not a multiple of -pp
 set -eu
@@ -216,20 +217,22 @@ for layout in "2 1 0" "2 1 1" "1 2 0"; do  # -tp, -pp, -sp (-sp 1: contexts padd
     echo "ok   sampling at TP $tp x PP $pp -sp $sp: the single process's greedy text"
 done
 
-# the race check (EMU_RACECHECK=1, the trainer's race-check build) on TP 2 x DP 2 with -sp 1: the
-# layers' collectives on the compute stream, the gradient buckets on their own; two steps with
-# validation, a sample and a checkpoint, GPT-2 at ZeRO 1 and the shared-KV Llama at ZeRO 3
+# the race check (EMU_RACECHECK=1, the trainer's race-check build): TP 2 x DP 2 with -sp 1 (the
+# layers' collectives on the compute stream, the gradient buckets on their own), GPT-2 at ZeRO 1
+# and the shared-KV Llama at ZeRO 3; PP 2 -vp 2 over 4 micro-batches (the rounds' sends and
+# receives on their own stream: an op that did not wait for the round bringing its input was
+# seen to fail here); two steps with validation, a sample and a checkpoint
 make -s build/emu/race/train_gpt_fp32
-for run in "gpt2 1" "llama4 3"; do
-    read -r fam z <<< "$run"
+for run in "gpt2 4 -tp 2 -sp 1 -z 1" "llama4 4 -tp 2 -sp 1 -z 3" "gpt2L4 2 -pp 2 -vp 2 -d 512"; do
+    read -r fam np flags <<< "$run"
     d="$out/race-$fam"
     rm -rf "$d"
     # shellcheck disable=SC2086
-    timeout 600 mpirun -np 4 env EMU_DEVICES=4 EMU_RACECHECK=1 build/emu/race/train_gpt_fp32 ${!fam} -b 4 -d 256 -x 2 \
-        -v 2 -m 1 -s 2 -g 4 -n 2 -tp 2 -sp 1 -z "$z" -o "$d" > "$d.stdout" 2>&1 ||
-        fail "$fam under EMU_RACECHECK=1: $(grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300)"
-    grep -q '^done: 2 steps' "$d.stdout" || fail "$fam under EMU_RACECHECK=1: $(tail -2 "$d.stdout")"
-    echo "ok   $fam TP 2 x DP 2 -sp 1 -z $z under EMU_RACECHECK=1: 2 steps, val, sample, checkpoint, no hazard"
+    timeout 600 mpirun -np "$np" env EMU_DEVICES="$np" EMU_RACECHECK=1 build/emu/race/train_gpt_fp32 ${!fam} -b 4 -d 256 \
+        -x 2 -v 2 -m 1 -s 2 -g 4 -n 2 $flags -o "$d" > "$d.stdout" 2>&1 ||
+        fail "$fam $flags under EMU_RACECHECK=1: $(grep -m 3 -E 'race:|error' "$d.stdout" | cut -c1-300)"
+    grep -q '^done: 2 steps' "$d.stdout" || fail "$fam $flags under EMU_RACECHECK=1: $(tail -2 "$d.stdout")"
+    echo "ok   $fam $flags on $np ranks under EMU_RACECHECK=1: 2 steps, val, sample, checkpoint, no hazard"
 done
 
 # refused in one line on stderr, exit 1, nothing written
