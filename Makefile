@@ -71,8 +71,8 @@ bench-cpu: build/bench_cpu
 	CXX="$(CXX)" CXXFLAGS="$(CXXFLAGS)" PYTHON=$(PYTHON) bash dev/bench_cpu.sh
 
 clean:
-	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 tokenize export_hf import_hf generate plan generate_fp32 generate_bf16 \
-	       train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu
+	rm -rf build train_gpt_cpu train_gpt_fp32 train_gpt_bf16 train_gpt_fp8 tokenize export_hf import_hf generate plan \
+	       generate_fp32 generate_bf16 train_gpt_fp32_emu train_gpt_bf16_emu train_gpt_fp8_emu generate_fp32_emu generate_bf16_emu
 
 # CUDA: dev/cuda kernel checks now, the GPU trainers next (see cuda.mk)
 -include cuda.mk

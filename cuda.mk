@@ -48,7 +48,7 @@ cuda-dev-clean:
 
 # ---------------------------------------------------------------------------------------
 # The GPU trainer and its test against PyTorch, one source each, two precisions:
-#   train_gpt_fp32, train_gpt_bf16                          (train_gpt.cu)
+#   train_gpt_fp32, train_gpt_bf16, train_gpt_fp8           (train_gpt.cu)
 #   build/test_gpt2_debug_fp32, build/test_gpt2_debug_bf16  (test/test_gpt2_debug.cu)
 #   build/test_llama_debug_fp32, build/test_llama_debug_bf16 (test/test_llama_debug.cu)
 #   generate_fp32, generate_bf16                            (generate.cu: sampling, KV cache)
@@ -69,7 +69,7 @@ endif
 CONFIG_CUDA_MP := $(call config_stamp,build/.config-cuda-mp,$(CUDA_MP_FLAGS) $(CUDA_MP_LIBS))
 
 .PHONY: cuda-all
-cuda-all: train_gpt_fp32 train_gpt_bf16 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 \
+cuda-all: train_gpt_fp32 train_gpt_bf16 train_gpt_fp8 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 \
           build/test_llama_debug_fp32 build/test_llama_debug_bf16 generate_fp32 generate_bf16 cuda-dev
 
 train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
@@ -77,6 +77,19 @@ train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 
 train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
+
+# train_gpt_fp8: the bf16 trainer with FP8 linear layers (-DENABLE_FP8, llmc/cuda/fp8_linear.cuh),
+# for the GPUs with FP8 tensor cores only: sm_89 (Ada) and sm_90 (Hopper), the one found when it
+# is one of them, else both (a machine without such a GPU still builds it; on another GPU the
+# binary stops at start-up). Override with FP8_ARCH_FLAGS.
+ifneq ($(filter 89 90,$(CUDA_GPU_CC)),)
+FP8_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_CC),code=sm_$(CUDA_GPU_CC)
+else
+FP8_ARCH_FLAGS ?= -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90
+endif
+train_gpt_fp8: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
+	$(NVCC) $(filter-out $(CUDA_ARCH_FLAGS),$(NVCC_FLAGS)) $(FP8_ARCH_FLAGS) $(CUDA_MP_FLAGS) -DENABLE_BF16 -DENABLE_FP8 \
+	    -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)
 
 build/test_gpt2_debug_fp32: test/test_gpt2_debug.cu $(CUDA_TRAINER_HEADERS)
 	@mkdir -p build

@@ -1,7 +1,8 @@
 # emu.mk: the GPU programs built for the emulated GPU (llmc/emu/emu.h), included by the
 # Makefile. The same train_gpt.cu, kernels and launchers as cuda.mk's, compiled by the host
 # compiler after scripts/cu2cpp.py has rewritten CUDA's launch and __shared__ syntax:
-#   train_gpt_fp32_emu, train_gpt_bf16_emu          the trainers (the real ones' flags)
+#   train_gpt_fp32_emu, train_gpt_bf16_emu,         the trainers (the real ones' flags)
+#   train_gpt_fp8_emu
 #   generate_fp32_emu, generate_bf16_emu            sampling with a KV cache
 #   build/emu/test_gpt2_debug_{fp32,bf16}           the PyTorch debug-state check
 #   build/emu/test_llama_debug_{fp32,bf16}          the same for Llama 3 (test/llama_reference.py)
@@ -81,6 +82,8 @@ train_gpt_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
 train_gpt_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 $(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
+train_gpt_fp8_emu: $(EMU_OBJS) $(EMU_DEPS)
+	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,-DENABLE_BF16 -DENABLE_FP8 $(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
 generate_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/generate.cu,,$(EMU_OBJS))
 generate_bf16_emu: $(EMU_OBJS) $(EMU_DEPS)
@@ -156,7 +159,7 @@ EMU_TESTS := $(patsubst test/test_emu_%,build/emu/test_emu_%,$(basename $(wildca
 EMU_RACE_TESTS := $(patsubst test/test_emu_%.cu,build/emu/race/test_emu_%,$(filter-out test/test_emu_fp8.cu,$(wildcard test/test_emu_*.cu)))
 
 .PHONY: emu-all emu-trainers emu-dev emu-tests
-emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu generate_fp32_emu generate_bf16_emu \
+emu-trainers: train_gpt_fp32_emu train_gpt_bf16_emu train_gpt_fp8_emu generate_fp32_emu generate_bf16_emu \
               build/emu/test_gpt2_debug_fp32 build/emu/test_gpt2_debug_bf16 \
               build/emu/asan/test_gpt2_debug_fp32 build/emu/asan/test_gpt2_debug_bf16
 emu-trainers: build/emu/test_llama_debug_fp32 build/emu/test_llama_debug_bf16 \

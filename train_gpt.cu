@@ -1,11 +1,15 @@
-// train_gpt.cu: the GPU trainer. One source, two binaries: train_gpt_fp32, and
-// train_gpt_bf16 (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master
-// weights). Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the
-// model lives on the GPU (llmc/gpt2_cuda.cuh for GPT-2, llmc/llama_cuda.cuh for Llama 3; what
+// train_gpt.cu: the GPU trainer. One source, three binaries: train_gpt_fp32, train_gpt_bf16
+// (-DENABLE_BF16: bf16 weights and activations, fp32 AdamW state and master weights), and
+// train_gpt_fp8 (-DENABLE_BF16 -DENABLE_FP8: bf16 with FP8 linear layers, sm_89 and later).
+// Same flags, files, logs and loop as the CPU trainer train_gpt.cpp; only the model lives on the
+// GPU (llmc/gpt2_cuda.cuh for GPT-2, llmc/llama_cuda.cuh for Llama 3; what
 // they share is llmc/model_cuda.cuh's). Reading order: main() parses flags, builds the model and
 // the data loaders, prints the plan, then hands a GpuBackend (llmc/gpu_backend.cuh) to the loop
 // both trainers share (llmc/train_loop.h: validate, sample, checkpoint, one training step, log,
 // faults).
+#if defined(ENABLE_FP8) && !defined(ENABLE_BF16)
+#error "train_gpt_fp8 is the bf16 trainer with FP8 linear layers: -DENABLE_FP8 needs -DENABLE_BF16"
+#endif
 #include <algorithm>
 #include <string>
 #include <type_traits>
@@ -181,6 +185,12 @@ int main(int argc, char** argv) {
     Comm* dpc = parts.dp();
     CudaContext ctx;
     cuda_context_init(&ctx, comm.local_rank % device_count);
+#ifdef ENABLE_FP8
+    // train_gpt_fp8's linear layers are cuBLASLt FP8 GEMMs, which need FP8 tensor cores
+    if (ctx.props.major * 10 + ctx.props.minor < 89)
+        fail("train_gpt_fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or later: Ada, Hopper); %s is "
+             "sm_%d%d: use train_gpt_bf16 there", ctx.props.name, ctx.props.major, ctx.props.minor);
+#endif
     ctx.tf32 = cfg.tf32 != 0;
     // -1 (the default): forward and backward, each where cuBLASLt offers the epilogue (an H200
     // passed PyTorch's debug states with it, and it saves GELU's backward pass)
@@ -273,6 +283,19 @@ int main(int argc, char** argv) {
         if (pp > 1) pipeline_check_micro_batches(pp, vp, m);
         const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
         gpu_model_alloc_state(&model, B, T, recompute, sets);
+#ifdef ENABLE_FP8
+        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh), sized by the
+        // widest input or output (B*T rows) and the largest weight; GPT-2's linears run in FP8 so far
+        if constexpr (gpt2) {
+            const GPT2Dims d = gpt2_cuda_dims(&model);
+            const int widest = std::max({mc.channels, 3 * d.A, d.H});
+            linears_init(&model.linears, model.num_layers, B * T, widest, (size_t)std::max(3 * d.A, d.H) * mc.channels);
+            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, delayed scaling over "
+                   "%d steps); embeddings, classifier, norms, attention in bf16\n", FP8_AMAX_HISTORY_DEFAULT);
+        } else {
+            printf("fp8: Llama 3's linear layers are not switched to FP8 yet: this run is train_gpt_bf16's\n");
+        }
+#endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;
         if (bucketed) {
@@ -356,6 +379,7 @@ int main(int argc, char** argv) {
             printf("parameter gathers (ZeRO 3): %lld layers, %lld of them queued while the layer before ran\n",
                    gsync.gathers, gsync.gathers_ahead);
         gpu_grad_sync_free(&gsync);
+        linears_free(&model.linears);
         gpu_model_free(&model);
         energy_meter_free(&energy);
     };

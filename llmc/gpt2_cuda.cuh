@@ -400,21 +400,22 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
     layernorm_forward(ctx, first.ln1, first.ln1_mean, first.ln1_rstd, first.residual, lp.ln1w, lp.ln1b, R, C);
     for (int l = lo; l < hi; l++) {
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
+        auto slot = [&](int k) { return linear_slot(model->linears, l, k); };  // fp8: linear k's scales
         // residual2 = residual + attproj(attention(qkv(ln1(residual)))); ln1 is already done
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.qkv, nullptr, ts.whole(la.ln1), lp.qkvw, lp.qkvb, N, C, 3 * A);
+        linear_forward(ctx, slot(0), la.qkv, nullptr, ts.whole(la.ln1), lp.qkvw, lp.qkvb, N, C, 3 * A);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
         attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, a.proj, nullptr, la.atty, lp.attprojw, root ? lp.attprojb : nullptr, N, A, C);
+        linear_forward(ctx, slot(1), a.proj, nullptr, la.atty, lp.attprojw, root ? lp.attprojb : nullptr, N, A, C);
         ts.sum(a.proj, projr);
         phase_mark(ctx, PHASE_LAYERNORM);
         fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, projr,
                                          lp.ln2w, lp.ln2b, R, C);
         // residual3 = residual2 + fcproj(gelu(fc(ln2)))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_forward(ctx, la.fch_gelu, la.fch, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
-        matmul_forward(ctx, a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
+        linear_forward(ctx, slot(2), la.fch_gelu, la.fch, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
+        linear_forward(ctx, slot(3), a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
         ts.sum(a.proj, projr);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
@@ -525,6 +526,7 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
             lg = layer_ptrs(model->grads, model->tensors, l, model->num_layers);
         }
         const GPT2LayerActsX la = gpt2_cuda_layer_acts(model, l);
+        auto slot = [&](int k) { return linear_slot(model->linears, l, k); };  // fp8: linear k's scales
         // what the forward did not keep
         if (model->recompute >= 2) {
             phase_mark(ctx, PHASE_LAYERNORM);
@@ -536,19 +538,20 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
-        matmul_backward(ctx, a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C, false,
-                        la.fch);
-        matmul_backward(ctx, a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false);
+        linear_backward(ctx, slot(3), a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C,
+                        false, la.fch);
+        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         ln_backward(lg.ln2w, lg.ln2b, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd);
         // residual2 = residual + attproj(attention(qkv(ln1(residual))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, lg.attprojb, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C, false);
+        linear_backward(ctx, slot(1), a.dtmp, lg.attprojw, lg.attprojb, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C,
+                        false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ts.whole(la.ln1), lp.qkvw, N, C, 3 * A, false);
+        linear_backward(ctx, slot(0), a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ts.whole(la.ln1), lp.qkvw, N, C, 3 * A, false);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         ln_backward(lg.ln1w, lg.ln1b, la.residual, lp.ln1w, la.ln1_mean, la.ln1_rstd);

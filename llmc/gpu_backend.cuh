@@ -256,6 +256,7 @@ struct GpuBackend {
             phase_step_begin(*model->ctx);
             step_start = now_seconds();
             step_open = true;
+            linears_step_begin(*model->ctx, model->linears);  // fp8: only this step's tensors set the next scales
         }
         if (pp > 1) {  // the step's micro-batches go through the pipeline together, after the last
             queued_inputs.emplace_back(inputs, inputs + (size_t)B * T);
@@ -471,6 +472,7 @@ struct GpuBackend {
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
         cuda_model_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
+        linears_step_end(gc, *model->ctx, model->linears);  // fp8: the amaxes over the replicas, the next scales
         const ZeroLayout& z = model->z;
         if (z.stage == 3) {  // the front and tail rows; the layers are gathered as they run
             phase_mark(*model->ctx, PHASE_COMM);

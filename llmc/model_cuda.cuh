@@ -28,6 +28,7 @@
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
 #include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_gather_f32 (-tp)
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward, classifier_tp_stats, classifier_tp_finish
+#include "cuda/linear.cuh"       // defines: ModelLinears, linear_slot, linear_forward, linear_backward (fp8 or not)
 
 inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
     void* p = nullptr;
@@ -149,6 +150,7 @@ struct CudaModelState {
     bool pp_first = true, pp_last = true;  // -pp: the chunk begins with the embedding / ends with the head
     int act_set = 0;                   // -pp: which of the activation sets acts is (one a micro-batch in flight)
     std::vector<void*> more_acts_memory;  // -pp: the allocations of the sets after the first
+    ModelLinears linears = {};         // train_gpt_fp8: the FP8 state of the blocks' linear layers (linear.cuh)
 };
 
 // The host model's table (the whole model's, or with -tp, -pp this rank's part of it:

@@ -88,6 +88,7 @@ LAUNCH = {
     "fused_residual_layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
     "fp8_amax_finish_kernel": (256, "dev", "fp8.cuh fp8_cast_launch: 256 (train_gpt_fp8 to come, issue 26)"),
     "fp8_cast_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8 to come, issue 26)"),
+    "fp8_cast_transpose_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8 to come, issue 26)"),
     "fp8_scaling_update_kernel": (128, "dev", "fp8.cuh fp8_scaling_update: 128 (train_gpt_fp8 to come, issue 26)"),
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, or no DGELU epilogue, leaves the backward to it)"),
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, where -r 0 does not fit, recomputes GELU with it)"),

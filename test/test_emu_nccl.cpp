@@ -3,7 +3,8 @@
 // device buffers and compares with results computed here from every rank's inputs (sums in
 // fp32, in rank order 0..n-1, rounded once to bf16 with cuda_bf16.h; a message is its
 // sender's input):
-//   collectives  AllReduce fp32 and bf16 (in place and not, odd counts, count 0), AllGather in
+//   collectives  AllReduce fp32 and bf16 (in place and not, odd counts, count 0), AllReduce max
+//                of uint32 (fp8's amaxes as bits, a NaN among them), AllGather in
 //                place, one Reduce per owner to each root in one group (as grad_sync_gpu.cuh),
 //                ReduceScatter (in place and not), Broadcast and Bcast; with 4 KiB of staging,
 //                so every count spans several rounds
@@ -178,6 +179,34 @@ template <typename T> static void test_all_reduce(Rank& r, size_t count, bool in
     if (!in_place) expect_same(r, download(send, count), mine, 0, count, "AllReduce's sendbuff");
     CHECK_CUDA(cudaFree(send));
     if (!in_place) CHECK_CUDA(cudaFree(recv));
+}
+
+// ncclMax over ncclUint32, in place, as gpu_all_reduce_max_u32 sends train_gpt_fp8's amaxes: the
+// bits of non-negative floats (|value|), rank 0 holding an infinity at 5 and the last rank a NaN at
+// 3; the result is the integer maximum, so the NaN's bits reach every rank
+static void test_all_reduce_max_u32(Rank& r, size_t count, uint32_t salt) {
+    std::vector<uint32_t> mine(count), want(count, 0);
+    for (int j = 0; j < r.n; j++)
+        for (size_t i = 0; i < count; i++) {
+            const float a = std::fabs(value(j, i, salt));
+            uint32_t bits;
+            memcpy(&bits, &a, 4);
+            if (j == 0 && i == 5) bits = 0x7f800000u;
+            if (j == r.n - 1 && i == 3) bits = 0x7fc00000u;
+            want[i] = std::max(want[i], bits);
+            if (j == r.rank) mine[i] = bits;
+        }
+    uint32_t* d = device_alloc<uint32_t>(count);
+    upload(d, mine);
+    CHECK_NCCL(ncclAllReduce(d, d, count, ncclUint32, ncclMax, r.comm, r.stream));
+    CHECK_CUDA(cudaStreamSynchronize(r.stream));
+    const std::vector<uint32_t> got = download(d, count);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++)
+        if (got[i] != want[i] && bad++ == 0) first = i;
+    expect(r, bad == 0 && want[3] == 0x7fc00000u, "AllReduce ncclMax uint32 count %zu in place: %zu differ (first at %zu: "
+           "0x%08x, expected 0x%08x)", count, bad, first, bad ? got[first] : 0u, bad ? want[first] : 0u);
+    CHECK_CUDA(cudaFree(d));
 }
 
 // in place, as gpu_all_gather: rank r's part at r * count
@@ -428,6 +457,7 @@ static int scenario_collectives(int rank, int n, const ncclUniqueId& id) {
     test_all_reduce<float>(r, 1, true, 3);
     test_all_reduce<uint16_t>(r, 4099, false, 4);
     test_all_reduce<uint16_t>(r, 777, true, 5);
+    test_all_reduce_max_u32(r, 2501, 14);
     CHECK_NCCL(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, r.comm, r.stream));  // count 0: nothing
     test_all_gather<float>(r, 1531, 6);
     test_all_gather<uint16_t>(r, 2049, 7);

@@ -1,12 +1,16 @@
 // fp8.cu: llmc/cuda/fp8.cuh against references taken from the specifications, then benchmarks.
 //   1. the numbers: the 256 codes of E4M3 and E5M2 decoded from the OCP 8-bit Floating Point
 //      specification's definition (sign, exponent bias 7 or 15, subnormals; E4M3's only NaN
-//      S.1111.111 and no infinity, E5M2's IEEE-like infinities and NaNs) by spec_decode below,
+//      S.1111.111 and no infinity, E5M2's IEEE-like infinities and NaNs) by spec_decode (fp8_spec.cuh),
 //      compared with cuda_fp8.h's own widening on the host (NVIDIA's header on a GPU machine);
 //   2. the cast: every output code against the input times the scale (one fp32 product, as the
 //      kernel) rounded to the nearest number of that table, ties to the even code, saturated to
 //      +-max (__NV_SATFINITE): bit for bit, at odd sizes, with planted ties, zeros, saturation and
 //      infinities; amax == max |x| exactly; NaN making amax NaN; the running max over calls;
+//   2b. the cast-transpose: out_t (cols, rows) against the same reference read transposed, and
+//      the plain cast written beside it bit for bit fp8_cast's; odd shapes (1x1, a row, a column,
+//      partial tiles, more tiles than blocks); nothing written past either output; amax exact
+//      and a running max;
 //   3. the scaling state: delayed scaling worked by hand (history [1,4,2] -> 448/4; the window of
 //      H steps; margin; E5M2's 57344; zero and non-finite amaxes keep the scale; H = 1024 forgets
 //      an amax after exactly 1024 updates) and current scaling;
@@ -22,57 +26,17 @@
 // fp8.cuh at a time: the cast ignoring the scale, the amax taken after scaling, the finish
 // reading only block 0's maximum, no saturation (__NV_NOSAT), a NaN dropped from the amax, the
 // history not shifted, the margin ignored, the amax not cleared by the update, the GEMM without
-// B's scale, without accumulate, without the bias epilogue.
+// B's scale, without accumulate, without the bias epilogue. The cast-transpose's likewise: the
+// tile read back untransposed, the amax taken after scaling, the scale ignored, blocks taking one
+// tile each (1 x 32805 fails), the row bound dropped from the transposed store (guard bytes
+// written), the finish not accumulating; and without the barrier after the tile's stores the
+// race-check build (EMU_RACECHECK=1) reports a write-after-read hazard.
 #include "dev_common.cuh"
+#include "fp8_spec.cuh"  // defines: Fp8Spec, spec_decode, spec_positive, spec_quantize, SpecOf, spec_decode_all
 #include "../../llmc/cuda/fp8.cuh"
 
 // ---------------------------------------------------------------------------------------
-// 1. the formats as the OCP FP8 specification defines them
-
-struct Fp8Spec {
-    const char* name;
-    int exp_bits, man_bits, bias;
-    bool ieee_specials;  // E5M2: exponent all ones is infinity (mantissa 0) or NaN; E4M3: only S.1111.111 is NaN
-    double max;          // the specification's largest finite number (its table: 448, 57344)
-};
-static const Fp8Spec SPEC_E4M3 = {"e4m3", 4, 3, 7, false, 448.0};
-static const Fp8Spec SPEC_E5M2 = {"e5m2", 5, 2, 15, true, 57344.0};
-
-static double spec_decode(const Fp8Spec& f, int code) {
-    const int sign = code >> 7, e = (code >> f.man_bits) & ((1 << f.exp_bits) - 1), m = code & ((1 << f.man_bits) - 1);
-    const int e_all = (1 << f.exp_bits) - 1, m_all = (1 << f.man_bits) - 1;
-    double v;
-    if (f.ieee_specials && e == e_all) v = m == 0 ? INFINITY : NAN;
-    else if (!f.ieee_specials && e == e_all && m == m_all) v = NAN;
-    else if (e == 0) v = std::ldexp((double)m, 1 - f.bias - f.man_bits);                       // subnormal
-    else v = std::ldexp((double)((1 << f.man_bits) + m), e - f.bias - f.man_bits);              // normal
-    return sign ? -v : v;
-}
-
-// the positive finite numbers in code order (0x00 up to the largest finite code), ascending
-static std::vector<double> spec_positive(const Fp8Spec& f) {
-    std::vector<double> pos;
-    for (int c = 0; c < 128 && std::isfinite(spec_decode(f, c)); c++) pos.push_back(spec_decode(f, c));
-    return pos;
-}
-
-// v to fp8: the nearest number, ties to the even code, beyond the largest finite number (and
-// infinity) that number (__NV_SATFINITE), the sign kept (also on a zero). -1 for a NaN.
-static int spec_quantize(const std::vector<double>& pos, float v) {
-    if (std::isnan(v)) return -1;
-    const int sign = std::signbit(v) ? 0x80 : 0;
-    const double a = std::fabs((double)v);
-    const int top = (int)pos.size() - 1;
-    if (a >= pos[top]) return sign | top;
-    const int i = (int)(std::upper_bound(pos.begin(), pos.end(), a) - pos.begin()) - 1;  // pos[i] <= a < pos[i+1]
-    const double mid = 0.5 * (pos[i] + pos[i + 1]);  // exact: a few bits
-    const int c = a < mid ? i : a > mid ? i + 1 : (i % 2 == 0 ? i : i + 1);
-    return sign | c;
-}
-
-template <typename T> struct SpecOf;
-template <> struct SpecOf<__nv_fp8_e4m3> { static const Fp8Spec& get() { return SPEC_E4M3; } };
-template <> struct SpecOf<__nv_fp8_e5m2> { static const Fp8Spec& get() { return SPEC_E5M2; } };
+// 1. the formats as the OCP FP8 specification defines them (fp8_spec.cuh) = cuda_fp8.h's
 
 template <typename T>
 static void check_format() {
@@ -244,6 +208,104 @@ static void run_casts(const CudaContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 2b. the cast-transpose: the same reference, read transposed
+
+// in (rows, cols) from cast_inputs; out_t (cols, rows) and, with_rows, out (rows, cols) against
+// the spec's codes of x*scale; both buffers 64 bytes longer than the tensor, filled with 0x55,
+// and those bytes must stay (a write past the end shows); out bit for bit = fp8_cast's output;
+// amax = max|x| exactly, scale_inv = 1/scale, and a larger amax already there kept
+template <typename Tout, typename Tin>
+static void run_cast_transpose_case(const CudaContext& ctx, int rows, int cols, float scale, bool pow2_scale,
+                                    bool with_rows) {
+    const Fp8Spec& f = SpecOf<Tout>::get();
+    const size_t n = (size_t)rows * cols, guard = 64;
+    char what[160];
+    snprintf(what, sizeof(what), "%s->%s (%d,%d) -> (%d,%d) scale=%g%s", TinName<Tin>::get(), f.name, rows, cols, cols,
+             rows, scale, with_rows ? " + the plain cast" : "");
+    const std::vector<double> pos = spec_positive(f);
+    std::vector<float> x = cast_inputs<Tout, Tin>(n, scale, pow2_scale, false, 11 + n);
+    Tin* d_in = upload_as<Tin>(x);
+    Tout *d_out, *d_out_t, *d_plain;
+    for (Tout** p : {&d_out, &d_out_t, &d_plain}) {
+        CHECK_CUDA(cudaMalloc(p, n + guard));
+        CHECK_CUDA(cudaMemset(*p, 0x55, n + guard));
+    }
+    float *d_scale = dev_scalar(scale), *d_amax = dev_scalar(0.0f), *d_scale_inv = dev_scalar(-1.0f);
+    fp8_cast_transpose(ctx, with_rows ? d_out : (Tout*)nullptr, d_out_t, d_amax, d_scale_inv, d_in, d_scale, rows, cols);
+    std::vector<uint8_t> got(n + guard), got_t(n + guard), plain(n);
+    CHECK_CUDA(cudaMemcpy(got.data(), d_out, n + guard, cudaMemcpyDeviceToHost));
+    CHECK_CUDA(cudaMemcpy(got_t.data(), d_out_t, n + guard, cudaMemcpyDeviceToHost));
+    size_t bad_t = 0, bad = 0, ties = 0, saturated = 0, first_t = 0;
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++) {
+            const size_t i = (size_t)r * cols + c;
+            const float p = x[i] * scale;
+            const int want = spec_quantize(pos, p);
+            if (std::fabs((double)p) >= pos.back()) saturated++;
+            else {
+                const auto it = std::upper_bound(pos.begin(), pos.end(), std::fabs((double)p));
+                if (it != pos.begin() && it != pos.end() && 0.5 * (*(it - 1) + *it) == std::fabs((double)p)) ties++;
+            }
+            if (got_t[(size_t)c * rows + r] != want && bad_t++ == 0) first_t = i;
+            if (with_rows && got[i] != want) bad++;
+        }
+    size_t guard_bad = 0;
+    for (size_t i = n; i < n + guard; i++) guard_bad += (got_t[i] != 0x55) + (got[i] != 0x55);
+    size_t untouched = 0;  // without the plain cast, out must not be written at all
+    for (size_t i = 0; i < n && !with_rows; i++) untouched += got[i] == 0x55;
+    char detail[256];
+    snprintf(detail, sizeof(detail), ": out_t = the spec's nearest-even of x*scale, transposed (%zu ties, %zu saturated;"
+             " %zu differ", ties, saturated, bad_t);
+    std::string msg = std::string(what) + detail;
+    if (bad_t) {
+        snprintf(detail, sizeof(detail), ", first at row %zu col %zu", first_t / cols, first_t % cols);
+        msg += detail;
+    }
+    dev_expect("fp8_cast_transpose", (msg + ")").c_str(), bad_t == 0);
+    if (with_rows) {
+        // the plain cast of the same tensor: the codes must be the very bits fp8_cast writes
+        float* d_amax2 = dev_scalar(0.0f);
+        fp8_cast(ctx, d_plain, d_amax2, (float*)nullptr, d_in, d_scale, n);
+        CHECK_CUDA(cudaMemcpy(plain.data(), d_plain, n, cudaMemcpyDeviceToHost));
+        const bool same = memcmp(plain.data(), got.data(), n) == 0;
+        snprintf(detail, sizeof(detail), ": out = the spec's codes (%zu differ) = fp8_cast's bits (%s)", bad,
+                 same ? "same" : "differ");
+        dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(), bad == 0 && same);
+        CHECK_CUDA(cudaFree(d_amax2));
+    }
+    const float amax = get_scalar(d_amax), want_amax = host_amax(x), scale_inv = get_scalar(d_scale_inv);
+    snprintf(detail, sizeof(detail), ": amax %.9g = max|x| %.9g, scale_inv %.9g = 1/scale; %zu guard bytes written%s",
+             amax, want_amax, scale_inv, guard_bad, with_rows ? "" : "; out untouched");
+    dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(),
+               amax == want_amax && scale_inv == 1.0f / scale && guard_bad == 0 && (with_rows || untouched == n));
+    // the amax is a running max, as fp8_cast's
+    const float larger = 2.0f * want_amax;
+    CHECK_CUDA(cudaMemcpy(d_amax, &larger, sizeof(float), cudaMemcpyHostToDevice));
+    fp8_cast_transpose(ctx, (Tout*)nullptr, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, rows, cols);
+    snprintf(detail, sizeof(detail), ": a larger amax already there (%.9g) kept: %.9g", larger, get_scalar(d_amax));
+    dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(), get_scalar(d_amax) == larger);
+    for (void* p : std::vector<void*>{d_in, d_out, d_out_t, d_plain, d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
+}
+
+template <typename Tin>
+static void run_cast_transposes(const CudaContext& ctx) {
+    printf("-- fp8_cast_transpose from %s\n", TinName<Tin>::get());
+    // odd shapes: one element, a row, a column, partial tiles both ways; 1 x 32805 and 32805 x 1
+    // make 1026 tiles, more than the 1024 blocks, so blocks take several tiles
+    const int shapes[][2] = {{1, 1}, {1, 37}, {37, 1}, {33, 65}, {100, 300}, {1, 32805}, {32805, 1}, {64, 48}};
+    for (const auto& sh : shapes) {
+        run_cast_transpose_case<__nv_fp8_e4m3, Tin>(ctx, sh[0], sh[1], 1.0f, true, true);
+        run_cast_transpose_case<__nv_fp8_e5m2, Tin>(ctx, sh[0], sh[1], 0.25f, true, false);
+    }
+    run_cast_transpose_case<__nv_fp8_e4m3, Tin>(ctx, 77, 129, 3.7f, false, false);
+    run_cast_transpose_case<__nv_fp8_e5m2, Tin>(ctx, 129, 77, 1234.5f, false, true);
+    if (!g_dev_quick) {
+        run_cast_transpose_case<__nv_fp8_e4m3, Tin>(ctx, 1100, 1001, 2.0f, true, true);
+        run_cast_transpose_case<__nv_fp8_e5m2, Tin>(ctx, 768, 3072, 0.5f, true, true);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // 3. the scaling state
 
 struct ScalingView {
@@ -358,12 +420,6 @@ static void run_scaling(const CudaContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // 4. the FP8 GEMM
 
-template <typename T>
-static std::vector<double> decode_all(const std::vector<uint8_t>& codes) {
-    std::vector<double> v(codes.size());
-    for (size_t i = 0; i < codes.size(); i++) v[i] = spec_decode(SpecOf<T>::get(), codes[i]);
-    return v;
-}
 
 // A (m,k) and B (n,k) row-major, cast from random data with scales that use the formats' range;
 // D (m,n) column-major = D^T row-major (n,m)
@@ -403,7 +459,7 @@ static void run_gemm_case(const CudaContext& ctx, int m, int n, int k, bool bias
     std::vector<uint8_t> ca(na), cb(nb);
     CHECK_CUDA(cudaMemcpy(ca.data(), d_a, na, cudaMemcpyDeviceToHost));
     CHECK_CUDA(cudaMemcpy(cb.data(), d_b, nb, cudaMemcpyDeviceToHost));
-    const std::vector<double> qa = decode_all<TA>(ca), qb = decode_all<TB>(cb);
+    const std::vector<double> qa = spec_decode_all<TA>(ca), qb = spec_decode_all<TB>(cb);
     const double inv = scales ? (double)get_scalar(d_sa_inv) * (double)get_scalar(d_sb_inv) : 1.0;
     std::vector<float> ref(nd);
 #pragma omp parallel for
@@ -493,8 +549,10 @@ int main(int argc, char** argv) {
         check_format<__nv_fp8_e4m3>();
         check_format<__nv_fp8_e5m2>();
         run_casts<floatX>(ctx);
+        run_cast_transposes<floatX>(ctx);
 #ifdef ENABLE_BF16
         run_casts<float>(ctx);  // the fp32 input path too
+        run_cast_transposes<float>(ctx);
 #endif
         run_scaling(ctx);
         run_gemm(ctx);

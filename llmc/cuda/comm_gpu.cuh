@@ -11,13 +11,15 @@
 //                same sense.
 // Both give every rank the same bits, and both leave the owned slice where ZeRO expects it.
 // defines: GpuComm, gpu_comm_init, gpu_comm_single_hook, gpu_comm_free, gpu_all_gather, gpu_comm_wait,
-//          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_gather_f32 (-tp), gpu_all_gather_x,
+//          nccl_type_floatx, CHECK_NCCL, gpu_all_reduce_sum, gpu_all_reduce_max_u32 (fp8's amaxes),
+//          gpu_all_gather_f32 (-tp), gpu_all_gather_x,
 //          gpu_reduce_scatter_sum (-sp), gpu_send, gpu_recv, gpu_group_begin, gpu_group_end (-pp)
 //
 // No wait is unbounded: gpu_comm_wait polls the stream, NCCL's asynchronous error state and
 // the clock; a collective that has not finished within -pt seconds (a rank hung or died)
 // aborts the NCCL communicator and stops this process with an error.
 #pragma once
+#include <algorithm>
 #include <vector>
 #ifdef USE_NCCL
 #include <nccl.h>
@@ -197,6 +199,31 @@ inline void gpu_all_reduce_sum(GpuComm* gc, const CudaContext& ctx, floatX* x, s
 #ifdef USE_NCCL
     CHECK_NCCL(ncclAllReduce(x, x, n, nccl_type_floatx(), ncclSum, gc->nccl_comm, ctx.stream));
 #endif
+}
+
+// x (n uint32, device) := the elementwise maximum over the ranks, in place. For train_gpt_fp8's
+// amaxes, sent as the bits of non-negative floats: their order as integers is the floats' order,
+// with every NaN above infinity, so the maximum is exact, the same whatever the order of the
+// ranks, and a NaN on any rank reaches every rank (a float max may drop it). NCCL: queued on the
+// stream; host-staged: through the host, returning when done. One rank without NCCL: nothing.
+inline void gpu_all_reduce_max_u32(GpuComm* gc, const CudaContext& ctx, uint32_t* x, size_t n) {
+    Comm* c = gc->host;
+    if ((c->world == 1 && !gc->nccl) || n == 0) return;
+    if (gc->nccl) {
+#ifdef USE_NCCL
+        CHECK_NCCL(ncclAllReduce(x, x, n, ncclUint32, ncclMax, gc->nccl_comm, ctx.stream));
+#endif
+        return;
+    }
+    std::vector<uint32_t> all(n * c->world);
+    CHECK_CUDA(cudaMemcpyAsync(all.data() + (size_t)c->rank * n, x, n * sizeof(uint32_t), cudaMemcpyDeviceToHost,
+                               ctx.stream));
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    comm_all_gather(c, all.data(), n, sizeof(uint32_t));
+    for (int r = 1; r < c->world; r++)
+        for (size_t i = 0; i < n; i++) all[i] = std::max(all[i], all[(size_t)r * n + i]);
+    CHECK_CUDA(cudaMemcpyAsync(x, all.data(), n * sizeof(uint32_t), cudaMemcpyHostToDevice, ctx.stream));
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 }
 
 // -tp: all (world x n floats, device) := every rank's n floats, rank r's at all + r n (each rank's

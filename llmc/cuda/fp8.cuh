@@ -2,7 +2,8 @@
 // tensor to E4M3 or E5M2 with a per-tensor scale, which takes the tensor's amax in the same
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
-// defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, Fp8Recipe,
+// defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
+//          FP8_TRANSPOSE_TILE, Fp8Recipe,
 //          Fp8Scaling, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
@@ -18,7 +19,7 @@
 // (k,n), column-major, so both operands have k contiguous. The trainer's forward is exactly that
 // (out^T (OC,BT) = W (OC,C) as A, inp (BT,C) as B: m=OC n=BT k=C, as matmul.cuh's forward);
 // its two backward products need transposed fp8 copies (W^T for dinp, inp^T and dout^T for
-// dweight), which a cast-transpose kernel will give (not here yet).
+// dweight), which the cast-transpose kernel gives (fp8_cast_transpose).
 #pragma once
 #include <cfloat>
 #include <cmath>
@@ -152,6 +153,88 @@ inline void fp8_cast(const CudaContext& ctx, Tout* out, float* amax, float* scal
 template <typename Tin>
 inline void fp8_amax(const CudaContext& ctx, float* amax, const Tin* in, size_t n) {
     fp8_cast_launch<__nv_fp8_e4m3, Tin, false>(ctx, nullptr, amax, nullptr, in, nullptr, n, false);
+}
+
+// ---------------------------------------------------------------------------------------
+// the cast-transpose: out_t (cols, rows) = saturate(in (rows, cols) * scale) transposed, and
+// optionally out (rows, cols) the plain cast beside it, amax = max |in|, in one pass
+//
+// The backward's FP8 GEMMs need k contiguous in both operands (the TN layout above), so W^T,
+// inp^T and dout^T must exist in fp8. Transposing a bf16 tensor and then casting it would read
+// and write it twice; Transformer Engine's cast_transpose does both at once, and so does this
+// (and for dout, which the backward needs both ways, it writes both from the one read).
+// A block takes 32x32 tiles: its 8 warps read rows of the tile (32 neighbouring elements each,
+// coalesced), cast them, keep the codes in shared memory, then write the tile's columns as rows
+// of out_t (32 neighbouring bytes each). Byte-wide stores: a first level, correct at any shape;
+// 16-byte stores of 16 codes would need tiles 16 wide and rows a multiple of 16 (later).
+// The codes are the same bits fp8_cast writes (one fp32 product, then Tout's rounding), and the
+// amax the same two-stage maximum of the bits, so the two casts of a tensor agree exactly.
+
+constexpr int FP8_TRANSPOSE_TILE = 32;
+
+template <typename Tout, typename Tin, bool WRITE_ROWS>
+__global__ void __launch_bounds__(FP8_CAST_THREADS)
+fp8_cast_transpose_kernel(Tout* out, Tout* out_t, uint32_t* partials, const Tin* in, const float* scale, int rows,
+                          int cols) {
+    constexpr int TILE = FP8_TRANSPOSE_TILE, ROWS_AT_ONCE = FP8_CAST_THREADS / TILE;
+    static_assert(FP8_CAST_THREADS % TILE == 0 && TILE == 32, "a warp spans a tile's row");
+    // +1: the column reads (tile[lane][i]) fall in different banks instead of a 32-way conflict
+    __shared__ uint8_t tile[TILE][TILE + 1];
+    __shared__ uint32_t shared[32];
+    const float s = *scale;
+    const int lane = threadIdx.x % TILE, row_in_tile = threadIdx.x / TILE;
+    const size_t tiles_c = ((size_t)cols + TILE - 1) / TILE;
+    const size_t tiles = ((size_t)rows + TILE - 1) / TILE * tiles_c;
+    uint32_t m = 0;
+    // t depends on the block only: every thread takes each __syncthreads below the same times
+    for (size_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int r0 = (int)(t / tiles_c) * TILE, c0 = (int)(t % tiles_c) * TILE;
+        for (int i = row_in_tile; i < TILE; i += ROWS_AT_ONCE) {
+            const int r = r0 + i, c = c0 + lane;
+            if (r < rows && c < cols) {
+                const float f = to_float(in[(size_t)r * cols + c]);
+                const uint32_t a = fp8_abs_bits(f);
+                m = a > m ? a : m;
+                const Tout q(f * s);
+                tile[i][lane] = q.__x;
+                if (WRITE_ROWS) out[(size_t)r * cols + c] = q;
+            }
+        }
+        __syncthreads();
+        for (int i = row_in_tile; i < TILE; i += ROWS_AT_ONCE) {
+            const int c = c0 + i, r = r0 + lane;
+            if (c < cols && r < rows) out_t[(size_t)c * rows + r].__x = tile[lane][i];
+        }
+        __syncthreads();  // the tile is rewritten by the next iteration
+    }
+    m = fp8_block_max(m, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x] = m;
+}
+
+// out_t (cols, rows fp8 numbers, row-major) = the transpose of saturate(in * *scale), rounded to
+// nearest even; out (rows, cols), when not nullptr, the same codes untransposed; *amax = max(*amax,
+// max |in|), *scale_inv = 1 / *scale when scale_inv is not nullptr: all as fp8_cast, in one read of
+// in (rows, cols, row-major). Any shape; no alignment needed. Uses ctx.workspace.
+template <typename Tout, typename Tin>
+inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, float* amax, float* scale_inv,
+                               const Tin* in, const float* scale, int rows, int cols) {
+    static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
+    CHECK(rows > 0 && cols > 0, "rows=%d cols=%d", rows, cols);
+    CHECK(out_t != nullptr && in != nullptr && amax != nullptr && scale != nullptr, "out_t=%p in=%p amax=%p scale=%p",
+          (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);
+    CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
+    const size_t tiles = ceil_div((size_t)rows, (size_t)FP8_TRANSPOSE_TILE) * ceil_div((size_t)cols, (size_t)FP8_TRANSPOSE_TILE);
+    const int blocks = (int)std::min<size_t>(tiles, FP8_CAST_MAX_BLOCKS);
+    uint32_t* partials = (uint32_t*)ctx.workspace;
+    if (out != nullptr)
+        fp8_cast_transpose_kernel<Tout, Tin, true><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials, in,
+                                                                                                scale, rows, cols);
+    else
+        fp8_cast_transpose_kernel<Tout, Tin, false><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials, in,
+                                                                                                 scale, rows, cols);
+    CHECK_LAUNCH();
+    fp8_amax_finish_kernel<<<1, 256, 0, ctx.stream>>>(amax, scale_inv, scale, partials, blocks, true);
+    CHECK_LAUNCH();
 }
 
 // ---------------------------------------------------------------------------------------

@@ -103,6 +103,7 @@ struct Runtime {
     bool racecheck = false, sync = false, profile = false;
     std::map<std::string, std::pair<double, long>> kernel_ms;  // EMU_PROFILE: time and launches by kernel
     int devices = 1;
+    int cc = 90;  // the compute capability the devices report (EMU_CC), major * 10 + minor
     std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
     RaceClocks race;  // EMU_RACECHECK=1: which stream operations come before which
 };
@@ -126,6 +127,10 @@ static Runtime* rt() {
         const char* sy = getenv("EMU_SYNC");
         r->sync = sy != nullptr && strcmp(sy, "1") == 0;
         if (const char* d = getenv("EMU_DEVICES")) r->devices = std::max(1, atoi(d));
+        if (const char* cc = getenv("EMU_CC")) {
+            r->cc = atoi(cc);
+            if (r->cc < 10 || r->cc > 999) fatal("EMU_CC=%s: expected a compute capability such as 80 or 90", cc);
+        }
         const char* pr = getenv("EMU_PROFILE");
         r->profile = pr != nullptr && strcmp(pr, "1") == 0;
         if (r->profile) atexit(print_profile);
@@ -206,7 +211,8 @@ cudaError_t cudaGetLastError() {
 cudaError_t cudaPeekAtLastError() { return tls_last_error; }
 
 // ---------------------------------------------------------------------------------------
-// the device: an H100 SXM, as many as EMU_DEVICES says (1 unless set)
+// the device: an H100 SXM, as many as EMU_DEVICES says (1 unless set); EMU_CC changes only the
+// compute capability it reports, so that a program's refusal of an older GPU can be tried
 
 cudaError_t cudaGetDeviceCount(int* n) {
     *n = rt()->devices;
@@ -236,7 +242,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
     p->maxGridSize[0] = 2147483647, p->maxGridSize[1] = 65535, p->maxGridSize[2] = 65535;
     p->maxThreadsPerMultiProcessor = 2048;
     p->multiProcessorCount = 132;
-    p->major = 9, p->minor = 0;
+    p->major = rt()->cc / 10, p->minor = rt()->cc % 10;
     p->clockRate = 1980000;
     p->memoryClockRate = 2619000;
     p->memoryBusWidth = 5120;

@@ -40,6 +40,8 @@
 //                     operations by stream order, events and synchronisation) stops the program
 //                     with "race: kernel NAME: ...". Streams stay asynchronous.
 //   EMU_SYNC=1        every stream operation runs at once on the calling thread
+//   EMU_CC=NN         the compute capability the devices report (default 90: an H100); only
+//                     cudaGetDeviceProperties changes (train_gpt_fp8's refusal below 89 is tried so)
 #pragma once
 #include <cmath>
 #include <cstddef>

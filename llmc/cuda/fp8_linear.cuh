@@ -1,0 +1,194 @@
+// fp8_linear.cuh: the fully connected layer of train_gpt_fp8 (issue 26): matmul_forward's and
+// matmul_backward's call shape, its three GEMMs in FP8 through cuBLASLt, the per-layer scaling
+// state of Transformer Engine's HYBRID recipe, and the step's amax reduction and scale update.
+// defines: Fp8Linears, fp8_linears_init, fp8_linears_free, Fp8Linear, fp8_linear, fp8_linear_forward,
+//          fp8_linear_backward, fp8_linears_all_reduce_amax, fp8_linears_update, fp8_linears_discard_amax
+// CPU reference: dev/cuda/fp8_linear.cu (the inputs quantized per the OCP spec with the scales the
+// recipe gives, decoded, double products)
+//
+// HYBRID: what goes forward is E4M3 (the layer's input and its weight: precision), what comes
+// back is E5M2 (the output's gradient: range). Each tensor has its own scale:
+//   forward   out (BT,OC)  = inp (BT,C) W^T              fp8_cast(inp), fp8_cast(W)
+//   backward  dinp (BT,C)  = dout (BT,OC) W (OC,C)       fp8_cast_transpose(dout) -> dout and dout^T,
+//             dW (OC,C)   += dout^T (OC,BT) inp (BT,C)   fp8_cast_transpose(W) -> W^T, (inp) -> inp^T
+// As cuBLASLt's FP8 GEMM takes only TN (fp8.cuh: both operands with k contiguous), in its terms
+// (column-major D (m,n) = A^T B, A stored (k,m), B (k,n)):
+//   forward   out^T (OC,BT)  A = W (OC,C)       B = inp (BT,C)      m=OC n=BT k=C
+//   dinp      dinp^T (C,BT)  A = W^T (C,OC)     B = dout (BT,OC)    m=C  n=BT k=OC
+//   dweight   dW^T (C,OC)    A = inp^T (C,BT)   B = dout^T (OC,BT)  m=C  n=OC k=BT, beta 1 (+=)
+// so BT, C and OC must be multiples of 16 (fp8_matmul stops the program with one line if not).
+// Every amax comes out of the cast that reads the tensor (no pass of its own), a running max over
+// the step's micro-steps; the backward casts inp and W again with the forward's scales (delayed
+// scaling changes them only between steps), which maxes the same amax in again. The fp8 copies are
+// scratch the layers share, used only inside one call: nothing in fp8 lives across the forward and
+// backward, so recompute (-r) and the activation memory are as in bf16.
+//
+// The GELU (GPT-2's fc) runs as a separate kernel, gelu_forward / gelu_backward, on the bf16 GEMM
+// output, not in the epilogue as matmul.cuh can: cuBLASLt's FP8 GEMMs may refuse the GELU_AUX and
+// DGELU epilogues (NVIDIA's own tests let them, and the emulated cuBLASLt does), and one fallback
+// path is simpler to test than two. It costs one pass over the (BT,4C) tensor each way.
+// The bias rides the GEMM's BIAS epilogue forward (bf16, which cuBLASLt's FP8 table allows); its
+// gradient is a pass over the bf16 dout (matmul_bias_backward), as BGRADB has no FP8 form.
+// FAST_ACCUM: on for the forward GEMM, off for the two backward ones, Transformer Engine's
+// default: the gradients' sums over BT (dweight) are the long ones whose low bits matter.
+#pragma once
+#ifndef ENABLE_BF16
+#error "fp8_linear.cuh is train_gpt_fp8's, a bf16 build (-DENABLE_BF16): its bias and outputs are bf16"
+#endif
+#include "common.cuh"    // defines: CudaContext, floatX, CHECK, CHECK_CUDA
+#include "fp8.cuh"       // defines: fp8_cast, fp8_cast_transpose, fp8_amax, Fp8Scaling, fp8_scaling_update, fp8_matmul
+#include "gelu.cuh"      // defines: gelu_forward, gelu_backward
+#include "matmul.cuh"    // defines: matmul_bias_backward
+#include "comm_gpu.cuh"  // defines: GpuComm, gpu_all_reduce_max_u32
+
+// the FP8 state of a model's linear layers, all in two scaling states (one per format) so that
+// one collective reduces every amax, and the scratch their fp8 copies share
+struct Fp8Linears {
+    Fp8Scaling e4m3;            // 2 tensors a layer: 2i linear i's input, 2i + 1 its weight
+    Fp8Scaling e5m2;            // 1 tensor a layer: i the gradient of linear i's output
+    int num_linears;
+    bool fast_accum_forward;    // the forward GEMM with FAST_ACCUM (default true; the backward's never)
+    size_t act_capacity;        // elements of the largest activation or gradient (BT x the widest in or out)
+    size_t weight_capacity;     // elements of the largest weight (OC x C)
+    __nv_fp8_e4m3* inp_q;       // (act_capacity) inp forward, inp^T backward
+    __nv_fp8_e4m3* weight_q;    // (weight_capacity) W forward, W^T backward
+    __nv_fp8_e5m2* dout_q;      // (act_capacity) dout
+    __nv_fp8_e5m2* dout_t;      // (act_capacity) dout^T
+    uint32_t* amax_bits;        // (3 num_linears) both states' amaxes side by side, for the collective
+};
+
+// One linear layer's view: which tensors of the two states are its own.
+struct Fp8Linear {
+    const Fp8Linears* set;
+    int index;
+};
+
+inline Fp8Linear fp8_linear(const Fp8Linears& set, int index) {
+    CHECK(index >= 0 && index < set.num_linears, "linear %d of %d", index, set.num_linears);
+    return Fp8Linear{&set, index};
+}
+
+// recipe: FP8_RECIPE_DELAYED (history_len steps of amaxes, "max") or FP8_RECIPE_CURRENT; every
+// scale starts at 1. act_capacity and weight_capacity: the largest BT x C (or BT x OC) and OC x C
+// of the layers that will run.
+inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, size_t act_capacity,
+                             size_t weight_capacity, int history_len = FP8_AMAX_HISTORY_DEFAULT) {
+    CHECK(num_linears > 0 && act_capacity > 0 && weight_capacity > 0, "num_linears=%d act=%zu weight=%zu", num_linears,
+          act_capacity, weight_capacity);
+    fp8_scaling_init(&s->e4m3, recipe, Fp8Traits<__nv_fp8_e4m3>::max, 2 * num_linears, history_len);
+    fp8_scaling_init(&s->e5m2, recipe, Fp8Traits<__nv_fp8_e5m2>::max, num_linears, history_len);
+    s->num_linears = num_linears;
+    s->fast_accum_forward = true;
+    s->act_capacity = act_capacity;
+    s->weight_capacity = weight_capacity;
+    CHECK_CUDA(cudaMalloc(&s->inp_q, act_capacity));
+    CHECK_CUDA(cudaMalloc(&s->weight_q, weight_capacity));
+    CHECK_CUDA(cudaMalloc(&s->dout_q, act_capacity));
+    CHECK_CUDA(cudaMalloc(&s->dout_t, act_capacity));
+    CHECK_CUDA(cudaMalloc(&s->amax_bits, 3 * (size_t)num_linears * sizeof(uint32_t)));
+}
+
+inline void fp8_linears_free(Fp8Linears* s) {
+    if (s->num_linears == 0) return;  // never initialised (zeroed)
+    fp8_scaling_free(&s->e4m3);
+    fp8_scaling_free(&s->e5m2);
+    for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits})
+        CHECK_CUDA(cudaFree(p));
+    *s = Fp8Linears{};
+}
+
+// Current scaling: tensor t's scale from x's own amax, just before x is cast (one extra read of
+// x). Delayed scaling: nothing, the scale is the one the last update chose.
+inline void fp8_linear_scale_now(const CudaContext& ctx, const Fp8Scaling& s, int t, const floatX* x, size_t n) {
+    if (s.recipe != FP8_RECIPE_CURRENT) return;
+    fp8_amax(ctx, s.amax + t, x, n);
+    fp8_scaling_update(ctx, s, t, 1);
+}
+
+// out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC), the product in FP8 (E4M3 x E4M3, fp32
+// sums, bf16 out); bias may be nullptr. With pre_gelu != nullptr: pre_gelu = that result and
+// out = gelu(pre_gelu). matmul_forward's arguments, after the layer's FP8 view.
+inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* out, floatX* pre_gelu,
+                               const floatX* inp, const floatX* weight, const floatX* bias, int BT, int C, int OC) {
+    const Fp8Linears& s = *layer.set;
+    const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C;
+    CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && (size_t)BT * OC <= s.act_capacity &&
+              n_w <= s.weight_capacity,
+          "BT=%d C=%d OC=%d beyond the FP8 scratch (%zu activation, %zu weight elements)", BT, C, OC, s.act_capacity,
+          s.weight_capacity);
+    CHECK(pre_gelu == nullptr || pre_gelu != out, "pre_gelu and out must differ");
+    const int ti = 2 * layer.index, tw = ti + 1;
+    fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
+    fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp);
+    fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
+    fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
+    floatX* d = pre_gelu != nullptr ? pre_gelu : out;
+    fp8_matmul(ctx, d, s.weight_q, s.inp_q, s.e4m3.scale_inv + tw, s.e4m3.scale_inv + ti, bias, OC, BT, C, false,
+               s.fast_accum_forward);
+    if (pre_gelu != nullptr) gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
+}
+
+// Gradients of fp8_linear_forward, given dout (BT,OC), as matmul_backward:
+//   dinp (BT,C) = dout @ weight     (+= when accumulate_dinp; skipped when dinp is nullptr)
+//   dweight (OC,C) += dout^T @ inp
+//   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr; from the bf16 dout)
+// The two products in FP8: E4M3 (W^T, inp^T) x E5M2 (dout, dout^T). With pre_gelu (BT,C) !=
+// nullptr the GELU before this layer is taken back too: dinp = (dout @ weight) * gelu'(pre_gelu).
+inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX* dinp, floatX* dweight, floatX* dbias,
+                                const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
+                                bool accumulate_dinp, const floatX* pre_gelu = nullptr) {
+    const Fp8Linears& s = *layer.set;
+    const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
+    CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && n_out <= s.act_capacity && n_w <= s.weight_capacity,
+          "BT=%d C=%d OC=%d beyond the FP8 scratch (%zu activation, %zu weight elements)", BT, C, OC, s.act_capacity,
+          s.weight_capacity);
+    CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
+    const int ti = 2 * layer.index, tw = ti + 1, tg = layer.index;
+    fp8_linear_scale_now(ctx, s.e5m2, tg, dout, n_out);
+    fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC);
+    if (dinp != nullptr) {
+        fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
+        fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
+                           s.e4m3.scale + tw, OC, C);
+        fp8_matmul(ctx, dinp, s.weight_q, s.dout_q, s.e4m3.scale_inv + tw, s.e5m2.scale_inv + tg,
+                   (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, false);
+        if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n_inp);
+    }
+    fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
+    fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti,
+                       BT, C);
+    fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, s.e4m3.scale_inv + ti, s.e5m2.scale_inv + tg,
+               (const __nv_bfloat16*)nullptr, C, OC, BT, true, false);
+    if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
+}
+
+// After a step's backward, before fp8_linears_update: every amax := its maximum over gc's ranks
+// (data-parallel replicas must cast with the same scales, so that their scaling states, which a
+// checkpoint saves once, stay equal bit for bit). One collective for all layers and both formats:
+// the amaxes go side by side into amax_bits and back. Current scaling: nothing (each cast's scale
+// comes from its own tensor on its own rank; the GEMMs are local, so ranks need not agree).
+inline void fp8_linears_all_reduce_amax(GpuComm* gc, const CudaContext& ctx, const Fp8Linears& s) {
+    if (s.e4m3.recipe != FP8_RECIPE_DELAYED) return;
+    const size_t n4 = (size_t)s.e4m3.num_tensors, n5 = (size_t)s.e5m2.num_tensors;
+    CHECK_CUDA(cudaMemcpyAsync(s.amax_bits, s.e4m3.amax, n4 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
+    CHECK_CUDA(cudaMemcpyAsync(s.amax_bits + n4, s.e5m2.amax, n5 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
+    gpu_all_reduce_max_u32(gc, ctx, s.amax_bits, n4 + n5);
+    CHECK_CUDA(cudaMemcpyAsync(s.e4m3.amax, s.amax_bits, n4 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
+    CHECK_CUDA(cudaMemcpyAsync(s.e5m2.amax, s.amax_bits + n4, n5 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
+}
+
+// Delayed scaling, once a step (after the reduction): each tensor's amax into its history, its
+// scale from the history's max, the amaxes cleared (fp8_scaling_update). Current scaling: nothing.
+// A step the trainer skips (a non-finite loss or norm) goes to fp8_linears_discard_amax instead:
+// its amaxes (a NaN, an outlier) would otherwise hold the scales for history_len steps.
+inline void fp8_linears_update(const CudaContext& ctx, const Fp8Linears& s) {
+    if (s.e4m3.recipe != FP8_RECIPE_DELAYED) return;
+    fp8_scaling_update(ctx, s.e4m3);
+    fp8_scaling_update(ctx, s.e5m2);
+}
+
+// the step's amaxes forgotten, the scales and histories kept (a skipped step)
+inline void fp8_linears_discard_amax(const CudaContext& ctx, const Fp8Linears& s) {
+    CHECK_CUDA(cudaMemsetAsync(s.e4m3.amax, 0, (size_t)s.e4m3.num_tensors * sizeof(float), ctx.stream));
+    CHECK_CUDA(cudaMemsetAsync(s.e5m2.amax, 0, (size_t)s.e5m2.num_tensors * sizeof(float), ctx.stream));
+}
