@@ -135,15 +135,7 @@ struct CpuBackend {
     size_t stage_values(int B, int T) const {
         return (size_t)B * T * model->channels / (model->tp != nullptr && model->tp->sp ? tp : 1);
     }
-    // -pp: the model runs chunk c of this rank's layers (-vp: virtual stage c pp + stage; one
-    // chunk, the stage, without -vp), the first or last of the model's where it is
-    void select_chunk(int c) {
-        model->run_lo = chunks[c];
-        model->run_hi = chunks[c + 1];
-        const int v = c * pp + stage;
-        model->pp_first = v == 0;
-        model->pp_last = v == pp * vp - 1;
-    }
+    void select_chunk(int c) { pipeline_select_chunk(model, chunks, c, pp, vp, stage); }
     // a message's tag: micro-batch i to (dir 0, activations) or from (1, gradients) virtual stage
     // v, where v receives it
     int tag(int i, int v, int dir) const { return 2 * (i * pp * vp + v) + dir; }

@@ -273,15 +273,7 @@ struct GpuBackend {
     size_t stage_values(int B, int T) const {
         return (size_t)B * T * model->config.channels / (model->sp ? model->tp_size : 1);
     }
-    // -pp: the model runs chunk c of this rank's layers (-vp: virtual stage c pp + stage; one
-    // chunk, the stage, without -vp), the first or last of the model's where it is
-    void select_chunk(int c) {
-        model->run_lo = chunks[c];
-        model->run_hi = chunks[c + 1];
-        const int v = c * pp + stage;
-        model->pp_first = v == 0;
-        model->pp_last = v == pp * vp - 1;
-    }
+    void select_chunk(int c) { pipeline_select_chunk(model, chunks, c, pp, vp, stage); }
     // -pp: the stream and events of pipeline_step's rounds (made at its first step)
     void pipe_streams(size_t rounds) {
         if (p2p_stream == nullptr) {

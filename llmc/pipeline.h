@@ -1,8 +1,9 @@
 // pipeline.h: the order in which a pipeline stage runs a step's micro-batches (-pp, -vp), as
-// Megatron-LM schedules them. The trainer (train_gpt.cpp: CpuBackend::pipeline_step) walks it,
-// receiving each input from the stage before and each gradient from the stage after.
-// defines: ScheduleStep, pipeline_schedule, pipeline_check_micro_batches, pipeline_in_flight, PipeMessage, PipeRound,
-//          pipeline_rounds, pipeline_round_sets
+// Megatron-LM schedules them. train_gpt_cpu (train_gpt.cpp: CpuBackend::pipeline_step) walks it,
+// receiving each input from the stage before and each gradient from the stage after by MPI tag;
+// the GPU trainers (llmc/gpu_backend.cuh) walk it in rounds (pipeline_rounds, below).
+// defines: ScheduleStep, pipeline_schedule, pipeline_select_chunk, pipeline_check_micro_batches,
+//          pipeline_in_flight, PipeMessage, PipeRound, pipeline_rounds, pipeline_round_sets
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -35,6 +36,17 @@ inline std::vector<ScheduleStep> pipeline_schedule(int pp, int vp, int stage, in
     }
     while (nb < total) b();
     return out;
+}
+// -pp: the model (the CPU's or a GPU one: run_lo, run_hi, pp_first, pp_last) runs chunk c of
+// this stage's layers (-vp: virtual stage c pp + stage; one chunk, the stage, without -vp),
+// chunks[c] to chunks[c + 1] among them, the first or last of the model's where it is
+template <typename M>
+inline void pipeline_select_chunk(M* model, const std::vector<int>& chunks, int c, int pp, int vp, int stage) {
+    model->run_lo = chunks[c];
+    model->run_hi = chunks[c + 1];
+    const int v = c * pp + stage;
+    model->pp_first = v == 0;
+    model->pp_last = v == pp * vp - 1;
 }
 // -vp: the interleaved schedule takes the micro-batches pp at a time
 inline void pipeline_check_micro_batches(int pp, int vp, int m) {
