@@ -315,7 +315,8 @@ struct GpuBackend {
         // chunk's backward; the round that brought each (micro-batch, chunk)'s input and
         // gradient, and that last sent from each set (-1: none)
         const int sets = (int)model->act_sets.size();
-        std::vector<int> set_of(m, -1), free_sets, input_round(m * vp, -1), grad_round(m * vp, -1), sent_round(sets, -1);
+        std::vector<int> set_of(m, -1), free_sets, sent_round(sets, -1);
+        std::vector<int> input_round((size_t)m * vp, -1), grad_round((size_t)m * vp, -1);
         for (int k = sets - 1; k >= 0; k--) free_sets.push_back(k);
         auto use = [&](int i, int chunk) {
             if (set_of[i] < 0) {
