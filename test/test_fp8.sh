@@ -6,8 +6,8 @@
 #   - -fp8r current trains the Llama within the same tolerance, and not as delayed scaling does;
 #   - an fp8 run resumed from its step-4 checkpoint (state_00000004_fp8.bin: the scales and amax
 #     histories) ends with the main.log, the final model file and the final FP8 state of the run
-#     that never stopped, byte for byte; without that file, or with a byte of it flipped, the
-#     resume stops with one line naming it;
+#     that never stopped, byte for byte, on one rank and on two (ZeRO 1); without that file, or
+#     with a byte of it flipped, the resume stops with one line naming it;
 #   - the one-line refusals: compute capability 8.0 (EMU_CC=80), -tp, an unknown -fp8r; the bf16
 #     trainer takes -fp8r and ignores it.
 # The FP8 kernels' own checks (dev/cuda/fp8.cu, dev/cuda/fp8_linear.cu at --quick, against their
@@ -120,6 +120,27 @@ else
         cmp -s "$out/llama_fp8/$f" "$res/$f" || { bad "resumed at step 4: $f differs from the uninterrupted run's"; same=0; }
     done
     [ $same = 1 ] && echo "ok   fp8 resumed at step 4: main.log ($(wc -l < "$res/main.log") lines), model_00000008.bin and state_00000008_fp8.bin byte for byte the uninterrupted run's"
+fi
+
+# the same on 2 data-parallel ranks (ZeRO 1, each on its own emulated GPU, NCCL): rank 0 alone
+# writes the FP8 state, which the amax max-reduce made every rank's, and both read it back
+if command -v mpirun > /dev/null && ldd ./train_gpt_fp8_emu | grep -q libmpi; then
+    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300
+         mpirun -np 2 env EMU_DEVICES=2 ./train_gpt_fp8_emu $llama -b 2 -d 128 -z 1 -n 4)
+    "${mpi[@]}" -o "$out/np2" > "$out/np2.stdout" 2>&1 || bad "2 ranks: exit $? ($(tail -n 1 "$out/np2.stdout"))"
+    mkdir -p "$out/np2_resumed"
+    set +f
+    cp "$out/np2"/*00000004* "$out/np2/main.log" "$out/np2_resumed"/
+    set -f
+    "${mpi[@]}" -y 1 -o "$out/np2_resumed" > "$out/np2_resumed.stdout" 2>&1 ||
+        bad "2 ranks resumed: exit $? ($(tail -n 1 "$out/np2_resumed.stdout"))"
+    same=1
+    for f in main.log model_00000008.bin state_00000008_fp8.bin state_00000008_00000.bin state_00000008_00001.bin; do
+        cmp -s "$out/np2/$f" "$out/np2_resumed/$f" || { bad "2 ranks resumed at step 4: $f differs"; same=0; }
+    done
+    [ $same = 1 ] && echo "ok   2 ranks (ZeRO 1) resumed at step 4: main.log, model, both state files and the FP8 state byte for byte"
+else
+    echo "ok   (2 ranks not checked: no mpirun, or train_gpt_fp8_emu built without MPI)"
 fi
 
 # expect_error NAME PATTERN COMMAND...: exits non-zero, PATTERN on exactly one line of its output
