@@ -133,6 +133,13 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
+#ifdef ENABLE_FP8
+    // a tensor-parallel rank's or pipeline stage's linears are its own part of the model, with scales
+    // of their own: their state would need a file a rank and a way to resume under another layout
+    if (cfg.tensor_parallel > 1 || cfg.pipeline_parallel > 1)
+        fail("train_gpt_fp8 does not take -tp or -pp yet (each rank's FP8 scales would need their own checkpoint "
+             "state): use data parallelism (-z 0-3), or train_gpt_bf16");
+#endif
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -285,16 +292,28 @@ int main(int argc, char** argv) {
         gpu_model_alloc_state(&model, B, T, recompute, sets);
 #ifdef ENABLE_FP8
         // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh), sized by the
-        // widest input or output (B*T rows) and the largest weight; GPT-2's linears run in FP8 so far
+        // widest input or output (B*T rows) and the largest weight: GPT-2's qkv (3A), fc (H) and
+        // their inputs (C, A, H); Llama's qkv (QKV), gate/up (2F) and their inputs (C, A, F)
+        int widest = 0;
+        size_t largest_weight = 0;
         if constexpr (gpt2) {
             const GPT2Dims d = gpt2_cuda_dims(&model);
-            const int widest = std::max({mc.channels, 3 * d.A, d.H});
-            linears_init(&model.linears, model.num_layers, B * T, widest, (size_t)std::max(3 * d.A, d.H) * mc.channels);
-            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, delayed scaling over "
-                   "%d steps); embeddings, classifier, norms, attention in bf16\n", FP8_AMAX_HISTORY_DEFAULT);
+            widest = std::max({mc.channels, 3 * d.A, d.H});
+            largest_weight = (size_t)std::max({3 * d.A, d.H, d.A}) * mc.channels;
         } else {
-            printf("fp8: Llama 3's linear layers are not switched to FP8 yet: this run is train_gpt_bf16's\n");
+            const LlamaDims d = llama_cuda_dims(&model);
+            widest = std::max({mc.channels, d.QKV, 2 * d.F, d.A});
+            largest_weight = (size_t)std::max({d.QKV, 2 * d.F, d.A}) * mc.channels;
         }
+        const bool current = cfg.fp8_recipe == "current";
+        linears_init(&model.linears, model.num_layers, B * T, widest, largest_weight, current);
+        if (current)
+            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, current scaling: each "
+                   "tensor's own amax); embeddings, classifier, norms, attention in bf16\n");
+        else
+            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, delayed scaling: the "
+                   "max of %d steps' amaxes); embeddings, classifier, norms, attention in bf16\n",
+                   FP8_AMAX_HISTORY_DEFAULT);
 #endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

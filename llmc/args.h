@@ -51,6 +51,7 @@ struct TrainConfig {
                                      //     -1: tensor cores where they apply, else CUDA cores
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
     int cuda_graphs = 0;             // -cg 1: a micro-step's forward and backward replayed as CUDA graphs (GPU)
+    std::string fp8_recipe = "delayed"; // -fp8r FP8 scaling: delayed (amax history) | current (train_gpt_fp8; others ignore it)
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
     int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
@@ -123,6 +124,8 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-ak", ARG_INT, attention_kernel, -1, 1, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16); -1: 1 where it applies"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; not yet verified)"),
+    ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0,
+        "FP8 scaling: delayed (max of 1024 steps' amaxes) | current (the tensor's own) (train_gpt_fp8; others ignore it)"),
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
     ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),

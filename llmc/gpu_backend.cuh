@@ -495,6 +495,7 @@ struct GpuBackend {
         const floatX* all = gathered.empty() ? nullptr : gathered.data();
         check_weights_finite(model, step, dir, all, comm);
         gpu_model_checkpoint_write(dir, step, model, s, all);
+        if (comm->rank == 0) linears_write_state(*model->ctx, model->linears, dir, step);  // fp8: the scales
     }
     // -tp: the model file and one state file, both as one process writes them (any layout resumes
     // them), from rank 0, which puts every rank's part together (llmc/model_parts.h). Weights that
@@ -542,6 +543,7 @@ struct GpuBackend {
         fsync_dir(dir);
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
+        linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales (-tp, -pp: refused)
         if (shard == nullptr) return cuda_model_load_state(model, dir, step, s);
         // -tp: the checkpoint's whole vectors (any layout wrote them), this rank's values of them
         const size_t k = model->z.opt_count();

@@ -7,6 +7,7 @@
 // defines: llama_cuda_config_problem, LlamaPtrsX, LlamaLayerX, llama_layer_x, LlamaActivationsX, LlamaCuda,
 //          llama_cuda_layout, llama_ptrs_x, llama_cuda_bind_grads, llama_cuda_init, llama_cuda_activation_plan,
 //          llama_cuda_activation_bytes, llama_cuda_alloc_state, LlamaLayerActsX, llama_cuda_layer_acts, llama_matmul_residual,
+//          llama_linear_residual,
 //          llama_cuda_forward, llama_cuda_loss, llama_cuda_backward, llama_cuda_zero_grad,
 //          llama_cuda_grad_sum_squares, llama_cuda_update, llama_cuda_write_model, llama_cuda_checkpoint_write,
 //          llama_cuda_download_grads, llama_row_parallel_residual, llama_cuda_dims, llama_cuda_kv_shared,
@@ -39,6 +40,7 @@
 #include "cuda/encoder.cuh"      // defines: encoder_forward, encoder_backward (wpe nullptr: the lookup alone)
 #include "cuda/rmsnorm.cuh"      // defines: rmsnorm_forward, rmsnorm_backward
 #include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward, matmul_cublaslt
+#include "cuda/linear.cuh"       // defines: LinearSlot, linear_slot, linear_forward, linear_forward_add, linear_backward
 #include "cuda/rope.cuh"         // defines: rope_forward, rope_backward
 #include "cuda/gqa.cuh"          // defines: gqa_expand, gqa_reduce
 #include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
@@ -275,7 +277,7 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
 
 // out (BT,OC) = residual + inp (BT,K) @ weight (OC,K)^T: the residual copied into out, then the
 // product added by cuBLASLt (D += A B), so no projection buffer and no add kernel. out may be
-// residual itself.
+// residual itself. In bf16 (the KV-cache generation's); the trainer's go through a linear slot.
 inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const floatX* residual, const floatX* inp,
                                   const floatX* weight, int BT, int K, int OC) {
     if (out != residual)
@@ -283,6 +285,18 @@ inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const flo
                                    ctx.stream));
     bool ok = matmul_cublaslt(ctx, out, weight, inp, nullptr, nullptr, OC, BT, K, true, false, true);
     CHECK(ok, "cuBLASLt has no algorithm for the residual matmul BT=%d K=%d OC=%d", BT, K, OC);
+}
+
+// The same through linear slot s (llmc/cuda/linear.cuh): in train_gpt_fp8 an FP8 GEMM whose
+// beta 1 adds the product into the copied residual, so the residual add stays inside the GEMM
+// and rounds once, as above (the product into a buffer, then an add, would round twice and
+// cost an (N,C) buffer and a pass); elsewhere the call above's GEMM, bit for bit.
+inline void llama_linear_residual(const CudaContext& ctx, LinearSlot s, floatX* out, const floatX* residual,
+                                  const floatX* inp, const floatX* weight, int BT, int K, int OC) {
+    if (out != residual)
+        CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)BT * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
+                                   ctx.stream));
+    linear_forward_add(ctx, s, out, inp, weight, BT, K, OC);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -296,30 +310,33 @@ inline GpuTpStream llama_cuda_stream(LlamaCuda* model, int B, int T) {
 // -tp: a row-parallel projection into the residual stream: out = residual + the group's sum of
 // each rank's inp @ weight^T (this rank's K columns), the residual added by rank 0 alone; -sp:
 // the sum reduce-scattered to this rank's rows, then the residual (its rows) added.
-inline void llama_row_parallel_residual(LlamaCuda* model, const GpuTpStream& ts, floatX* out, const floatX* residual,
-                                        const floatX* inp, const floatX* weight, int K) {
+// slot: the projection's linear (train_gpt_fp8: its FP8 scales).
+inline void llama_row_parallel_residual(LlamaCuda* model, const GpuTpStream& ts, LinearSlot slot, floatX* out,
+                                        const floatX* residual, const floatX* inp, const floatX* weight, int K) {
     const CudaContext& ctx = *model->ctx;
     const int BT = ts.N, OC = ts.C;
-    if (model->tp == nullptr) return llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
+    if (model->tp == nullptr) return llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC);
     if (ts.sp) {
         LlamaActivationsX& a = model->acts;
-        matmul_forward(ctx, a.proj, nullptr, inp, weight, nullptr, BT, K, OC);
+        linear_forward(ctx, slot, a.proj, nullptr, inp, weight, nullptr, BT, K, OC);
         ts.sum(a.proj, a.sp_part);
         CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)ts.rows * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
                                    ctx.stream));
         return accumulate(ctx.stream, out, a.sp_part, (size_t)ts.rows * OC);
     }
-    if (model->tp_rank == 0) llama_matmul_residual(ctx, out, residual, inp, weight, BT, K, OC);
-    else matmul_forward(ctx, out, nullptr, inp, weight, nullptr, BT, K, OC);
+    if (model->tp_rank == 0) llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC);
+    else linear_forward(ctx, slot, out, nullptr, inp, weight, nullptr, BT, K, OC);
     ts.sum(out, out);
 }
 
-// One layer's forward over N = B x T positions: lp its weights, la its activations. The
+// Layer l's forward over N = B x T positions: lp its weights, la its activations. The
 // backward at -r 2 runs it again, so it is the one place a layer's forward is written. -tp
 // (llmc/tensor_parallel.h has the picture): QKV and gate/up are column-parallel (this rank's
 // query and KV heads, its MLP units), the projections row-parallel, their partial sums added
-// over the group.
-inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, const LlamaLayerActsX& la, int B, int T) {
+// over the group. l (the stage's own numbering under -pp) picks the layer's linear slots
+// (train_gpt_fp8: their FP8 scales; nothing elsewhere).
+inline void llama_cuda_layer_forward(LlamaCuda* model, int l, const LlamaLayerX& lp, const LlamaLayerActsX& la, int B,
+                                     int T) {
     const LlamaConfig& cfg = model->config;
     const CudaContext& ctx = *model->ctx;
     const LlamaDims d = llama_cuda_dims(model);
@@ -329,11 +346,12 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
     LlamaActivationsX& a = model->acts;
     const GpuTpStream ts = llama_cuda_stream(model, B, T);  // -sp: the norms on this rank's rows (R of N)
     const int R = ts.rows;
+    auto slot = [&](int k) { return linear_slot(model->linears, l, k); };  // fp8: linear k's scales
     // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
     phase_mark(ctx, PHASE_LAYERNORM);
     rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, R, C, eps);
     phase_mark(ctx, PHASE_MATMUL);
-    matmul_forward(ctx, la.qkv, nullptr, ts.whole(la.rms1), lp.qkvw, nullptr, N, C, QKV);
+    linear_forward(ctx, slot(0), la.qkv, nullptr, ts.whole(la.rms1), lp.qkvw, nullptr, N, C, QKV);
     phase_mark(ctx, PHASE_ATTENTION_FWD);
     rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
     const floatX* mha = la.qkv;
@@ -343,16 +361,16 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, const LlamaLayerX& lp, co
     }
     attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, A, NH);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_row_parallel_residual(model, ts, la.residual2, la.residual, la.atty, lp.attprojw, A);
+    llama_row_parallel_residual(model, ts, slot(1), la.residual2, la.residual, la.atty, lp.attprojw, A);
     // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
     phase_mark(ctx, PHASE_LAYERNORM);
     rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, R, C, eps);
     phase_mark(ctx, PHASE_MATMUL);
-    matmul_forward(ctx, la.fch, nullptr, ts.whole(la.rms2), lp.fcw, nullptr, N, C, 2 * F);
+    linear_forward(ctx, slot(2), la.fch, nullptr, ts.whole(la.rms2), lp.fcw, nullptr, N, C, 2 * F);
     phase_mark(ctx, PHASE_GELU);
     swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
     phase_mark(ctx, PHASE_MATMUL);
-    llama_row_parallel_residual(model, ts, la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, F);
+    llama_row_parallel_residual(model, ts, slot(3), la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, F);
 }
 
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
@@ -383,7 +401,7 @@ inline void llama_cuda_forward(LlamaCuda* model, const int* inputs, const int* t
     for (int l = lo; l < hi; l++) {
         floatX* slices[LLAMA_NUM_LAYER_TENSORS];
         cuda_model_layer_params(model, layout, l, l + 1 < hi ? l + 1 : -1, slices);  // ZeRO 3: gathered
-        llama_cuda_layer_forward(model, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
+        llama_cuda_layer_forward(model, l, llama_layer_x(slices), llama_cuda_layer_acts(model, l), B, T);
     }
     if (model->pp_last) {  // -pp: a stage before the last passes its last layer's residual3 on
         phase_mark(ctx, PHASE_LAYERNORM);
@@ -464,8 +482,9 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         else layer_slices(model->grads, layout, l, slices);
         const LlamaLayerX lg = llama_layer_x(slices);
         const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
+        auto slot = [&](int k) { return linear_slot(model->linears, l, k); };  // fp8: linear k's scales
         if (model->recompute >= 2) {
-            llama_cuda_layer_forward(model, lp, la, B, T);  // everything but its input, again
+            llama_cuda_layer_forward(model, l, lp, la, B, T);  // everything but its input, again
         } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
             phase_mark(ctx, PHASE_LAYERNORM);
             rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, R, C, cfg.norm_eps);
@@ -475,19 +494,20 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dfch_swiglu, lg.fcprojw, nullptr, ts.whole(a.dres), la.fch_swiglu, lp.fcprojw, N, F, C,
-                        false);
+        linear_backward(ctx, slot(3), a.dfch_swiglu, lg.fcprojw, nullptr, ts.whole(a.dres), la.fch_swiglu, lp.fcprojw, N,
+                        F, C, false);
         phase_mark(ctx, PHASE_GELU);
         CHECK_CUDA(cudaMemsetAsync(a.dfch, 0, (size_t)N * 2 * F * sizeof(floatX), ctx.stream));
         swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.fcw, nullptr, a.dfch, ts.whole(la.rms2), lp.fcw, N, C, 2 * F, false);
+        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, nullptr, a.dfch, ts.whole(la.rms2), lp.fcw, N, C, 2 * F, false);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         norm_backward(lg.rms2w, la.residual2, lp.rms2w, la.rms2_rstd);
         // residual2 = residual + attproj(attention(rope(qkv(rms1(residual)))))
         phase_mark(ctx, PHASE_MATMUL);
-        matmul_backward(ctx, a.dtmp, lg.attprojw, nullptr, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C, false);
+        linear_backward(ctx, slot(1), a.dtmp, lg.attprojw, nullptr, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C,
+                        false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
         if (NKV < NH) {  // the repeated heads again, and their gradients summed back
             gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
@@ -504,7 +524,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
             CHECK_CUDA(cudaMemcpyAsync(a.kv_keep, kv_rows, kv_bytes, cudaMemcpyDeviceToDevice, ctx.stream));
             CHECK_CUDA(cudaMemsetAsync(kv_rows, 0, kv_bytes, ctx.stream));
         }
-        matmul_backward(ctx, a.dtmp, lg.qkvw, nullptr, a.dqkv, ts.whole(la.rms1), lp.qkvw, N, C, QKV, false);
+        linear_backward(ctx, slot(0), a.dtmp, lg.qkvw, nullptr, a.dqkv, ts.whole(la.rms1), lp.qkvw, N, C, QKV, false);
         if (kv_shared) {
             phase_mark(ctx, PHASE_COMM);
             CHECK_CUDA(cudaMemsetAsync(a.kv_all, 0, kv_bytes * cfg.num_kv_heads, ctx.stream));

@@ -61,6 +61,9 @@ inline std::string format_duration(double s) {
 inline void train_check_flags(const TrainConfig& c) {
     if (c.target_val_loss > 0 && c.val_every == 0)
         fail("--target-val-loss needs validation to watch: give -v N (validate every N steps)");
+    // every trainer takes the flag (one command line for every precision), only train_gpt_fp8 uses it
+    if (c.fp8_recipe != "delayed" && c.fp8_recipe != "current")
+        fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", c.fp8_recipe.c_str());
 }
 
 // Creates -o and decides where training starts: returns the step of the newest complete

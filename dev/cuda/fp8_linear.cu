@@ -5,7 +5,8 @@
 // nearest number, ties to even, saturated), decoded, multiplied in double, the two scale_inv (fp32,
 // as the GPU holds them) applied after. Then, per step of three (inputs of growing size, so the
 // delayed scales move), bf16 build:
-//   forward   out (and pre_gelu, with GELU) of one linear layer against the reference
+//   forward   out (and pre_gelu, with GELU; out += with accumulate, Llama's residual projections)
+//             of one linear layer against the reference
 //   backward  dinp (+= when asked; times gelu'(pre_gelu) with GELU), dweight (+=), dbias (+=)
 //   state     after the step, each amax = max |x| of its tensor exactly; after the update, each
 //             scale = the reference's exactly; the other layer's tensors untouched
@@ -77,6 +78,7 @@ static std::vector<float> rounded(std::vector<float> v) {
 struct LinearCase {
     int BT, C, OC;
     bool bias, gelu, accumulate_dinp;
+    bool accumulate_out = false;  // the forward adds into what out holds (fp8_linear_forward's accumulate)
 };
 
 static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe recipe) {
@@ -84,8 +86,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     const bool delayed = recipe == FP8_RECIPE_DELAYED;
     char name[160];
-    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "", lc.gelu ? " gelu" : "",
-             lc.accumulate_dinp ? " dinp+=" : "", delayed ? "delayed" : "current");
+    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "", lc.gelu ? " gelu" : "",
+             lc.accumulate_dinp ? " dinp+=" : "", lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
     printf("-- fp8_linear %s\n", name);
     // two linears; the one under test is the second, so that tensors 2, 3 (E4M3) and 1 (E5M2) move
     Fp8Linears set;
@@ -111,6 +113,7 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         const std::vector<float> pre_bwd = rounded(rand_vec(rng, n_inp, 2.0f));
         const std::vector<float> dinp0 = rounded(rand_vec(rng, n_inp, 1e-3f)), dw0 = rounded(rand_vec(rng, n_w, 1e-2f));
         const std::vector<float> db0 = rounded(rand_vec(rng, OC, 1e-2f));
+        const std::vector<float> out0 = rounded(rand_vec(rng, n_out, 1.0f));  // a residual stream (accumulate_out)
         dev_upload_into(d_inp, inp);
         dev_upload_into(d_w, w);
         dev_upload_into(d_bias, bias);
@@ -119,9 +122,10 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         dev_upload_into(d_dinp, dinp0);
         dev_upload_into(d_dw, dw0);
         dev_upload_into(d_db, db0);
+        dev_upload_into(d_out, out0);
 
         fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, d_inp, d_w, lc.bias ? d_bias : nullptr, BT, C,
-                           OC);
+                           OC, lc.accumulate_out);
         fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC,
                             lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -137,7 +141,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
             for (int o = 0; o < OC; o++) {
                 double acc = 0.0;
                 for (int c = 0; c < C; c++) acc += qi[(size_t)r * C + c] * qw[(size_t)o * C + c];
-                out_ref[(size_t)r * OC + o] = (float)(inv_i * inv_w * acc + (lc.bias ? bias[o] : 0.0));
+                out_ref[(size_t)r * OC + o] = (float)(inv_i * inv_w * acc + (lc.bias ? bias[o] : 0.0) +
+                                                      (lc.accumulate_out ? out0[(size_t)r * OC + o] : 0.0));
             }
 #pragma omp parallel for
         for (int r = 0; r < BT; r++)
@@ -171,7 +176,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
             gelu_backward(dg.data(), pre_bwd.data(), prod.data(), n_inp);
             dev_check("fp8_linear", (w_ + " dinp (through gelu)").c_str(), dev_download(d_dinp, n_inp), dg, tol_gelu);
         } else {
-            dev_check("fp8_linear", (w_ + " out").c_str(), dev_download(d_out, n_out), out_ref, tol);
+            dev_check("fp8_linear", (w_ + (lc.accumulate_out ? " out +=" : " out")).c_str(), dev_download(d_out, n_out),
+                      out_ref, tol);
             dev_check("fp8_linear", (w_ + (lc.accumulate_dinp ? " dinp +=" : " dinp")).c_str(),
                       dev_download(d_dinp, n_inp), dinp_ref, tol);
         }
@@ -252,6 +258,7 @@ int main(int argc, char** argv) {
             {32, 48, 64, true, false, true},    // bias, dinp accumulated
             {64, 64, 256, true, true, false},   // GPT-2's fc: bias and GELU
             {48, 128, 32, false, false, false}, // OC < C, no bias (Llama's)
+            {32, 96, 64, false, false, false, true},  // Llama's projections: out += (into the residual stream)
         };
         for (const LinearCase& lc : cases) {
             run_case(ctx, lc, FP8_RECIPE_DELAYED);

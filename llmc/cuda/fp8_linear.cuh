@@ -107,23 +107,26 @@ inline void fp8_linear_scale_now(const CudaContext& ctx, const Fp8Scaling& s, in
 
 // out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC), the product in FP8 (E4M3 x E4M3, fp32
 // sums, bf16 out); bias may be nullptr. With pre_gelu != nullptr: pre_gelu = that result and
-// out = gelu(pre_gelu). matmul_forward's arguments, after the layer's FP8 view.
+// out = gelu(pre_gelu). matmul_forward's arguments, after the layer's FP8 view. accumulate: out
+// += the product instead (the GEMM's beta 1: the sum in fp32, one rounding to bf16, as the bf16
+// build's matmul into the residual stream; no pre_gelu then).
 inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* out, floatX* pre_gelu,
-                               const floatX* inp, const floatX* weight, const floatX* bias, int BT, int C, int OC) {
+                               const floatX* inp, const floatX* weight, const floatX* bias, int BT, int C, int OC,
+                               bool accumulate = false) {
     const Fp8Linears& s = *layer.set;
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C;
     CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && (size_t)BT * OC <= s.act_capacity &&
               n_w <= s.weight_capacity,
           "BT=%d C=%d OC=%d beyond the FP8 scratch (%zu activation, %zu weight elements)", BT, C, OC, s.act_capacity,
           s.weight_capacity);
-    CHECK(pre_gelu == nullptr || pre_gelu != out, "pre_gelu and out must differ");
+    CHECK(pre_gelu == nullptr || (pre_gelu != out && !accumulate), "pre_gelu and out must differ, and not accumulate");
     const int ti = 2 * layer.index, tw = ti + 1;
     fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
     fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp);
     fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
     fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
     floatX* d = pre_gelu != nullptr ? pre_gelu : out;
-    fp8_matmul(ctx, d, s.weight_q, s.inp_q, s.e4m3.scale_inv + tw, s.e4m3.scale_inv + ti, bias, OC, BT, C, false,
+    fp8_matmul(ctx, d, s.weight_q, s.inp_q, s.e4m3.scale_inv + tw, s.e4m3.scale_inv + ti, bias, OC, BT, C, accumulate,
                s.fast_accum_forward);
     if (pre_gelu != nullptr) gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
 }

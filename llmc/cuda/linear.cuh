@@ -3,12 +3,16 @@
 // (fp8_linear.cuh), in train_gpt_fp32 and train_gpt_bf16 matmul.cuh's GEMMs, the state empty and
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
-// defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_backward,
-//          linears_init, linears_free, linears_step_begin, linears_step_end
+// defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
+//          linear_backward, linears_init, linears_free, linears_step_begin, linears_step_end,
+//          FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
 #pragma once
-#include "common.cuh"    // defines: CudaContext, floatX
-#include "matmul.cuh"    // defines: matmul_forward, matmul_backward
-#include "comm_gpu.cuh"  // defines: GpuComm
+#include <string>
+#include <vector>
+#include "common.cuh"        // defines: CudaContext, floatX
+#include "matmul.cuh"        // defines: matmul_forward, matmul_backward, matmul_cublaslt
+#include "comm_gpu.cuh"      // defines: GpuComm
+#include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -47,6 +51,20 @@ inline void linear_forward(const CudaContext& ctx, LinearSlot s, floatX* out, fl
 #endif
 }
 
+// out (BT,OC) += inp (BT,C) @ weight (OC,C)^T: a projection added into what out holds (Llama's
+// residual stream), one GEMM with beta 1 (the sum in fp32, rounded once), no buffer for the
+// product and no add kernel. In FP8 the same (fp8_linear_forward's accumulate).
+inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out, const floatX* inp,
+                               const floatX* weight, int BT, int C, int OC) {
+#ifdef ENABLE_FP8
+    fp8_linear_forward(ctx, s.fp8, out, nullptr, inp, weight, nullptr, BT, C, OC, true);
+#else
+    (void)s;
+    bool ok = matmul_cublaslt(ctx, out, weight, inp, nullptr, nullptr, OC, BT, C, true, false, true);
+    CHECK(ok, "cuBLASLt has no algorithm for the accumulating matmul BT=%d C=%d OC=%d", BT, C, OC);
+#endif
+}
+
 inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
                             bool accumulate_dinp, const floatX* pre_gelu = nullptr) {
@@ -59,12 +77,15 @@ inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, 
 }
 
 // num_layers layers of LINEARS_PER_LAYER linears; widest: the most columns any of their inputs
-// or outputs has (BT rows each); largest_weight: the most values of one weight. Delayed scaling.
-inline void linears_init(ModelLinears* m, int num_layers, int BT, int widest, size_t largest_weight) {
+// or outputs has (BT rows each); largest_weight: the most values of one weight. current_scaling
+// (-fp8r current): each tensor's scale from its own amax; else delayed scaling (fp8_linear.cuh).
+inline void linears_init(ModelLinears* m, int num_layers, int BT, int widest, size_t largest_weight,
+                         bool current_scaling = false) {
 #ifdef ENABLE_FP8
-    fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, FP8_RECIPE_DELAYED, (size_t)BT * widest, largest_weight);
+    fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
+                     (size_t)BT * widest, largest_weight);
 #else
-    (void)m, (void)num_layers, (void)BT, (void)widest, (void)largest_weight;
+    (void)m, (void)num_layers, (void)BT, (void)widest, (void)largest_weight, (void)current_scaling;
 #endif
 }
 
@@ -94,5 +115,110 @@ inline void linears_step_end(GpuComm* gc, const CudaContext& ctx, const ModelLin
     fp8_linears_update(ctx, m);
 #else
     (void)gc, (void)ctx, (void)m;
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// The FP8 state in a checkpoint: state_%08d_fp8.bin beside the state files (checkpoint_prune
+// takes it with them). After the step's max-reduce every data-parallel replica holds the same
+// amaxes, scales and histories, so rank 0 writes the one file and every rank reads it back;
+// without it a resumed run would start its scales again from 1 and part from the run that
+// never stopped. Header of 16 x uint64: [0] magic, [1] version, [2] step, [3] recipe (0
+// delayed, 1 current), [4] linears, [5] history length, [6] [7] the E4M3 and E5M2 states'
+// floats, [8] [9] their checksums (checksum64), [15] the header's; then the two states'
+// buffers (Fp8Scaling::buffer: amax, scale, scale_inv, history), as the device holds them.
+// The model file stays the bf16 trainer's; train_gpt_fp32 and _bf16 resume from an fp8
+// checkpoint and ignore this file.
+enum { FP8_STATE_MAGIC = 20261127, FP8_STATE_VERSION = 1, FP8_STATE_HEADER_WORDS = 16 };
+
+inline std::string linears_state_path(const std::string& dir, int step) {
+    char name[64];
+    snprintf(name, sizeof(name), "/state_%08d_fp8.bin", step);
+    return dir + name;
+}
+
+// Writes the FP8 state of the checkpoint at `step` into dir, durable on disk (rank 0 alone).
+// Nothing in the fp32 and bf16 builds.
+inline void linears_write_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step) {
+#ifdef ENABLE_FP8
+    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
+    std::vector<float> host[2];
+    for (int i = 0; i < 2; i++) {
+        host[i].resize(states[i]->buffer_floats);
+        CHECK_CUDA(cudaMemcpyAsync(host[i].data(), states[i]->buffer, host[i].size() * sizeof(float),
+                                   cudaMemcpyDeviceToHost, ctx.stream));
+    }
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    uint64_t h[FP8_STATE_HEADER_WORDS] = {0};
+    h[0] = FP8_STATE_MAGIC; h[1] = FP8_STATE_VERSION; h[2] = (uint64_t)step;
+    h[3] = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
+    h[4] = (uint64_t)m.num_linears; h[5] = (uint64_t)m.e4m3.history_len;
+    for (int i = 0; i < 2; i++) {
+        h[6 + i] = host[i].size();
+        h[8 + i] = checksum64(host[i].data(), host[i].size() * sizeof(float));
+    }
+    h[15] = checksum64(h, 15 * sizeof(uint64_t));
+    AtomicFile out(linears_state_path(dir, step));
+    out.write(h, sizeof(h));
+    for (int i = 0; i < 2; i++) out.write(host[i].data(), host[i].size() * sizeof(float));
+    out.commit();
+    fsync_dir(dir);
+#else
+    (void)ctx, (void)m, (void)dir, (void)step;
+#endif
+}
+
+#ifdef ENABLE_FP8
+// The problem with the FP8 state file at path for m at `step` ("" if sound); when sound, its two
+// buffers in host[0], host[1].
+inline std::string fp8_state_read(const std::string& path, const ModelLinears& m, int step, std::vector<float> host[2]) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
+    uint64_t h[FP8_STATE_HEADER_WORDS];
+    std::string err;
+    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
+    const uint64_t recipe = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
+    if (fread(h, sizeof(uint64_t), FP8_STATE_HEADER_WORDS, f) != FP8_STATE_HEADER_WORDS) err = "truncated header";
+    else if (h[0] != FP8_STATE_MAGIC) err = "bad magic: not a gptrain FP8 state file";
+    else if (h[1] != FP8_STATE_VERSION) err = "unsupported FP8 state version " + std::to_string(h[1]);
+    else if (h[15] != checksum64(h, 15 * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
+    else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
+    else if (h[3] != recipe)
+        err = std::string("written by a -fp8r ") + (h[3] == 1 ? "current" : "delayed") + " run; resume with that -fp8r";
+    else if (h[4] != (uint64_t)m.num_linears || h[5] != (uint64_t)m.e4m3.history_len ||
+             h[6] != states[0]->buffer_floats || h[7] != states[1]->buffer_floats)
+        err = "holds " + std::to_string(h[4]) + " linear layers with an amax history of " + std::to_string(h[5]) +
+              ", this model has " + std::to_string(m.num_linears) + " with " + std::to_string(m.e4m3.history_len);
+    for (int i = 0; i < 2 && err.empty(); i++) {
+        host[i].resize(states[i]->buffer_floats);
+        const size_t bytes = host[i].size() * sizeof(float);
+        if (fread(host[i].data(), 1, bytes, f) != bytes) err = "truncated";
+        else if (checksum64(host[i].data(), bytes) != h[8 + i])
+            err = std::string(i == 0 ? "E4M3" : "E5M2") + " scaling state checksum mismatch (corrupt)";
+    }
+    if (err.empty() && fgetc(f) != EOF) err = "longer than its header says (corrupt)";
+    fclose(f);
+    return err;
+}
+#endif
+
+// Restores the FP8 state of the checkpoint at `step` (every rank reads rank 0's file); a missing
+// or unsound file stops the run with one line naming it. Nothing in the fp32 and bf16 builds.
+inline void linears_load_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step) {
+#ifdef ENABLE_FP8
+    const std::string path = linears_state_path(dir, step);
+    std::vector<float> host[2];
+    const std::string err = fp8_state_read(path, m, step, host);
+    if (!err.empty())
+        fail("%s: %s: train_gpt_fp8 resumes its scales and amax histories from this file, which its checkpoints "
+             "write (train_gpt_bf16's have none: resume those with train_gpt_bf16)",
+             path.c_str(), err.c_str());
+    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
+    for (int i = 0; i < 2; i++)
+        CHECK_CUDA(cudaMemcpyAsync(states[i]->buffer, host[i].data(), host[i].size() * sizeof(float),
+                                   cudaMemcpyHostToDevice, ctx.stream));
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));  // host[] goes out of scope
+#else
+    (void)ctx, (void)m, (void)dir, (void)step;
 #endif
 }
