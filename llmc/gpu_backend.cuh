@@ -362,7 +362,8 @@ struct GpuBackend {
                 gpu_group_begin();
                 for (const PipeMessage& x : round.messages) {
                     use(x.micro, x.chunk);
-                    floatX* at = x.grad ? model->acts.dres : x.send ? gpu_model_stage_output(model) : gpu_model_stage_input(model);
+                    floatX* at = x.grad ? model->acts.dres
+                                 : x.send ? gpu_model_stage_output(model) : gpu_model_stage_input(model);
                     if (x.send) gpu_send(ppc, p2p, at, n, x.peer);
                     else gpu_recv(ppc, p2p, at, n, x.peer);
                     if (x.send) sent_round[set_of[x.micro]] = r;
