@@ -205,10 +205,6 @@ static std::string describe(const ModelConfig& c) {
     return buf;
 }
 
-static int model_layers(const ModelConfig& m) {
-    return m.family == FAMILY_LLAMA3 ? m.llama.num_layers : m.gpt2.num_layers;
-}
-
 // "TP8 PP8 VP8 SP"
 static std::string layout_name(const PlanLayout& l) {
     char buf[80];
@@ -221,9 +217,9 @@ static std::string layout_name(const PlanLayout& l) {
 static std::string stage_layers(const Setup& s, const PlanLayout& l) {
     std::string out;
     for (int rank = 0; rank < l.pp;) {
-        const int layers = plan_stage_layers(model_layers(s.model), l, rank);
+        const int layers = plan_stage_layers(model_config_num_layers(s.model), l, rank);
         int run = 1;
-        while (rank + run < l.pp && plan_stage_layers(model_layers(s.model), l, rank + run) == layers) run++;
+        while (rank + run < l.pp && plan_stage_layers(model_config_num_layers(s.model), l, rank + run) == layers) run++;
         out += (out.empty() ? "" : ", ") + std::to_string(layers) + (run > 1 ? " (x" + std::to_string(run) + ")" : "");
         rank += run;
     }
@@ -234,7 +230,7 @@ static std::string stage_layers(const Setup& s, const PlanLayout& l) {
 static void print_layout(const Setup& s, const Choice& c) {
     const PlanLayout& l = c.lay;
     const PlanStep& p = c.step;
-    const int L = model_layers(s.model);
+    const int L = model_config_num_layers(s.model);
     const bool llama = s.model.family == FAMILY_LLAMA3;
     printf("layout: %d GPUs = DP %d x PP %d x TP %d (TP inside a node, DP outermost), %s%s; -z %d over the DP group, "
            "-r %d; B=%d T=%d, %d micro-batches of %d x %d x %d tokens = %s tokens per step\n",
@@ -376,7 +372,7 @@ static void print_detail(const Setup& s, const Choice& c) {
 // TP 1, 2, 4, 8; PP every count up to L that divides the GPUs with TP; VP every count that
 // plan_layout_problem allows. *tried counts the layouts; *why says why the first refused one was.
 static bool best_layout(const Setup& s, const PlanConfig& cfg, int n, Choice* best, int* tried, std::string* why) {
-    const int L = model_layers(s.model);
+    const int L = model_config_num_layers(s.model);
     auto given_or = [](int flag, std::vector<int> all) { return flag > 0 ? std::vector<int>{flag} : all; };
     std::vector<int> counts;  // 1..L
     for (int i = 1; i <= L; i++) counts.push_back(i);

@@ -81,6 +81,11 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 // Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
 // -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
 // on every rank, a rounding here) and its heads' activations.
+#ifdef ENABLE_FP8
+#define SCRATCH_NAME "workspace and FP8 scratch"
+#else
+#define SCRATCH_NAME "workspace"
+#endif
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx, int tp = 1, int pp = 1) {
     const bool sp = cfg.sequence_parallel != 0;
@@ -92,7 +97,9 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
-        p.scratch = ctx.workspace_bytes;
+        // cuBLASLt's workspace, and train_gpt_fp8's FP8 copies and scales (-tp, -pp: refused there)
+        p.scratch = ctx.workspace_bytes + (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
+                                                                      cfg.fp8_recipe == "current");
         return p;
     };
     size_t free_b = 0, total_b = 0;
@@ -121,11 +128,11 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         snprintf(help, sizeof(help), "even -z 3 over 65536 GPUs holds more than that: the activations and two layers "
                  "in flight do not shrink with the GPU count (-b, -t, -r 2 shrink the activations)");
     fail("%s (%s, %zu parameters) does not fit on the GPU: %.1f GiB per GPU (params %.1f %s, grads %.1f, AdamW "
-         "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, workspace %.2f; %d process%s, ZeRO %d), "
+         "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, %s %.2f; %d process%s, ZeRO %d), "
          "and %s has %.1f GiB free (%s)",
          cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
          p.params / GiB, PRECISION_NAME, p.grads / GiB, p.adamw / GiB, p.master / GiB, p.activations / GiB, cfg.B,
-         cfg.T, recompute, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
+         cfg.T, recompute, SCRATCH_NAME, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
          ctx.props.name, free_b / GiB, help);
 }
 
@@ -291,29 +298,15 @@ int main(int argc, char** argv) {
         const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
         gpu_model_alloc_state(&model, B, T, recompute, sets);
 #ifdef ENABLE_FP8
-        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh), sized by the
-        // widest input or output (B*T rows) and the largest weight: GPT-2's qkv (3A), fc (H) and
-        // their inputs (C, A, H); Llama's qkv (QKV), gate/up (2F) and their inputs (C, A, F)
-        int widest = 0;
-        size_t largest_weight = 0;
-        if constexpr (gpt2) {
-            const GPT2Dims d = gpt2_cuda_dims(&model);
-            widest = std::max({mc.channels, 3 * d.A, d.H});
-            largest_weight = (size_t)std::max({3 * d.A, d.H, d.A}) * mc.channels;
-        } else {
-            const LlamaDims d = llama_cuda_dims(&model);
-            widest = std::max({mc.channels, d.QKV, 2 * d.F, d.A});
-            largest_weight = (size_t)std::max({d.QKV, 2 * d.F, d.A}) * mc.channels;
-        }
+        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh)
         const bool current = cfg.fp8_recipe == "current";
-        linears_init(&model.linears, model.num_layers, B * T, widest, largest_weight, current);
-        if (current)
-            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, current scaling: each "
-                   "tensor's own amax); embeddings, classifier, norms, attention in bf16\n");
-        else
-            printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, delayed scaling: the "
-                   "max of %d steps' amaxes); embeddings, classifier, norms, attention in bf16\n",
-                   FP8_AMAX_HISTORY_DEFAULT);
+        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current);
+        char scaling[64];
+        if (current) snprintf(scaling, sizeof(scaling), "current scaling: each tensor's own amax");
+        else snprintf(scaling, sizeof(scaling), "delayed scaling: the max of %d steps' amaxes", FP8_AMAX_HISTORY_DEFAULT);
+        printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, %s; scratch and scales "
+               "%.1f MiB); embeddings, classifier, norms, attention in bf16\n",
+               scaling, linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current) / 1048576.0);
 #endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

@@ -6,7 +6,8 @@
 // A third family adds its header, an enum value in llmc/model.h, a case in each function
 // here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
 // defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
-//          model_config_table, model_config_num_parameters, ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
+//          model_config_table, model_config_num_layers, model_config_num_parameters, ValueBytes, MemoryPlan,
+//          model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
 //          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_stage, model_part_shard,
@@ -58,6 +59,10 @@ inline size_t model_config_table(const ModelConfig& c, ParamTensor* table, Param
     }
     *layout = gpt2_layout(table, c.gpt2.num_layers);
     return gpt2_param_table(c.gpt2, table);
+}
+
+inline int model_config_num_layers(const ModelConfig& c) {
+    return c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
 }
 
 inline size_t model_config_num_parameters(const ModelConfig& c) {
@@ -337,7 +342,7 @@ inline void model_acts_sets_free(ActsSets* sets) {
 // vocabulary's rows in equal parts; at least a layer a stage.
 inline std::string model_tp_problem(const ModelConfig& c, int tp, int pp = 1) {
     char buf[200] = "";
-    const int L = c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
+    const int L = model_config_num_layers(c);
     if (pp > L) {
         snprintf(buf, sizeof(buf), "%d pipeline stages (-pp x -vp) but the model has %d layers", pp, L);
         return buf;

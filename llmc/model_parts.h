@@ -98,7 +98,7 @@ inline void model_parts_set_model(const TrainConfig& cfg, const ModelConfig& c, 
     const char* list = cfg.stage_layers.c_str();
     if (*list == '\0') return;
     if (pp == 1) fail("flag -pl '%s': stage sizes need -pp 2 or more", list);
-    const int L = c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
+    const int L = model_config_num_layers(c);
     int sum = 0;
     p->stage_sizes.clear();
     for (const char* s = list; *s != '\0';) {

@@ -285,7 +285,7 @@ inline MemoryPlan plan_zero_memory(double n, double layer, double front_tail, in
 inline MemoryPlan plan_memory(const ModelConfig& c, const PlanLayout& p, int B, int T, int stage, int recompute,
                               int micro, int* heaviest = nullptr) {
     const PlanSlice s = plan_slice(c, p);
-    const int L = c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
+    const int L = model_config_num_layers(c);
     MemoryPlan worst;
     for (int rank = 0; rank < p.pp; rank++) {
         const int layers = plan_stage_layers(L, p, rank), flight = plan_in_flight(p, rank, micro);

@@ -37,7 +37,7 @@ def parse_summary(text):
                 pass
             continue
         # trainer benchmark: model prec B ms/step tok/s MFU peak-MiB [J/token]
-        if len(f) in (7, 8) and f[1] in ("fp32", "bf16") and f[2].isdigit():
+        if len(f) in (7, 8) and f[1] in ("fp32", "bf16", "fp8") and f[2].isdigit():
             try:
                 figures[("trainer", f[0], f[1], f[2])] = (float(f[4]), "tok/s")
             except ValueError:

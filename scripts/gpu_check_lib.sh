@@ -5,7 +5,7 @@
 #   part_vs_cpu           train_gpt_fp32/_bf16 against train_gpt_cpu, GPT-2 and Llama 3
 #   part_large            large shapes: the Llama whose backward overflowed int32, 8B's layers at T=8192
 #   part_train_sanitizer  compute-sanitizer memcheck and racecheck over one short run of each family
-#   part_bench_short      five benchmark rows: d12 B=64 three ways, d48 B=8, a 1.2B Llama
+#   part_bench_short      six benchmark rows: d12 B=64 three ways, d48 B=8 (bf16 and fp8), a 1.2B Llama
 # They read the globals gpu_check.sh sets (LOGDIR, SUMMARY, RESULTS, EMU, SFX, DEBUG_DIR, SLOW,
 # JOBS, GPU_INPUTS, ...). Checks that run side by side (xargs -P, or the large part in the
 # background) report through files, never through shell variables: record appends to the
@@ -351,19 +351,21 @@ part_train_sanitizer() {
 }
 
 # ---------------------------------------------------------------------------------------
-# bench_short: five rows, T=1024, random init, $SHORT_STEPS steps each; ms/step is the median
+# bench_short: six rows, T=1024, random init, $SHORT_STEPS steps each; ms/step is the median
 # of the steps after the 3rd (the first steps warm up), tok/s and MFU are that step's, peak
 # device memory and J/token from the run's summary. Rows the first real-GPU run measured (H200,
 # 2026-11-26: d12 B=64 132.5-133.7 ms, -ak 0 334 ms, -r 0 -ge 2 127.5 ms; d48 B=8 191-193 ms; the
 # 1.2B Llama 117.9 ms), in scripts/bench_compare.py's row format.
-# bench_short_row NAME MODEL B EMU_MODEL EMU_B [flags]
+# bench_short_row NAME MODEL B EMU_MODEL EMU_B [flags]; BENCH_PREC=fp8: train_gpt_fp8 (on a GPU
+# without FP8 tensor cores the row is a SKIP)
 bench_short_row() {
-    local name=$1 model=$2 B=$3 emu_model=$4 emu_b=$5 T=1024 steps=$SHORT_STEPS
+    local name=$1 model=$2 B=$3 emu_model=$4 emu_b=$5 T=1024 steps=$SHORT_STEPS prec=${BENCH_PREC:-bf16}
     shift 5
     if [ "$EMU" = 1 ]; then model=$emu_model B=$emu_b T=32 steps=4; fi
-    local log="$LOGDIR/bench_short_${name}.log" row rc med done_line mem jt
-    if [ -z "$train_glob" ]; then record "bench $name" FAIL "no GPT-2-vocabulary shards"; return; fi
-    timeout -k 10 $((240 * SLOW)) "./train_gpt_bf16$SFX" -e "$model" -i "$train_glob" -j "$val_glob" -b "$B" -t "$T" \
+    local log="$LOGDIR/bench_short_$name.log" row rc med done_line mem jt label="bench $name"
+    [ "$prec" = bf16 ] || label="bench $name $prec" log="$LOGDIR/bench_short_${name}_$prec.log"
+    if [ -z "$train_glob" ]; then record "$label" FAIL "no GPT-2-vocabulary shards"; return; fi
+    timeout -k 10 $((240 * SLOW)) "./train_gpt_$prec$SFX" -e "$model" -i "$train_glob" -j "$val_glob" -b "$B" -t "$T" \
         -x "$steps" -v 0 -s 0 -n 0 "$@" > "$log" 2>&1
     rc=$?
     # the median step after the 3rd: "ms tok/s MFU"
@@ -379,18 +381,20 @@ bench_short_row() {
         read -r ms tok mfu <<< "$med"
         mem=$(echo "$done_line" | grep -o 'peak device memory [0-9]* MiB' | cut -d' ' -f4)
         jt=$(grep -o '[0-9.]* J/token' "$log" | cut -d' ' -f1)
-        row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' "$name" bf16 "$B" "$ms" "$tok" "${mfu:-n/a}" "$mem" "${jt:-n/a}")
+        row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' "$name" "$prec" "$B" "$ms" "$tok" "${mfu:-n/a}" "$mem" "${jt:-n/a}")
         BENCH_ROWS+=("$row")
         say "$row"
-        printf '%s\t%s\t%s\t%s\n' "$PART" "bench $name" BENCH "$(echo "$row" | tr -s ' ' '\t')" >> "$RESULTS"
+        printf '%s\t%s\t%s\t%s\n' "$PART" "$label" BENCH "$(echo "$row" | tr -s ' ' '\t')" >> "$RESULTS"
+    elif grep -q "needs a GPU with FP8 tensor cores" "$log"; then
+        record "$label" SKIP "$(grep -m 1 -o 'needs a GPU with FP8 tensor cores.*' "$log" | cut -c1-120)"
     elif grep -q "out of GPU memory\|does not fit on the GPU" "$log"; then
-        record "bench $name" SKIP "out of memory at B=$B (not a failure): $(grep -m 1 -o 'needs.*\|does not fit.*' "$log" | cut -c1-120)"
+        record "$label" SKIP "out of memory at B=$B (not a failure): $(grep -m 1 -o 'needs.*\|does not fit.*' "$log" | cut -c1-120)"
     else
-        record "bench $name" FAIL "rc=$rc: $(tail -n 1 "$log" | cut -c1-160)"
+        record "$label" FAIL "rc=$rc: $(tail -n 1 "$log" | cut -c1-160)"
     fi
 }
 part_bench_short() {
-    say "== bench_short: bf16, T=1024, $SHORT_STEPS steps a row, the median of those after the 3rd"
+    say "== bench_short: bf16 (one row fp8), T=1024, $SHORT_STEPS steps a row, the median of those after the 3rd"
     [ "$EMU" = 1 ] && say "(the emulated GPU: tiny models at T=32, 4 steps; the figures say nothing of a GPU, the table is the check)"
     find_bench_data
     say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B ms/step tok/s MFU 'peak MiB' J/token)"
@@ -399,4 +403,6 @@ part_bench_short() {
     bench_short_row d12-r0-ge2 d12 64 gpt2:l2c64 2 -r 0 -ge 2
     bench_short_row d48 d48 8 gpt2:l4c64 1
     bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
+    # one FP8 row (issue 26): d48's linears in FP8 beside its bf16 row above
+    BENCH_PREC=fp8 bench_short_row d48 d48 8 gpt2:l4c64 1
 }

@@ -6,7 +6,8 @@
 #                  a run with a resume; generate_{fp32,bf16} (KV cache) against the CPU's
 #                  ./generate, GPT-2 and Llama; NVML energy; transformers loading ./export_hf's output
 #   part_faults    test/test_faults.sh and test/test_kill_trials.sh on both GPU trainers
-#   part_bench     train_gpt_bf16 (and fp32) throughput: d12 B=4..64 with each option, d24, d48
+#   part_bench     train_gpt_bf16 (and fp32, fp8) throughput: d12 B=4..64 with each option, d24, d48,
+#                  Llamas; train_gpt_fp8 beside bf16 at d12, d48, 1.2B and 8B-shaped Llama layers
 #   part_profile   Nsight Compute: the d12 step's kernels by GPU time, the top three in detail
 # (The PyTorch debug states and the comparison with train_gpt_cpu, once the trainer part's
 # first checks, are the default's pytorch and vs_cpu parts: scripts/gpu_check_lib.sh.)
@@ -234,7 +235,11 @@ part_trainer() {
         # own stream), bootstrapped over sockets (-pi fs) and by MPI; ZeRO 3 in ZeRO 2's bits
         ngpus=2
         [ "$EMU" = 1 ] || ngpus=$(nvidia-smi -L 2> /dev/null | wc -l)
-        for mode in share own own-mpi; do
+        modes="share own own-mpi"
+        # on the emulated GPU bf16 starts its NCCL ranks one way, mpirun: -pi fs's bootstrap is the
+        # same code whatever the precision, and fp32 runs it (emulated runs are CI's slowest part)
+        [ "$EMU" = 1 ] && [ $prec = bf16 ] && has_mpi "$bin" && modes="share own-mpi"
+        for mode in $modes; do
             for z in 0 1 2 3; do
                 name="2 ranks share GPU -z $z $prec" detail="mpirun, host-staged"
                 devices=(CUDA_VISIBLE_DEVICES=0 EMU_DEVICES=1)
@@ -587,6 +592,8 @@ part_bench() {
             row=$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' "$name" "$prec" "$B" "$ms" "$toks" "${mfu:-n/a}" "$mem" "${jt:-n/a}")
         elif grep -q "out of GPU memory" "$log"; then
             row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "out of memory (not a failure)")
+        elif grep -q "needs a GPU with FP8 tensor cores" "$log"; then
+            row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "no FP8 tensor cores on this GPU (not a failure)")
         else
             row=$(printf '%-14s %-5s %-4s %s' "$name" "$prec" "$B" "FAIL rc=$rc: $(tail -n 1 "$log")")
             FAILED=1
@@ -614,6 +621,18 @@ part_bench() {
     bench d12-cg bf16 d12 16 -cg 1
     bench d12-cg bf16 d12 32 -cg 1
     bench d12-ak1-cg bf16 d12 32 -ak 1 -cg 1
+    # FP8 (train_gpt_fp8, issue 26) beside bf16 at the shapes the issue names: d12, d48, a 1.2B Llama
+    # and four layers shaped as Llama 3.1 8B's (C 4096, 32/8 heads, F 14336; GPT-2's vocabulary, for
+    # the shards at hand). The target: 1.3x bf16's tok/s at d48 and the 8B-shaped layers; d12's
+    # GEMMs are too small for FP8 to pay (README, FP8 training). On a GPU before sm_89 the fp8 rows
+    # stop at start-up, which is said, not counted. (d12 B=64's and d48's bf16 rows are above.)
+    bench llama-1.2b bf16 llama3:l16c2048h16kv8f8192v50257 8
+    bench llama-8b-l4 bf16 llama3:l4c4096h32kv8f14336v50257 4
+    for shape in "d12 d12 64" "d48 d48 8" "llama-1.2b llama3:l16c2048h16kv8f8192v50257 8" \
+                 "llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4"; do
+        read -r name model B <<< "$shape"
+        bench "$name" fp8 "$model" "$B"
+    done
     # where a d12 step's time goes (-pb 1: CUDA events between phases; a little slower)
     bench d12-pb bf16 d12 32 -pb 1
     sed -n '/^phase breakdown/,/step (wall)/p' "$LOGDIR/bench_d12-pb_bf16.log" | tee -a "$SUMMARY"

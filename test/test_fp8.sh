@@ -8,6 +8,8 @@
 #     histories) ends with the main.log, the final model file and the final FP8 state of the run
 #     that never stopped, byte for byte, on one rank and on two (ZeRO 1); without that file, or
 #     with a byte of it flipped, the resume stops with one line naming it;
+#   - the memory plan counts the FP8 copies and scales: a run's peak device memory over bf16's,
+#     and the refusal of Meta's 8B;
 #   - the one-line refusals: compute capability 8.0 (EMU_CC=80), -tp, an unknown -fp8r; the bf16
 #     trainer takes -fp8r and ignores it.
 # The FP8 kernels' own checks (dev/cuda/fp8.cu, dev/cuda/fp8_linear.cu at --quick, against their
@@ -142,6 +144,34 @@ if command -v mpirun > /dev/null && ldd ./train_gpt_fp8_emu | grep -q libmpi; th
 else
     echo "ok   (2 ranks not checked: no mpirun, or train_gpt_fp8_emu built without MPI)"
 fi
+
+# The memory plan counts the FP8 copies and scales: (1) what a run says they take is what its
+# peak device memory grows by over the bf16 trainer's, measured by the emulated GPU's allocator
+# (one step of a Llama whose gate/up (2F = 4096 columns) is the widest linear: about 6.5 MiB; the
+# peaks are whole MiB, hence the 1 MiB); (2) the plan's refusal of Meta's 8B counts them, by
+# their arithmetic: three fp8 copies of B*T x 2F (the input, the gradient and its transpose), one
+# of the 2F x C weight, and 3 x 4 x 32 tensors' amax, scale, 1/scale and 1024 steps of history
+mem="$data -e llama3:l1c128h2kv1f2048v300 -b 4 -t 128 -x 1 -v 0 -s 0 -n 0"
+run train_gpt_bf16_emu "$out/mem_bf16" $mem
+run train_gpt_fp8_emu "$out/mem_fp8" $mem
+peak() { grep -o 'peak device memory [0-9]* MiB' "$1" | cut -d' ' -f4; }
+said=$(grep -o 'scratch and scales [0-9.]* MiB' "$out/mem_fp8.stdout" | cut -d' ' -f4)
+awk -v a="$(peak "$out/mem_fp8.stdout")" -v b="$(peak "$out/mem_bf16.stdout")" -v s="$said" 'BEGIN {
+    d = a - b - s; if (d < 0) d = -d
+    if (a == "" || b == "" || s == "" || s < 5 || d > 1) {
+        printf "FAIL fp8 scratch: peak %s MiB vs bf16 %s MiB, the run said %s MiB\n", a, b, s; exit 1 }
+    printf "ok   fp8 scratch: peak device memory %d MiB vs bf16 %d MiB, %d more; the run said %s MiB\n", a, b, a - b, s }' ||
+    fail=1
+plan_scratch() {  # plan_scratch BINARY: the 8B refusal's "workspace [and FP8 scratch] X" in GiB
+    (ulimit -v 8000000; timeout 60 ./$1 -e llama3.1:8b -b 4 -t 1024 2>&1) | grep -o 'scratch [0-9.]*;\|workspace [0-9.]*;' | tr -d ';' | cut -d' ' -f2
+}
+awk -v a="$(plan_scratch train_gpt_fp8_emu)" -v b="$(plan_scratch train_gpt_bf16_emu)" 'BEGIN {
+    BT = 4 * 1024; C = 4096; F2 = 2 * 14336; tensors = 3 * 4 * 32
+    want = (3 * BT * F2 + F2 * C + tensors * (3 + 1024) * 4 + tensors * 4) / 1073741824
+    d = a - b - want; if (d < 0) d = -d
+    if (a == "" || b == "" || d > 0.01) { printf "FAIL the 8B memory plan: scratch %s GiB in fp8, %s in bf16, want %.3f more\n", a, b, want; exit 1 }
+    printf "ok   the 8B memory plan counts the FP8 scratch: %s GiB vs bf16 %s GiB (%.3f GiB by its arithmetic)\n", a, b, want }' ||
+    fail=1
 
 # expect_error NAME PATTERN COMMAND...: exits non-zero, PATTERN on exactly one line of its output
 expect_error() {

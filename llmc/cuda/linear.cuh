@@ -4,15 +4,17 @@
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, linears_init, linears_free, linears_step_begin, linears_step_end,
-//          FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
+//          linear_backward, LinearsShape, linears_shape, linears_device_bytes, linears_init, linears_free,
+//          linears_step_begin, linears_step_end, FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 #include "common.cuh"        // defines: CudaContext, floatX
 #include "matmul.cuh"        // defines: matmul_forward, matmul_backward, matmul_cublaslt
 #include "comm_gpu.cuh"      // defines: GpuComm
 #include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
+#include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -76,16 +78,49 @@ inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, 
 #endif
 }
 
-// num_layers layers of LINEARS_PER_LAYER linears; widest: the most columns any of their inputs
-// or outputs has (BT rows each); largest_weight: the most values of one weight. current_scaling
-// (-fp8r current): each tensor's scale from its own amax; else delayed scaling (fp8_linear.cuh).
-inline void linears_init(ModelLinears* m, int num_layers, int BT, int widest, size_t largest_weight,
+// The FP8 scratch's shape for a model of this configuration (-tp: a rank's part of it): the most
+// columns any linear's input or output has (B*T rows each) and the most values of one weight.
+// GPT-2: qkv (3A), fc (H) and their inputs (C, A, H); Llama: qkv (QKV), gate/up (2F) and their
+// inputs (C, A, F).
+struct LinearsShape {
+    int widest;
+    size_t largest_weight;
+};
+inline LinearsShape linears_shape(const ModelConfig& mc, int tp = 1) {
+    if (mc.family == FAMILY_LLAMA3) {
+        const LlamaDims d = llama_dims(mc.llama, tp);
+        return {std::max({d.C, d.QKV, 2 * d.F, d.A}), (size_t)std::max({d.QKV, 2 * d.F, d.A}) * d.C};
+    }
+    const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
+    const int C = mc.gpt2.channels;
+    return {std::max({C, 3 * d.A, d.H}), (size_t)std::max({3 * d.A, d.H, d.A}) * C};
+}
+
+// The device bytes linears_init takes for num_layers layers at BT rows: 0 but in train_gpt_fp8
+// (the memory plan adds them before anything is allocated)
+inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling = false,
+                                   int tp = 1) {
+#ifdef ENABLE_FP8
+    const LinearsShape shape = linears_shape(mc, tp);
+    return fp8_linears_bytes(num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
+                             BT * shape.widest, shape.largest_weight);
+#else
+    (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp;
+    return 0;
+#endif
+}
+
+// num_layers layers of LINEARS_PER_LAYER linears of a model of configuration mc, at BT rows (the
+// scratch: linears_shape). current_scaling (-fp8r current): each tensor's scale from its own amax;
+// else delayed scaling (fp8_linear.cuh).
+inline void linears_init(ModelLinears* m, const ModelConfig& mc, int num_layers, size_t BT,
                          bool current_scaling = false) {
 #ifdef ENABLE_FP8
+    const LinearsShape shape = linears_shape(mc);
     fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
-                     (size_t)BT * widest, largest_weight);
+                     BT * shape.widest, shape.largest_weight);
 #else
-    (void)m, (void)num_layers, (void)BT, (void)widest, (void)largest_weight, (void)current_scaling;
+    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling;
 #endif
 }
 
