@@ -6,15 +6,15 @@
 # run (today's behaviour) and the run that never stopped.
 #   - timed with the first answer fastest: main.log byte for byte the heuristic run's (the timing
 #     itself changes nothing: scratch outputs, beta 1 not added twice);
-#   - timed with a split-K answer fastest: it says it picked non-first answers, and every loss is
-#     within TOL of the heuristic run's and not all equal to them;
+#   - timed with a split-K answer fastest: it says it picked non-first answers, and every loss and
+#     grad norm is within TOL, NORM_TOL of the heuristic run's, and not all equal to them;
 #   - stopped at step 4 and resumed with another answer fastest (a re-timing would choose
 #     otherwise): main.log, the final model and choices byte for byte the uninterrupted run's;
 #   - the choices file missing or with a byte flipped: one line naming it, non-zero exit;
 #   - an unknown -ma value: one line naming the flag.
 set -u
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
+source test/lib.sh  # defines: PY, compare_logs, expect_error
 out=test/out/matmul_timed
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -52,6 +52,9 @@ fi
 # avoid, its runs adding a beta 1 product into the real D, moved the losses 1.2-1.4e-3 by step 4
 # when planted; the byte-for-byte check above is what catches it at once.)
 TOL=0.001
+# NORM_TOL, relative, on the grad norms: the same reordering, seen in every gradient rather than
+# averaged into one loss: 6.4e-4 at most here; 5e-3, 8 times that.
+NORM_TOL=0.005
 EMU_CUBLASLT_FAST=2 run "$out/timed" -ma timed
 summary=$(grep "matmul: -ma timed" "$out/timed.stdout")
 if [[ "$summary" =~ picked\ a\ non-first\ answer\ for\ ([0-9]+) ]] && [ "${BASH_REMATCH[1]}" -gt 0 ]; then
@@ -62,16 +65,11 @@ fi
 if cmp -s "$out/heuristic/main.log" "$out/timed/main.log"; then
     bad "-ma timed with a split-K answer fastest trains bit for bit as -ma heuristic: the choice did nothing"
 fi
-paste -d' ' "$out/heuristic/main.log" "$out/timed/main.log" | awk -v tol=$TOL '
-    { for (i = 2; i <= NF / 2; i++) {
-          split($i, a, ":"); split($(i + NF / 2), b, ":")
-          if (a[1] != "trl" && a[1] != "tel") continue
-          d = (a[2] - b[2]) / b[2]; if (d < 0) d = -d
-          if (!(d <= tol)) { printf "FAIL %s %s: heuristic %s, timed %s: %.3g relative > %g\n", $1, a[1], a[2], b[2], d, tol; bad = 1 }
-          if (d > worst) worst = d; n++ } }
-    END { if (bad) exit 1; if (n < 10) { print "FAIL only " n " losses compared"; exit 1 }
-          printf "ok   -ma timed (split-K fastest): %d losses within %g of -ma heuristic'"'"'s (worst %.2g relative)\n", n, tol, worst }' ||
-    fail=1
+if diff=$(compare_logs "$out/heuristic/main.log" "$out/timed/main.log" $TOL $NORM_TOL); then
+    echo "ok   -ma timed (split-K fastest) against -ma heuristic: $diff (tolerances $TOL, $NORM_TOL)"
+else
+    bad "-ma timed (split-K fastest) against -ma heuristic: $diff (tolerances $TOL, $NORM_TOL)"
+fi
 
 # resume at step 4 with another answer fastest: only the saved choices keep it on the same bits
 res=$out/resumed
@@ -87,15 +85,6 @@ for f in main.log model_00000008.bin state_00000008_00000_matmul.bin; do
 done
 [ $same = 1 ] && echo "ok   resumed at step 4 (another answer fastest now): main.log, model_00000008.bin and the choices byte for byte the uninterrupted run's"
 
-# expect_error NAME PATTERN COMMAND...: exits non-zero, PATTERN on exactly one line of its output
-expect_error() {
-    local name=$1 pattern=$2 log="$out/error_${1//[^a-z0-9]/_}.log"; shift 2
-    "$@" > "$log" 2>&1
-    local rc=$? n
-    n=$(grep -c -- "$pattern" "$log")
-    if [ $rc -ne 0 ] && [ "$n" = 1 ]; then echo "ok   refuses ($name): $(grep -- "$pattern" "$log" | cut -c1-160)"
-    else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
-}
 for damage in missing corrupt; do
     d=$out/resume_$damage
     mkdir -p "$d"
