@@ -210,6 +210,10 @@ int main(int argc, char** argv) {
     // passed PyTorch's debug states with it, and it saves GELU's backward pass)
     ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 2 : cfg.gelu_fusion;
     ctx.bias_grad_epilogue = cfg.bias_grad_epilogue == 1;  // where cuBLASLt offers it
+    // -ma timed: each matmul shape's algorithm the fastest of cuBLASLt's candidates, timed at
+    // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh)
+    MatmulTiming matmul_timing;
+    if (cfg.matmul_algo == "timed") ctx.matmul_timing = &matmul_timing;
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
     bool use_master = sizeof(floatX) == 2 && cfg.master_weights != 0;

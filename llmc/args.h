@@ -47,6 +47,7 @@ struct TrainConfig {
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
     int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 2)
     int bias_grad_epilogue = 0;      // -bg 1: bias gradients in the weight gradient's cuBLASLt epilogue (GPU)
+    std::string matmul_algo = "heuristic"; // -ma cuBLASLt algorithm: heuristic (its first answer) | timed (GPU)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128);
                                      //     -1: tensor cores where they apply, else CUDA cores
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
@@ -121,6 +122,8 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
     ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU in the matmul epilogue: 0 off, 1 forward, 2 also backward (GPU); -1: 2"),
     ARG("-bg", ARG_INT, bias_grad_epilogue, 0, 1, "1: bias gradients in the weight gradient's matmul epilogue (GPU)"),
+    ARG("-ma", ARG_STRING, matmul_algo, 0, 0,
+        "cuBLASLt algorithm per matmul shape: heuristic (its first answer) | timed (fastest of up to 16, saved with checkpoints) (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 1, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16); -1: 1 where it applies"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; not yet verified)"),

@@ -497,6 +497,7 @@ struct GpuBackend {
         check_weights_finite(model, step, dir, all, comm);
         gpu_model_checkpoint_write(dir, step, model, s, all);
         if (comm->rank == 0) linears_write_state(*model->ctx, model->linears, dir, step);  // fp8: the scales
+        matmul_algos_write(*model->ctx, dir, step, comm->rank);  // -ma timed: this rank's algorithms
     }
     // -tp: the model file and one state file, both as one process writes them (any layout resumes
     // them), from rank 0, which puts every rank's part together (llmc/model_parts.h). Weights that
@@ -520,6 +521,7 @@ struct GpuBackend {
         model_parts_gather(*parts, z, params.data(), m.data(), v.data(), master.empty() ? nullptr : master.data(),
                            &whole);
         const bool root = comm->rank == 0;
+        matmul_algos_write(*model->ctx, dir, step, comm->rank);  // -ma timed: this rank's algorithms
         ParamTensor table[MAX_PARAM_TENSORS];
         ParamLayout lt;
         model_config_table(parts->config, table, &lt);
@@ -545,6 +547,7 @@ struct GpuBackend {
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
         linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales (-tp, -pp: refused)
+        matmul_algos_load(*model->ctx, dir, step, comm->rank);        // -ma timed: the algorithms it chose
         if (shard == nullptr) return cuda_model_load_state(model, dir, step, s);
         // -tp: the checkpoint's whole vectors (any layout wrote them), this rank's values of them
         const size_t k = model->z.opt_count();
@@ -571,6 +574,7 @@ struct GpuBackend {
     // after each step (the device idle): peak memory, and the energy since the previous step's end
     // (evaluations and checkpoints in between count towards the next step)
     void step_done(int step) {
+        if (comm->rank == 0) matmul_timing_report(*model->ctx);  // once: every training shape has been met
         if (step == 0) peak_mem_mib = std::max(peak_mem_mib, device_memory_used_mib());
         if (step_open) phase_step_end(*model->ctx, 1000.0 * (now_seconds() - step_start), step > 0);
         step_open = false;

@@ -64,6 +64,9 @@ inline void train_check_flags(const TrainConfig& c) {
     // every trainer takes the flag (one command line for every precision), only train_gpt_fp8 uses it
     if (c.fp8_recipe != "delayed" && c.fp8_recipe != "current")
         fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", c.fp8_recipe.c_str());
+    // every trainer takes it too; the CPU trainer has no cuBLASLt and ignores it
+    if (c.matmul_algo != "heuristic" && c.matmul_algo != "timed")
+        fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", c.matmul_algo.c_str());
 }
 
 // Creates -o and decides where training starts: returns the step of the newest complete

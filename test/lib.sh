@@ -1,5 +1,5 @@
 # test/lib.sh: what several test scripts share; `source test/lib.sh` after `cd` to the repo root.
-# defines: PY, require_pytorch, compare_logs
+# defines: PY, require_pytorch, compare_logs, expect_error
 
 PY=${PYTHON:-/usr/bin/python3}
 
@@ -36,4 +36,15 @@ compare_logs() {
             printf "%d lines, max rel diff: loss %.2g, norm %.2g", n, maxl, maxn
             exit !(maxl <= tl + 0 && maxn <= tn + 0)
         }' "$1" "$2"
+}
+
+# expect_error NAME PATTERN COMMAND...: the command exits non-zero with PATTERN on exactly one line
+# of its output (kept in $out/error_NAME.log); prints ok or calls the caller's bad().
+expect_error() {
+    local name=$1 pattern=$2 log="$out/error_${1//[^a-z0-9]/_}.log"; shift 2
+    "$@" > "$log" 2>&1
+    local rc=$? n
+    n=$(grep -c -- "$pattern" "$log")
+    if [ $rc -ne 0 ] && [ "$n" = 1 ]; then echo "ok   refuses ($name): $(grep -- "$pattern" "$log" | cut -c1-160)"
+    else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
 }

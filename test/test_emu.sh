@@ -4,7 +4,8 @@
 #   1. the emulator's own tests, each against a reference written from NVIDIA's documents:
 #      the execution model and runtime (test_emu_runtime, plus the cases that must stop the
 #      program: a deadlock, a lane that exited before a shuffle), PTX's fragment layouts
-#      (test_emu_ptx), cuBLASLt against a naive product (test_emu_cublaslt), NCCL over 1, 2 and
+#      (test_emu_ptx), cuBLASLt against a naive product (test_emu_cublaslt; its several answers:
+#      test_emu_cublaslt_algos), NCCL over 1, 2 and
 #      4 processes (test_emu_nccl), the slips issue 22 found (test_emu_semantics: min/max beyond
 #      int, __activemask, shuffles with a width, a capture forked to a second stream and never
 #      joined), the FP8 types against the OCP FP8 specification and, bit for bit, NVIDIA's own
@@ -53,7 +54,7 @@ if ! make -s -j2 emu-all > "$OUT/build.log" 2>&1; then
 fi
 
 # 1. the emulator's own tests
-for t in runtime ptx cublaslt nccl semantics races fp8 fp8_gemm; do
+for t in runtime ptx cublaslt cublaslt_algos nccl semantics races fp8 fp8_gemm; do
     bin=build/emu/test_emu_$t
     "$bin" > "$OUT/test_emu_$t.log" 2>&1
     rc=$?

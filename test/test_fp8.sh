@@ -16,7 +16,7 @@
 # CPU references) run in test_emu.sh with every other dev/cuda program, not here again.
 set -u
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-/usr/bin/python3}
+source test/lib.sh  # defines: PY, compare_logs, expect_error
 out=test/out/fp8
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -173,15 +173,6 @@ awk -v a="$(plan_scratch train_gpt_fp8_emu)" -v b="$(plan_scratch train_gpt_bf16
     printf "ok   the 8B memory plan counts the FP8 scratch: %s GiB vs bf16 %s GiB (%.3f GiB by its arithmetic)\n", a, b, want }' ||
     fail=1
 
-# expect_error NAME PATTERN COMMAND...: exits non-zero, PATTERN on exactly one line of its output
-expect_error() {
-    local name=$1 pattern=$2 log="$out/error_${1//[^a-z0-9]/_}.log"; shift 2
-    "$@" > "$log" 2>&1
-    local rc=$? n
-    n=$(grep -c -- "$pattern" "$log")
-    if [ $rc -ne 0 ] && [ "$n" = 1 ]; then echo "ok   refuses ($name): $(grep -- "$pattern" "$log" | cut -c1-160)"
-    else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
-}
 for damage in missing corrupt; do
     d=$out/resume_$damage
     mkdir -p "$d"

@@ -59,7 +59,8 @@ typedef float floatX;
 // ---------------------------------------------------------------------------------------
 // the context every launcher takes: no globals
 
-struct PhaseTimer;  // phases.cuh: -pb 1's per-phase step timing
+struct PhaseTimer;    // phases.cuh: -pb 1's per-phase step timing
+struct MatmulTiming;  // matmul_algos.cuh: what -ma timed did
 
 // One answer of cuBLASLt's heuristic, kept for the next product of the same shape, layout,
 // epilogue and alignments (llmc/cuda/matmul.cuh): asking again costs host time every call.
@@ -85,6 +86,8 @@ struct CudaContext {
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
     PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
     std::vector<MatmulAlgo>* matmul_algos;  // the heuristic's answers so far (a few dozen shapes)
+    MatmulTiming* matmul_timing;  // -ma timed: each key's algorithm timed from the heuristic's
+                                  // candidates, and its counts (nullptr: -ma heuristic, the first)
 };
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
@@ -110,6 +113,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->attention_mma = false;
     ctx->phases = nullptr;
     ctx->matmul_algos = new std::vector<MatmulAlgo>();
+    ctx->matmul_timing = nullptr;
 }
 
 inline void cuda_context_free(CudaContext* ctx) {

@@ -1,5 +1,6 @@
-// cublaslt.cpp: the emulated GPU's cuBLASLt (include/cublasLt.h). It has one algorithm, run
-// on the CPU and queued on the stream like the library's kernels:
+// cublaslt.cpp: the emulated GPU's cuBLASLt (include/cublasLt.h). It has one algorithm (and the
+// same with k split into parts, which rounds in another order), run on the CPU and queued on the
+// stream like the library's kernels:
 //   D = epilogue(alpha op(A) op(B) + beta C)      column-major, D and C m x n, op(A) m x k
 // with leading dimensions, row-major order, strided batches and epilogues. This file takes the
 // calls: the descriptors, layouts and preferences, the problem they describe and what it
@@ -29,9 +30,12 @@
 #include "cublaslt_internal.h"  // View, Flags, Problem, Job, type_size, transposed, run
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 
 using namespace emu::cublaslt;
@@ -343,7 +347,7 @@ cublasStatus_t make_problem(cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la
 }
 
 // ---------------------------------------------------------------------------------------
-// the heuristic: one algorithm, described in cublasLtMatmulAlgo_t's words
+// the heuristic: up to SPLITK_CHOICES algorithms, described in cublasLtMatmulAlgo_t's words
 
 struct AlgoRecord {
     uint64_t magic;
@@ -352,6 +356,8 @@ struct AlgoRecord {
     uint32_t types;     // A, B, C, D types, a byte each
     uint16_t align[6];  // the alignment it assumes of A, B, C, D, bias, aux (bytes)
     uint64_t workspace;
+    uint32_t splits;    // [H] CUBLASLT_ALGO_CONFIG_SPLITK_NUM: k in this many parts (1: one sequence)
+    uint32_t rank;      // its place in the heuristic's answer (0: the first), for EMU_CUBLASLT_FAST
 };
 static_assert(sizeof(AlgoRecord) <= sizeof(cublasLtMatmulAlgo_t), "AlgoRecord fits cublasLtMatmulAlgo_t");
 
@@ -381,7 +387,7 @@ Pref read_pref(cublasLtMatmulPreference_t p) {
 constexpr uint64_t WORKSPACE_CLAIM_MAX = 4u << 20;
 
 cublasStatus_t choose_algo(const Problem& P, const Pref& pr, AlgoRecord* rec, float* waves) {
-    *rec = AlgoRecord{MAGIC_ALGO, P.epilogue, P.compute, types_of(P), {}, 0};
+    *rec = AlgoRecord{MAGIC_ALGO, P.epilogue, P.compute, types_of(P), {}, 0, 1, 0};
     // [E] LIMITED_BY_ALGO_ID needs cublasLtMatmulAlgoInit's ids, which are not emulated
     if (pr.search != CUBLASLT_SEARCH_BEST_FIT) return CUBLAS_STATUS_NOT_SUPPORTED;
     // [H] MIN_ALIGNMENT_*: "selecting a smaller value will exclude algorithms that can not work
@@ -412,6 +418,35 @@ cublasStatus_t choose_algo(const Problem& P, const Pref& pr, AlgoRecord* rec, fl
     const uint64_t claim = ((uint64_t)P.m * P.n * sizeof(float) + 255) / 256 * 256;
     rec->workspace = std::min({pr.max_workspace, WORKSPACE_CLAIM_MAX, claim});
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// The answers after the first: the first's algorithm with k split into 2, 4 or 8 parts.
+// [H] CUBLASLT_ALGO_CONFIG_SPLITK_NUM: "SPLITK_NUM parts of matrix multiplication will be
+// computed in parallel. The results will be accumulated according to
+// CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME"; [H] REDUCTION_SCHEME_COMPUTE_TYPE: "Intermediate
+// results are stored in compute type in the workspace and reduced in a separate step". [E] So
+// each part sums its run of k in fp32, in order, and the parts are then added in order of k
+// (cublaslt_compute.cpp): another rounding order than one sequence, the way a GPU's other
+// algorithms differ in the last bits. Each claims its parts' fp32 m x n partial products as
+// workspace and is offered only where that fits the preference's MAX_WORKSPACE_BYTES ([H]
+// "Maximum allowed workspace size in bytes"), and where each part gets 2 or more of k. Not for
+// FP8, whose single answer stays the only one ([E]: the trainer asks it for one).
+constexpr uint32_t SPLITK_CHOICES[] = {2, 4, 8};
+
+int heuristic_answers(const Problem& P, const AlgoRecord& first, const Pref& pr, int requested, AlgoRecord* out) {
+    int count = 0;
+    out[count++] = first;
+    for (uint32_t splits : SPLITK_CHOICES) {
+        if (count >= requested || P.fp8 || P.k < 2 * (int64_t)splits) break;
+        const uint64_t claim = (uint64_t)splits * P.m * P.n * P.batch * sizeof(float);
+        if (claim > pr.max_workspace) break;
+        AlgoRecord r = first;
+        r.splits = splits;
+        r.rank = (uint32_t)count;
+        r.workspace = claim;
+        out[count++] = r;
+    }
+    return count;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -650,13 +685,23 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     if (st != CUBLAS_STATUS_SUCCESS) return st;
     AlgoRecord rec;
     float waves = 0.0f;
-    if ((st = choose_algo(P, read_pref(pref), &rec, &waves)) != CUBLAS_STATUS_SUCCESS) return st;
-    memset(&results[0], 0, sizeof(results[0]));
-    memcpy(results[0].algo.data, &rec, sizeof(rec));
-    results[0].workspaceSize = rec.workspace;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = waves;
-    *returnAlgoCount = 1;
+    const Pref pr = read_pref(pref);
+    if ((st = choose_algo(P, pr, &rec, &waves)) != CUBLAS_STATUS_SUCCESS) return st;
+    // [H] requestedAlgoCount: "requested maximum number of algorithms to return";
+    // heuristicResultsArray "ordered in increasing estimated compute time"; returnAlgoCount
+    // "The number of heuristicResultsArray elements written". [E] The first answer is the one
+    // algorithm the emulator always had (so a caller asking for one sees no change), the
+    // split-K ones follow: the emulator's estimate puts fewer parts first.
+    AlgoRecord recs[1 + sizeof(SPLITK_CHOICES) / sizeof(SPLITK_CHOICES[0])];
+    const int count = heuristic_answers(P, rec, pr, requestedAlgoCount, recs);
+    for (int i = 0; i < count; i++) {
+        memset(&results[i], 0, sizeof(results[i]));
+        memcpy(results[i].algo.data, &recs[i], sizeof(recs[i]));
+        results[i].workspaceSize = recs[i].workspace;
+        results[i].state = CUBLAS_STATUS_SUCCESS;
+        results[i].wavesCount = waves * recs[i].splits;  // each part a wave of its own tiles
+    }
+    *returnAlgoCount = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -708,8 +753,18 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         return CUBLAS_STATUS_INVALID_VALUE;
     job->workspace = workspace;
     job->workspace_bytes = rec.workspace;
+    job->splits = rec.splits;
     check_pointers(*job, rec, reads_c);
+    // [E] EMU_CUBLASLT_FAST=i: every answer of the heuristic but the i-th (0: the first) takes
+    // 20 ms longer on the stream (more than a busy machine's noise in the fastest of a few runs), so a caller that times the answers picks the i-th wherever it
+    // is offered. The emulator's time says nothing of a GPU's; this lets a test decide which
+    // answer a timed choice keeps (and make two runs choose differently).
+    static const long fast = getenv("EMU_CUBLASLT_FAST") ? atol(getenv("EMU_CUBLASLT_FAST")) : -1;
+    const bool slow = fast >= 0 && (long)rec.rank != fast;
     // [H] EXECUTION_FAILED "if cuda reported execution error from the device"
-    cudaError_t e = emu::stream_enqueue(stream, "cublasLtMatmul", [job]() { run(*job); });
+    cudaError_t e = emu::stream_enqueue(stream, "cublasLtMatmul", [job, slow]() {
+        if (slow) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        run(*job);
+    });
     return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
 }

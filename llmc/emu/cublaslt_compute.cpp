@@ -1,4 +1,4 @@
-// cublaslt_compute.cpp: the emulated cuBLASLt's one algorithm, run on the CPU when the stream
+// cublaslt_compute.cpp: the emulated cuBLASLt's one algorithm (and its split-K forms), run on the CPU when the stream
 // reaches the work that cublasLtMatmul queued (llmc/emu/cublaslt.cpp takes the calls, checks
 // the problem and queues it):
 //   D = epilogue(alpha op(A) op(B) + beta C)      column-major, D and C m x n, op(A) m x k
@@ -7,6 +7,9 @@
 //
 // Arithmetic (what the GPU's kernels do, as far as NVIDIA says):
 //   - products summed in fp32, in order of k (one fixed order: the result is deterministic);
+//     with a split-K algorithm (Job::splits > 1, cublaslt.cpp's heuristic_answers) each of the
+//     parts, k * s / splits to k * (s + 1) / splits, is summed so from zero and the parts' sums
+//     are then added in order of s: the same products, rounded in another order;
 //     bf16 inputs widen exactly; CUBLAS_COMPUTE_32F_FAST_TF32 first rounds fp32 A and B to
 //     TF32 (10 mantissa bits), _FAST_16BF to bf16; C is added in fp32
 //   - the epilogue works in fp32 on x = alpha * acc + beta * C (+ bias), then D is rounded
@@ -182,28 +185,36 @@ constexpr int64_t TILE_COLS = 4, TILE_ROWS = 256;
 
 template <typename TC, typename TD, typename TB>
 void multiply(const Job& J, const Scalars& s, int32_t b, const float* af, const float* bf, float* stage) {
-    const int64_t m = J.P.m, n = J.P.n, k = J.P.k;
+    const int64_t m = J.P.m, n = J.P.n, k = J.P.k, splits = J.splits;
     const int64_t blocks = (n + TILE_COLS - 1) / TILE_COLS;
 #pragma omp parallel for schedule(dynamic) if (m * n * k >= PARALLEL_MIN_WORK)
     for (int64_t blk = 0; blk < blocks; blk++) {
         const int64_t j0 = blk * TILE_COLS;
         const float* bcol[TILE_COLS];  // a missing last column repeats the one before; not stored
         for (int64_t t = 0; t < TILE_COLS; t++) bcol[t] = bf + std::min(j0 + t, n - 1) * k;
-        float acc[TILE_COLS][TILE_ROWS];
+        float acc[TILE_COLS][TILE_ROWS], part[TILE_COLS][TILE_ROWS];
         for (int64_t i0 = 0; i0 < m; i0 += TILE_ROWS) {
             const int64_t rows = std::min(TILE_ROWS, m - i0);
             memset(acc, 0, sizeof(acc));
-            for (int64_t p = 0; p < k; p++) {
-                const float* a = af + p * m + i0;
-                const float b0 = bcol[0][p], b1 = bcol[1][p], b2 = bcol[2][p], b3 = bcol[3][p];
+            for (int64_t s = 0; s < splits; s++) {
+                // one sequence sums straight into acc; a split-K part into its own sums first
+                float(*sum)[TILE_ROWS] = splits == 1 ? acc : part;
+                if (splits > 1) memset(part, 0, sizeof(part));
+                for (int64_t p = k * s / splits; p < k * (s + 1) / splits; p++) {
+                    const float* a = af + p * m + i0;
+                    const float b0 = bcol[0][p], b1 = bcol[1][p], b2 = bcol[2][p], b3 = bcol[3][p];
 #pragma omp simd
-                for (int64_t i = 0; i < rows; i++) {
-                    const float x = a[i];
-                    acc[0][i] += x * b0;
-                    acc[1][i] += x * b1;
-                    acc[2][i] += x * b2;
-                    acc[3][i] += x * b3;
+                    for (int64_t i = 0; i < rows; i++) {
+                        const float x = a[i];
+                        sum[0][i] += x * b0;
+                        sum[1][i] += x * b1;
+                        sum[2][i] += x * b2;
+                        sum[3][i] += x * b3;
+                    }
                 }
+                if (splits > 1)
+                    for (int64_t t = 0; t < TILE_COLS; t++)
+                        for (int64_t i = 0; i < rows; i++) acc[t][i] += part[t][i];
             }
             for (int64_t t = 0; t < TILE_COLS && j0 + t < n; t++)
                 finish_column<TC, TD, TB>(J, s, b, i0, rows, j0 + t, acc[t], stage);

@@ -62,6 +62,7 @@ struct Job {
     const float *alpha_dev, *beta_dev;  // device pointer mode: read when the work runs
     void* workspace;
     uint64_t workspace_bytes;
+    uint32_t splits;  // the algorithm's SPLITK_NUM: k summed in this many parts, then the parts
 };
 
 // D and the epilogue's outputs of J.P, computed now (cublaslt_compute.cpp): the work the

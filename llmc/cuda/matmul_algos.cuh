@@ -1,0 +1,209 @@
+// matmul_algos.cuh: -ma timed: each cuBLASLt product's algorithm chosen by timing the heuristic's
+// candidates once per problem key, and the choices saved with each checkpoint so that a resumed
+// run sums in the same orders and continues bit for bit.
+// defines: MatmulTiming, MATMUL_TIMED_CANDIDATES, matmul_time_candidates, matmul_timing_report,
+//          matmul_algos_path, matmul_algos_write, matmul_algos_read, matmul_algos_load
+//
+// Why time at all: the heuristic's first answer is its estimate of the fastest ([H] cublasLt.h:
+// "ordered in increasing estimated compute time"), not a measurement; llm.c and PyTorch both keep
+// the first. Whether the measured fastest beats it on the trainer's shapes by enough to pay for
+// the start-up is PREDICTED until a GPU measures it, so the default stays `-ma heuristic`.
+// Why the choices are saved: two algorithms may split k differently and round in another order
+// (the emulated cuBLASLt's split-K answers do, llmc/emu/cublaslt.cpp); timing again on resume
+// could pick another, and the run would part from the one that never stopped.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "../checkpoint.h"  // defines: AtomicFile, checksum64, fsync_dir
+#include "common.cuh"       // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
+
+// What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic).
+struct MatmulTiming {
+    int shapes = 0;      // problem keys timed
+    int candidates = 0;  // candidates run, over all keys
+    int non_first = 0;   // keys where a candidate other than the heuristic's first won
+    int loaded = 0;      // keys whose choice came from a checkpoint's file instead
+    bool reported = false;
+};
+
+// candidates asked of the heuristic: it orders them by its estimate, and the fastest is rarely
+// far down the list; 16 take well under a second a shape on a GPU (the emulator offers up to 4)
+constexpr int MATMUL_TIMED_CANDIDATES = 16;
+// each candidate: one run to warm up (caches, lazy module loading), then this many timed one by
+// one, the fastest counting: a run that another process or a clock change slowed says nothing
+// of the algorithm
+constexpr int MATMUL_TIMED_RUNS = 3;
+
+// The index of the fastest of cand[0 .. count - 1] for the product desc, la, lb, ld describe,
+// on the real inputs a and b (and, in desc, the real bias or GELU aux when they are inputs).
+// Every output goes to scratch buffers, never to the caller's: D (C is D, so beta 1 reads the
+// scratch, not the caller's D, which would otherwise be added to twice), and, with
+// aux_out / bias_out, the GELU aux and the bias gradient, whose pointers in desc are swapped
+// for the time and then restored to aux / bias. Candidates that need more workspace than
+// ctx.workspace_bytes are skipped. Runs on ctx.stream; synchronizes it.
+inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
+                                  cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const floatX* a,
+                                  const floatX* b, int m, int n, float beta, floatX* aux, bool aux_out,
+                                  const floatX* bias, bool bias_out, const cublasLtMatmulHeuristicResult_t* cand,
+                                  int count) {
+    cudaStreamCaptureStatus capture;
+    CHECK_CUDA(cudaStreamIsCapturing(ctx.stream, &capture));
+    CHECK(capture == cudaStreamCaptureStatusNone,
+          "-ma timed: a matmul of a new shape (m=%d n=%d) first met while a CUDA graph is captured; run -cg 1 with "
+          "-ma heuristic", m, n);
+    const size_t mn = (size_t)m * n;
+    floatX *d_scratch = nullptr, *aux_scratch = nullptr, *bias_scratch = nullptr;
+    // separate allocations: each 256-byte aligned, as the heuristic may have assumed of the real ones
+    CHECK_CUDA(cudaMalloc(&d_scratch, mn * sizeof(floatX)));
+    CHECK_CUDA(cudaMemsetAsync(d_scratch, 0, mn * sizeof(floatX), ctx.stream));
+    if (aux_out) CHECK_CUDA(cudaMalloc(&aux_scratch, mn * sizeof(floatX)));
+    if (bias_out) CHECK_CUDA(cudaMalloc(&bias_scratch, (size_t)n * sizeof(floatX)));
+    if (aux_out)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_scratch,
+                                                    sizeof(aux_scratch)));
+    if (bias_out)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_scratch,
+                                                    sizeof(bias_scratch)));
+    cudaEvent_t start, stop;
+    CHECK_CUDA(cudaEventCreate(&start));
+    CHECK_CUDA(cudaEventCreate(&stop));
+    const float alpha = 1.0f;
+    int best = -1;
+    float best_ms = 0.0f;
+    for (int i = 0; i < count; i++) {
+        if (cand[i].state != CUBLAS_STATUS_SUCCESS || cand[i].workspaceSize > ctx.workspace_bytes) continue;
+        float ms = 0.0f;
+        for (int r = 0; r <= MATMUL_TIMED_RUNS; r++) {
+            CHECK_CUDA(cudaEventRecord(start, ctx.stream));
+            CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d_scratch, ld, d_scratch, ld,
+                                        &cand[i].algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+            CHECK_CUDA(cudaEventRecord(stop, ctx.stream));
+            CHECK_CUDA(cudaEventSynchronize(stop));
+            float run_ms = 0.0f;
+            CHECK_CUDA(cudaEventElapsedTime(&run_ms, start, stop));
+            if (r == 1 || (r > 1 && run_ms < ms)) ms = run_ms;  // run 0 warms up
+        }
+        ctx.matmul_timing->candidates++;
+        if (best < 0 || ms < best_ms) best = i, best_ms = ms;  // a tie keeps the heuristic's order
+    }
+    CHECK(best >= 0, "-ma timed: none of cuBLASLt's %d candidates for m=%d n=%d fits the workspace of %zu bytes",
+          count, m, n, ctx.workspace_bytes);
+    if (aux_out)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof(aux)));
+    if (bias_out)
+        CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CHECK_CUDA(cudaEventDestroy(start));
+    CHECK_CUDA(cudaEventDestroy(stop));
+    CHECK_CUDA(cudaFree(d_scratch));  // (cudaFree waits for the device: the runs above are done)
+    if (aux_scratch) CHECK_CUDA(cudaFree(aux_scratch));
+    if (bias_scratch) CHECK_CUDA(cudaFree(bias_scratch));
+    ctx.matmul_timing->shapes++;
+    ctx.matmul_timing->non_first += best != 0;
+    return best;
+}
+
+// One line, once (the trainer calls it after its first step, when every training shape has
+// been met): what -ma timed did. Nothing under -ma heuristic.
+inline void matmul_timing_report(const CudaContext& ctx) {
+    MatmulTiming* t = ctx.matmul_timing;
+    if (t == nullptr || t->reported) return;
+    t->reported = true;
+    if (t->loaded > 0)
+        printf("matmul: -ma timed: %d shapes' algorithms loaded from the checkpoint; timed %d candidates for %d new "
+               "shapes, picked a non-first answer for %d\n", t->loaded, t->candidates, t->shapes, t->non_first);
+    else
+        printf("matmul: -ma timed: timed %d candidates for %d shapes, picked a non-first answer for %d\n",
+               t->candidates, t->shapes, t->non_first);
+}
+
+// ---------------------------------------------------------------------------------------
+// The choices in a checkpoint: state_%08d_%05d_matmul.bin beside each rank's state file (ranks
+// may meet different shapes: -tp's slices; checkpoint_prune takes it with them). Header of 8 x
+// uint64: [0] magic, [1] version, [2] step, [3] entries, [4] bytes an entry, [5] cuBLASLt's
+// version (an algorithm is that library's opaque data), [6] the entries' checksum64, [7] the
+// header's; then the entries: the key[3], found (0 or 1), the cublasLtMatmulAlgo_t. Only -ma
+// timed runs write it; the heuristic's answers need no saving, the same library giving the same.
+enum { MATMUL_ALGOS_MAGIC = 20261128, MATMUL_ALGOS_VERSION = 1, MATMUL_ALGOS_HEADER_WORDS = 8 };
+
+struct MatmulAlgoEntry {
+    uint64_t key[3];
+    uint64_t found;
+    cublasLtMatmulAlgo_t algo;
+};
+
+inline std::string matmul_algos_path(const std::string& dir, int step, int rank) {
+    char name[64];
+    snprintf(name, sizeof(name), "/state_%08d_%05d_matmul.bin", step, rank);
+    return dir + name;
+}
+
+// Writes this rank's choices so far for the checkpoint at `step`, durable on disk. Nothing under
+// -ma heuristic.
+inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, int step, int rank) {
+    if (ctx.matmul_timing == nullptr) return;
+    std::vector<MatmulAlgoEntry> entries;
+    for (const MatmulAlgo& e : *ctx.matmul_algos) {
+        MatmulAlgoEntry r = {};
+        for (int i = 0; i < 3; i++) r.key[i] = e.key[i];
+        r.found = e.found ? 1 : 0;
+        r.algo = e.algo;
+        entries.push_back(r);
+    }
+    const size_t bytes = entries.size() * sizeof(MatmulAlgoEntry);
+    uint64_t h[MATMUL_ALGOS_HEADER_WORDS] = {MATMUL_ALGOS_MAGIC, MATMUL_ALGOS_VERSION, (uint64_t)step,
+                                             entries.size(), sizeof(MatmulAlgoEntry), (uint64_t)cublasLtGetVersion(),
+                                             checksum64(entries.data(), bytes), 0};
+    h[7] = checksum64(h, 7 * sizeof(uint64_t));
+    AtomicFile out(matmul_algos_path(dir, step, rank));
+    out.write(h, sizeof(h));
+    if (bytes > 0) out.write(entries.data(), bytes);
+    out.commit();
+    fsync_dir(dir);
+}
+
+// The problem with the choices file at path for `step` ("" if sound); when sound, its entries.
+inline std::string matmul_algos_read(const std::string& path, int step, std::vector<MatmulAlgoEntry>* entries) {
+    FILE* f = fopen(path.c_str(), "rb");
+    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
+    uint64_t h[MATMUL_ALGOS_HEADER_WORDS];
+    std::string err;
+    if (fread(h, sizeof(uint64_t), MATMUL_ALGOS_HEADER_WORDS, f) != MATMUL_ALGOS_HEADER_WORDS) err = "truncated header";
+    else if (h[0] != MATMUL_ALGOS_MAGIC) err = "bad magic: not a gptrain matmul-algorithm file";
+    else if (h[1] != MATMUL_ALGOS_VERSION) err = "unsupported version " + std::to_string(h[1]);
+    else if (h[7] != checksum64(h, 7 * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
+    else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
+    else if (h[4] != sizeof(MatmulAlgoEntry)) err = "entries of " + std::to_string(h[4]) + " bytes, expected " +
+                                                    std::to_string(sizeof(MatmulAlgoEntry));
+    else if (h[5] != (uint64_t)cublasLtGetVersion())
+        err = "written with cuBLASLt " + std::to_string(h[5]) + ", this is " + std::to_string(cublasLtGetVersion()) +
+              ": its algorithms are that library's";
+    if (err.empty()) {
+        entries->resize(h[3]);
+        const size_t bytes = entries->size() * sizeof(MatmulAlgoEntry);
+        if (fread(entries->data(), 1, bytes, f) != bytes) err = "truncated";
+        else if (checksum64(entries->data(), bytes) != h[6]) err = "entries checksum mismatch (corrupt)";
+        else if (fgetc(f) != EOF) err = "longer than its header says (corrupt)";
+    }
+    fclose(f);
+    return err;
+}
+
+// -ma timed, on resume: this rank's choices at `step` replace whatever was chosen so far, so
+// every product sums as it did in the run that wrote them. A missing or unsound file stops the
+// run with one line naming it (timing again could choose otherwise, silently). Nothing under
+// -ma heuristic.
+inline void matmul_algos_load(const CudaContext& ctx, const std::string& dir, int step, int rank) {
+    if (ctx.matmul_timing == nullptr) return;
+    const std::string path = matmul_algos_path(dir, step, rank);
+    std::vector<MatmulAlgoEntry> entries;
+    const std::string err = matmul_algos_read(path, step, &entries);
+    if (!err.empty())
+        fail("%s: %s: -ma timed resumes the matmul algorithms its checkpoints saved, to continue bit for bit (a "
+             "checkpoint of a -ma heuristic run has none: resume it with -ma heuristic)",
+             path.c_str(), err.c_str());
+    ctx.matmul_algos->clear();
+    for (const MatmulAlgoEntry& r : entries)
+        ctx.matmul_algos->push_back(MatmulAlgo{{r.key[0], r.key[1], r.key[2]}, r.algo, r.found != 0});
+    ctx.matmul_timing->loaded = (int)entries.size();
+}
