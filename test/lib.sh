@@ -1,5 +1,5 @@
 # test/lib.sh: what several test scripts share; `source test/lib.sh` after `cd` to the repo root.
-# defines: PY, require_pytorch, compare_logs, expect_error
+# defines: PY, require_pytorch, compare_logs, expect_error, expect_damaged_resume
 
 PY=${PYTHON:-/usr/bin/python3}
 
@@ -47,4 +47,29 @@ expect_error() {
     n=$(grep -c -- "$pattern" "$log")
     if [ $rc -ne 0 ] && [ "$n" = 1 ]; then echo "ok   refuses ($name): $(grep -- "$pattern" "$log" | cut -c1-160)"
     else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
+}
+
+# expect_damaged_resume SRC FILE OFFSET CORRUPT_PATTERN COMMAND...: a checkpoint file beside SRC's
+# step-4 files, first missing, then with the byte at OFFSET flipped to 0xff, each in a copy of
+# those files ($out/resume_missing, $out/resume_corrupt); COMMAND (given -o DIR last) must stop
+# in one line naming FILE: "cannot open", or CORRUPT_PATTERN after "FILE: ".
+expect_damaged_resume() {
+    local src=$1 file=$2 offset=$3 corrupt=$4 damage d pattern
+    shift 4
+    for damage in missing corrupt; do
+        d=$out/resume_$damage
+        rm -rf "$d"; mkdir -p "$d"
+        local flags=$-  # the callers' flags hold globs for the trainer (set -f); this one is the shell's
+        set +f
+        cp "$src"/*00000004* "$d"/
+        [[ $flags == *f* ]] && set -f
+        if [ $damage = missing ]; then
+            rm "$d/$file"
+            pattern="$file: cannot open"
+        else
+            printf '\377' | dd of="$d/$file" bs=1 seek="$offset" conv=notrunc status=none
+            pattern="$file: $corrupt"
+        fi
+        expect_error "$file $damage" "$pattern" "$@" -o "$d"
+    done
 }

@@ -19,17 +19,7 @@
 #include <cstring>
 #include <vector>
 
-static int g_pass = 0, g_fail = 0;
-
-static void report(bool ok, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    (ok ? g_pass : g_fail)++;
-}
+#include "test/emu_report.h"  // defines: report, g_pass, g_fail
 
 #define CHECK_OK(x)                                                                                        \
     do {                                                                                                   \

@@ -47,18 +47,7 @@
 #include <vector>
 #include "test/fp8_table.h"
 
-static int g_pass = 0, g_fail = 0;
-
-static bool report(bool ok, const char* fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s: ", ok ? "PASS" : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    (ok ? g_pass : g_fail)++;
-    return ok;
-}
+#include "test/emu_report.h"  // defines: report, g_pass, g_fail
 
 static void check_ok(cublasStatus_t st, const char* expr, int line) {
     if (st == CUBLAS_STATUS_SUCCESS) return;

@@ -16,7 +16,7 @@
 # CPU references) run in test_emu.sh with every other dev/cuda program, not here again.
 set -u
 cd "$(dirname "$0")/.."
-source test/lib.sh  # defines: PY, compare_logs, expect_error
+source test/lib.sh  # defines: PY, compare_logs, expect_error, expect_damaged_resume
 out=test/out/fp8
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -173,21 +173,9 @@ awk -v a="$(plan_scratch train_gpt_fp8_emu)" -v b="$(plan_scratch train_gpt_bf16
     printf "ok   the 8B memory plan counts the FP8 scratch: %s GiB vs bf16 %s GiB (%.3f GiB by its arithmetic)\n", a, b, want }' ||
     fail=1
 
-for damage in missing corrupt; do
-    d=$out/resume_$damage
-    mkdir -p "$d"
-    set +f
-    cp "$out/llama_fp8"/*00000004* "$d"/
-    set -f
-    if [ $damage = missing ]; then
-        rm "$d/state_00000004_fp8.bin"
-        pattern="state_00000004_fp8.bin: cannot open"
-    else  # one byte of the E4M3 state (after the 128-byte header)
-        printf '\377' | dd of="$d/state_00000004_fp8.bin" bs=1 seek=200 conv=notrunc status=none
-        pattern="state_00000004_fp8.bin: E4M3 scaling state checksum mismatch"
-    fi
-    expect_error "fp8 state $damage" "$pattern" ./train_gpt_fp8_emu $llama -n 4 -y 1 -o "$d"
-done
+# without the FP8 state, or with a byte of its E4M3 state flipped (after the 128-byte header)
+expect_damaged_resume "$out/llama_fp8" state_00000004_fp8.bin 200 "E4M3 scaling state checksum mismatch" \
+    ./train_gpt_fp8_emu $llama -n 4 -y 1
 expect_error "compute capability 8.0" "train_gpt_fp8 needs a GPU with FP8 tensor cores" \
     env EMU_CC=80 ./train_gpt_fp8_emu $llama
 expect_error "-tp" "train_gpt_fp8 does not take -tp or -pp" ./train_gpt_fp8_emu $llama -tp 2

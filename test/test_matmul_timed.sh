@@ -14,7 +14,7 @@
 #   - an unknown -ma value: one line naming the flag.
 set -u
 cd "$(dirname "$0")/.."
-source test/lib.sh  # defines: PY, compare_logs, expect_error
+source test/lib.sh  # defines: PY, compare_logs, expect_error, expect_damaged_resume
 out=test/out/matmul_timed
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -85,20 +85,9 @@ for f in main.log model_00000008.bin state_00000008_00000_matmul.bin; do
 done
 [ $same = 1 ] && echo "ok   resumed at step 4 (another answer fastest now): main.log, model_00000008.bin and the choices byte for byte the uninterrupted run's"
 
-for damage in missing corrupt; do
-    d=$out/resume_$damage
-    mkdir -p "$d"
-    set +f
-    cp "$out/timed"/*00000004* "$d"/
-    set -f
-    if [ $damage = missing ]; then
-        rm "$d/state_00000004_00000_matmul.bin"
-        pattern="state_00000004_00000_matmul.bin: cannot open"
-    else  # one byte of the first entry's algorithm (after the 64-byte header and its 32-byte key)
-        printf '\377' | dd of="$d/state_00000004_00000_matmul.bin" bs=1 seek=100 conv=notrunc status=none
-        pattern="state_00000004_00000_matmul.bin: entries checksum mismatch"
-    fi
-    expect_error "choices $damage" "$pattern" ./train_gpt_bf16_emu $flags -ma timed -y 1 -o "$d"
-done
+# without the choices, or with a byte of the first entry's algorithm flipped (after the 64-byte
+# header and its 32-byte key)
+expect_damaged_resume "$out/timed" state_00000004_00000_matmul.bin 100 "entries checksum mismatch" \
+    ./train_gpt_bf16_emu $flags -ma timed -y 1
 expect_error "-ma" "flag -ma: unknown matmul algorithm choice 'fastest'" ./train_gpt_bf16_emu $flags -ma fastest
 exit $fail
