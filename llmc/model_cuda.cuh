@@ -247,7 +247,7 @@ inline void cuda_model_alloc_grads(M* model, int B, int T) {
 template <typename M>
 inline void cuda_model_alloc_io(M* model, size_t N) {
     const CudaContext& ctx = *model->ctx;
-    encoder_buckets_init(&model->buckets, (int)N);
+    encoder_buckets_init(&model->buckets, (int)N, model->config.channels);
     CHECK_CUDA(cudaMallocHost(&model->io_host, 2 * N * sizeof(int)));
     CHECK_CUDA(cudaMallocHost(&model->losses_host, N * sizeof(float)));
     CHECK_CUDA(cudaMallocHost(&model->norm_host, sizeof(float)));
