@@ -67,9 +67,10 @@ __global__ void encoder_backward_wpe_kernel(floatX* dwpe, const floatX* dout, in
 // Sums the dout rows of an item's positions in bucket order. An item is a light bucket, whose
 // sum goes into dwte[its token] (+=), or one chunk of a heavy bucket (its token entry is
 // -1 - slot), whose sum goes to partials[slot] (fp32, C) for encoder_backward_heavy_kernel.
-// grid.x = item, grid.y * blockDim.x covers the channel groups.
+// grid.x = item, grid.y * blockDim.x covers the channel groups. At most 32 registers (8 blocks
+// of 256): the chunks' store took bf16 to 34, and a full SM of warps hides the loads' latency.
 // items: tokens (ni) | starts (ni+1) | positions (N)
-__global__ void encoder_backward_wte_kernel(floatX* dwte, float* partials, const floatX* dout, const int* items,
+__global__ void __launch_bounds__(256, 8) encoder_backward_wte_kernel(floatX* dwte, float* partials, const floatX* dout, const int* items,
                                             int num_items, int C) {
     const int groups = C / x128::size;
     int g = blockIdx.y * blockDim.x + threadIdx.x;
@@ -111,15 +112,25 @@ __global__ void encoder_backward_heavy_kernel(floatX* dwte, const float* partial
     const int* first = heavy + num_heavy;
     int c = g * x128::size;
     float acc[x128::size] = {};
-    // the loads do not depend on the sums: unrolled, several chunks' loads are in flight at once
-    #pragma unroll 8
-    for (int s = first[h]; s < first[h + 1]; s++) {
-        const float* part = partials + (size_t)s * C + c;
-        for (int j = 0; j < x128::size; j += f128::size) {
-            f128 v = load128(part + j);
-            for (int k = 0; k < f128::size; k++) acc[j + k] += v[k];
-        }
+    // a heavy bucket's partials are a long chain (1,024 for a batch of 65,536 positions of one
+    // token): the loads of U chunks are issued before their adds, so 8 loads are in flight
+    constexpr int V = x128::size / f128::size;  // 16-byte loads per chunk: 1 (fp32) or 2 (bf16)
+    constexpr int U = 8 / V;
+    int s = first[h];
+    const int end = first[h + 1];
+    for (; s + U <= end; s += U) {
+        f128 v[U][V];
+        for (int u = 0; u < U; u++)
+            for (int j = 0; j < V; j++) v[u][j] = load128(partials + (size_t)(s + u) * C + c + j * f128::size);
+        for (int u = 0; u < U; u++)
+            for (int j = 0; j < V; j++)
+                for (int k = 0; k < f128::size; k++) acc[j * f128::size + k] += v[u][j][k];
     }
+    for (; s < end; s++)
+        for (int j = 0; j < V; j++) {
+            f128 v = load128(partials + (size_t)s * C + c + j * f128::size);
+            for (int k = 0; k < f128::size; k++) acc[j * f128::size + k] += v[k];
+        }
     floatX* dst = dwte + (size_t)heavy[h] * C + c;
     x128 old = load128(dst);
     for (int k = 0; k < x128::size; k++) old[k] = from_float<floatX>(to_float(old[k]) + acc[k]);
@@ -153,7 +164,7 @@ inline void encoder_forward(const CudaContext& ctx, floatX* out, const int* inp,
 // step is a few hundred ns of load latency, so a bucket of a few hundred rows already outlasts
 // the reading of the batch. A chunk of 64 rows is a chain about that long, and a batch of one
 // token gives 1,024 chunks, ~8 blocks on each of an H100's 132 SMs; its 1,024 partials are
-// then a chain of the same order in the heavy kernel (unrolled, so 8 loads are in flight).
+// then a chain of the same order in the heavy kernel (8 loads in flight).
 // Buckets up to 2 chunks stay whole: a second pass over partials would not pay for them, and
 // it bounds the chunks of a batch of N positions by 1.5 N / 64 (a bucket of L > 128 rows
 // makes ceil(L / 64) <= 1.5 L / 64 chunks), so the partials (fp32) are at most 0.1 N C bytes.
