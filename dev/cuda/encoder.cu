@@ -193,7 +193,7 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     dev_print_device(ctx, "encoder");
-    run_case(ctx, 3, 37, 48, 1000, 1024, 64, tokens_mixed(3 * 37, 1000), "mixed", 0, false);
+    run_case(ctx, 3, 37, 48, 1000, 1024, 64, tokens_mixed((size_t)3 * 37, 1000), "mixed", 0, false);
     run_case(ctx, 1, 1, 8, 1, 128, 1, tokens_mixed(1, 1), "mixed", 0, false);  // the smallest legal shapes
     // heavy buckets: one token in half and in all of 1,200 positions (10 and 19 chunks, the
     // last one short), odd C

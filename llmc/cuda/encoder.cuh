@@ -121,14 +121,18 @@ __global__ void encoder_backward_heavy_kernel(floatX* dwte, const float* partial
     for (; s + U <= end; s += U) {
         f128 v[U][V];
         for (int u = 0; u < U; u++)
-            for (int j = 0; j < V; j++) v[u][j] = load128(partials + (size_t)(s + u) * C + c + j * f128::size);
+            for (int j = 0; j < V; j++) {
+                const int cj = c + j * f128::size;
+                v[u][j] = load128(partials + (size_t)(s + u) * C + cj);
+            }
         for (int u = 0; u < U; u++)
             for (int j = 0; j < V; j++)
                 for (int k = 0; k < f128::size; k++) acc[j * f128::size + k] += v[u][j][k];
     }
     for (; s < end; s++)
         for (int j = 0; j < V; j++) {
-            f128 v = load128(partials + (size_t)s * C + c + j * f128::size);
+            const int cj = c + j * f128::size;
+            f128 v = load128(partials + (size_t)s * C + cj);
             for (int k = 0; k < f128::size; k++) acc[j * f128::size + k] += v[k];
         }
     floatX* dst = dwte + (size_t)heavy[h] * C + c;
@@ -197,7 +201,7 @@ struct EncoderBuckets {
 inline size_t encoder_buckets_ints(size_t max_N) {
     return 3 * max_N + 1 + 2 * (max_N / (ENCODER_HEAVY_ROWS + 1)) + 1;
 }
-inline size_t encoder_buckets_max_chunks(size_t max_N) { return 3 * max_N / (2 * ENCODER_CHUNK_ROWS); }
+inline size_t encoder_buckets_max_chunks(size_t max_N) { return 3 * max_N / 2 / ENCODER_CHUNK_ROWS; }
 
 // What encoder_buckets_init allocates on the device for batches of max_N positions of C channels.
 inline size_t encoder_buckets_device_bytes(size_t max_N, int C) {
