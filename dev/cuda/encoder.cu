@@ -5,7 +5,8 @@
 // in fp32 in a different order than the CPU: fp32 rtol 1e-5 + 1e-6*max; bf16 the final
 // rounding of the accumulated gradient dominates (rtol 1e-2). dwte is also checked bit for
 // bit against the kernels' own fixed order computed here (dwte_in_kernel_order): that order is
-// the contract that makes the backward deterministic, heavy buckets' chunks included.
+// the contract that makes the backward deterministic, heavy buckets' chunks included. The fp32
+// build is the one that pins the order of the adds: bf16's final rounding hides most of it.
 // --bench: a GPT-2 batch and a skewed one (one token in half of 65,536 positions), the latter
 // split into chunks and in one pass.
 #include <climits>
