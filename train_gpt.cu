@@ -82,9 +82,9 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 // -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
 // on every rank, a rounding here) and its heads' activations.
 #ifdef ENABLE_FP8
-#define SCRATCH_NAME "workspace and FP8 scratch"
+#define SCRATCH_NAME "workspace, encoder and FP8 scratch"
 #else
-#define SCRATCH_NAME "workspace"
+#define SCRATCH_NAME "workspace and encoder scratch"
 #endif
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
                             bool shared_gpu, const CudaContext& ctx, int tp = 1, int pp = 1) {
@@ -97,9 +97,12 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
-        // cuBLASLt's workspace, and train_gpt_fp8's FP8 copies and scales (-tp, -pp: refused there)
-        p.scratch = ctx.workspace_bytes + (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
-                                                                      cfg.fp8_recipe == "current");
+        // cuBLASLt's workspace, the encoder backward's buckets and partial sums, and train_gpt_fp8's
+        // FP8 copies and scales (-tp, -pp: refused there)
+        const int C = mc.family == FAMILY_LLAMA3 ? mc.llama.channels : mc.gpt2.channels;
+        p.scratch = ctx.workspace_bytes + (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, C) +
+                    (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
+                                                 cfg.fp8_recipe == "current");
         return p;
     };
     size_t free_b = 0, total_b = 0;

@@ -21,7 +21,8 @@
 #include "checkpoint.h"          // defines: TrainState, state_write, state_read_range, checkpoint_path, fsync_dir
 #include "zero.h"                // defines: ZeroLayout, zero_segments
 #include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
-#include "cuda/encoder.cuh"      // defines: EncoderBuckets, encoder_buckets_init, encoder_buckets_free
+#include "cuda/encoder.cuh"      // defines: EncoderBuckets, encoder_buckets_init, encoder_buckets_free,
+                                 //          encoder_buckets_device_bytes
 #include "cuda/attention.cuh"    // defines: ATTENTION_HEAD_SIZES
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
@@ -247,7 +248,7 @@ inline void cuda_model_alloc_grads(M* model, int B, int T) {
 template <typename M>
 inline void cuda_model_alloc_io(M* model, size_t N) {
     const CudaContext& ctx = *model->ctx;
-    encoder_buckets_init(&model->buckets, (int)N);
+    encoder_buckets_init(&model->buckets, (int)N, model->config.channels);
     CHECK_CUDA(cudaMallocHost(&model->io_host, 2 * N * sizeof(int)));
     CHECK_CUDA(cudaMallocHost(&model->losses_host, N * sizeof(float)));
     CHECK_CUDA(cudaMallocHost(&model->norm_host, sizeof(float)));
@@ -522,10 +523,11 @@ inline void cuda_model_print_memory(const M* model, int recompute) {
     double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
     double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
     double work = model->ctx->workspace_bytes / MiB;
+    double enc = encoder_buckets_device_bytes((size_t)model->B * model->T, model->config.channels) / MiB;
     printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
-           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB; total %.1f MiB\n",
-           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work,
-           params + grads + adam + master + acts + work);
+           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB, encoder buckets %.1f MiB; total %.1f MiB\n",
+           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work, enc,
+           params + grads + adam + master + acts + work + enc);
 }
 
 // Every device buffer and the host side of cuda_model_alloc_io (once the device is idle).

@@ -82,6 +82,7 @@ LAUNCH = {
     "classifier_tp_finish_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
     "classifier_tp_stats_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
     "column_sums_finish_kernel": (512, "default", "common.cuh column_sums_finish: dim3(32, FINISH_SPLIT)"),
+    "encoder_backward_heavy_kernel": (256, "default", "encoder.cuh encoder_backward: <= 256 (as the wte kernel)"),
     "encoder_backward_wpe_kernel": (256, "default", "encoder.cuh encoder_backward: 256"),
     "encoder_backward_wte_kernel": (256, "default", "encoder.cuh encoder_backward: <= 256"),
     "encoder_forward_kernel": (256, "default", "encoder.cuh encoder_forward: 256"),
