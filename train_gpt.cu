@@ -98,11 +98,11 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         // cuBLASLt's workspace, the encoder backward's buckets and partial sums, and train_gpt_fp8's
-        // FP8 copies and scales (-tp, -pp: refused there)
+        // FP8 copies and scales (-tp: of a rank's part; every layer, as -pp is refused there)
         const int C = mc.family == FAMILY_LLAMA3 ? mc.llama.channels : mc.gpt2.channels;
         p.scratch = ctx.workspace_bytes + (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, C) +
                     (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
-                                                 cfg.fp8_recipe == "current");
+                                                 cfg.fp8_recipe == "current", tp);
         return p;
     };
     size_t free_b = 0, total_b = 0;
@@ -144,11 +144,15 @@ int main(int argc, char** argv) {
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
 #ifdef ENABLE_FP8
-    // a tensor-parallel rank's or pipeline stage's linears are its own part of the model, with scales
-    // of their own: their state would need a file a rank and a way to resume under another layout
-    if (cfg.tensor_parallel > 1 || cfg.pipeline_parallel > 1)
-        fail("train_gpt_fp8 does not take -tp or -pp yet (each rank's FP8 scales would need their own checkpoint "
-             "state): use data parallelism (-z 0-3), or train_gpt_bf16");
+    // -tp works: a tensor-parallel rank's linears are shards of the model's, whose amaxes the
+    // step's max over the group makes the whole tensors' (fp8_linears_all_reduce_amax), so every
+    // rank holds one process's scales and rank 0's one state file serves any layout. A pipeline
+    // stage's linears are other layers than the other stages': each stage's scales are its own,
+    // and the one state file would need them gathered from every stage
+    if (cfg.pipeline_parallel > 1)
+        fail("train_gpt_fp8 does not take -pp yet (each pipeline stage holds other layers, whose FP8 scales would "
+             "have to be gathered from every stage into the one state file): use -tp, data parallelism (-z 0-3), or "
+             "train_gpt_bf16");
 #endif
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
@@ -251,6 +255,12 @@ int main(int argc, char** argv) {
                                   parts.stage_sizes.empty() ? nullptr : &parts.stage_sizes);
         if (part == nullptr) fail("flag -tp %d -pp %d: %s", tp, pp, why.c_str());
     }
+#ifdef ENABLE_FP8
+    {  // every FP8 GEMM's dimensions multiples of 16, a rank's part's too (-tp)
+        const std::string why = linears_dims_problem(start_config, tp, (size_t)cfg.B * cfg.T);
+        if (!why.empty()) fail("%s", why.c_str());
+    }
+#endif
     const size_t local_n = parts.parts ? part->num_parameters : num_parameters;
     // TEST HOOK (gpu_comm_single_hook): one process keeps its -z, so a single GPU runs the
     // bucketed NCCL path of every ZeRO stage
@@ -307,13 +317,13 @@ int main(int argc, char** argv) {
 #ifdef ENABLE_FP8
         // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh)
         const bool current = cfg.fp8_recipe == "current";
-        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current);
+        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current, tp);
         char scaling[64];
         if (current) snprintf(scaling, sizeof(scaling), "current scaling: each tensor's own amax");
         else snprintf(scaling, sizeof(scaling), "delayed scaling: the max of %d steps' amaxes", FP8_AMAX_HISTORY_DEFAULT);
         printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, %s; scratch and scales "
                "%.1f MiB); embeddings, classifier, norms, attention in bf16\n",
-               scaling, linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current) / 1048576.0);
+               scaling, linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current, tp) / 1048576.0);
 #endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

@@ -466,7 +466,8 @@ struct GpuBackend {
     }
     void update(float lr, float weight_decay, float clip_scale, int t) {
         cuda_model_update(model, lr, 0.9f, 0.95f, 1e-8f, weight_decay, clip_scale, t);
-        linears_step_end(gc, *model->ctx, model->linears);  // fp8: the amaxes over the replicas, the next scales
+        // fp8: the amaxes over the replicas and the tensor-parallel group, the next scales
+        linears_step_end(gc, model->tp, *model->ctx, model->linears);
         const ZeroLayout& z = model->z;
         if (z.stage == 3) {  // the front and tail rows; the layers are gathered as they run
             phase_mark(*model->ctx, PHASE_COMM);
@@ -543,10 +544,12 @@ struct GpuBackend {
         gpu_model_write_model(model, checkpoint_path(dir, "model", step), values.data());
         state_write(checkpoint_path(dir, "state", step, 0), model_parts_state_header(s, z, global_n), whole.m.data(),
                     whole.v.data(), whole.master.empty() ? nullptr : whole.master.data());
+        // fp8: the scales, rank 0's as every rank's (the amaxes were reduced over the group too)
+        linears_write_state(*model->ctx, model->linears, dir, step);
         fsync_dir(dir);
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
-        linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales (-tp, -pp: refused)
+        linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales (-pp: refused)
         matmul_algos_load(*model->ctx, dir, step, comm->rank);        // -ma timed: the algorithms it chose
         if (shard == nullptr) return cuda_model_load_state(model, dir, step, s);
         // -tp: the checkpoint's whole vectors (any layout wrote them), this rank's values of them

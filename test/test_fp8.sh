@@ -10,7 +10,9 @@
 #     with a byte of it flipped, the resume stops with one line naming it;
 #   - the memory plan counts the FP8 copies and scales: a run's peak device memory over bf16's,
 #     and the refusal of Meta's 8B;
-#   - the one-line refusals: compute capability 8.0 (EMU_CC=80), -tp, an unknown -fp8r; the bf16
+#   - -tp 2, with and without -sp 1, against one process (test/test_fp8_tp.sh, sourced here): the
+#     same scales, losses within FP8_TOL, checkpoints across the layouts;
+#   - the one-line refusals: compute capability 8.0 (EMU_CC=80), -pp, an unknown -fp8r; the bf16
 #     trainer takes -fp8r and ignores it.
 # The FP8 kernels' own checks (dev/cuda/fp8.cu, dev/cuda/fp8_linear.cu at --quick, against their
 # CPU references) run in test_emu.sh with every other dev/cuda program, not here again.
@@ -94,7 +96,7 @@ run() {  # run BINARY DIR FLAGS...: trains into DIR, its output in DIR.stdout
 }
 
 run train_gpt_bf16_emu "$out/gpt2_bf16" $gpt2
-run train_gpt_fp8_emu "$out/gpt2_fp8" $gpt2
+run train_gpt_fp8_emu "$out/gpt2_fp8" $gpt2 -n 1  # a checkpoint a step: -tp 2's reference below
 compare_val "GPT-2 fp8 vs bf16" "$out/gpt2_fp8" "$out/gpt2_bf16"
 run train_gpt_bf16_emu "$out/llama_bf16" $llama -fp8r current  # taken and ignored
 run train_gpt_fp8_emu "$out/llama_fp8" $llama -n 4
@@ -127,8 +129,9 @@ fi
 # the same on 2 data-parallel ranks (ZeRO 1, each on its own emulated GPU, NCCL): rank 0 alone
 # writes the FP8 state, which the amax max-reduce made every rank's, and both read it back
 if command -v mpirun > /dev/null && ldd ./train_gpt_fp8_emu | grep -q libmpi; then
-    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300
-         mpirun -np 2 env EMU_DEVICES=2 ./train_gpt_fp8_emu $llama -b 2 -d 128 -z 1 -n 4)
+    np2=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout 300
+         mpirun -np 2 env EMU_DEVICES=2)
+    mpi=("${np2[@]}" ./train_gpt_fp8_emu $llama -b 2 -d 128 -z 1 -n 4)
     "${mpi[@]}" -o "$out/np2" > "$out/np2.stdout" 2>&1 || bad "2 ranks: exit $? ($(tail -n 1 "$out/np2.stdout"))"
     mkdir -p "$out/np2_resumed"
     set +f
@@ -141,6 +144,97 @@ if command -v mpirun > /dev/null && ldd ./train_gpt_fp8_emu | grep -q libmpi; th
         cmp -s "$out/np2/$f" "$out/np2_resumed/$f" || { bad "2 ranks resumed at step 4: $f differs"; same=0; }
     done
     [ $same = 1 ] && echo "ok   2 ranks (ZeRO 1) resumed at step 4: main.log, model, both state files and the FP8 state byte for byte"
+    # -tp 2 (each rank its own emulated GPU): every linear keeps one scale a tensor, the max of
+    # its shards' amaxes over the group, so a rank's FP8 state is one process's and rank 0's one
+    # state file serves either layout. Llama with F 160 (80 a rank: $llama's 176 splits into 88,
+    # which FP8 GEMMs refuse, below). The reference is one process of the same trainer.
+    # What is compared, measured before choosing:
+    #  - the FP8 state after step 0 (state_00000001_fp8.bin, -n 1), whose amaxes both runs took
+    #    from the same weights: every weight's scale bit for bit (the max of the shards' amaxes is
+    #    the whole tensor's: 8 of 8 in each family, with and without -sp; with the group's
+    #    reduction skipped 4 or 5 of 8, the rest up to 73% apart, while the losses stayed within
+    #    FP8_TOL: this is the check that sees it), the inputs' and gradients' within 10%: their bf16
+    #    values part in the last bits where the projections' partial sums are added in another
+    #    order, and the first step casts with scale 1, so E5M2 holds a gradient near 1e-5 as one
+    #    of its few subnormals and a last-bit change moves a cast by a whole step (measured: 16 to
+    #    21 of 24 scales equal, the rest within 1.6% (inputs) and 4.6% (gradients)). Not at step
+    #    8: by then the runs have parted (below) and the scales follow the weights (28% apart).
+    #  - losses within FP8_TOL, as fp8 is held to bf16 (measured up to 2.4e-3), norms within 15%
+    #    (measured up to 7.4%): bf16 at TP 2 parts from one process by 4e-4 (losses) and 1.3%
+    #    (norms) on this Llama, and fp8 magnifies that, a parting last bit moving a cast by a
+    #    step of the format (up to 1/8 of the value in E4M3, 1/4 in E5M2);
+    #  - the final val loss not bf16's to the digit (the linears ran in FP8).
+    llama_tp=${llama/f176/f160}
+    TP_NORM_TOL=0.15
+    run train_gpt_fp8_emu "$out/llama_tp_np1" $llama_tp -n 1
+    run train_gpt_bf16_emu "$out/llama_tp_bf16" $llama_tp
+    run_tp2() {  # run_tp2 DIR FLAGS...: mpirun -np 2 ... -tp 2 -o DIR, the output in DIR.stdout
+        local dir=$1; shift
+        "${np2[@]}" ./train_gpt_fp8_emu "$@" -tp 2 -o "$dir" > "$dir.stdout" 2>&1 ||
+            bad "-tp 2 $*: exit $? ($(grep -m1 error "$dir.stdout"))"
+    }
+    same_scales() {  # same_scales A B: two FP8 state files' scales; the weights' (E4M3's odd tensors) bit for bit
+        "$PY" - "$1" "$2" <<'PYEOF'
+import sys, numpy as np
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+ha, hb = np.frombuffer(a[:128], "<u8"), np.frombuffer(b[:128], "<u8")
+if list(ha[:8]) != list(hb[:8]) or len(a) != len(b):
+    print("headers differ: %s vs %s" % (list(ha[:8]), list(hb[:8]))); sys.exit(1)
+L, H = int(ha[4]), int(ha[5])  # linears, history length; then per state amax, scale, scale_inv, history
+fa, fb, off, scales = np.frombuffer(a[128:], "<f4"), np.frombuffer(b[128:], "<f4"), 0, []
+for T in (2 * L, L):  # E4M3 (2i linear i's input, 2i + 1 its weight), E5M2 (its output's gradient)
+    scales.append((fa[off + T: off + 2 * T].astype(np.float64), fb[off + T: off + 2 * T].astype(np.float64)))
+    off += 3 * T + T * H
+wa, wb = scales[0][0][1::2], scales[0][1][1::2]
+rel = max(float(np.max(np.abs(x - y) / np.abs(x))) for x, y in scales)
+equal = sum(int(np.sum(x == y)) for x, y in scales)
+print("weights' scales %d of %d bit for bit, all %d of %d, the rest within %.2g" %
+      (int(np.sum(wa == wb)), L, equal, 3 * L, rel))
+sys.exit(0 if np.array_equal(wa, wb) and rel <= 0.1 else 1)
+PYEOF
+    }
+    check_tp() {  # check_tp NAME REF_DIR TP_DIR: main.log, and the FP8 state after step 0
+        local logs scales
+        logs=$(compare_logs "$2/main.log" "$3/main.log" "$FP8_TOL" "$TP_NORM_TOL") || { bad "$1: main.log: $logs"; return; }
+        scales=$(same_scales "$2/state_00000001_fp8.bin" "$3/state_00000001_fp8.bin") || { bad "$1: $scales"; return; }
+        echo "ok   $1: $logs; $scales"
+    }
+    run_tp2 "$out/llama_tp2" $llama_tp -n 1
+    check_tp "Llama fp8 -tp 2 vs 1 process" "$out/llama_tp_np1" "$out/llama_tp2"
+    compare_val "Llama fp8 -tp 2 vs bf16" "$out/llama_tp2" "$out/llama_tp_bf16"
+    run_tp2 "$out/gpt2_tp2" $gpt2 -n 1
+    check_tp "GPT-2 fp8 -tp 2 vs 1 process" "$out/gpt2_fp8" "$out/gpt2_tp2"
+    compare_val "GPT-2 fp8 -tp 2 vs bf16" "$out/gpt2_tp2" "$out/gpt2_bf16"
+    # -sp 1: the norms' outputs gathered before QKV and gate/up, so the same tensors are cast
+    run_tp2 "$out/llama_sp2" $llama_tp -n 1 -sp 1
+    check_tp "Llama fp8 -tp 2 -sp 1 vs 1 process" "$out/llama_tp_np1" "$out/llama_sp2"
+    # checkpoints across layouts: -tp 2's at step 4 resumed as one process, one process's at -tp 2;
+    # each ends like the one process that never stopped
+    for from in tp2 np1; do
+        d=$out/llama_resumed_$from
+        mkdir -p "$d"
+        set +f
+        cp "$out/llama_$([ $from = tp2 ] && echo tp2 || echo tp_np1)"/*00000004* "$d"/
+        set -f
+        if [ $from = tp2 ]; then run train_gpt_fp8_emu "$d" $llama_tp -y 1
+        else run_tp2 "$d" $llama_tp -y 1; fi
+        if ! grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout"; then
+            bad "-tp 2 checkpoints: the run from $from's did not resume at step 4"; continue
+        fi
+        # the resumed run's log from step 4 on against the one process's
+        grep -v '^s:[0-3] ' "$out/llama_tp_np1/main.log" > "$d.ref.log"
+        logs=$(compare_logs "$d.ref.log" "$d/main.log" "$FP8_TOL" "$TP_NORM_TOL") &&
+            echo "ok   $([ $from = tp2 ] && echo "-tp 2's checkpoint at step 4 resumed as one process" ||
+                echo "one process's checkpoint at step 4 resumed at -tp 2") ends like one process: $logs" ||
+            bad "-tp 2 checkpoints, resumed from $from's: $logs"
+    done
+    # a shard's dimension that FP8 GEMMs refuse: each rank stops with the same one line
+    why="flag -tp 2: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of 16, and a rank's MLP hidden units F is 88"
+    "${np2[@]}" ./train_gpt_fp8_emu $llama -tp 2 -o "$out/refused_tp" > "$out/refused_tp.log" 2>&1
+    rc=$?
+    if [ $rc -ne 0 ] && [ "$(grep -- "$why" "$out/refused_tp.log" | sort -u | wc -l)" = 1 ] && [ ! -e "$out/refused_tp/main.log" ]; then
+        echo "ok   refuses (-tp 2, F 176): $(grep -m1 -- "$why" "$out/refused_tp.log" | cut -c1-160)"
+    else bad "-tp 2 with F 176: exit $rc, not one line '$why' (see $out/refused_tp.log)"; fi
 else
     echo "ok   (2 ranks not checked: no mpirun, or train_gpt_fp8_emu built without MPI)"
 fi
@@ -178,6 +272,6 @@ expect_damaged_resume "$out/llama_fp8" state_00000004_fp8.bin 200 "E4M3 scaling 
     ./train_gpt_fp8_emu $llama -n 4 -y 1
 expect_error "compute capability 8.0" "train_gpt_fp8 needs a GPU with FP8 tensor cores" \
     env EMU_CC=80 ./train_gpt_fp8_emu $llama
-expect_error "-tp" "train_gpt_fp8 does not take -tp or -pp" ./train_gpt_fp8_emu $llama -tp 2
+expect_error "-pp" "train_gpt_fp8 does not take -pp" ./train_gpt_fp8_emu $llama -pp 2
 expect_error "-fp8r" "flag -fp8r: unknown FP8 scaling 'late'" ./train_gpt_bf16_emu $llama -fp8r late
 exit $fail

@@ -177,16 +177,30 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
 }
 
 // After a step's backward, before fp8_linears_update: every amax := its maximum over gc's ranks
-// (data-parallel replicas must cast with the same scales, so that their scaling states, which a
-// checkpoint saves once, stay equal bit for bit). One collective for all layers and both formats:
-// the amaxes go side by side into amax_bits and back. Current scaling: nothing (each cast's scale
-// comes from its own tensor on its own rank; the GEMMs are local, so ranks need not agree).
-inline void fp8_linears_all_reduce_amax(GpuComm* gc, const CudaContext& ctx, const Fp8Linears& s) {
+// and then over tp's (nullptr: no tensor parallelism). Data-parallel replicas must cast with the
+// same scales, so that their scaling states, which a checkpoint saves once, stay equal bit for
+// bit. A tensor-parallel rank (-tp) holds a shard of each linear: of the weight's rows and the
+// output's columns (QKV, FC, gate/up), or of the weight's and the input's columns (the two
+// projections), the rest whole on every rank; the max of the shards' amaxes is the whole
+// tensor's, so the group's max gives every rank the scales one process computes, one scale a
+// logical tensor as Transformer Engine's amax reduction group does, and the one state file
+// rank 0 writes serves any layout. Max over the data-parallel group, then over the
+// tensor-parallel one, is the max over the whole DP x TP world (every rank is in one of each,
+// and max is associative): two collectives on 3 words a linear, as no GpuComm spans the world.
+// (Llama's KV head shared by more ranks than it has, NKV < tp: its columns of QKV's output
+// gradient are each rank's part of a sum, so that amax is the max of the parts, not the sum's;
+// the scales still agree over the ranks.) One collective a group for all layers and both
+// formats: the amaxes go side by side into amax_bits and back. Current scaling: nothing (each
+// cast's scale comes from its own tensor, or its own shard, on its own rank: a collective before
+// every cast would stall the forward; the GEMMs take the scales with their operands, so ranks
+// need not agree, and nothing of it is state).
+inline void fp8_linears_all_reduce_amax(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, const Fp8Linears& s) {
     if (s.e4m3.recipe != FP8_RECIPE_DELAYED) return;
     const size_t n4 = (size_t)s.e4m3.num_tensors, n5 = (size_t)s.e5m2.num_tensors;
     CHECK_CUDA(cudaMemcpyAsync(s.amax_bits, s.e4m3.amax, n4 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
     CHECK_CUDA(cudaMemcpyAsync(s.amax_bits + n4, s.e5m2.amax, n5 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
     gpu_all_reduce_max_u32(gc, ctx, s.amax_bits, n4 + n5);
+    if (tp != nullptr) gpu_all_reduce_max_u32(tp, ctx, s.amax_bits, n4 + n5);
     CHECK_CUDA(cudaMemcpyAsync(s.e4m3.amax, s.amax_bits, n4 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
     CHECK_CUDA(cudaMemcpyAsync(s.e5m2.amax, s.amax_bits + n4, n5 * sizeof(float), cudaMemcpyDeviceToDevice, ctx.stream));
 }

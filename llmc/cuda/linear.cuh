@@ -5,7 +5,8 @@
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
 //          linear_backward, LinearsShape, linears_shape, linears_device_bytes, linears_init, linears_free,
-//          linears_step_begin, linears_step_end, FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
+//          linears_dims_problem, linears_step_begin, linears_step_end,
+//          FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
 #pragma once
 #include <algorithm>
 #include <string>
@@ -111,17 +112,53 @@ inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t
 }
 
 // num_layers layers of LINEARS_PER_LAYER linears of a model of configuration mc, at BT rows (the
-// scratch: linears_shape). current_scaling (-fp8r current): each tensor's scale from its own amax;
-// else delayed scaling (fp8_linear.cuh).
+// scratch: linears_shape; -tp: a rank's part). current_scaling (-fp8r current): each tensor's
+// scale from its own amax; else delayed scaling (fp8_linear.cuh).
 inline void linears_init(ModelLinears* m, const ModelConfig& mc, int num_layers, size_t BT,
-                         bool current_scaling = false) {
+                         bool current_scaling = false, int tp = 1) {
 #ifdef ENABLE_FP8
-    const LinearsShape shape = linears_shape(mc);
+    const LinearsShape shape = linears_shape(mc, tp);
     fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
                      BT * shape.widest, shape.largest_weight);
 #else
-    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling;
+    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp;
 #endif
+}
+
+// What train_gpt_fp8's GEMMs cannot take in a model of configuration mc at BT rows (-tp: a
+// rank's part of it), as a sentence naming the flag and the dimension, or "". cuBLASLt's FP8
+// GEMMs need every dimension a multiple of 16 (fp8_matmul_refusal); a shard may break that where
+// the whole model does not (C 96 at -tp 4: 24 attention channels a rank), and a start-up line
+// beats a stop in the first step. -sp does not change them: the GEMMs run on the gathered rows.
+inline std::string linears_dims_problem(const ModelConfig& mc, int tp, size_t BT) {
+    struct Dim { long long value; const char* name; };
+    std::vector<Dim> dims;
+    if (mc.family == FAMILY_LLAMA3) {
+        const LlamaDims d = llama_dims(mc.llama, tp);
+        dims = {{d.C, "channels C"}, {d.QKV, "QKV outputs (query, key and value heads x head size)"},
+                {d.A, "attention channels (query heads x head size)"}, {d.F, "MLP hidden units F"}};
+    } else {
+        const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
+        dims = {{mc.gpt2.channels, "channels C"}, {d.A, "attention channels C/tp"}, {d.H, "MLP hidden units 4C/tp"}};
+    }
+    char why[256];
+    if (BT % 16 != 0) {
+        snprintf(why, sizeof(why), "flag -b/-t: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of 16, and "
+                 "B*T is %zu", BT);
+        return why;
+    }
+    for (const Dim& dim : dims) {
+        if (dim.value % 16 == 0) continue;
+        if (tp > 1)
+            snprintf(why, sizeof(why), "flag -tp %d: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of "
+                     "16, and a rank's %s is %lld: use a -tp that keeps them so, or train_gpt_bf16", tp, dim.name,
+                     dim.value);
+        else
+            snprintf(why, sizeof(why), "flag -e: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of 16, "
+                     "and the model's %s is %lld: use train_gpt_bf16", dim.name, dim.value);
+        return why;
+    }
+    return "";
 }
 
 inline void linears_free(ModelLinears* m) {
@@ -143,20 +180,23 @@ inline void linears_step_begin(const CudaContext& ctx, const ModelLinears& m) {
 }
 
 // After a step's update (not after a skipped step: the next step_begin forgets its amaxes): the
-// amaxes max-reduced over the data-parallel ranks (gc), then the scales from their histories.
-inline void linears_step_end(GpuComm* gc, const CudaContext& ctx, const ModelLinears& m) {
+// amaxes max-reduced over the data-parallel ranks (gc) and the tensor-parallel group (tp, nullptr
+// without -tp: each rank's shards make up the whole tensors), then the scales from their histories.
+inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, const ModelLinears& m) {
 #ifdef ENABLE_FP8
-    fp8_linears_all_reduce_amax(gc, ctx, m);
+    fp8_linears_all_reduce_amax(gc, tp, ctx, m);
     fp8_linears_update(ctx, m);
 #else
-    (void)gc, (void)ctx, (void)m;
+    (void)gc, (void)tp, (void)ctx, (void)m;
 #endif
 }
 
 // ---------------------------------------------------------------------------------------
 // The FP8 state in a checkpoint: state_%08d_fp8.bin beside the state files (checkpoint_prune
-// takes it with them). After the step's max-reduce every data-parallel replica holds the same
-// amaxes, scales and histories, so rank 0 writes the one file and every rank reads it back;
+// takes it with them). After the step's max-reduce every rank (the data-parallel replicas and,
+// -tp, the tensor-parallel group's ranks) holds the same amaxes, scales and histories, each
+// linear's whole tensors' as one process has them, so rank 0 writes the one file, every rank
+// reads it back, and a checkpoint resumes under any -tp (and at another process count);
 // without it a resumed run would start its scales again from 1 and part from the run that
 // never stopped. Header of 16 x uint64: [0] magic, [1] version, [2] step, [3] recipe (0
 // delayed, 1 current), [4] linears, [5] history length, [6] [7] the E4M3 and E5M2 states'
