@@ -4,13 +4,14 @@
 #     is within FP8_TOL (below) of bf16's and not equal to it (an fp8 run that silently ran its
 #     linears in bf16 would match it to the last digit);
 #   - -fp8r current trains the Llama within the same tolerance, and not as delayed scaling does;
+#   - the printed samples (contexts of any length, their GEMMs in bf16) leave training unchanged;
 #   - an fp8 run resumed from its step-4 checkpoint (state_00000004_fp8.bin: the scales and amax
 #     histories) ends with the main.log, the final model file and the final FP8 state of the run
 #     that never stopped, byte for byte, on one rank and on two (ZeRO 1); without that file, or
 #     with a byte of it flipped, the resume stops with one line naming it;
 #   - the memory plan counts the FP8 copies and scales: a run's peak device memory over bf16's,
 #     and the refusal of Meta's 8B;
-#   - -tp 2, with and without -sp 1, against one process (test/test_fp8_tp.sh, sourced here): the
+#   - -tp 2, with and without -sp 1, against one process: the
 #     same scales, losses within FP8_TOL, checkpoints across the layouts;
 #   - the one-line refusals: compute capability 8.0 (EMU_CC=80), -pp, an unknown -fp8r; the bf16
 #     trainer takes -fp8r and ignores it.
@@ -97,6 +98,15 @@ run() {  # run BINARY DIR FLAGS...: trains into DIR, its output in DIR.stdout
 
 run train_gpt_bf16_emu "$out/gpt2_bf16" $gpt2
 run train_gpt_fp8_emu "$out/gpt2_fp8" $gpt2 -n 1  # a checkpoint a step: -tp 2's reference below
+# the samples the trainer prints (B=1, a context of any length: those GEMMs in bf16, no amax
+# recorded) leave the training as it was: main.log byte for byte the run's without them
+run train_gpt_fp8_emu "$out/gpt2_fp8_sampled" $gpt2 -s 4 -g 8
+if [ "$(grep -c '^generating' "$out/gpt2_fp8_sampled.stdout")" = 2 ] &&
+       cmp -s "$out/gpt2_fp8/main.log" "$out/gpt2_fp8_sampled/main.log"; then
+    echo "ok   fp8 with samples every 4 steps: 2 samples printed, main.log byte for byte the run's without them"
+else
+    bad "fp8 with samples: $(grep -c '^generating' "$out/gpt2_fp8_sampled.stdout") samples, or main.log differs ($(tail -n 1 "$out/gpt2_fp8_sampled.stdout"))"
+fi
 compare_val "GPT-2 fp8 vs bf16" "$out/gpt2_fp8" "$out/gpt2_bf16"
 run train_gpt_bf16_emu "$out/llama_bf16" $llama -fp8r current  # taken and ignored
 run train_gpt_fp8_emu "$out/llama_fp8" $llama -n 4

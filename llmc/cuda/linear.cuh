@@ -4,8 +4,8 @@
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, LinearsShape, linears_shape, linears_device_bytes, linears_init, linears_free,
-//          linears_dims_problem, linears_step_begin, linears_step_end,
+//          linear_backward, linear_rows_fp8, LinearsShape, linears_shape, linears_device_bytes, linears_init,
+//          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
 //          FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
 #pragma once
 #include <algorithm>
@@ -43,15 +43,27 @@ inline LinearSlot linear_slot(const ModelLinears& m, int l, int k) {
 #endif
 }
 
+// FP8 GEMMs take rows in multiples of 16 only (their layouts: fp8.cuh). A training step's B*T is
+// checked at start-up (linears_dims_problem), but the sample the trainer prints runs a context of
+// any length, one row at a time as it grows (B=1, T=ctx): such a forward, which nothing is learned
+// from, runs its GEMM in bf16 (the weights are bf16 anyway), and records no amax.
+inline bool linear_rows_fp8(int BT) {
+#ifdef ENABLE_FP8
+    return BT % 16 == 0;
+#else
+    (void)BT;
+    return false;
+#endif
+}
+
 // matmul_forward's and matmul_backward's arguments after the slot
 inline void linear_forward(const CudaContext& ctx, LinearSlot s, floatX* out, floatX* pre_gelu, const floatX* inp,
                            const floatX* weight, const floatX* bias, int BT, int C, int OC) {
 #ifdef ENABLE_FP8
-    fp8_linear_forward(ctx, s.fp8, out, pre_gelu, inp, weight, bias, BT, C, OC);
-#else
+    if (linear_rows_fp8(BT)) return fp8_linear_forward(ctx, s.fp8, out, pre_gelu, inp, weight, bias, BT, C, OC);
+#endif
     (void)s;
     matmul_forward(ctx, out, pre_gelu, inp, weight, bias, BT, C, OC);
-#endif
 }
 
 // out (BT,OC) += inp (BT,C) @ weight (OC,C)^T: a projection added into what out holds (Llama's
@@ -60,12 +72,11 @@ inline void linear_forward(const CudaContext& ctx, LinearSlot s, floatX* out, fl
 inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out, const floatX* inp,
                                const floatX* weight, int BT, int C, int OC) {
 #ifdef ENABLE_FP8
-    fp8_linear_forward(ctx, s.fp8, out, nullptr, inp, weight, nullptr, BT, C, OC, true);
-#else
+    if (linear_rows_fp8(BT)) return fp8_linear_forward(ctx, s.fp8, out, nullptr, inp, weight, nullptr, BT, C, OC, true);
+#endif
     (void)s;
     bool ok = matmul_cublaslt(ctx, out, weight, inp, nullptr, nullptr, OC, BT, C, true, false, true);
     CHECK(ok, "cuBLASLt has no algorithm for the accumulating matmul BT=%d C=%d OC=%d", BT, C, OC);
-#endif
 }
 
 inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
