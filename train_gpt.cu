@@ -99,8 +99,8 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         // cuBLASLt's workspace, the encoder backward's buckets and partial sums, and train_gpt_fp8's
         // FP8 copies and scales (-tp: of a rank's part; every layer, as -pp is refused there)
-        const int C = mc.family == FAMILY_LLAMA3 ? mc.llama.channels : mc.gpt2.channels;
-        p.scratch = ctx.workspace_bytes + (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, C) +
+        p.scratch = ctx.workspace_bytes +
+                    (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
                                                  cfg.fp8_recipe == "current", tp);
         return p;

@@ -6,8 +6,8 @@
 // A third family adds its header, an enum value in llmc/model.h, a case in each function
 // here, its model-file header in llmc/checkpoint.h and its tensor names in llmc/safetensors.h.
 // defines: ModelConfig, model_family_name, model_config_from_descriptor, model_config_problem,
-//          model_config_table, model_config_num_layers, model_config_num_parameters, ValueBytes, MemoryPlan,
-//          model_memory_plan, model_config_of,
+//          model_config_table, model_config_num_layers, model_config_channels, model_config_num_parameters,
+//          ValueBytes, MemoryPlan, model_memory_plan, model_config_of,
 //          gpt2_take_over, model_new, model_delete, model_init_values, model_init_random,
 //          model_alloc_state, model_bind_views, model_bind_params, model_bind_grads, model_forward, model_backward,
 //          model_logits, model_losses, model_update, model_flops_per_token, model_describe, model_stage, model_part_shard,
@@ -63,6 +63,9 @@ inline size_t model_config_table(const ModelConfig& c, ParamTensor* table, Param
 
 inline int model_config_num_layers(const ModelConfig& c) {
     return c.family == FAMILY_LLAMA3 ? c.llama.num_layers : c.gpt2.num_layers;
+}
+inline int model_config_channels(const ModelConfig& c) {
+    return c.family == FAMILY_LLAMA3 ? c.llama.channels : c.gpt2.channels;
 }
 
 inline size_t model_config_num_parameters(const ModelConfig& c) {

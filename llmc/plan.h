@@ -349,7 +349,7 @@ inline PlanShape plan_shape(const ModelConfig& c) {
     // GPT-2's wte is also its classifier and counts; Llama's wte is only looked up (its head is lmheadw)
     s.weights = s.n - (c.family == FAMILY_LLAMA3 ? (double)table[0].numel : 0.0);
     s.L = t.L;
-    s.C = c.family == FAMILY_LLAMA3 ? c.llama.channels : c.gpt2.channels;
+    s.C = model_config_channels(c);
     return s;
 }
 
