@@ -127,7 +127,7 @@ EMU="${GPU_CHECK_EMU:-0}"
 if [ "$EMU" = 1 ]; then
     # (the debug-state test unsanitised, for time: the train_sanitizer part runs its ASan build)
     SFX=_emu DEV_DIR=build/emu/asan/cuda DEV_ARGS=--quick DEBUG_DIR=build/emu SLOW=4
-    NSTEPS=8 NEVERY=4 NRESUME=4  # the trainer runs: steps, checkpoint every, resumed from
+    NSTEPS=4 NEVERY=2 NRESUME=2  # the trainer runs: steps, checkpoint every, resumed from
     export EMU_DEVICES=2  # two emulated devices, so two ranks can each have one (NCCL)
 else
     SFX="" DEV_DIR=build/cuda DEV_ARGS="" DEBUG_DIR=build SLOW=1

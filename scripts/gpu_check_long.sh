@@ -108,7 +108,7 @@ part_trainer() {
         # behind the first micro-step; 2 micro-steps per step here): bit-identical to
         # launching them one by one, at -r 1 and -r 0, with samples drawn between steps
         # (forwards of another shape), after a resume, and (bf16) with the tensor-core attention
-        cg_names=(plain r0 sampled) cg_flags=("" "-r 0" "-s 5 -g 16")
+        cg_names=(plain r0 sampled) cg_flags=("" "-r 0" "-s $NEVERY -g 16")
         [ $prec = bf16 ] && cg_names+=(ak0) cg_flags+=("-ak 0")  # the default is the tensor-core attention
         for i in "${!cg_names[@]}"; do
             name=${cg_names[$i]} extra=${cg_flags[$i]}

@@ -9,7 +9,7 @@
 #   5. the script's occupancy against NVIDIA's own calculator (cuda_occupancy.h, built with g++
 #      by test/kernel_occupancy_ref.cpp) on 3,000 random launches and every row of the table
 # 1 to 3 need only Python; 4 and 5 need nvcc (skipped with exit 77 without it). Takes about a
-# minute on 2 cores (KERNEL_RESOURCES_JOBS=2 compiles two sources at a time).
+# minute on 2 cores (KERNEL_RESOURCES_JOBS, default 2, compiles two sources at a time).
 set -u
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -270,9 +270,10 @@ if [ ! -x "$NVCC" ] && ! command -v "$NVCC" > /dev/null; then
 fi
 export NVCC
 
-# 4. now: every kernel compiled, against the committed table (-j: KERNEL_RESOURCES_JOBS, default 1)
+# 4. now: every kernel compiled, against the committed table (-j: KERNEL_RESOURCES_JOBS, default 2,
+#    this machine's cores; 1 when something else is running)
 start=$(date +%s)
-$KR check -o "$out/now.txt" -j "${KERNEL_RESOURCES_JOBS:-1}" > "$out/check.txt" 2>&1
+$KR check -o "$out/now.txt" -j "${KERNEL_RESOURCES_JOBS:-2}" > "$out/check.txt" 2>&1
 rc=$?
 cat "$out/check.txt"
 echo "(compiled and compared in $(( $(date +%s) - start )) s)"

@@ -4,7 +4,7 @@
 # groups' collectives (the projections' all-reduces, the classifier's softmax statistics, the
 # stages' sends) and the data-parallel gradients go through the emulated NCCL. The reference is the same trainer on one process
 # (itself checked against PyTorch and the CPU trainer by test_emu.sh).
-#  - GPT-2 (4 heads, C 64, V 300 padded to 384), 8 steps of 2 micro-steps: TP 2, TP 2 x DP 2
+#  - GPT-2 (4 heads, C 64, V 300 padded to 384), 4 steps of 2 micro-steps: TP 2, TP 2 x DP 2
 #    at ZeRO 1 and 3 (each rank's part sharded over the replicas, its layers gathered as they run;
 #    ZeRO 2 in a resume below; ZeRO 0's data-parallel ranks in test_model_parallel.sh) in fp32 (TF32 off): every train and val loss within 1e-6 relative, grad
 #    norms within 1e-5, the final model file (rank 0 puts the parts together) within 5e-5 of the
@@ -15,7 +15,7 @@
 #  - Llama 3 with grouped-query attention: 6 query heads on 2 KV heads (split with them) at TP 2
 #    x DP 2 (ZeRO 3), 4 on 1 (the KV head shared: the ranks add their parts of its
 #    gradient) at TP 2 and TP 4, fp32, the same tolerances; bf16 at TP 2
-#  - checkpoints are layout-free: TP 2 x DP 2's at step 4 (ZeRO 3) resumes as one process, and
+#  - checkpoints are layout-free: TP 2 x DP 2's at step 2 (ZeRO 3) resumes as one process, and
 #    one process's at TP 2 x DP 2 (ZeRO 2, 3); bf16's at TP 2 (master weights in the one state
 #    file) as one process; Llama's both ways
 #  - sequence parallelism (-sp 1: the residual stream and the norms on T/tp positions a rank, the
@@ -63,16 +63,16 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 
 # total batch -d 512 tokens: 2 micro-steps of 8 rows of 32 on one process (or on each
 # tensor-parallel group: its ranks read the same rows), 4 rows on each of 2 data-parallel ranks
-gpt2="-e $out/gpt2.bin -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 8 -l 2e-3 -u 3
-      -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -f 0 -ak 0"
-llama6="-e llama3:l2c96h6kv2f256v300 -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 8
-        -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 4 -m 3 -s 0 -n 4 -f 0 -ak 0"
+gpt2="-e $out/gpt2.bin -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 4 -l 2e-3 -u 2
+      -q 0.1 -c 0.1 -v 2 -m 3 -s 0 -n 2 -f 0 -ak 0"
+llama6="-e llama3:l2c96h6kv2f256v300 -i $out/v300/markov_train_*.bin -j $out/v300/markov_val_*.bin -t 32 -d 512 -x 4
+        -l 2e-3 -u 2 -q 0.1 -c 0.1 -v 2 -m 3 -s 0 -n 2 -f 0 -ak 0"
 llama4=${llama6/l2c96h6kv2f256v300/l2c64h4kv1f160v300}
 # 4 layers for -vp 2 at PP 2, 4 micro-batches a step (-d 1024)
 "$PY" test/pytorch_reference.py --random-checkpoint "$out/gpt2L4.bin" --V 300 --maxT 64 --L 4 --NH 4 --C 64 --seed 5 > /dev/null
 gpt2L4=${gpt2/gpt2.bin/gpt2L4.bin} gpt2L4=${gpt2L4/-d 512/-d 1024}
 llama4L4=${llama4/l2c64/l4c64} llama4L4=${llama4L4/-d 512/-d 1024}
-FINAL=model_00000008.bin
+FINAL=model_00000004.bin
 
 run_np() {  # run_np PREC NP DIR FLAGS...: mpirun -np NP (1: the plain process), each rank its own GPU
     local prec=$1 np=$2 dir=$3; shift 3
@@ -108,7 +108,7 @@ check_run() {  # check_run NAME REF_DIR RUN_DIR LOSS_TOL NORM_TOL MODEL_TOL
     model=$(same_model "$2/$FINAL" "$3/$FINAL" "$6") || fail "$1: $model"
     echo "ok   $1: $logs; $model"
 }
-forget_step8() { rm -f "$1/DONE_00000008"; }  # the checkpoint at step 8 no longer exists: -y 1 resumes at 4
+forget_last() { rm -f "$1/DONE_00000004"; }  # the checkpoint at step 4 no longer exists: -y 1 resumes at 2
 # the tolerances of a precision (check_run's LOSS NORM MODEL), and a family's one-process reference
 tols_for() { [ "$1" = bf16 ] && echo "2e-3 1e-2 2e-2" || echo "1e-6 1e-5 5e-5"; }
 ref_for() {  # FAMILY PREC
@@ -177,14 +177,14 @@ for layout in "gpt2 fp32 2 1 2 1 8 0 0" "gpt2 fp32 4 1 2 1 4 1 0" "gpt2 fp32 4 2
     check_run "$fam $prec TP $tp x PP $pp (-vp $vp) x DP $((np / tp / pp)) -z $z -sp $sp (-b $b)" "$ref" "$d" $tols
 done
 
-# layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 4 resumed as one process; one
+# layout-free checkpoints: TP 2 x DP 2 (ZeRO 1) saved at step 2 resumed as one process; one
 # process's resumed at TP 2 x DP 2 (ZeRO 2); bf16's (with its master weights) as one process
-resume() {  # resume PREC FAMILY SRC NAME NP FLAGS...: SRC's checkpoint at step 4 continued in d=resume-NAME
+resume() {  # resume PREC FAMILY SRC NAME NP FLAGS...: SRC's checkpoint at step 2 continued in d=resume-NAME
     local prec=$1 fam=$2 src=$3 name=$4 np=$5; shift 5
     d="$out/resume-$name"
-    rm -rf "$d"; cp -r "$src" "$d"; forget_step8 "$d"
+    rm -rf "$d"; cp -r "$src" "$d"; forget_last "$d"
     run_np $prec "$np" "$d" ${!fam} "$@" -y 1
-    grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout" || fail "$name: $(tail -2 "$d.stdout")"
+    grep -q "resumed from .*model_00000002.bin at step 2" "$d.stdout" || fail "$name: $(tail -2 "$d.stdout")"
 }
 resume fp32 gpt2 "$out/fp32-ref" fp32-1-to-tp 4 -b 4 -tp 2 -z 2
 check_run "fp32 saved by one process, resumed at TP 2 x DP 2 -z 2" "$out/fp32-ref" "$d" 1e-6 1e-5 5e-5

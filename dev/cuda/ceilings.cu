@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
     cuda_context_init(&ctx, 0);
     ctx.tf32 = true;  // the fp32 trainer's default (-f 1)
     dev_print_device(ctx, "ceilings");
-    run_copy(ctx, g_dev_quick ? (16u << 20) : (1u << 30));
+    run_copy(ctx, g_dev_quick ? (2u << 20) : (1u << 30));
     run_matmul(ctx, g_dev_quick ? 256 : 8192);
     cuda_context_free(&ctx);
     return dev_finish("ceilings");
