@@ -38,7 +38,7 @@
 #include "llmc/train_loop.h"    // defines: train_loop
 #include "llmc/gpu_backend.cuh" // defines: GpuBackend, gpu_model_* (the families' overloads), device_memory_used_mib
 #include "llmc/tensor_parallel.h" // defines: TpShard, TpRun, tp_global_to_local
-#include "llmc/model_parts.h"   // defines: ModelParts, model_parts_init, model_parts_gather, model_parts_read_state, ...
+#include "llmc/model_parts.h"   // defines: ModelParts, model_parts_init, model_parts_stage_layers, model_parts_gather, ...
 #include "llmc/pipeline.h"      // defines: pipeline_check_micro_batches, pipeline_rounds, pipeline_round_sets
 
 // Dense peak TFLOP/s of the GPUs we know, for MFU: bf16 tensor cores, TF32 tensor cores,
@@ -80,14 +80,15 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 // step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
 // Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
 // -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
-// on every rank, a rounding here) and its heads' activations.
+// on every rank, a rounding here) and its heads' activations. stage_layers: the layers this
+// rank's pipeline stage holds (every layer without -pp).
 #ifdef ENABLE_FP8
 #define SCRATCH_NAME "workspace, encoder and FP8 scratch"
 #else
 #define SCRATCH_NAME "workspace and encoder scratch"
 #endif
 static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int world, int stage, bool master,
-                            bool shared_gpu, const CudaContext& ctx, int tp = 1, int pp = 1) {
+                            bool shared_gpu, const CudaContext& ctx, int tp, int pp, int stage_layers) {
     const bool sp = cfg.sequence_parallel != 0;
     // -pp: a stage holds about 1/pp of the layers and, 1F1B, up to pp micro-batches of their
     // activations (the first stage): about the whole model's worth of one micro-batch's
@@ -98,10 +99,10 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         // cuBLASLt's workspace, the encoder backward's buckets and partial sums, and train_gpt_fp8's
-        // FP8 copies and scales (-tp: of a rank's part; every layer, as -pp is refused there)
+        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers)
         p.scratch = ctx.workspace_bytes +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
-                    (double)linears_device_bytes(mc, model_config_num_layers(mc), (size_t)cfg.B * cfg.T,
+                    (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
                                                  cfg.fp8_recipe == "current", tp);
         return p;
     };
@@ -143,17 +144,6 @@ int main(int argc, char** argv) {
     TrainConfig cfg;
     args_parse(argc, argv, &cfg);
     train_check_flags(cfg);
-#ifdef ENABLE_FP8
-    // -tp works: a tensor-parallel rank's linears are shards of the model's, whose amaxes the
-    // step's max over the group makes the whole tensors' (fp8_linears_all_reduce_amax), so every
-    // rank holds one process's scales and rank 0's one state file serves any layout. A pipeline
-    // stage's linears are other layers than the other stages': each stage's scales are its own,
-    // and the one state file would need them gathered from every stage
-    if (cfg.pipeline_parallel > 1)
-        fail("train_gpt_fp8 does not take -pp yet (each pipeline stage holds other layers, whose FP8 scales would "
-             "have to be gathered from every stage into the one state file): use -tp, data parallelism (-z 0-3), or "
-             "train_gpt_bf16");
-#endif
     LRScheduleKind schedule_kind;
     if (!lr_schedule_parse(cfg.schedule.c_str(), &schedule_kind))
         fail("flag -k: unknown schedule '%s' (cosine | linear | constant | wsd)", cfg.schedule.c_str());
@@ -266,7 +256,8 @@ int main(int argc, char** argv) {
     // bucketed NCCL path of every ZeRO stage
     const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
                                                               : train_zero_layout(cfg, local_n, dp_rank, dp_world);
-    const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp, pp);
+    const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp, pp,
+                                           (int)model_parts_stage_layers(parts, parts.stage).size());
     float* host_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters (the host model keeps the rest's ends)
     ModelBase* host = part;
     if (parts.parts) {  // the whole model is read (or drawn), and this rank keeps its part
@@ -315,7 +306,11 @@ int main(int argc, char** argv) {
         const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
         gpu_model_alloc_state(&model, B, T, recompute, sets);
 #ifdef ENABLE_FP8
-        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh)
+        // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh). -tp: a rank's
+        // linears are shards of the model's, whose amaxes the step's max over the group makes the
+        // whole tensors'; -pp: a stage's are its own layers', the amaxes reduced over its replicas
+        // and tensor-parallel group only (no other stage runs them), and a checkpoint's one FP8
+        // state file is every stage's put together in the model's order, so any layout resumes it
         const bool current = cfg.fp8_recipe == "current";
         linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current, tp);
         char scaling[64];

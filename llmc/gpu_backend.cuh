@@ -500,9 +500,9 @@ struct GpuBackend {
         if (comm->rank == 0) linears_write_state(*model->ctx, model->linears, dir, step);  // fp8: the scales
         matmul_algos_write(*model->ctx, dir, step, comm->rank);  // -ma timed: this rank's algorithms
     }
-    // -tp: the model file and one state file, both as one process writes them (any layout resumes
-    // them), from rank 0, which puts every rank's part together (llmc/model_parts.h). Weights that
-    // are not finite stop every rank, rank 0's verdict shared.
+    // -tp, -pp: the model file, one state file and (fp8) the FP8 state, each as one process writes it
+    // (any layout resumes them), from rank 0, which puts every rank's part together
+    // (llmc/model_parts.h). Weights that are not finite stop every rank, rank 0's verdict shared.
     void write_checkpoint_parts(const std::string& dir, int step, const TrainState& s) {
         const ZeroLayout& z = model->z;
         const size_t n = model->num_parameters, k = z.opt_count(), global_n = shard->global_n;
@@ -538,20 +538,30 @@ struct GpuBackend {
             fail("rank %d: refusing to write the checkpoint at step %d: rank 0 found a weight that is not finite",
                  comm->rank, step);
         }
+        // fp8: the scales, put together on rank 0 from one rank a stage (a collective; llmc/cuda/linear.cuh)
+        std::vector<std::vector<int>> rank_layers(comm->world);
+        for (int r = 0; r < comm->world; r++)  // replica 0's tensor-parallel rank 0 of each stage
+            if (r % parts->tp == 0 && r / (parts->tp * parts->pp) == 0)
+                rank_layers[r] = model_parts_stage_layers(*parts, (r / parts->tp) % parts->pp);
+        linears_write_state_parts(*model->ctx, model->linears, comm, rank_layers,
+                                  model_config_num_layers(parts->config), dir, step);
         if (!root) return;
         std::vector<floatX> values(global_n);  // floatX values widened: narrowing them back is exact
         for (size_t i = 0; i < global_n; i++) values[i] = from_float<floatX>(whole.params[i]);
         gpu_model_write_model(model, checkpoint_path(dir, "model", step), values.data());
         state_write(checkpoint_path(dir, "state", step, 0), model_parts_state_header(s, z, global_n), whole.m.data(),
                     whole.v.data(), whole.master.empty() ? nullptr : whole.master.data());
-        // fp8: the scales, rank 0's as every rank's (the amaxes were reduced over the group too)
-        linears_write_state(*model->ctx, model->linears, dir, step);
         fsync_dir(dir);
     }
     void load_state(const std::string& dir, int step, TrainState* s) {
-        linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales (-pp: refused)
-        matmul_algos_load(*model->ctx, dir, step, comm->rank);        // -ma timed: the algorithms it chose
-        if (shard == nullptr) return cuda_model_load_state(model, dir, step, s);
+        matmul_algos_load(*model->ctx, dir, step, comm->rank);  // -ma timed: the algorithms it chose
+        if (shard == nullptr) {
+            linears_load_state(*model->ctx, model->linears, dir, step);  // fp8: the scales
+            return cuda_model_load_state(model, dir, step, s);
+        }
+        // fp8: the scales of this stage's layers (-pp), of the one file's every layer
+        const std::vector<int> layers = model_parts_stage_layers(*parts, parts->stage);
+        linears_load_state(*model->ctx, model->linears, dir, step, &layers, model_config_num_layers(parts->config));
         // -tp: the checkpoint's whole vectors (any layout wrote them), this rank's values of them
         const size_t k = model->z.opt_count();
         std::vector<float> m(k), v(k), master(model->master != nullptr ? k : 0);

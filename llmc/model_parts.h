@@ -16,7 +16,7 @@
 // rank's AdamW values are [opt_begin, opt_end) of its part, not of the model file's vector.
 // defines: ModelParts, model_parts_init, model_parts_set_model, model_parts_free, model_parts_part_of_rank,
 //          ModelPartsWhole, model_parts_gather, model_parts_state_header, model_parts_read_state,
-//          model_parts_read_params
+//          model_parts_read_params, model_parts_stage_layers
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -26,7 +26,7 @@
 #include "utils.h"            // defines: fail, CHECK
 #include "args.h"             // defines: TrainConfig
 #include "comm.h"             // defines: Comm, comm_split, comm_gather_v_f32, comm_free
-#include "families.h"         // defines: ModelConfig, model_part_shard, model_tp_problem, model_delete
+#include "families.h"         // defines: ModelConfig, model_part_shard, model_stage, model_tp_problem, model_delete
 #include "tensor_parallel.h"  // defines: TpShard, tp_local_to_global, tp_global_to_local
 #include "checkpoint.h"       // defines: TrainState, state_read_range, model_load_checkpoint
 #include "zero.h"             // defines: ZeroLayout, zero_layout
@@ -129,6 +129,15 @@ inline void model_parts_part_of_rank(const ModelParts& p, int k, TpShard* out) {
     std::string why = model_part_shard(p.config, p.tp, k % p.tp, (k / p.tp) % p.pp, p.pp, p.vp, out, &layers,
                                        p.stage_sizes.empty() ? nullptr : &p.stage_sizes);
     CHECK(why.empty(), "rank %d's part: %s", k, why.c_str());
+}
+
+// The model's layers that pipeline stage `stage` holds, in the order its part keeps them (-vp: its
+// chunks' in turn); every layer without -pp.
+inline std::vector<int> model_parts_stage_layers(const ModelParts& p, int stage) {
+    std::vector<int> layers, chunks;
+    int hold[MAX_PARAM_TENSORS];
+    model_stage(p.config, stage, p.pp, p.vp, &layers, &chunks, hold, p.stage_sizes.empty() ? nullptr : &p.stage_sizes);
+    return layers;
 }
 
 // What one process would hold: the model file's vector, its AdamW moments and (the bf16 GPU

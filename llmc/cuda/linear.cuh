@@ -6,7 +6,8 @@
 // defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
 //          linear_backward, linear_rows_fp8, LinearsShape, linears_shape, linears_device_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
-//          FP8_STATE_MAGIC, linears_state_path, linears_write_state, fp8_state_read, linears_load_state
+//          FP8_STATE_MAGIC, linears_state_path, fp8_state_download, fp8_state_map_layers, fp8_state_write,
+//          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
 #pragma once
 #include <algorithm>
 #include <string>
@@ -16,6 +17,7 @@
 #include "comm_gpu.cuh"      // defines: GpuComm
 #include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
+#include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -193,6 +195,7 @@ inline void linears_step_begin(const CudaContext& ctx, const ModelLinears& m) {
 // After a step's update (not after a skipped step: the next step_begin forgets its amaxes): the
 // amaxes max-reduced over the data-parallel ranks (gc) and the tensor-parallel group (tp, nullptr
 // without -tp: each rank's shards make up the whole tensors), then the scales from their histories.
+// -pp: both groups are the stage's, whose layers' linears no other stage runs.
 inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, const ModelLinears& m) {
 #ifdef ENABLE_FP8
     fp8_linears_all_reduce_amax(gc, tp, ctx, m);
@@ -204,16 +207,19 @@ inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, c
 
 // ---------------------------------------------------------------------------------------
 // The FP8 state in a checkpoint: state_%08d_fp8.bin beside the state files (checkpoint_prune
-// takes it with them). After the step's max-reduce every rank (the data-parallel replicas and,
-// -tp, the tensor-parallel group's ranks) holds the same amaxes, scales and histories, each
-// linear's whole tensors' as one process has them, so rank 0 writes the one file, every rank
-// reads it back, and a checkpoint resumes under any -tp (and at another process count);
-// without it a resumed run would start its scales again from 1 and part from the run that
-// never stopped. Header of 16 x uint64: [0] magic, [1] version, [2] step, [3] recipe (0
+// takes it with them), always as one process holds it: linear k of the model's layer g is
+// linear g LINEARS_PER_LAYER + k, whatever the layout that wrote it. After the step's max-reduce
+// the data-parallel replicas and (-tp) the tensor-parallel group's ranks hold the same amaxes,
+// scales and histories, each linear's whole tensors' as one process has them; a pipeline stage
+// (-pp) holds its own layers' only, so every stage's are put together on rank 0
+// (linears_write_state_parts), which writes the one file, and each stage takes its layers' back
+// (linears_load_state with its layers): a checkpoint resumes under any -tp, -pp, -vp and process
+// count, and without it a resumed run would start its scales again from 1 and part from the run
+// that never stopped. Header of 16 x uint64: [0] magic, [1] version, [2] step, [3] recipe (0
 // delayed, 1 current), [4] linears, [5] history length, [6] [7] the E4M3 and E5M2 states'
 // floats, [8] [9] their checksums (checksum64), [15] the header's; then the two states'
-// buffers (Fp8Scaling::buffer: amax, scale, scale_inv, history), as the device holds them.
-// The model file stays the bf16 trainer's; train_gpt_fp32 and _bf16 resume from an fp8
+// buffers (Fp8Scaling::buffer: amax, scale, scale_inv, history), as one process's device holds
+// them. The model file stays the bf16 trainer's; train_gpt_fp32 and _bf16 resume from an fp8
 // checkpoint and ignore this file.
 enum { FP8_STATE_MAGIC = 20261127, FP8_STATE_VERSION = 1, FP8_STATE_HEADER_WORDS = 16 };
 
@@ -223,23 +229,67 @@ inline std::string linears_state_path(const std::string& dir, int step) {
     return dir + name;
 }
 
-// Writes the FP8 state of the checkpoint at `step` into dir, durable on disk (rank 0 alone).
-// Nothing in the fp32 and bf16 builds.
-inline void linears_write_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step) {
 #ifdef ENABLE_FP8
-    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
-    std::vector<float> host[2];
+// state i of m (0: E4M3, 1: E5M2), and its tensors a linear: 2 in E4M3 (the input, the weight),
+// 1 in E5M2 (the output's gradient)
+inline const Fp8Scaling& fp8_state(const ModelLinears& m, int i) { return i == 0 ? m.e4m3 : m.e5m2; }
+inline size_t fp8_state_tensors_per_linear(int i) { return i == 0 ? 2 : 1; }
+
+// The floats of state i's buffer for num_linears linears (fp8_scaling_init's layout: an amax, a
+// scale and a scale_inv a tensor, then its history)
+inline size_t fp8_state_floats(const ModelLinears& m, int i, size_t num_linears) {
+    return fp8_state_tensors_per_linear(i) * num_linears * (3 + (size_t)fp8_state(m, i).history_len);
+}
+
+// m's two buffers, as the device holds them, into host[0] (E4M3) and host[1] (E5M2)
+inline void fp8_state_download(const CudaContext& ctx, const ModelLinears& m, std::vector<float> host[2]) {
     for (int i = 0; i < 2; i++) {
-        host[i].resize(states[i]->buffer_floats);
-        CHECK_CUDA(cudaMemcpyAsync(host[i].data(), states[i]->buffer, host[i].size() * sizeof(float),
+        host[i].resize(fp8_state(m, i).buffer_floats);
+        CHECK_CUDA(cudaMemcpyAsync(host[i].data(), fp8_state(m, i).buffer, host[i].size() * sizeof(float),
                                    cudaMemcpyDeviceToHost, ctx.stream));
     }
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+}
+
+// -pp: a stage's state buffers (stage[i], its layers' linears) to the model's (whole[i], the
+// model's num_linears) or, from_whole, back. layers: the model's number of each of the stage's
+// layers, in the stage's order (-vp: its chunks' in turn). Layer j's tensors of a state are a run
+// of P = per linear x LINEARS_PER_LAYER in each section of the buffer, the model's layer g's
+// likewise: each section moves layer by layer (the history H floats a tensor).
+inline void fp8_state_map_layers(const ModelLinears& m, const std::vector<int>& layers, size_t num_linears,
+                                 std::vector<float> stage[2], std::vector<float> whole[2], bool from_whole) {
+    for (int i = 0; i < 2; i++) {
+        const size_t P = fp8_state_tensors_per_linear(i) * LINEARS_PER_LAYER, H = fp8_state(m, i).history_len;
+        const size_t Ts = P * layers.size(), Tw = fp8_state_tensors_per_linear(i) * num_linears;
+        CHECK(stage[i].size() == Ts * (3 + H) && whole[i].size() == Tw * (3 + H), "FP8 state %d: %zu and %zu floats",
+              i, stage[i].size(), whole[i].size());
+        for (size_t j = 0; j < layers.size(); j++) {
+            const size_t g = (size_t)layers[j];
+            CHECK((g + 1) * P <= Tw, "layer %zu of a model of %zu linears", g, num_linears);
+            // where the amax, scale, scale_inv and history sections begin (one float a tensor, H in
+            // the history)
+            const size_t sec_s[4] = {0, Ts, 2 * Ts, 3 * Ts}, sec_w[4] = {0, Tw, 2 * Tw, 3 * Tw};
+            for (int sec = 0; sec < 4; sec++) {
+                const size_t per = sec == 3 ? H : 1;
+                float* a = stage[i].data() + sec_s[sec] + j * P * per;
+                float* b = whole[i].data() + sec_w[sec] + g * P * per;
+                if (from_whole) std::copy(b, b + P * per, a);
+                else std::copy(a, a + P * per, b);
+            }
+        }
+    }
+}
+
+// Writes host (the two buffers of num_linears linears) as the FP8 state of the checkpoint at
+// `step` into dir, durable on disk.
+inline void fp8_state_write(const ModelLinears& m, size_t num_linears, const std::vector<float> host[2],
+                            const std::string& dir, int step) {
     uint64_t h[FP8_STATE_HEADER_WORDS] = {0};
     h[0] = FP8_STATE_MAGIC; h[1] = FP8_STATE_VERSION; h[2] = (uint64_t)step;
     h[3] = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
-    h[4] = (uint64_t)m.num_linears; h[5] = (uint64_t)m.e4m3.history_len;
+    h[4] = (uint64_t)num_linears; h[5] = (uint64_t)m.e4m3.history_len;
     for (int i = 0; i < 2; i++) {
+        CHECK(host[i].size() == fp8_state_floats(m, i, num_linears), "FP8 state %d: %zu floats", i, host[i].size());
         h[6 + i] = host[i].size();
         h[8 + i] = checksum64(host[i].data(), host[i].size() * sizeof(float));
     }
@@ -249,20 +299,81 @@ inline void linears_write_state(const CudaContext& ctx, const ModelLinears& m, c
     for (int i = 0; i < 2; i++) out.write(host[i].data(), host[i].size() * sizeof(float));
     out.commit();
     fsync_dir(dir);
+}
+#endif
+
+// Writes the FP8 state of the checkpoint at `step` into dir (rank 0 alone, m every linear of the
+// model: one process, or data-parallel replicas). Nothing in the fp32 and bf16 builds.
+inline void linears_write_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step) {
+#ifdef ENABLE_FP8
+    std::vector<float> host[2];
+    fp8_state_download(ctx, m, host);
+    fp8_state_write(m, (size_t)m.num_linears, host, dir, step);
 #else
     (void)ctx, (void)m, (void)dir, (void)step;
 #endif
 }
 
+// -tp, -pp: the same from every stage's linears, a collective over world (model_parts_gather's
+// group, its gather): rank_layers[r], the model's layers of world rank r's linears in its stage's
+// order, or none where another rank gives the same (one rank a stage does: after the step's
+// max-reduce its data-parallel replicas and tensor-parallel group hold what it holds). Rank 0
+// puts them in the model's order and writes the one file, as one process would.
+inline void linears_write_state_parts(const CudaContext& ctx, const ModelLinears& m, Comm* world,
+                                      const std::vector<std::vector<int>>& rank_layers, int model_layers,
+                                      const std::string& dir, int step) {
 #ifdef ENABLE_FP8
-// The problem with the FP8 state file at path for m at `step` ("" if sound); when sound, its two
-// buffers in host[0], host[1].
-inline std::string fp8_state_read(const std::string& path, const ModelLinears& m, int step, std::vector<float> host[2]) {
+    const size_t num_linears = (size_t)model_layers * LINEARS_PER_LAYER;
+    auto floats = [&](size_t layers) {  // both states' floats for `layers` layers
+        return fp8_state_floats(m, 0, layers * LINEARS_PER_LAYER) + fp8_state_floats(m, 1, layers * LINEARS_PER_LAYER);
+    };
+    std::vector<size_t> counts(world->world);
+    size_t total = 0;
+    for (int r = 0; r < world->world; r++) total += counts[r] = floats(rank_layers[r].size());
+    std::vector<float> mine, host[2];
+    if (!rank_layers[world->rank].empty()) {
+        CHECK(rank_layers[world->rank].size() * LINEARS_PER_LAYER == (size_t)m.num_linears,
+              "rank %d gives %zu layers of FP8 state, holds %d linears", world->rank, rank_layers[world->rank].size(),
+              m.num_linears);
+        fp8_state_download(ctx, m, host);
+        mine = host[0];
+        mine.insert(mine.end(), host[1].begin(), host[1].end());
+    }
+    const bool root = world->rank == 0;
+    std::vector<float> all(root ? total : 0);
+    comm_gather_v_f32(world, mine.data(), counts.data(), all.data());
+    if (!root) return;
+    std::vector<float> whole[2] = {std::vector<float>(fp8_state_floats(m, 0, num_linears)),
+                                   std::vector<float>(fp8_state_floats(m, 1, num_linears))};
+    std::vector<char> covered(model_layers, 0);
+    size_t at = 0;
+    for (int r = 0; r < world->world; r++) {
+        const std::vector<int>& layers = rank_layers[r];
+        if (layers.empty()) continue;
+        const size_t n4 = fp8_state_floats(m, 0, layers.size() * LINEARS_PER_LAYER);
+        std::vector<float> stage[2] = {std::vector<float>(all.begin() + at, all.begin() + at + n4),
+                                       std::vector<float>(all.begin() + at + n4, all.begin() + at + counts[r])};
+        fp8_state_map_layers(m, layers, num_linears, stage, whole, false);
+        for (int g : layers) covered[g]++;
+        at += counts[r];
+    }
+    for (int g = 0; g < model_layers; g++)
+        CHECK(covered[g] == 1, "the FP8 state of layer %d came from %d ranks", g, covered[g]);
+    fp8_state_write(m, num_linears, whole, dir, step);
+#else
+    (void)ctx, (void)m, (void)world, (void)rank_layers, (void)model_layers, (void)dir, (void)step;
+#endif
+}
+
+#ifdef ENABLE_FP8
+// The problem with the FP8 state file at path for m's recipe and history with num_linears
+// linears at `step` ("" if sound); when sound, its two buffers in host[0], host[1].
+inline std::string fp8_state_read(const std::string& path, const ModelLinears& m, size_t num_linears, int step,
+                                  std::vector<float> host[2]) {
     FILE* f = fopen(path.c_str(), "rb");
     if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
     uint64_t h[FP8_STATE_HEADER_WORDS];
     std::string err;
-    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
     const uint64_t recipe = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
     if (fread(h, sizeof(uint64_t), FP8_STATE_HEADER_WORDS, f) != FP8_STATE_HEADER_WORDS) err = "truncated header";
     else if (h[0] != FP8_STATE_MAGIC) err = "bad magic: not a gptrain FP8 state file";
@@ -271,12 +382,12 @@ inline std::string fp8_state_read(const std::string& path, const ModelLinears& m
     else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
     else if (h[3] != recipe)
         err = std::string("written by a -fp8r ") + (h[3] == 1 ? "current" : "delayed") + " run; resume with that -fp8r";
-    else if (h[4] != (uint64_t)m.num_linears || h[5] != (uint64_t)m.e4m3.history_len ||
-             h[6] != states[0]->buffer_floats || h[7] != states[1]->buffer_floats)
+    else if (h[4] != (uint64_t)num_linears || h[5] != (uint64_t)m.e4m3.history_len ||
+             h[6] != fp8_state_floats(m, 0, num_linears) || h[7] != fp8_state_floats(m, 1, num_linears))
         err = "holds " + std::to_string(h[4]) + " linear layers with an amax history of " + std::to_string(h[5]) +
-              ", this model has " + std::to_string(m.num_linears) + " with " + std::to_string(m.e4m3.history_len);
+              ", this model has " + std::to_string(num_linears) + " with " + std::to_string(m.e4m3.history_len);
     for (int i = 0; i < 2 && err.empty(); i++) {
-        host[i].resize(states[i]->buffer_floats);
+        host[i].resize(fp8_state_floats(m, i, num_linears));
         const size_t bytes = host[i].size() * sizeof(float);
         if (fread(host[i].data(), 1, bytes, f) != bytes) err = "truncated";
         else if (checksum64(host[i].data(), bytes) != h[8 + i])
@@ -289,22 +400,34 @@ inline std::string fp8_state_read(const std::string& path, const ModelLinears& m
 #endif
 
 // Restores the FP8 state of the checkpoint at `step` (every rank reads rank 0's file); a missing
-// or unsound file stops the run with one line naming it. Nothing in the fp32 and bf16 builds.
-inline void linears_load_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step) {
+// or unsound file stops the run with one line naming it. layers (-pp; nullptr: m holds every
+// linear of the model): the model's number of each layer whose linears m holds, in m's order, of
+// the model's model_layers; m takes their slice of the file. Nothing in the fp32 and bf16 builds.
+inline void linears_load_state(const CudaContext& ctx, const ModelLinears& m, const std::string& dir, int step,
+                               const std::vector<int>* layers = nullptr, int model_layers = 0) {
 #ifdef ENABLE_FP8
     const std::string path = linears_state_path(dir, step);
+    const size_t num_linears = layers != nullptr ? (size_t)model_layers * LINEARS_PER_LAYER : (size_t)m.num_linears;
     std::vector<float> host[2];
-    const std::string err = fp8_state_read(path, m, step, host);
+    const std::string err = fp8_state_read(path, m, num_linears, step, host);
     if (!err.empty())
         fail("%s: %s: train_gpt_fp8 resumes its scales and amax histories from this file, which its checkpoints "
              "write (train_gpt_bf16's have none: resume those with train_gpt_bf16)",
              path.c_str(), err.c_str());
-    const Fp8Scaling* states[2] = {&m.e4m3, &m.e5m2};
+    if (layers != nullptr) {  // this stage's layers of the model's
+        CHECK(layers->size() * LINEARS_PER_LAYER == (size_t)m.num_linears, "%zu layers of FP8 state for %d linears",
+              layers->size(), m.num_linears);
+        std::vector<float> stage[2] = {std::vector<float>(fp8_state(m, 0).buffer_floats),
+                                       std::vector<float>(fp8_state(m, 1).buffer_floats)};
+        fp8_state_map_layers(m, *layers, num_linears, stage, host, true);
+        host[0].swap(stage[0]);
+        host[1].swap(stage[1]);
+    }
     for (int i = 0; i < 2; i++)
-        CHECK_CUDA(cudaMemcpyAsync(states[i]->buffer, host[i].data(), host[i].size() * sizeof(float),
+        CHECK_CUDA(cudaMemcpyAsync(fp8_state(m, i).buffer, host[i].data(), host[i].size() * sizeof(float),
                                    cudaMemcpyHostToDevice, ctx.stream));
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));  // host[] goes out of scope
 #else
-    (void)ctx, (void)m, (void)dir, (void)step;
+    (void)ctx, (void)m, (void)dir, (void)step, (void)layers, (void)model_layers;
 #endif
 }
