@@ -11,6 +11,10 @@
 #   - stopped at step 4 and resumed with another answer fastest (a re-timing would choose
 #     otherwise): main.log, the final model and choices byte for byte the uninterrupted run's;
 #   - the choices file missing or with a byte flipped: one line naming it, non-zero exit;
+#   - the memory plan counts the scratch outputs of the largest product timed: the start-up line
+#     shows them under -ma timed (the logits' Vp x B*T in bf16, from the model's dimensions) and
+#     not under -ma heuristic, the timing says its largest was that; a d12 run that fits without
+#     them is refused in one line with them;
 #   - an unknown -ma value: one line naming the flag.
 set -u
 cd "$(dirname "$0")/.."
@@ -89,5 +93,45 @@ done
 # header and its 32-byte key)
 expect_damaged_resume "$out/timed" state_00000004_00000_matmul.bin 100 "entries checksum mismatch" \
     ./train_gpt_bf16_emu $flags -ma timed -y 1
+
+# The scratch outputs in the memory plan. A linear of K inputs and OC outputs times D (OC, BT)
+# going forward (GPT-2's fc with GELU's aux beside it, -ge 2 being the default), D (K, BT) and
+# D (K, OC) coming back (llmc/cuda/matmul.cuh); the classifier the same with K = C, OC = Vp. For
+# gpt2:l2c64 at B=4 T=32: C 64, the MLP's 256, Vp 50304 (GPT-2's 50257 rounded up to 128), bf16.
+planned() {  # planned STDOUT: the "-ma timed scratch" of its memory plan line, MiB
+    grep "^memory plan:" "$1" | grep -o -- '-ma timed scratch [0-9.]* MiB' | cut -d' ' -f4
+}
+want=$(awk 'BEGIN { C = 64; H = 4 * C; Vp = 50304; BT = 4 * 32; split("", d)
+    n = 0; d[++n] = 3*C * BT; d[++n] = C * BT; d[++n] = 2 * H * BT; d[++n] = C * BT   # forward (fc: D and aux)
+    d[++n] = C * BT; d[++n] = C * BT; d[++n] = C * BT; d[++n] = H * BT               # dinp
+    d[++n] = C * 3*C; d[++n] = C * C; d[++n] = C * H; d[++n] = H * C                 # dweight
+    d[++n] = Vp * BT; d[++n] = C * BT; d[++n] = C * Vp                               # the classifier
+    most = 0; for (i = 1; i <= n; i++) if (d[i] > most) most = d[i]
+    printf "%.1f", most * 2 / 1048576 }')
+got=$(planned "$out/timed.stdout")
+summary=$(grep "matmul: -ma timed" "$out/timed.stdout")
+if [ "$got" = "$want" ] && [ -z "$(planned "$out/heuristic.stdout")" ] &&
+       [[ "$summary" == *"scratch outputs up to $want MiB (planned: $want MiB)"* ]]; then
+    echo "ok   the memory plan line: -ma timed scratch $got MiB (the logits' Vp x B*T in bf16: $want), none under -ma heuristic; the largest timed was that"
+else
+    bad "the memory plan's -ma timed scratch: '$got' MiB, by the arithmetic $want; under -ma heuristic '$(planned "$out/heuristic.stdout")'; timing said '$summary'"
+fi
+# d12 at B=240 T=1024 -r 2 fits the emulated H100's 79.6 GiB without the scratch (73.6 GiB) and
+# not with it: the logits' 240 x 1024 x 50304 bf16 values, 23.03 GiB. Refused before the model is
+# built (ulimit -v: nothing of that size is tried).
+big="-e gpt2:d12 -b 240 -t 1024 -r 2 -i $out/markov_train_*.bin -v 0"
+expect_error "ma timed d12" "does not fit on the GPU" \
+    bash -c 'ulimit -v 8000000 && exec "$@"' - ./train_gpt_bf16_emu $big -ma timed
+line=$(grep "does not fit on the GPU" "$out/error_ma_timed_d12.log")
+timing=$(awk 'BEGIN { printf "%.2f", 240 * 1024 * 50304 * 2 / 1073741824 }')
+re=": ([0-9.]+) GiB per GPU .*-ma timed's largest product ([0-9.]+);.* has ([0-9.]+) GiB free"
+if [[ "$line" =~ $re ]] &&
+       [ "${BASH_REMATCH[2]}" = "$timing" ] &&
+       awk -v t="${BASH_REMATCH[1]}" -v s="${BASH_REMATCH[2]}" -v f="${BASH_REMATCH[3]}" 'BEGIN { exit !(t - s < f && t > f) }'; then
+    echo "ok   d12 B=240 -ma timed refused: ${BASH_REMATCH[1]} GiB with the scratch of $timing GiB, ${BASH_REMATCH[3]} free"
+else
+    bad "d12 B=240 -ma timed: wanted a refusal counting $timing GiB of scratch, without which it fits: '$line'"
+fi
+
 expect_error "-ma" "flag -ma: unknown matmul algorithm choice 'fastest'" ./train_gpt_bf16_emu $flags -ma fastest
 exit $fail

@@ -12,19 +12,25 @@
 // (the emulated cuBLASLt's split-K answers do, llmc/emu/cublaslt.cpp); timing again on resume
 // could pick another, and the run would part from the one that never stopped.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "../checkpoint.h"  // defines: AtomicFile, checksum64, fsync_dir
-#include "common.cuh"       // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
+#include "../checkpoint.h"   // defines: AtomicFile, checksum64, fsync_dir
+#include "../gpu_scratch.h"  // defines: matmul_timing_scratch_bytes
+#include "common.cuh"        // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
 
-// What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic).
+// What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic), and what the
+// trainer told it at start-up.
 struct MatmulTiming {
     int shapes = 0;      // problem keys timed
     int candidates = 0;  // candidates run, over all keys
     int non_first = 0;   // keys where a candidate other than the heuristic's first won
     int loaded = 0;      // keys whose choice came from a checkpoint's file instead
     bool reported = false;
+    size_t scratch_plan = 0;   // the memory plan's bound on one product's scratch outputs
+                               // (gpu_scratch.h: model_matmul_timing_scratch_bytes)
+    size_t scratch_most = 0;   // the largest a product took so far
 };
 
 // candidates asked of the heuristic: it orders them by its estimate, and the fastest is rarely
@@ -41,7 +47,10 @@ constexpr int MATMUL_TIMED_RUNS = 3;
 // scratch, not the caller's D, which would otherwise be added to twice), and, with
 // aux_out / bias_out, the GELU aux and the bias gradient, whose pointers in desc are swapped
 // for the time and then restored to aux / bias. Candidates that need more workspace than
-// ctx.workspace_bytes are skipped. Runs on ctx.stream; synchronizes it.
+// ctx.workspace_bytes are skipped. The scratch (matmul_timing_scratch_bytes) must be within the
+// memory plan's bound, which counted it before anything was allocated: a product it missed stops
+// the run with one line rather than running out of memory somewhere the plan says it fits.
+// Runs on ctx.stream; synchronizes it.
 inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                                   cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const floatX* a,
                                   const floatX* b, int m, int n, float beta, floatX* aux, bool aux_out,
@@ -52,6 +61,12 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
     CHECK(capture == cudaStreamCaptureStatusNone,
           "-ma timed: a matmul of a new shape (m=%d n=%d) first met while a CUDA graph is captured; run -cg 1 with "
           "-ma heuristic", m, n);
+    MatmulTiming* t = ctx.matmul_timing;
+    const size_t scratch = matmul_timing_scratch_bytes(m, n, aux_out, bias_out, sizeof(floatX));
+    CHECK(scratch <= t->scratch_plan,
+          "-ma timed: the scratch of m=%d n=%d (%zu bytes) is over the memory plan's bound of %zu: "
+          "model_matmul_timing_scratch_bytes (llmc/gpu_scratch.h) misses this product", m, n, scratch, t->scratch_plan);
+    t->scratch_most = std::max(t->scratch_most, scratch);
     const size_t mn = (size_t)m * n;
     floatX *d_scratch = nullptr, *aux_scratch = nullptr, *bias_scratch = nullptr;
     // separate allocations: each 256-byte aligned, as the heuristic may have assumed of the real ones
@@ -84,7 +99,7 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
             CHECK_CUDA(cudaEventElapsedTime(&run_ms, start, stop));
             if (r == 1 || (r > 1 && run_ms < ms)) ms = run_ms;  // run 0 warms up
         }
-        ctx.matmul_timing->candidates++;
+        t->candidates++;
         if (best < 0 || ms < best_ms) best = i, best_ms = ms;  // a tie keeps the heuristic's order
     }
     CHECK(best >= 0, "-ma timed: none of cuBLASLt's %d candidates for m=%d n=%d fits the workspace of %zu bytes",
@@ -98,23 +113,25 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
     CHECK_CUDA(cudaFree(d_scratch));  // (cudaFree waits for the device: the runs above are done)
     if (aux_scratch) CHECK_CUDA(cudaFree(aux_scratch));
     if (bias_scratch) CHECK_CUDA(cudaFree(bias_scratch));
-    ctx.matmul_timing->shapes++;
-    ctx.matmul_timing->non_first += best != 0;
+    t->shapes++;
+    t->non_first += best != 0;
     return best;
 }
 
 // One line, once (the trainer calls it after its first step, when every training shape has
-// been met): what -ma timed did. Nothing under -ma heuristic.
+// been met): what -ma timed did, and the largest scratch it took beside the plan's bound for it.
+// Nothing under -ma heuristic.
 inline void matmul_timing_report(const CudaContext& ctx) {
     MatmulTiming* t = ctx.matmul_timing;
     if (t == nullptr || t->reported) return;
     t->reported = true;
-    if (t->loaded > 0)
-        printf("matmul: -ma timed: %d shapes' algorithms loaded from the checkpoint; timed %d candidates for %d new "
-               "shapes, picked a non-first answer for %d\n", t->loaded, t->candidates, t->shapes, t->non_first);
-    else
-        printf("matmul: -ma timed: timed %d candidates for %d shapes, picked a non-first answer for %d\n",
-               t->candidates, t->shapes, t->non_first);
+    char loaded[96] = "", scratch[96] = "";
+    if (t->loaded > 0) snprintf(loaded, sizeof(loaded), "%d shapes' algorithms loaded from the checkpoint; ", t->loaded);
+    if (t->shapes > 0)
+        snprintf(scratch, sizeof(scratch), "; scratch outputs up to %.1f MiB (planned: %.1f MiB)",
+                 t->scratch_most / 1048576.0, t->scratch_plan / 1048576.0);
+    printf("matmul: -ma timed: %stimed %d candidates for %d %sshapes, picked a non-first answer for %d%s\n", loaded,
+           t->candidates, t->shapes, t->loaded > 0 ? "new " : "", t->non_first, scratch);
 }
 
 // ---------------------------------------------------------------------------------------
