@@ -224,9 +224,11 @@ int main(int argc, char** argv) {
     ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 2 : cfg.gelu_fusion;
     ctx.bias_grad_epilogue = cfg.bias_grad_epilogue == 1;  // where cuBLASLt offers it
     // -ma timed: each matmul shape's algorithm the fastest of cuBLASLt's candidates, timed at
-    // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh). Its
-    // scratch bound goes into the memory plan, once the model is known
+    // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh). The
+    // layout goes into the choices' files (a resume under another one times again); the scratch
+    // bound into the memory plan, once the model is known
     MatmulTiming matmul_timing;
+    matmul_timing.layout = {world, tp, pp, parts.vp};
     if (cfg.matmul_algo == "timed") ctx.matmul_timing = &matmul_timing;
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
