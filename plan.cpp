@@ -38,6 +38,10 @@ struct PlanConfig {
     float overlap = 0.8f;      // -ov  share of the gradient traffic that can hide behind the backward
     int per_node = 8;          // -pg  GPUs per node
     float spare = 0.1f;        // -spare share of the GPU's memory left spare
+    // the trainer's binary and flags that change its scratch (llmc/gpu_scratch.h)
+    std::string prec = "bf16";       // -prec bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: FP8 copies and scales)
+    std::string fp8_recipe = "delayed";  // -fp8r delayed | current: train_gpt_fp8's scaling
+    std::string matmul_algo = "heuristic";  // -ma heuristic | timed: timed's largest product's scratch outputs
     // tensor and pipeline parallelism: a PLAN, the trainers have neither yet (-1: search)
     int tp = 1;                // -tp  tensor-parallel ranks, inside a node (-1: 1, 2, 4, 8)
     int pp = 1;                // -pp  pipeline stages (-1: every count that divides the GPUs)
@@ -64,6 +68,9 @@ static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
     ARG("-ov", ARG_FLOAT, overlap, 0, 1, "share of the gradient traffic that can hide behind the backward"),
     ARG("-pg", ARG_INT, per_node, 1, 1024, "GPUs per node"),
     ARG("-spare", ARG_FLOAT, spare, 0, 0.99, "share of the GPU's memory to leave spare"),
+    ARG("-prec", ARG_STRING, prec, 0, 0, "bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: plus its FP8 scratch)"),
+    ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0, "train_gpt_fp8's scaling: delayed | current (its amax history)"),
+    ARG("-ma", ARG_STRING, matmul_algo, 0, 0, "the trainer's -ma: heuristic | timed (plus its scratch outputs)"),
     ARG("-tp", ARG_INT, tp, -1, 1024, "tensor-parallel ranks, inside a node (a PLAN; -1: search 1, 2, 4, 8)"),
     ARG("-pp", ARG_INT, pp, -1, 1 << 16, "pipeline stages (a PLAN; -1: search)"),
     ARG("-vp", ARG_INT, vp, -1, 1 << 16, "virtual stages a pipeline rank, interleaved 1F1B (a PLAN; -1: search)"),
@@ -75,7 +82,7 @@ static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
 static void plan_print_help(const char* prog) {
     PlanConfig def;
     printf("usage: %s [flags]   (every flag takes a value)\n", prog);
-    printf("PREDICTED memory per GPU, smallest GPU count and step time of a bf16 run (dev/SCALING.md)\n");
+    printf("PREDICTED memory per GPU, smallest GPU count and step time of a bf16 (or -prec fp8) run (dev/SCALING.md)\n");
     args_print_table(plan_arg_specs(&def), 8);
     printf("example: %s -e llama3.1:70b -gpu h100 -n 64 -z 3 -r 2 -b 1 -t 8192\n", prog);
     printf("example: %s -e llama3.1:405b -gpu h100 -n 512 -tp 8 -pp 8 -vp 8 -sp 1   (a layout: PREDICTED)\n", prog);
@@ -94,6 +101,7 @@ struct Setup {
     double batch, mfu, peak_tflops, flops_per_s;
     double spare, limit;  // the share of the GPU's memory kept spare, and the bytes the run may use
     PlanLinks links;
+    PlanTrainer trainer;  // -prec, -fp8r, -ma
 };
 
 // A configuration with its memory (its heaviest pipeline rank's) and PREDICTED step.
@@ -122,7 +130,7 @@ static Choice evaluate(const Setup& s, const PlanLayout& lay, int z, int r) {
     c.z = lay.dp == 1 ? 0 : z;  // one replica has nothing to shard
     c.r = r;
     c.step = plan_step(s.model, lay, s.B, s.T, c.z, r, s.batch, s.flops_per_s, s.links);
-    c.mem = plan_memory(s.model, lay, s.B, s.T, c.z, r, c.step.accum, &c.heavy);
+    c.mem = plan_memory(s.model, lay, s.B, s.T, c.z, r, c.step.accum, s.trainer, &c.heavy);
     c.fits = c.mem.total() <= s.limit;
     return c;
 }
@@ -299,7 +307,16 @@ static void print_detail(const Setup& s, const Choice& c) {
     } else {
         printf("  activations  %12.1f MiB  -r %d: %s\n", c.mem.activations / MiB, c.r, recompute_what(s, c.r));
     }
-    printf("  workspace    %12.1f MiB  cuBLASLt\n", c.mem.scratch / MiB);
+    const PlanScratch scratch = plan_scratch(s.model, l, c.heavy, s.B, s.T, s.trainer);
+    printf("  workspace    %12.1f MiB  cuBLASLt\n", scratch.workspace / MiB);
+    printf("  encoder      %12.1f MiB  the encoder backward's buckets and partial sums of B x T positions\n",
+           scratch.encoder / MiB);
+    if (s.trainer.fp8)
+        printf("  fp8          %12.1f MiB  train_gpt_fp8's FP8 copies and scales (-fp8r %s)\n", scratch.fp8 / MiB,
+               s.trainer.fp8_current ? "current" : "delayed");
+    if (s.trainer.timed)
+        printf("  -ma timed    %12.1f MiB  the largest product's scratch outputs, while it is timed\n",
+               scratch.timing / MiB);
     printf("  total        %12.1f MiB  = %.2f GiB of the GPU's %.2f GiB; with %.0f%% spare the limit is %.2f GiB: %s\n",
            c.mem.total() / MiB, c.mem.total() / GiB, s.gpu->memory_mib / 1024, 100.0 * s.spare, s.limit / GiB,
            c.fits ? "fits" : "DOES NOT FIT");
@@ -477,6 +494,9 @@ static Setup make_setup(const PlanConfig& cfg, const std::string& name, const Pl
     s.links.latency_us = cfg.latency;
     s.links.overlap = cfg.overlap;
     s.links.gpus_per_node = cfg.per_node;
+    s.trainer.fp8 = cfg.prec == "fp8";
+    s.trainer.fp8_current = cfg.fp8_recipe == "current";
+    s.trainer.timed = cfg.matmul_algo == "timed";
     return s;
 }
 
@@ -490,6 +510,10 @@ static void print_assumptions(const PlanConfig& cfg) {
            "one GPU\n");
     printf("  bf16 parameters and gradients, fp32 master weights and AdamW m, v (16 bytes a parameter before sharding); "
            "B=%d, T=%s; %.0f%% of each GPU's memory spare\n", cfg.B, T, 100.0 * cfg.spare);
+    printf("  the trainer: train_gpt_%s%s -ma %s (its scratch: cuBLASLt's workspace, the encoder's buckets%s%s)\n",
+           cfg.prec.c_str(), cfg.prec == "fp8" ? (" -fp8r " + cfg.fp8_recipe).c_str() : "", cfg.matmul_algo.c_str(),
+           cfg.prec == "fp8" ? ", the FP8 copies and scales" : "",
+           cfg.matmul_algo == "timed" ? ", the largest product's timing outputs" : "");
     printf("  compute: %.0f%% MFU of %.0f TFLOP/s dense bf16 on both GPUs (d12 B=64 T=1024 ran at 42.6%% on an H200: "
            "dev/results/2026-11-26_gpu_h200_speed_defaults.txt; ASSUMED for these shapes and for the H100)\n",
            100.0 * cfg.mfu, cfg.peak);
@@ -617,6 +641,11 @@ int main(int argc, char** argv) {
     if (cfg.batch == 0) fail("flag -d: expected -1 (the family's default) or a token count, got 0");
     if (cfg.gpus == 1 && cfg.zero > 0) fail("flag -z %d: one GPU has nothing to shard (ZeRO 0 only)", cfg.zero);
     if (cfg.tp == 0 || cfg.pp == 0 || cfg.vp == 0) fail("flags -tp, -pp, -vp: expected -1 (search) or a count, got 0");
+    if (cfg.prec != "bf16" && cfg.prec != "fp8") fail("flag -prec: unknown precision '%s' (bf16 | fp8)", cfg.prec.c_str());
+    if (cfg.fp8_recipe != "delayed" && cfg.fp8_recipe != "current")
+        fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", cfg.fp8_recipe.c_str());
+    if (cfg.matmul_algo != "heuristic" && cfg.matmul_algo != "timed")
+        fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", cfg.matmul_algo.c_str());
     if (cfg.model.empty() && (cfg.gpus > 0 || cfg.zero >= 0 || cfg.recompute >= 0 || layout_flags(cfg)))
         fail("flags -n, -z, -r, -tp, -pp, -vp and -sp describe one configuration: give the model with -e too");
     std::vector<const PlanGpu*> gpus;  // -gpu's, or both

@@ -29,6 +29,7 @@
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
 #include "llmc/llama_cuda.cuh"  // defines: LlamaCuda, llama_cuda_forward, llama_cuda_backward, ...
 #include "llmc/model_cuda.cuh"  // defines: cuda_model_update, cuda_model_loss, cuda_model_load_state, ... (either family)
+#include "llmc/gpu_scratch.h"   // defines: encoder_buckets_device_bytes, model_matmul_timing_scratch_bytes
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
@@ -81,7 +82,8 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 // Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
 // -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
 // on every rank, a rounding here) and its heads' activations. stage_layers: the layers this
-// rank's pipeline stage holds (every layer without -pp).
+// rank's pipeline stage holds (every layer without -pp). -ma timed: the largest product's
+// scratch outputs too (ctx.matmul_timing->scratch_plan), allocated while the product is timed.
 #ifdef ENABLE_FP8
 #define SCRATCH_NAME "workspace, encoder and FP8 scratch"
 #else
@@ -93,17 +95,19 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
     // -pp: a stage holds about 1/pp of the layers and, 1F1B, up to pp micro-batches of their
     // activations (the first stage): about the whole model's worth of one micro-batch's
     const ValueBytes bytes = {(double)sizeof(floatX), (double)sizeof(floatX), master ? 4.0 : 0.0};
+    const double timing = ctx.matmul_timing != nullptr ? (double)ctx.matmul_timing->scratch_plan : 0.0;
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
-        // cuBLASLt's workspace, the encoder backward's buckets and partial sums, and train_gpt_fp8's
-        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers)
+        // cuBLASLt's workspace, the encoder backward's buckets and partial sums, train_gpt_fp8's
+        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers) and
+        // -ma timed's scratch outputs
         p.scratch = ctx.workspace_bytes +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
-                                                 cfg.fp8_recipe == "current", tp);
+                                                 cfg.fp8_recipe == "current", tp) + timing;
         return p;
     };
     size_t free_b = 0, total_b = 0;
@@ -131,12 +135,14 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
     else
         snprintf(help, sizeof(help), "even -z 3 over 65536 GPUs holds more than that: the activations and two layers "
                  "in flight do not shrink with the GPU count (-b, -t, -r 2 shrink the activations)");
+    char timed[64] = "";
+    if (timing > 0) snprintf(timed, sizeof(timed), ", -ma timed's largest product %.2f", timing / GiB);
     fail("%s (%s, %zu parameters) does not fit on the GPU: %.1f GiB per GPU (params %.1f %s, grads %.1f, AdamW "
-         "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, %s %.2f; %d process%s, ZeRO %d), "
+         "%.1f, master weights %.1f, activations %.1f at B=%d T=%d -r %d, %s %.2f%s; %d process%s, ZeRO %d), "
          "and %s has %.1f GiB free (%s)",
          cfg.init.c_str(), model_family_name(mc.family), model_config_num_parameters(mc), p.total() / GiB,
          p.params / GiB, PRECISION_NAME, p.grads / GiB, p.adamw / GiB, p.master / GiB, p.activations / GiB, cfg.B,
-         cfg.T, recompute, SCRATCH_NAME, p.scratch / GiB, world, world == 1 ? "" : "es", stage,
+         cfg.T, recompute, SCRATCH_NAME, (p.scratch - timing) / GiB, timed, world, world == 1 ? "" : "es", stage,
          ctx.props.name, free_b / GiB, help);
 }
 
@@ -208,8 +214,11 @@ int main(int argc, char** argv) {
     ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 2 : cfg.gelu_fusion;
     ctx.bias_grad_epilogue = cfg.bias_grad_epilogue == 1;  // where cuBLASLt offers it
     // -ma timed: each matmul shape's algorithm the fastest of cuBLASLt's candidates, timed at
-    // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh)
+    // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh). The
+    // layout goes into the choices' files (a resume under another one times again); the scratch
+    // bound into the memory plan, once the model is known
     MatmulTiming matmul_timing;
+    matmul_timing.layout = {world, tp, pp, parts.vp};
     if (cfg.matmul_algo == "timed") ctx.matmul_timing = &matmul_timing;
     PhaseTimer phase_timer;  // -pb 1
     if (cfg.phase_breakdown) ctx.phases = &phase_timer;
@@ -256,6 +265,11 @@ int main(int argc, char** argv) {
     // bucketed NCCL path of every ZeRO stage
     const ZeroLayout z = world == 1 && gpu_comm_single_hook() ? zero_layout(num_parameters, cfg.zero_stage, 0, 1)
                                                               : train_zero_layout(cfg, local_n, dp_rank, dp_world);
+    // -ma timed: the scratch outputs of the largest product this rank times (its part; the head
+    // on the last stage), with the GELU and bias-gradient epilogues where they run
+    matmul_timing.scratch_plan =
+        model_matmul_timing_scratch_bytes(start_config, (size_t)cfg.B * cfg.T, tp, parts.stage == pp - 1,
+                                          ctx.gelu_fusion >= 1, ctx.bias_grad_epilogue, sizeof(floatX));
     const int recompute = gpu_check_memory(start_config, cfg, dp_world, z.stage, use_master, sharing, ctx, tp, pp,
                                            (int)model_parts_stage_layers(parts, parts.stage).size());
     float* host_shard = nullptr;  // ZeRO 3: this rank's slice of the parameters (the host model keeps the rest's ends)

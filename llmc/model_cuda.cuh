@@ -21,15 +21,16 @@
 #include "checkpoint.h"          // defines: TrainState, state_write, state_read_range, checkpoint_path, fsync_dir
 #include "zero.h"                // defines: ZeroLayout, zero_segments
 #include "cuda/common.cuh"       // defines: floatX, CudaContext, CHECK_CUDA, hash32, ...
-#include "cuda/encoder.cuh"      // defines: EncoderBuckets, encoder_buckets_init, encoder_buckets_free,
-                                 //          encoder_buckets_device_bytes
+#include "cuda/encoder.cuh"      // defines: EncoderBuckets, encoder_buckets_init, encoder_buckets_free (and,
+                                 //          from gpu_scratch.h, encoder_buckets_device_bytes)
 #include "cuda/attention.cuh"    // defines: ATTENTION_HEAD_SIZES
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared
 #include "cuda/adamw.cuh"        // defines: adamw_update
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*
 #include "cuda/comm_gpu.cuh"     // defines: GpuComm, gpu_all_gather_f32 (-tp)
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward, classifier_tp_stats, classifier_tp_finish
-#include "cuda/linear.cuh"       // defines: ModelLinears, linear_slot, linear_forward, linear_backward (fp8 or not)
+#include "cuda/linear.cuh"       // defines: ModelLinears, linear_slot, linear_forward, linear_backward (fp8 or not),
+                                 //          linears_allocated_bytes (and, from matmul_algos.cuh, MatmulTiming)
 
 inline void* cuda_malloc_or_fail(size_t bytes, const char* what) {
     void* p = nullptr;
@@ -511,7 +512,9 @@ inline void cuda_model_select_acts(M* model, int k) {
 }
 
 // The device memory plan, one line, as allocated: recompute is the -r level the activations
-// were sized for.
+// were sized for. Its scratch: cuBLASLt's workspace, the encoder backward's buckets, train_gpt_fp8's
+// FP8 copies and scales, and under -ma timed the scratch outputs of the largest product timed
+// (allocated only while a product is timed, but then beside everything else).
 template <typename M>
 inline void cuda_model_print_memory(const M* model, int recompute) {
     const double MiB = 1048576.0;
@@ -524,10 +527,16 @@ inline void cuda_model_print_memory(const M* model, int recompute) {
     double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
     double work = model->ctx->workspace_bytes / MiB;
     double enc = encoder_buckets_device_bytes((size_t)model->B * model->T, model->config.channels) / MiB;
+    double fp8 = linears_allocated_bytes(model->linears) / MiB;
+    const MatmulTiming* timing = model->ctx->matmul_timing;
+    double timed = timing != nullptr ? timing->scratch_plan / MiB : 0.0;
+    char more[96] = "";
+    int n = fp8 > 0 ? snprintf(more, sizeof(more), ", FP8 scratch %.1f MiB", fp8) : 0;
+    if (timing != nullptr) snprintf(more + n, sizeof(more) - n, ", -ma timed scratch %.1f MiB", timed);
     printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
-           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB, encoder buckets %.1f MiB; total %.1f MiB\n",
-           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work, enc,
-           params + grads + adam + master + acts + work + enc);
+           "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB, encoder buckets %.1f MiB%s; total %.1f MiB\n",
+           params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work, enc, more,
+           params + grads + adam + master + acts + work + enc + fp8 + timed);
 }
 
 // Every device buffer and the host side of cuda_model_alloc_io (once the device is idle).

@@ -3,12 +3,13 @@
 // bandwidth/latency model of NCCL's rings (dev/SCALING.md, its "ZeRO 3" section); and the same
 // for tensor and pipeline parallelism, which the trainers do not have yet (issue 25): a PLAN
 // (dev/SCALING.md, "Tensor and pipeline parallelism"). Host only: the shapes come from
-// llmc/families.h, the ZeRO sums from llmc/zero.h; no CUDA header is included, so it builds
-// without nvcc. Nothing here is measured: every time is a prediction.
+// llmc/families.h, the ZeRO sums from llmc/zero.h, the scratch from llmc/gpu_scratch.h (the
+// trainers' own arithmetic); no CUDA header is included, so it builds without nvcc. Nothing here
+// is measured: every time is a prediction.
 // defines: PLAN_VALUE_BYTES, PLAN_WORKSPACE_BYTES, PlanLayout, plan_layout_problem, plan_stage_layers,
 //          plan_in_flight, PlanActivations, plan_activation_bytes, PlanSlice, plan_slice, plan_zero_memory,
-//          plan_memory, PlanGpu, PLAN_GPUS, plan_gpu_by_flag, PlanShape, plan_shape, PlanLinks,
-//          plan_ring_seconds, PlanStep, plan_data_parallel, plan_step
+//          PlanTrainer, PlanScratch, plan_scratch, plan_memory, PlanGpu, PLAN_GPUS, plan_gpu_by_flag,
+//          PlanShape, plan_shape, PlanLinks, plan_ring_seconds, PlanStep, plan_data_parallel, plan_step
 //
 // Glossary (as llmc/gpt2.h and llmc/llama3.h): B micro-batch, T sequence length, N = B*T
 // positions, C channels, NH heads, hs = C/NH, L layers, Vp padded vocabulary; Llama: NKV
@@ -22,9 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "utils.h"     // defines: CHECK
-#include "families.h"  // defines: ModelConfig, model_config_table, MemoryPlan, model_memory_plan, ValueBytes
-#include "zero.h"      // defines: zero_layout, zero3_layer_gathers_per_step, zero_comm_bytes_per_step
+#include "utils.h"        // defines: CHECK
+#include "families.h"     // defines: ModelConfig, model_config_table, MemoryPlan, model_memory_plan, ValueBytes
+#include "zero.h"         // defines: zero_layout, zero3_layer_gathers_per_step, zero_comm_bytes_per_step
+#include "gpu_scratch.h"  // defines: encoder_buckets_device_bytes, linears_fp8_bytes, model_matmul_timing_scratch_bytes
 
 // The GPU trainer in bf16 with fp32 master weights (-w 1): parameters and gradients 2 bytes a
 // value, the master copy 4; AdamW's m and v are fp32 whatever the build (model_memory_plan).
@@ -277,13 +279,47 @@ inline MemoryPlan plan_zero_memory(double n, double layer, double front_tail, in
     return m;
 }
 
+// The trainer's flags beyond the layout that change what a GPU holds: which binary (train_gpt_bf16,
+// or train_gpt_fp8 and its -fp8r) and -ma. Both change only the scratch.
+struct PlanTrainer {
+    bool fp8 = false;          // train_gpt_fp8: its FP8 copies and scales
+    bool fp8_current = false;  // -fp8r current (else delayed: FP8_AMAX_HISTORY_DEFAULT steps of amaxes)
+    bool timed = false;        // -ma timed: the largest product's scratch outputs, while it is timed
+};
+
+// Pipeline rank `rank`'s scratch beside the model's buffers, as the trainer's memory plan counts it
+// (train_gpt.cu's gpu_check_memory, from llmc/gpu_scratch.h): cuBLASLt's workspace, the encoder
+// backward's buckets (every rank allocates them), train_gpt_fp8's FP8 copies and scales of its
+// stage's layers (-tp: its part), and under -ma timed the largest product's scratch outputs (its
+// part; the head on the last stage), at the trainer's default epilogues (-ge 2: GELU's aux with
+// GPT-2's fc; -bg 0: no bias gradient).
+struct PlanScratch {
+    double workspace = 0, encoder = 0, fp8 = 0, timing = 0;
+    double total() const { return workspace + encoder + fp8 + timing; }
+};
+
+inline PlanScratch plan_scratch(const ModelConfig& c, const PlanLayout& p, int rank, int B, int T,
+                                const PlanTrainer& t) {
+    const size_t N = (size_t)B * T;
+    PlanScratch s;
+    s.workspace = PLAN_WORKSPACE_BYTES;
+    s.encoder = (double)encoder_buckets_device_bytes(N, model_config_channels(c));
+    if (t.fp8)
+        s.fp8 = (double)linears_fp8_bytes(c, plan_stage_layers(model_config_num_layers(c), p, rank), N, t.fp8_current,
+                                          p.tp);
+    if (t.timed)
+        s.timing = (double)model_matmul_timing_scratch_bytes(c, N, p.tp, rank == p.pp - 1, true, false,
+                                                             (size_t)PLAN_VALUE_BYTES.param);
+    return s;
+}
+
 // What one GPU holds under layout `p` (DP from it) at micro-batch B x T, ZeRO `stage` over the
-// DP group and recompute level `recompute`, with `micro` micro-batches a step: its stage's
-// values (plan_slice, plan_stage_layers) sharded by ZeRO, the activations of the micro-batches
-// in flight (plan_in_flight), cuBLASLt's workspace as scratch. Every pipeline rank is summed;
-// the largest is returned, its rank in *heaviest. At TP = PP = 1 it is the trainers' own plan.
+// DP group and recompute level `recompute`, with `micro` micro-batches a step, run by `trainer`:
+// its stage's values (plan_slice, plan_stage_layers) sharded by ZeRO, the activations of the
+// micro-batches in flight (plan_in_flight), its scratch (plan_scratch). Every pipeline rank is
+// summed; the largest is returned, its rank in *heaviest. At TP = PP = 1 it is the trainers' own plan.
 inline MemoryPlan plan_memory(const ModelConfig& c, const PlanLayout& p, int B, int T, int stage, int recompute,
-                              int micro, int* heaviest = nullptr) {
+                              int micro, const PlanTrainer& trainer = PlanTrainer(), int* heaviest = nullptr) {
     const PlanSlice s = plan_slice(c, p);
     const int L = model_config_num_layers(c);
     MemoryPlan worst;
@@ -298,7 +334,7 @@ inline MemoryPlan plan_memory(const ModelConfig& c, const PlanLayout& p, int B, 
         a.inputs = flight;
         a.head = rank == p.pp - 1;
         m.activations = plan_activation_bytes(c, B, T, recompute, PLAN_VALUE_BYTES.param, a);
-        m.scratch = PLAN_WORKSPACE_BYTES;
+        m.scratch = plan_scratch(c, p, rank, B, T, trainer).total();
         if (rank == 0 || m.total() > worst.total()) {
             worst = m;
             if (heaviest != nullptr) *heaviest = rank;

@@ -3,20 +3,28 @@
 # shapes (Meta's Llama 3.1 params.json: dim, n_layers, n_heads, n_kv_heads 8, the MLP's hidden
 # size, vocabulary 128,256; the GPT-3 paper's Table 2.1 for 175B: 96 layers, d_model 12,288,
 # 96 heads, context 2,048, GPT-2's vocabulary 50,257 padded to 50,304): the memory per GPU of
-# five configurations, part by part, the bytes each GPU sends per step, and one compute time,
-# within 0.1%; then what the search must find (70B needs at least as many H100s as H200s, the
-# count below the smallest does not fit, 405B fits on 8 H100s at no ZeRO stage), the table,
-# and the bad-flag errors. Then tensor and pipeline parallelism, which the trainers do not have
+# five configurations, part by part (the scratch too: cuBLASLt's workspace and the encoder
+# backward's buckets, and in two more train_gpt_fp8's FP8 copies and scales, -prec fp8, and -ma
+# timed's largest product, all from the shapes), the bytes each GPU sends per step, and one
+# compute time, within 0.1% (or the last printed digit); then what the search must find (70B
+# needs at least as many H100s as H200s, the count below the smallest does not fit, 405B fits on
+# 8 H100s at no ZeRO stage), the table, and the bad-flag errors. Then tensor and pipeline parallelism, which the trainers do not have
 # yet (a PLAN): four layouts worked out by hand (Megatron's split of each tensor, the stages'
 # layers, the micro-batches 1F1B and interleaved 1F1B keep in flight as Megatron-LM's schedules
 # count their warm-up): every pipeline rank's memory and the heaviest's part by part, the sends
 # between stages, the TP all-reduces, the bubble (p-1)/(v m + p-1), the slowest stage's compute;
 # the layout table (the best found no slower than MLPerf's layout, which the search includes);
-# the bad layouts. Exits 0 when every check passes, 1 otherwise.
+# the bad layouts. Then ./plan against the trainers themselves: the emulated train_gpt_bf16 and
+# train_gpt_fp8's start-up memory line (GPT-2 d12 and a small Llama, -r 0/1/2, -ma timed, -fp8r
+# current) part by part as ./plan prints the same flags. Exits 0 when every check passes, 1
+# otherwise.
 set -u
 cd "$(dirname "$0")/.."
 source test/lib.sh
 make -s plan || { echo "FAIL: ./plan did not build"; exit 1; }
+# the emulated GPU trainers, whose start-up memory plan ./plan must print too
+make -s train_gpt_bf16_emu train_gpt_fp8_emu > /dev/null || { echo "FAIL: the emulated trainers did not build"; exit 1; }
+mkdir -p test/out/plan
 
 "$PY" - <<'EOF' || exit 1
 import math, re, subprocess, sys
@@ -30,6 +38,10 @@ def check(ok, what):
 
 def close(got, want, what, tol=1e-3):
     check(got is not None and abs(got - want) <= tol * abs(want), f"{what}: plan {got}, by hand {want:.6g}")
+
+def close_mib(got, want, what):  # a part printed in MiB: within 0.1% or its last digit's rounding
+    check(got is not None and abs(got - want / MiB) <= max(1e-3 * want / MiB, 0.05),
+          f"{what}: plan {got}, by hand {want / MiB:.6g}")
 
 def plan(*args):
     r = subprocess.run(["./plan", *args], capture_output=True, text=True)
@@ -105,6 +117,38 @@ def activations(m, B, T, r, tp=1, sp=False, deep=None, inputs=1, head=True):
             sizes += [NC*BF16, Ns*F32, Ns*F32, N*cdiv(Vp, tp)*BF16, N*F32]
     return sum(r256(s) for s in sizes)
 
+# The scratch beside the model (llmc/gpu_scratch.h, as the trainers allocate it). The encoder
+# backward's buckets of N positions: int32 token, start and position a position and 2 ints a heavy
+# bucket (over 128 positions, 2 chunks), plus one each; the fp32 partial sums (C a chunk) of at
+# most 1.5 N / 64 chunks of 64 rows.
+def encoder(N, C):
+    return (3 * N + 1 + 2 * (N // 129) + 1) * I32 + (3 * N // 2 // 64) * C * F32
+
+# train_gpt_fp8 (-prec fp8): three fp8 copies (a byte a value) of N x the widest linear's columns
+# (its input, its output's gradient and that transposed), one of the largest weight, and for 3
+# tensors of each of 4 linears a layer the amax, scale, 1/scale and amax history (1024 steps
+# delayed, 1 current) in fp32 and the amax's collective slot (4 bytes)
+def fp8_scratch(m, N, current=False):
+    C, L = m["C"], m["L"]
+    if m["family"] == "llama":
+        QKV, F = m["QKV"], m["F"]
+        widest, weight = max(C, QKV, 2 * F), max(QKV, 2 * F, C) * C
+    else:
+        widest, weight = 4 * C, 4 * C * C
+    tensors = 3 * 4 * L
+    return 3 * N * widest + weight + tensors * (3 + (1 if current else 1024)) * F32 + tensors * I32
+
+# -ma timed: a linear of K inputs and OC outputs times D (OC, N) going forward (GPT's fc with GELU's
+# aux beside it: -ge 2, the trainers' default), D (K, N) and D (K, OC) coming back; the head the
+# same with K = C, OC = Vp; in bf16. The largest of them, at once, while it is timed.
+def timing_scratch(m, N):
+    C, Vp = m["C"], m["Vp"]
+    if m["family"] == "llama":
+        linears = [(C, m["QKV"], 1), (C, C, 1), (C, 2 * m["F"], 1), (m["F"], C, 1)]
+    else:
+        linears = [(C, 3 * C, 1), (C, C, 1), (C, 4 * C, 2), (4 * C, C, 1)]
+    return BF16 * max(max(OC * N * aux, K * N, K * OC) for K, OC, aux in linears + [(C, Vp, 1)])
+
 # What one GPU keeps of n values on W data-parallel ranks at ZeRO z: bf16 parameters and
 # gradients, fp32 AdamW m, v and master weights; layer: ZeRO 3's two slots, ft: the rows it keeps whole
 def zero_memory(n, layer, ft, W, z):
@@ -116,11 +160,15 @@ def zero_memory(n, layer, ft, W, z):
             "grads": BF16 * (ft + 2 * layer + shard if z >= 2 else padded + 2 * layer),
             "adamw": 8 * owned, "master": 4 * owned}, padded
 
-def expected(name, W, z, r, B, T, tokens):
+def expected(name, W, z, r, B, T, tokens, trainer=()):
     m = MODELS[name]
     n, L, layer, ft = m["n"], m["L"], m["layer"], m["front_tail"]
     mem, padded = zero_memory(n, layer, ft, W, z)
-    mem.update({"activations": activations(m, B, T, r), "workspace": 32 * MiB})
+    mem.update({"activations": activations(m, B, T, r), "workspace": 32 * MiB, "encoder": encoder(B * T, m["C"])})
+    if "fp8" in trainer:
+        mem["fp8"] = fp8_scratch(m, B * T, "current" in trainer)
+    if "timed" in trainer:
+        mem["-ma timed"] = timing_scratch(m, B * T)
     mem["total"] = sum(mem.values())
     accum = -(-tokens // (W * B * T))
     part = (W - 1) / W
@@ -136,19 +184,23 @@ def expected(name, W, z, r, B, T, tokens):
     micro += {1: 0.02 * micro, 2: L * B * T * (2 * layer + 2 * m["C"] * T) / rate}.get(r, 0)
     return mem, comm, accum * micro
 
-CASES = [  # model, GPU, GPUs, ZeRO, recompute, B, T, tokens per step (the defaults)
+CASES = [  # model, GPU, GPUs, ZeRO, recompute, B, T, tokens per step (the defaults), the trainer's flags
     ("llama3.1:8b", "h100", 8, 0, 0, 1, 8192, 4194304),
     ("llama3.1:70b", "h100", 64, 3, 2, 1, 8192, 4194304),
     ("gpt3:c12288", "h200", 64, 3, 1, 1, 2048, 2097152),
     ("llama3.1:405b", "h200", 256, 2, 1, 1, 4096, 4194304),
     ("gpt3:c12288", "h200", 16, 1, 2, 2, 2048, 2097152),
+    # train_gpt_fp8 and -ma timed: Llama's widest linear is gate/up (2F), its largest product the
+    # logits (Vp x N); GPT-3's fc (4C), its largest product the head's gradient (C x Vp)
+    ("llama3.1:8b", "h200", 8, 1, 1, 1, 8192, 4194304, "-prec", "fp8", "-ma", "timed"),
+    ("gpt3:c12288", "h200", 64, 3, 1, 1, 2048, 2097152, "-prec", "fp8", "-fp8r", "current", "-ma", "timed"),
 ]
-for name, gpu, W, z, r, B, T, tokens in CASES:
-    tag = f"{name} {gpu} -n {W} -z {z} -r {r} -b {B} -t {T}"
-    out = plan("-e", name, "-gpu", gpu, "-n", str(W), "-z", str(z), "-r", str(r), "-b", str(B), "-t", str(T))
-    mem, comm, compute = expected(name, W, z, r, B, T, tokens)
+for name, gpu, W, z, r, B, T, tokens, *trainer in CASES:
+    tag = f"{name} {gpu} -n {W} -z {z} -r {r} -b {B} -t {T} {' '.join(trainer)}"
+    out = plan("-e", name, "-gpu", gpu, "-n", str(W), "-z", str(z), "-r", str(r), "-b", str(B), "-t", str(T), *trainer)
+    mem, comm, compute = expected(name, W, z, r, B, T, tokens, trainer)
     for part, want in mem.items():
-        close(number(out, part, "MiB"), want / MiB, f"{tag}: {part} MiB")
+        close_mib(number(out, part, "MiB"), want, f"{tag}: {part} MiB")
     for part, want in comm.items():
         if want > 0:
             close(number(out, part, "GB"), want / GB, f"{tag}: {part} GB sent per GPU per step")
@@ -225,13 +277,14 @@ for name, gpu, W, tp, pp, vp, sp, z, r, stages, slowest, sends, collectives in L
         mem, _ = zero_memory(layers * layer + held, layer, held, dp, z)
         mem["activations"] = activations(m, B, T, r, tp, sp == 1, cdiv(flight * layers, vp), flight, rank == pp - 1)
         mem["workspace"] = 32 * MiB
+        mem["encoder"] = encoder(B * T, C)
         mem["total"] = sum(mem.values())
         mems.append(mem)
     heavy = max(range(pp), key=lambda i: (mems[i]["total"], -i))
     got = re.search(r"memory per GPU on pipeline rank (\d+) of", out)
     check(got is not None and int(got.group(1)) == heavy, f"{tag}: the heaviest pipeline rank is {heavy}")
     for part, want in mems[heavy].items():
-        close(number(out, part, "MiB"), want / MiB, f"{tag}: rank {heavy}'s {part} MiB")
+        close_mib(number(out, part, "MiB"), want, f"{tag}: rank {heavy}'s {part} MiB")
     # the sends between stages: B x T x C values in bf16, each TP rank its 1/TP
     got = re.search(r"^  pipeline\s+([\d.]+) GB\s+(\d+) x (\d+) sends of ([\d,]+) bytes", out, re.M)
     send = 2 * B * T * C // tp
@@ -295,13 +348,48 @@ for model, gpu, n, layout, step, unfit in layout_rows:
 one = plan("-e", "llama3.1:405b", "-gpu", "h100", "-tp", "-1", "-pp", "-1", "-vp", "-1", "-sp", "-1")
 check(re.search(r"the fastest PREDICTED of \d+ layouts", one) is not None and "MLPerf's layout" in one
       and "DOES NOT FIT" not in one, "405B on 512 H100s: a layout fits, MLPerf's beside it")
+# --- ./plan against the trainers ----------------------------------------------------------
+# The same flags give the same plan: the emulated GPU trainers' start-up line ("memory plan:", what
+# they allocated, printed before any step), part by part as both print them (to 0.1 MiB), against
+# ./plan's for one GPU at -z 0; the trainer's binary and -fp8r as ./plan's -prec and -fp8r, -ma
+# for -ma. -x 0 -v 0: the trainer builds everything, prints, and stops without a step. The shard:
+# llm.c's header (magic 20240520, version 1, the token count) and 5,000 tokens under 300.
+import struct
+shard = "test/out/plan/tokens_train_000000.bin"
+with open(shard, "wb") as f:
+    f.write(struct.pack("<256i", 20240520, 1, 5000, *([0] * 253)))
+    f.write(struct.pack("<5000H", *[(7 * i) % 300 for i in range(5000)]))
+LABELS = {"params": "params", "grads": "grads", "AdamW m+v": "adamw", "master weights": "master",
+          "activations": "activations", "workspace": "workspace", "encoder buckets": "encoder", "FP8 scratch": "fp8",
+          "-ma timed scratch": "-ma timed", "total": "total"}
+RUNS = [  # binary, model, B, T, -r, trainer flags
+    ("bf16", "gpt2:d12", 4, 256, 0, []),
+    ("bf16", "llama3:l2c256h4kv2f704", 2, 256, 1, ["-ma", "timed"]),
+    ("fp8", "gpt2:d12", 4, 256, 2, ["-ma", "timed"]),
+    ("fp8", "llama3:l2c256h4kv2f704", 2, 256, 0, ["-fp8r", "current"]),
+]
+for prec, model, B, T, r, flags in RUNS:
+    args = ["-e", model, "-b", str(B), "-t", str(T), "-r", str(r), *flags]
+    tag = f"train_gpt_{prec} {' '.join(args)}"
+    run = subprocess.run([f"./train_gpt_{prec}_emu", *args, "-i", shard, "-v", "0", "-x", "0", "-n", "0", "-s", "0",
+                          "-o", "test/out/plan/trainer"], capture_output=True, text=True)
+    line = next((l for l in run.stdout.splitlines() if l.startswith("memory plan:")), "")
+    said = {LABELS[k]: float(v) for k, v in re.findall(r"(?:^memory plan: |, |; )([-A-Za-z0-9+ ]+?) ([\d.]+) MiB", line)
+            if k in LABELS}
+    out = plan("-e", model, "-gpu", "h100", "-n", "1", "-z", "0", "-b", str(B), "-t", str(T), "-r", str(r),
+               "-prec", prec, *flags)
+    planned = {part: number(out, part, "MiB") for part in LABELS.values() if number(out, part, "MiB") is not None}
+    wanted = {"encoder"} | ({"fp8"} if prec == "fp8" else set()) | ({"-ma timed"} if "timed" in flags else set())
+    check(run.returncode == 0 and len(said) >= 8 and said == planned and wanted <= set(said),
+          f"{tag}: ./plan prints the trainer's plan: {said if said == planned else (said, planned)}")
+
 sys.exit(1 if fails else 0)
 EOF
 
 # bad flags: one line on stderr starting "error:", a non-zero exit
 rc=0
 for args in "-z 4" "-r 3" "-gpu a100" "-e gpt9:x" "-n 0" "-b 0" "-x 1" "-n" "-n 8" \
-            "-e gpt3:c12288 -t 4096" "-e llama3.1:8b -n 1 -z 3" "-ov 1.5"; do
+            "-e gpt3:c12288 -t 4096" "-e llama3.1:8b -n 1 -z 3" "-ov 1.5" "-prec fp16" "-fp8r late" "-ma fastest"; do
     err=$(./plan $args 2>&1 >/dev/null); code=$?
     if [ $code -ne 0 ] && [ "$(printf '%s\n' "$err" | wc -l)" -eq 1 ] && [[ "$err" == error:* ]]; then
         echo "ok   ./plan $args: $err"

@@ -1,6 +1,5 @@
 // encoder.cuh: token + position embedding on the GPU, forward and a deterministic backward.
-// defines: encoder_forward, EncoderBuckets, ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS,
-//          encoder_buckets_device_bytes, encoder_buckets_init, encoder_buckets_build,
+// defines: encoder_forward, EncoderBuckets, encoder_buckets_init, encoder_buckets_build,
 //          encoder_buckets_free, encoder_backward
 // CPU reference: llmc/cpu/encoder.h
 //
@@ -19,6 +18,8 @@
 #include <climits>
 #include <vector>
 #include "common.cuh"
+#include "../gpu_scratch.h"  // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints,
+                             //          encoder_buckets_max_chunks, encoder_buckets_device_bytes
 
 // ---------------------------------------------------------------------------------------
 // kernels
@@ -160,20 +161,9 @@ inline void encoder_forward(const CudaContext& ctx, floatX* out, const int* inp,
     CHECK_LAUNCH();
 }
 
-// Heavy buckets. The one-pass kernel's time is its longest bucket's serial loop: at GPT-2's
-// shape (65,536 positions of C=768, 100 MB of bf16 dout, ~35 us of HBM time on an H100) a loop
-// step is a few hundred ns of load latency, so a bucket of a few hundred rows already outlasts
-// the reading of the batch. A chunk of 64 rows is a chain about that long, and a batch of one
-// token gives 1,024 chunks, ~8 blocks on each of an H100's 132 SMs; its 1,024 partials are
-// then a chain of the same order in the heavy kernel (8 loads in flight).
-// Buckets up to 2 chunks stay whole: a second pass over partials would not pay for them, and
-// it bounds the chunks of a batch of N positions by 1.5 N / 64 (a bucket of L > 128 rows
-// makes ceil(L / 64) <= 1.5 L / 64 chunks), so the partials (fp32) are at most 0.1 N C bytes.
-constexpr int ENCODER_CHUNK_ROWS = 64;
-constexpr int ENCODER_HEAVY_ROWS = 2 * ENCODER_CHUNK_ROWS;
-
 // The bucketed positions of one batch, built on the host, copied to the device, and the
-// partial sums of the heavy buckets' chunks.
+// partial sums of the heavy buckets' chunks (llmc/gpu_scratch.h: why chunks of
+// ENCODER_CHUNK_ROWS, and the bytes all this takes).
 struct EncoderBuckets {
     int* host = nullptr;        // pinned, so the copy is asynchronous
     int* device = nullptr;
@@ -192,18 +182,6 @@ struct EncoderBuckets {
     bool built = false;         // for the batch now queued (-tp: possibly with no token of this rank's)
     cudaEvent_t copied = nullptr;  // the host buffer may be rewritten once this has passed
 };
-
-// items: tokens and starts (at most one item a position), positions; heavy buckets' tokens
-// and first slots (a heavy bucket has over ENCODER_HEAVY_ROWS positions)
-inline size_t encoder_buckets_ints(size_t max_N) {
-    return 3 * max_N + 1 + 2 * (max_N / (ENCODER_HEAVY_ROWS + 1)) + 1;
-}
-inline size_t encoder_buckets_max_chunks(size_t max_N) { return 3 * max_N / 2 / ENCODER_CHUNK_ROWS; }
-
-// What encoder_buckets_init allocates on the device for batches of max_N positions of C channels.
-inline size_t encoder_buckets_device_bytes(size_t max_N, int C) {
-    return encoder_buckets_ints(max_N) * sizeof(int) + encoder_buckets_max_chunks(max_N) * C * sizeof(float);
-}
 
 inline void encoder_buckets_init(EncoderBuckets* eb, int max_N, int C) {
     CHECK(max_N > 0 && C > 0, "max_N=%d C=%d", max_N, C);

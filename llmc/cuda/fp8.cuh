@@ -3,8 +3,7 @@
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
 // defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
-//          FP8_TRANSPOSE_TILE, Fp8Recipe,
-//          Fp8Scaling, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_init, fp8_scaling_free,
+//          FP8_TRANSPOSE_TILE, Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
 // by hand; a double-precision product of the decoded inputs)
@@ -27,6 +26,7 @@
 #include <cuda_fp8.h>
 #include "common.cuh"
 #include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache
+#include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT
 
 // ---------------------------------------------------------------------------------------
 // the two formats' largest finite numbers (OCP 8-bit Floating Point specification)
@@ -254,8 +254,7 @@ inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, f
 // equal bits on every rank. amax, scale, scale_inv and history are one allocation (buffer,
 // buffer_floats): a checkpoint saves and restores it whole, and a resumed run goes on bit for bit.
 
-enum Fp8Recipe { FP8_RECIPE_DELAYED, FP8_RECIPE_CURRENT };
-constexpr int FP8_AMAX_HISTORY_DEFAULT = 1024;  // MLPerf's GPT-3 config (Transformer Engine's default is 1)
+// (Fp8Recipe and FP8_AMAX_HISTORY_DEFAULT: llmc/gpu_scratch.h, which ./plan reads too)
 
 struct Fp8Scaling {
     Fp8Recipe recipe;

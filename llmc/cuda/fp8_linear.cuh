@@ -2,8 +2,7 @@
 // matmul_backward's call shape, its three GEMMs in FP8 through cuBLASLt, the per-layer scaling
 // state of Transformer Engine's HYBRID recipe, and the step's amax reduction and scale update.
 // defines: Fp8Linears, fp8_linears_init, fp8_linears_free, Fp8Linear, fp8_linear, fp8_linear_forward,
-//          fp8_linear_backward, fp8_linears_all_reduce_amax, fp8_linears_update, fp8_linears_discard_amax,
-//          fp8_linears_bytes
+//          fp8_linear_backward, fp8_linears_all_reduce_amax, fp8_linears_update, fp8_linears_discard_amax
 // CPU reference: dev/cuda/fp8_linear.cu (the inputs quantized per the OCP spec with the scales the
 // recipe gives, decoded, double products)
 //
@@ -71,7 +70,8 @@ inline Fp8Linear fp8_linear(const Fp8Linears& set, int index) {
 
 // recipe: FP8_RECIPE_DELAYED (history_len steps of amaxes, "max") or FP8_RECIPE_CURRENT; every
 // scale starts at 1. act_capacity and weight_capacity: the largest BT x C (or BT x OC) and OC x C
-// of the layers that will run.
+// of the layers that will run. What it allocates: fp8_linears_bytes (llmc/gpu_scratch.h), which
+// the memory plan counts.
 inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, size_t act_capacity,
                              size_t weight_capacity, int history_len = FP8_AMAX_HISTORY_DEFAULT) {
     CHECK(num_linears > 0 && act_capacity > 0 && weight_capacity > 0, "num_linears=%d act=%zu weight=%zu", num_linears,
@@ -87,16 +87,6 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
     CHECK_CUDA(cudaMalloc(&s->dout_q, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->dout_t, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->amax_bits, 3 * (size_t)num_linears * sizeof(uint32_t)));
-}
-
-// The device bytes fp8_linears_init allocates for those arguments (the memory plan counts them
-// before anything is allocated): the four fp8 copies (a byte a value), both scaling states
-// (amax, scale, scale_inv and the history, fp8_scaling_init) and the amaxes' collective buffer.
-inline size_t fp8_linears_bytes(int num_linears, Fp8Recipe recipe, size_t act_capacity, size_t weight_capacity,
-                                int history_len = FP8_AMAX_HISTORY_DEFAULT) {
-    const size_t tensors = 3 * (size_t)num_linears;  // 2 E4M3 and 1 E5M2 a linear
-    const size_t history = recipe == FP8_RECIPE_DELAYED ? (size_t)history_len : 1;
-    return 3 * act_capacity + weight_capacity + tensors * (3 + history) * sizeof(float) + tensors * sizeof(uint32_t);
 }
 
 inline void fp8_linears_free(Fp8Linears* s) {

@@ -3,8 +3,8 @@
 // (fp8_linear.cuh), in train_gpt_fp32 and train_gpt_bf16 matmul.cuh's GEMMs, the state empty and
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
-// defines: ModelLinears, LinearSlot, LINEARS_PER_LAYER, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, linear_rows_fp8, LinearsShape, linears_shape, linears_device_bytes, linears_init,
+// defines: ModelLinears, LinearSlot, linear_slot, linear_forward, linear_forward_add,
+//          linear_backward, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
 //          FP8_STATE_MAGIC, linears_state_path, fp8_state_download, fp8_state_map_layers, fp8_state_write,
 //          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
@@ -18,6 +18,7 @@
 #include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
+#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, linears_shape, linears_fp8_bytes, fp8_linears_bytes
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -25,11 +26,9 @@ typedef Fp8Linears ModelLinears;
 struct ModelLinears {};  // the bf16 and fp32 builds' linears keep no state
 #endif
 
-// GPT-2: qkv, attproj, fc, fcproj; Llama 3: qkv, attproj, gate/up, down
-constexpr int LINEARS_PER_LAYER = 4;
-
-// which state a linear layer uses: linear k of the model's layer l (the model's own numbering,
-// the stage's layers under -pp)
+// which state a linear layer uses: linear k (of LINEARS_PER_LAYER: GPT-2's qkv, attproj, fc,
+// fcproj; Llama 3's qkv, attproj, gate/up, down) of the model's layer l (the model's own
+// numbering, the stage's layers under -pp)
 struct LinearSlot {
 #ifdef ENABLE_FP8
     Fp8Linear fp8;
@@ -92,34 +91,26 @@ inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, 
 #endif
 }
 
-// The FP8 scratch's shape for a model of this configuration (-tp: a rank's part of it): the most
-// columns any linear's input or output has (B*T rows each) and the most values of one weight.
-// GPT-2: qkv (3A), fc (H) and their inputs (C, A, H); Llama: qkv (QKV), gate/up (2F) and their
-// inputs (C, A, F).
-struct LinearsShape {
-    int widest;
-    size_t largest_weight;
-};
-inline LinearsShape linears_shape(const ModelConfig& mc, int tp = 1) {
-    if (mc.family == FAMILY_LLAMA3) {
-        const LlamaDims d = llama_dims(mc.llama, tp);
-        return {std::max({d.C, d.QKV, 2 * d.F, d.A}), (size_t)std::max({d.QKV, 2 * d.F, d.A}) * d.C};
-    }
-    const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
-    const int C = mc.gpt2.channels;
-    return {std::max({C, 3 * d.A, d.H}), (size_t)std::max({3 * d.A, d.H, d.A}) * C};
-}
-
-// The device bytes linears_init takes for num_layers layers at BT rows: 0 but in train_gpt_fp8
-// (the memory plan adds them before anything is allocated)
+// The device bytes linears_init takes for num_layers layers at BT rows: linears_fp8_bytes
+// (llmc/gpu_scratch.h) in train_gpt_fp8, 0 elsewhere (the memory plan adds them before anything
+// is allocated)
 inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling = false,
                                    int tp = 1) {
 #ifdef ENABLE_FP8
-    const LinearsShape shape = linears_shape(mc, tp);
-    return fp8_linears_bytes(num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
-                             BT * shape.widest, shape.largest_weight);
+    return linears_fp8_bytes(mc, num_layers, BT, current_scaling, tp);
 #else
     (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp;
+    return 0;
+#endif
+}
+
+// What linears_init allocated for m (the start-up memory line): 0 but in train_gpt_fp8
+inline size_t linears_allocated_bytes(const ModelLinears& m) {
+#ifdef ENABLE_FP8
+    if (m.num_linears == 0) return 0;
+    return fp8_linears_bytes(m.num_linears, m.e4m3.recipe, m.act_capacity, m.weight_capacity, m.e4m3.history_len);
+#else
+    (void)m;
     return 0;
 #endif
 }

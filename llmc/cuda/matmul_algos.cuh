@@ -1,8 +1,8 @@
 // matmul_algos.cuh: -ma timed: each cuBLASLt product's algorithm chosen by timing the heuristic's
 // candidates once per problem key, and the choices saved with each checkpoint so that a resumed
 // run sums in the same orders and continues bit for bit.
-// defines: MatmulTiming, MATMUL_TIMED_CANDIDATES, matmul_time_candidates, matmul_timing_report,
-//          matmul_algos_path, matmul_algos_write, matmul_algos_read, matmul_algos_load
+// defines: MatmulLayout, MatmulTiming, MATMUL_TIMED_CANDIDATES, matmul_time_candidates, matmul_timing_report,
+//          matmul_layout_name, matmul_algos_path, matmul_algos_write, matmul_algos_read, matmul_algos_load
 //
 // Why time at all: the heuristic's first answer is its estimate of the fastest ([H] cublasLt.h:
 // "ordered in increasing estimated compute time"), not a measurement; llm.c and PyTorch both keep
@@ -12,19 +12,34 @@
 // (the emulated cuBLASLt's split-K answers do, llmc/emu/cublaslt.cpp); timing again on resume
 // could pick another, and the run would part from the one that never stopped.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <vector>
 
-#include "../checkpoint.h"  // defines: AtomicFile, checksum64, fsync_dir
-#include "common.cuh"       // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
+#include "../checkpoint.h"   // defines: AtomicFile, checksum64, fsync_dir
+#include "../gpu_scratch.h"  // defines: matmul_timing_scratch_bytes
+#include "common.cuh"        // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
 
-// What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic).
+// How a run's ranks are laid out: world = DP x PP x TP (-vp: each pipeline rank's chunks). It
+// decides which products each rank meets (-tp's slices, -pp's stages), so a checkpoint's choices
+// fit a run of the same layout only.
+struct MatmulLayout {
+    int world = 1, tp = 1, pp = 1, vp = 1;
+    bool operator==(const MatmulLayout& o) const { return world == o.world && tp == o.tp && pp == o.pp && vp == o.vp; }
+};
+
+// What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic), and what the
+// trainer told it at start-up.
 struct MatmulTiming {
     int shapes = 0;      // problem keys timed
     int candidates = 0;  // candidates run, over all keys
     int non_first = 0;   // keys where a candidate other than the heuristic's first won
     int loaded = 0;      // keys whose choice came from a checkpoint's file instead
     bool reported = false;
+    MatmulLayout layout;       // this run's, recorded in the choices' files
+    size_t scratch_plan = 0;   // the memory plan's bound on one product's scratch outputs
+                               // (gpu_scratch.h: model_matmul_timing_scratch_bytes)
+    size_t scratch_most = 0;   // the largest a product took so far
 };
 
 // candidates asked of the heuristic: it orders them by its estimate, and the fastest is rarely
@@ -41,7 +56,10 @@ constexpr int MATMUL_TIMED_RUNS = 3;
 // scratch, not the caller's D, which would otherwise be added to twice), and, with
 // aux_out / bias_out, the GELU aux and the bias gradient, whose pointers in desc are swapped
 // for the time and then restored to aux / bias. Candidates that need more workspace than
-// ctx.workspace_bytes are skipped. Runs on ctx.stream; synchronizes it.
+// ctx.workspace_bytes are skipped. The scratch (matmul_timing_scratch_bytes) must be within the
+// memory plan's bound, which counted it before anything was allocated: a product it missed stops
+// the run with one line rather than running out of memory somewhere the plan says it fits.
+// Runs on ctx.stream; synchronizes it.
 inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                                   cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const floatX* a,
                                   const floatX* b, int m, int n, float beta, floatX* aux, bool aux_out,
@@ -52,6 +70,12 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
     CHECK(capture == cudaStreamCaptureStatusNone,
           "-ma timed: a matmul of a new shape (m=%d n=%d) first met while a CUDA graph is captured; run -cg 1 with "
           "-ma heuristic", m, n);
+    MatmulTiming* t = ctx.matmul_timing;
+    const size_t scratch = matmul_timing_scratch_bytes(m, n, aux_out, bias_out, sizeof(floatX));
+    CHECK(scratch <= t->scratch_plan,
+          "-ma timed: the scratch of m=%d n=%d (%zu bytes) is over the memory plan's bound of %zu: "
+          "model_matmul_timing_scratch_bytes (llmc/gpu_scratch.h) misses this product", m, n, scratch, t->scratch_plan);
+    t->scratch_most = std::max(t->scratch_most, scratch);
     const size_t mn = (size_t)m * n;
     floatX *d_scratch = nullptr, *aux_scratch = nullptr, *bias_scratch = nullptr;
     // separate allocations: each 256-byte aligned, as the heuristic may have assumed of the real ones
@@ -84,7 +108,7 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
             CHECK_CUDA(cudaEventElapsedTime(&run_ms, start, stop));
             if (r == 1 || (r > 1 && run_ms < ms)) ms = run_ms;  // run 0 warms up
         }
-        ctx.matmul_timing->candidates++;
+        t->candidates++;
         if (best < 0 || ms < best_ms) best = i, best_ms = ms;  // a tie keeps the heuristic's order
     }
     CHECK(best >= 0, "-ma timed: none of cuBLASLt's %d candidates for m=%d n=%d fits the workspace of %zu bytes",
@@ -98,33 +122,37 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
     CHECK_CUDA(cudaFree(d_scratch));  // (cudaFree waits for the device: the runs above are done)
     if (aux_scratch) CHECK_CUDA(cudaFree(aux_scratch));
     if (bias_scratch) CHECK_CUDA(cudaFree(bias_scratch));
-    ctx.matmul_timing->shapes++;
-    ctx.matmul_timing->non_first += best != 0;
+    t->shapes++;
+    t->non_first += best != 0;
     return best;
 }
 
 // One line, once (the trainer calls it after its first step, when every training shape has
-// been met): what -ma timed did. Nothing under -ma heuristic.
+// been met): what -ma timed did, and the largest scratch it took beside the plan's bound for it.
+// Nothing under -ma heuristic.
 inline void matmul_timing_report(const CudaContext& ctx) {
     MatmulTiming* t = ctx.matmul_timing;
     if (t == nullptr || t->reported) return;
     t->reported = true;
-    if (t->loaded > 0)
-        printf("matmul: -ma timed: %d shapes' algorithms loaded from the checkpoint; timed %d candidates for %d new "
-               "shapes, picked a non-first answer for %d\n", t->loaded, t->candidates, t->shapes, t->non_first);
-    else
-        printf("matmul: -ma timed: timed %d candidates for %d shapes, picked a non-first answer for %d\n",
-               t->candidates, t->shapes, t->non_first);
+    char loaded[96] = "", scratch[96] = "";
+    if (t->loaded > 0) snprintf(loaded, sizeof(loaded), "%d shapes' algorithms loaded from the checkpoint; ", t->loaded);
+    if (t->shapes > 0)
+        snprintf(scratch, sizeof(scratch), "; scratch outputs up to %.1f MiB (planned: %.1f MiB)",
+                 t->scratch_most / 1048576.0, t->scratch_plan / 1048576.0);
+    printf("matmul: -ma timed: %stimed %d candidates for %d %sshapes, picked a non-first answer for %d%s\n", loaded,
+           t->candidates, t->shapes, t->loaded > 0 ? "new " : "", t->non_first, scratch);
 }
 
 // ---------------------------------------------------------------------------------------
 // The choices in a checkpoint: state_%08d_%05d_matmul.bin beside each rank's state file (ranks
-// may meet different shapes: -tp's slices; checkpoint_prune takes it with them). Header of 8 x
+// may meet different shapes: -tp's slices; checkpoint_prune takes it with them). Header of 12 x
 // uint64: [0] magic, [1] version, [2] step, [3] entries, [4] bytes an entry, [5] cuBLASLt's
-// version (an algorithm is that library's opaque data), [6] the entries' checksum64, [7] the
-// header's; then the entries: the key[3], found (0 or 1), the cublasLtMatmulAlgo_t. Only -ma
-// timed runs write it; the heuristic's answers need no saving, the same library giving the same.
-enum { MATMUL_ALGOS_MAGIC = 20261128, MATMUL_ALGOS_VERSION = 1, MATMUL_ALGOS_HEADER_WORDS = 8 };
+// version (an algorithm is that library's opaque data), [6] the entries' checksum64, [7]-[10] the
+// layout that wrote it (world, tp, pp, vp), [11] the header's; then the entries: the key[3],
+// found (0 or 1), the cublasLtMatmulAlgo_t. Version 1 had 8 words, no layout and the header's
+// checksum in [7]; it still reads, as a file of this run's layout (what resuming did then). Only
+// -ma timed runs write it; the heuristic's answers need no saving, the same library giving the same.
+enum { MATMUL_ALGOS_MAGIC = 20261128, MATMUL_ALGOS_VERSION = 2, MATMUL_ALGOS_HEADER_WORDS = 12 };
 
 struct MatmulAlgoEntry {
     uint64_t key[3];
@@ -138,10 +166,21 @@ inline std::string matmul_algos_path(const std::string& dir, int step, int rank)
     return dir + name;
 }
 
+// "8 ranks", "1 process", "4 ranks at -tp 2 -pp 2"
+inline std::string matmul_layout_name(const MatmulLayout& l) {
+    if (l.world == 0) return "a run that did not record its layout (version 1)";
+    char name[96];
+    int n = snprintf(name, sizeof(name), l.world == 1 ? "1 process" : "%d ranks", l.world);
+    if (l.tp > 1 || l.pp > 1) n += snprintf(name + n, sizeof(name) - n, " at -tp %d -pp %d", l.tp, l.pp);
+    if (l.vp > 1) snprintf(name + n, sizeof(name) - n, " -vp %d", l.vp);
+    return name;
+}
+
 // Writes this rank's choices so far for the checkpoint at `step`, durable on disk. Nothing under
 // -ma heuristic.
 inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, int step, int rank) {
-    if (ctx.matmul_timing == nullptr) return;
+    const MatmulTiming* t = ctx.matmul_timing;
+    if (t == nullptr) return;
     std::vector<MatmulAlgoEntry> entries;
     for (const MatmulAlgo& e : *ctx.matmul_algos) {
         MatmulAlgoEntry r = {};
@@ -151,10 +190,12 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
         entries.push_back(r);
     }
     const size_t bytes = entries.size() * sizeof(MatmulAlgoEntry);
+    const MatmulLayout& l = t->layout;
     uint64_t h[MATMUL_ALGOS_HEADER_WORDS] = {MATMUL_ALGOS_MAGIC, MATMUL_ALGOS_VERSION, (uint64_t)step,
                                              entries.size(), sizeof(MatmulAlgoEntry), (uint64_t)cublasLtGetVersion(),
-                                             checksum64(entries.data(), bytes), 0};
-    h[7] = checksum64(h, 7 * sizeof(uint64_t));
+                                             checksum64(entries.data(), bytes), (uint64_t)l.world, (uint64_t)l.tp,
+                                             (uint64_t)l.pp, (uint64_t)l.vp, 0};
+    h[11] = checksum64(h, 11 * sizeof(uint64_t));
     AtomicFile out(matmul_algos_path(dir, step, rank));
     out.write(h, sizeof(h));
     if (bytes > 0) out.write(entries.data(), bytes);
@@ -162,48 +203,73 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
     fsync_dir(dir);
 }
 
-// The problem with the choices file at path for `step` ("" if sound); when sound, its entries.
-inline std::string matmul_algos_read(const std::string& path, int step, std::vector<MatmulAlgoEntry>* entries) {
+// The problem with the choices file at path for `step` ("" if sound). When sound: *layout the
+// layout that wrote it (world 0: a version 1 file, which does not say), and, unless entries is
+// nullptr (the header alone read), its entries.
+inline std::string matmul_algos_read(const std::string& path, int step, MatmulLayout* layout,
+                                     std::vector<MatmulAlgoEntry>* entries) {
     FILE* f = fopen(path.c_str(), "rb");
     if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
-    uint64_t h[MATMUL_ALGOS_HEADER_WORDS];
-    std::string err;
-    if (fread(h, sizeof(uint64_t), MATMUL_ALGOS_HEADER_WORDS, f) != MATMUL_ALGOS_HEADER_WORDS) err = "truncated header";
-    else if (h[0] != MATMUL_ALGOS_MAGIC) err = "bad magic: not a gptrain matmul-algorithm file";
-    else if (h[1] != MATMUL_ALGOS_VERSION) err = "unsupported version " + std::to_string(h[1]);
-    else if (h[7] != checksum64(h, 7 * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
-    else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
-    else if (h[4] != sizeof(MatmulAlgoEntry)) err = "entries of " + std::to_string(h[4]) + " bytes, expected " +
-                                                    std::to_string(sizeof(MatmulAlgoEntry));
-    else if (h[5] != (uint64_t)cublasLtGetVersion())
-        err = "written with cuBLASLt " + std::to_string(h[5]) + ", this is " + std::to_string(cublasLtGetVersion()) +
-              ": its algorithms are that library's";
-    if (err.empty()) {
+    auto read = [&]() -> std::string {
+        uint64_t h[MATMUL_ALGOS_HEADER_WORDS] = {};
+        if (fread(h, sizeof(uint64_t), 8, f) != 8) return "truncated header";
+        if (h[0] != MATMUL_ALGOS_MAGIC) return "bad magic: not a gptrain matmul-algorithm file";
+        if (h[1] != 1 && h[1] != MATMUL_ALGOS_VERSION) return "unsupported version " + std::to_string(h[1]);
+        const int words = h[1] == 1 ? 8 : MATMUL_ALGOS_HEADER_WORDS;
+        if (fread(h + 8, sizeof(uint64_t), words - 8, f) != (size_t)(words - 8)) return "truncated header";
+        if (h[words - 1] != checksum64(h, (words - 1) * sizeof(uint64_t))) return "header checksum mismatch (corrupt)";
+        if (h[2] != (uint64_t)step) return "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
+        if (h[4] != sizeof(MatmulAlgoEntry))
+            return "entries of " + std::to_string(h[4]) + " bytes, expected " + std::to_string(sizeof(MatmulAlgoEntry));
+        if (h[5] != (uint64_t)cublasLtGetVersion())
+            return "written with cuBLASLt " + std::to_string(h[5]) + ", this is " +
+                   std::to_string(cublasLtGetVersion()) + ": its algorithms are that library's";
+        *layout = words == 8 ? MatmulLayout{0, 0, 0, 0} : MatmulLayout{(int)h[7], (int)h[8], (int)h[9], (int)h[10]};
+        if (entries == nullptr) return "";
         entries->resize(h[3]);
         const size_t bytes = entries->size() * sizeof(MatmulAlgoEntry);
-        if (fread(entries->data(), 1, bytes, f) != bytes) err = "truncated";
-        else if (checksum64(entries->data(), bytes) != h[6]) err = "entries checksum mismatch (corrupt)";
-        else if (fgetc(f) != EOF) err = "longer than its header says (corrupt)";
-    }
+        if (fread(entries->data(), 1, bytes, f) != bytes) return "truncated";
+        if (checksum64(entries->data(), bytes) != h[6]) return "entries checksum mismatch (corrupt)";
+        if (fgetc(f) != EOF) return "longer than its header says (corrupt)";
+        return "";
+    };
+    const std::string err = read();
     fclose(f);
     return err;
 }
 
 // -ma timed, on resume: this rank's choices at `step` replace whatever was chosen so far, so
-// every product sums as it did in the run that wrote them. A missing or unsound file stops the
-// run with one line naming it (timing again could choose otherwise, silently). Nothing under
+// every product sums as it did in the run that wrote them. Which layout wrote them rank 0's file
+// says (every checkpoint has it): under another layout the ranks meet other products, or the
+// same on other ranks, and the data-parallel sums change anyway, so nothing can continue bit for
+// bit; the products are timed again, as in a fresh run, and rank 0 says so in one line. At the
+// same layout a missing or unsound file stops the run with one line naming it (timing again could
+// choose otherwise, silently), as does rank 0's when the layout cannot be read. Nothing under
 // -ma heuristic.
 inline void matmul_algos_load(const CudaContext& ctx, const std::string& dir, int step, int rank) {
-    if (ctx.matmul_timing == nullptr) return;
+    MatmulTiming* t = ctx.matmul_timing;
+    if (t == nullptr) return;
+    const char* why = "-ma timed resumes the matmul algorithms its checkpoints saved, to continue bit for bit (a "
+                      "checkpoint of a -ma heuristic run has none: resume it with -ma heuristic)";
+    const std::string first = matmul_algos_path(dir, step, 0);
+    MatmulLayout wrote;
+    std::string err = matmul_algos_read(first, step, &wrote, nullptr);
+    if (!err.empty()) fail("%s: %s: %s", first.c_str(), err.c_str(), why);
+    if (wrote.world > 0 && !(wrote == t->layout)) {
+        if (rank == 0)
+            printf("-ma timed: the checkpoint was written by %s, this run has %s: timing the products again\n",
+                   matmul_layout_name(wrote).c_str(), matmul_layout_name(t->layout).c_str());
+        return;
+    }
     const std::string path = matmul_algos_path(dir, step, rank);
+    MatmulLayout mine;
     std::vector<MatmulAlgoEntry> entries;
-    const std::string err = matmul_algos_read(path, step, &entries);
-    if (!err.empty())
-        fail("%s: %s: -ma timed resumes the matmul algorithms its checkpoints saved, to continue bit for bit (a "
-             "checkpoint of a -ma heuristic run has none: resume it with -ma heuristic)",
-             path.c_str(), err.c_str());
+    err = matmul_algos_read(path, step, &mine, &entries);
+    if (err.empty() && !(mine == wrote))  // left over from another run in the same directory
+        err = "written by " + matmul_layout_name(mine) + ", rank 0's by " + matmul_layout_name(wrote);
+    if (!err.empty()) fail("%s: %s: %s", path.c_str(), err.c_str(), why);
     ctx.matmul_algos->clear();
     for (const MatmulAlgoEntry& r : entries)
         ctx.matmul_algos->push_back(MatmulAlgo{{r.key[0], r.key[1], r.key[2]}, r.algo, r.found != 0});
-    ctx.matmul_timing->loaded = (int)entries.size();
+    t->loaded = (int)entries.size();
 }

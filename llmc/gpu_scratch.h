@@ -1,0 +1,134 @@
+// gpu_scratch.h: the GPU trainers' scratch beside the model's own buffers, in bytes, from the
+// configuration alone: the encoder backward's buckets, train_gpt_fp8's FP8 copies and scales, and
+// -ma timed's scratch outputs. Host arithmetic, no CUDA: the allocations (llmc/cuda/encoder.cuh,
+// fp8_linear.cuh, linear.cuh, matmul_algos.cuh), the trainers' memory plan (train_gpt.cu) and
+// ./plan (llmc/plan.h) all size them here, so that what is planned is what is allocated.
+// defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
+//          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_linears_bytes,
+//          LINEARS_PER_LAYER, LinearsShape, linears_shape, linears_fp8_bytes, matmul_timing_scratch_bytes,
+//          model_matmul_timing_scratch_bytes
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "families.h"  // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
+
+// ---------------------------------------------------------------------------------------
+// The encoder backward (llmc/cuda/encoder.cuh): positions bucketed by token on the host, copied
+// to the device, and the fp32 partial sums of the heavy buckets' chunks.
+//
+// Heavy buckets. The one-pass kernel's time is its longest bucket's serial loop: at GPT-2's
+// shape (65,536 positions of C=768, 100 MB of bf16 dout, ~35 us of HBM time on an H100) a loop
+// step is a few hundred ns of load latency, so a bucket of a few hundred rows already outlasts
+// the reading of the batch. A chunk of 64 rows is a chain about that long, and a batch of one
+// token gives 1,024 chunks, ~8 blocks on each of an H100's 132 SMs; its 1,024 partials are
+// then a chain of the same order in the heavy kernel (8 loads in flight).
+// Buckets up to 2 chunks stay whole: a second pass over partials would not pay for them, and
+// it bounds the chunks of a batch of N positions by 1.5 N / 64 (a bucket of L > 128 rows
+// makes ceil(L / 64) <= 1.5 L / 64 chunks), so the partials (fp32) are at most 0.1 N C bytes.
+constexpr int ENCODER_CHUNK_ROWS = 64;
+constexpr int ENCODER_HEAVY_ROWS = 2 * ENCODER_CHUNK_ROWS;
+
+// items: tokens and starts (at most one item a position), positions; heavy buckets' tokens
+// and first slots (a heavy bucket has over ENCODER_HEAVY_ROWS positions)
+inline size_t encoder_buckets_ints(size_t max_N) {
+    return 3 * max_N + 1 + 2 * (max_N / (ENCODER_HEAVY_ROWS + 1)) + 1;
+}
+inline size_t encoder_buckets_max_chunks(size_t max_N) { return 3 * max_N / 2 / ENCODER_CHUNK_ROWS; }
+
+// What encoder_buckets_init allocates on the device for batches of max_N positions of C channels.
+inline size_t encoder_buckets_device_bytes(size_t max_N, int C) {
+    return encoder_buckets_ints(max_N) * sizeof(int) + encoder_buckets_max_chunks(max_N) * C * sizeof(float);
+}
+
+// ---------------------------------------------------------------------------------------
+// train_gpt_fp8's linear layers (llmc/cuda/fp8.cuh, fp8_linear.cuh, linear.cuh).
+
+enum Fp8Recipe { FP8_RECIPE_DELAYED, FP8_RECIPE_CURRENT };
+constexpr int FP8_AMAX_HISTORY_DEFAULT = 1024;  // MLPerf's GPT-3 config (Transformer Engine's default is 1)
+
+// The device bytes fp8_linears_init allocates for those arguments: the four fp8 copies (a byte a
+// value), both scaling states (amax, scale, scale_inv and the history, fp8_scaling_init) and the
+// amaxes' collective buffer.
+inline size_t fp8_linears_bytes(int num_linears, Fp8Recipe recipe, size_t act_capacity, size_t weight_capacity,
+                                int history_len = FP8_AMAX_HISTORY_DEFAULT) {
+    const size_t tensors = 3 * (size_t)num_linears;  // 2 E4M3 and 1 E5M2 a linear
+    const size_t history = recipe == FP8_RECIPE_DELAYED ? (size_t)history_len : 1;
+    return 3 * act_capacity + weight_capacity + tensors * (3 + history) * sizeof(float) + tensors * sizeof(uint32_t);
+}
+
+// GPT-2: qkv, attproj, fc, fcproj; Llama 3: qkv, attproj, gate/up, down
+constexpr int LINEARS_PER_LAYER = 4;
+
+// The FP8 scratch's shape for a model of this configuration (-tp: a rank's part of it): the most
+// columns any linear's input or output has (B*T rows each) and the most values of one weight.
+// GPT-2: qkv (3A), fc (H) and their inputs (C, A, H); Llama: qkv (QKV), gate/up (2F) and their
+// inputs (C, A, F).
+struct LinearsShape {
+    int widest;
+    size_t largest_weight;
+};
+inline LinearsShape linears_shape(const ModelConfig& mc, int tp = 1) {
+    if (mc.family == FAMILY_LLAMA3) {
+        const LlamaDims d = llama_dims(mc.llama, tp);
+        return {std::max({d.C, d.QKV, 2 * d.F, d.A}), (size_t)std::max({d.QKV, 2 * d.F, d.A}) * d.C};
+    }
+    const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
+    const int C = mc.gpt2.channels;
+    return {std::max({C, 3 * d.A, d.H}), (size_t)std::max({3 * d.A, d.H, d.A}) * C};
+}
+
+// What train_gpt_fp8's linears take for num_layers layers at BT rows (-fp8r current: current
+// scaling; -tp: a rank's part): linears_init's allocation.
+inline size_t linears_fp8_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling, int tp = 1) {
+    const LinearsShape shape = linears_shape(mc, tp);
+    return fp8_linears_bytes(num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
+                             BT * shape.widest, shape.largest_weight);
+}
+
+// ---------------------------------------------------------------------------------------
+// -ma timed (llmc/cuda/matmul_algos.cuh): the candidates of a product run into scratch outputs,
+// allocated for its timing and freed after: D (m,n); with the GELU forward epilogue its aux (m,n);
+// with the bias-gradient epilogue the bias gradient (n); value_bytes a value (floatX).
+inline size_t matmul_timing_scratch_bytes(size_t m, size_t n, bool aux_out, bool bias_out, size_t value_bytes) {
+    return (m * n * (aux_out ? 2 : 1) + (bias_out ? n : 0)) * value_bytes;
+}
+
+// The largest of those over every cuBLASLt product of a training step at BT rows (-tp: a rank's
+// part; head: this rank holds the classifier, -pp's last stage), the bound the memory plan counts
+// and matmul_time_candidates checks each product against. As matmul.cuh's comment writes them
+// (column-major D (m,n)), a linear of K inputs and OC outputs runs
+//   forward  m=OC n=BT   (+ aux with GELU in the epilogue: -ge >= 1, GPT-2's fc, OC % 8 == 0)
+//   dinp     m=K  n=BT
+//   dweight  m=K  n=OC   (+ the bias gradient with -bg 1, where the linear has a bias)
+// and so does the classifier (K = C, OC = a rank's vocabulary rows), without bias or GELU.
+// Overcounts where cuBLASLt turns an epilogue down (the plain product then runs) and where a
+// train_gpt_fp8 linear runs as an FP8 GEMM (never timed): a bound, not a guess.
+inline size_t model_matmul_timing_scratch_bytes(const ModelConfig& mc, size_t BT, int tp, bool head, bool gelu_aux,
+                                                bool bias_grad, size_t value_bytes) {
+    struct Linear { size_t K, OC; bool bias, gelu; };
+    std::vector<Linear> linears;
+    size_t C, V;
+    if (mc.family == FAMILY_LLAMA3) {
+        const LlamaDims d = llama_dims(mc.llama, tp);
+        C = d.C, V = d.Vp;
+        linears = {{C, (size_t)d.QKV, false, false}, {(size_t)d.A, C, false, false},
+                   {C, 2 * (size_t)d.F, false, false}, {(size_t)d.F, C, false, false}};
+    } else {
+        const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
+        C = mc.gpt2.channels, V = d.Vp;
+        linears = {{C, 3 * (size_t)d.A, true, false}, {(size_t)d.A, C, true, false},
+                   {C, (size_t)d.H, true, true}, {(size_t)d.H, C, true, false}};
+    }
+    if (head) linears.push_back({C, V, false, false});
+    size_t most = 0;
+    for (const Linear& l : linears) {
+        most = std::max({most, matmul_timing_scratch_bytes(l.OC, BT, l.gelu && gelu_aux && l.OC % 8 == 0, false,
+                                                           value_bytes),
+                         matmul_timing_scratch_bytes(l.K, BT, false, false, value_bytes),
+                         matmul_timing_scratch_bytes(l.K, l.OC, false, l.bias && bias_grad, value_bytes)});
+    }
+    return most;
+}
