@@ -5,7 +5,7 @@
 // ./plan (llmc/plan.h) all size them here, so that what is planned is what is allocated.
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
 //          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_linears_bytes,
-//          LINEARS_PER_LAYER, LinearsShape, linears_shape, linears_fp8_bytes, matmul_timing_scratch_bytes,
+//          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, linears_fp8_bytes, matmul_timing_scratch_bytes,
 //          model_matmul_timing_scratch_bytes
 #pragma once
 #include <algorithm>
@@ -62,22 +62,46 @@ inline size_t fp8_linears_bytes(int num_linears, Fp8Recipe recipe, size_t act_ca
 // GPT-2: qkv, attproj, fc, fcproj; Llama 3: qkv, attproj, gate/up, down
 constexpr int LINEARS_PER_LAYER = 4;
 
+// One of a block's linears (-tp: a rank's part of it): K inputs and OC outputs, each named as a
+// start-up line names it, whether it has a bias (GPT-2's) and whether GELU follows it (GPT-2's fc).
+struct BlockLinear {
+    size_t K, OC;
+    const char *K_name, *OC_name;
+    bool bias, gelu;
+};
+
+// A block's linears in the order LINEARS_PER_LAYER numbers them: the one list of the families'
+// linear shapes that the FP8 scratch, -ma timed's scratch and the FP8 dimension check all read.
+inline std::vector<BlockLinear> block_linears(const ModelConfig& mc, int tp = 1) {
+    if (mc.family == FAMILY_LLAMA3) {
+        const LlamaDims d = llama_dims(mc.llama, tp);
+        const size_t C = d.C, QKV = d.QKV, A = d.A, F = d.F;
+        const char *c = "channels C", *a = "attention channels (query heads x head size)", *f = "MLP hidden units F";
+        return {{C, QKV, c, "QKV outputs (query, key and value heads x head size)", false, false},
+                {A, C, a, c, false, false},
+                {C, 2 * F, c, "gate and up outputs 2F", false, false},
+                {F, C, f, c, false, false}};
+    }
+    const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
+    const size_t C = mc.gpt2.channels, A = d.A, H = d.H;
+    const char *c = "channels C", *a = "attention channels C/tp", *h = "MLP hidden units 4C/tp";
+    return {{C, 3 * A, c, "QKV outputs 3C/tp", true, false},
+            {A, C, a, c, true, false},
+            {C, H, c, h, true, true},
+            {H, C, h, c, true, false}};
+}
+
 // The FP8 scratch's shape for a model of this configuration (-tp: a rank's part of it): the most
 // columns any linear's input or output has (B*T rows each) and the most values of one weight.
-// GPT-2: qkv (3A), fc (H) and their inputs (C, A, H); Llama: qkv (QKV), gate/up (2F) and their
-// inputs (C, A, F).
 struct LinearsShape {
-    int widest;
+    size_t widest;
     size_t largest_weight;
 };
 inline LinearsShape linears_shape(const ModelConfig& mc, int tp = 1) {
-    if (mc.family == FAMILY_LLAMA3) {
-        const LlamaDims d = llama_dims(mc.llama, tp);
-        return {std::max({d.C, d.QKV, 2 * d.F, d.A}), (size_t)std::max({d.QKV, 2 * d.F, d.A}) * d.C};
-    }
-    const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
-    const int C = mc.gpt2.channels;
-    return {std::max({C, 3 * d.A, d.H}), (size_t)std::max({3 * d.A, d.H, d.A}) * C};
+    LinearsShape s = {0, 0};
+    for (const BlockLinear& l : block_linears(mc, tp))
+        s = {std::max({s.widest, l.K, l.OC}), std::max(s.largest_weight, l.K * l.OC)};
+    return s;
 }
 
 // What train_gpt_fp8's linears take for num_layers layers at BT rows (-fp8r current: current
@@ -108,23 +132,12 @@ inline size_t matmul_timing_scratch_bytes(size_t m, size_t n, bool aux_out, bool
 // train_gpt_fp8 linear runs as an FP8 GEMM (never timed): a bound, not a guess.
 inline size_t model_matmul_timing_scratch_bytes(const ModelConfig& mc, size_t BT, int tp, bool head, bool gelu_aux,
                                                 bool bias_grad, size_t value_bytes) {
-    struct Linear { size_t K, OC; bool bias, gelu; };
-    std::vector<Linear> linears;
-    size_t C, V;
-    if (mc.family == FAMILY_LLAMA3) {
-        const LlamaDims d = llama_dims(mc.llama, tp);
-        C = d.C, V = d.Vp;
-        linears = {{C, (size_t)d.QKV, false, false}, {(size_t)d.A, C, false, false},
-                   {C, 2 * (size_t)d.F, false, false}, {(size_t)d.F, C, false, false}};
-    } else {
-        const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
-        C = mc.gpt2.channels, V = d.Vp;
-        linears = {{C, 3 * (size_t)d.A, true, false}, {(size_t)d.A, C, true, false},
-                   {C, (size_t)d.H, true, true}, {(size_t)d.H, C, true, false}};
-    }
-    if (head) linears.push_back({C, V, false, false});
+    std::vector<BlockLinear> linears = block_linears(mc, tp);
+    const size_t C = model_config_channels(mc);
+    const size_t V = mc.family == FAMILY_LLAMA3 ? llama_dims(mc.llama, tp).Vp : gpt2_dims(mc.gpt2, tp, 0).Vp;
+    if (head) linears.push_back({C, V, "", "", false, false});
     size_t most = 0;
-    for (const Linear& l : linears) {
+    for (const BlockLinear& l : linears) {
         most = std::max({most, matmul_timing_scratch_bytes(l.OC, BT, l.gelu && gelu_aux && l.OC % 8 == 0, false,
                                                            value_bytes),
                          matmul_timing_scratch_bytes(l.K, BT, false, false, value_bytes),

@@ -94,6 +94,12 @@ compare_val() {
         printf "ok   %s: val loss after 8 steps fp8 %s, bf16 %s: %.2g relative (tolerance %g)\n", name, a, b, d, tol }' ||
         fail=1
 }
+copy_step4() {  # copy_step4 SRC DST: SRC's checkpoint at step 4 (model, state files, DONE) into DST
+    mkdir -p "$2"
+    set +f
+    cp "$1"/*00000004* "$2"/
+    set -f
+}
 run() {  # run BINARY DIR FLAGS...: trains into DIR, its output in DIR.stdout
     local bin=$1 dir=$2; shift 2
     ./$bin "$@" -o "$dir" > "$dir.stdout" 2>&1 || bad "$bin -o $dir: exit $? ($(tail -n 1 "$dir.stdout"))"
@@ -225,10 +231,7 @@ PYEOF
     # each ends like the one process that never stopped
     for from in tp2 np1; do
         d=$out/llama_resumed_$from
-        mkdir -p "$d"
-        set +f
-        cp "$out/llama_$([ $from = tp2 ] && echo tp2 || echo tp_np1)"/*00000004* "$d"/
-        set -f
+        copy_step4 "$out/llama_$([ $from = tp2 ] && echo tp2 || echo tp_np1)" "$d"
         if [ $from = tp2 ]; then run train_gpt_fp8_emu "$d" $llama_tp -y 1
         else run_tp2 "$d" $llama_tp -y 1; fi
         if ! grep -q "resumed from .*model_00000004.bin at step 4" "$d.stdout"; then
@@ -297,10 +300,7 @@ PYEOF
     check_pp "Llama (4 layers) fp8 -pp 2 -vp 2 x 2 replicas -z 3 vs 1 process" "$out/llama4_np1" "$out/llama4_vp2"
     for from in np1 vp2; do
         d=$out/llama4_resumed_$from
-        mkdir -p "$d"
-        set +f
-        cp "$out/llama4_$from"/*00000004* "$d"/
-        set -f
+        copy_step4 "$out/llama4_$from" "$d"
         if [ $from = vp2 ]; then run train_gpt_fp8_emu "$d" $llama4 -y 1
         else run_mp 2 "$d" $llama4 -pp 2 -vp 2 -y 1; fi
         what=$([ $from = vp2 ] && echo "-pp 2 -vp 2's checkpoint at step 4 resumed as one process" ||

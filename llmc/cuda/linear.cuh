@@ -18,7 +18,7 @@
 #include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
-#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, linears_shape, linears_fp8_bytes, fp8_linears_bytes
+#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes, fp8_linears_bytes
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -135,32 +135,26 @@ inline void linears_init(ModelLinears* m, const ModelConfig& mc, int num_layers,
 // the whole model does not (C 96 at -tp 4: 24 attention channels a rank), and a start-up line
 // beats a stop in the first step. -sp does not change them: the GEMMs run on the gathered rows.
 inline std::string linears_dims_problem(const ModelConfig& mc, int tp, size_t BT) {
-    struct Dim { long long value; const char* name; };
-    std::vector<Dim> dims;
-    if (mc.family == FAMILY_LLAMA3) {
-        const LlamaDims d = llama_dims(mc.llama, tp);
-        dims = {{d.C, "channels C"}, {d.QKV, "QKV outputs (query, key and value heads x head size)"},
-                {d.A, "attention channels (query heads x head size)"}, {d.F, "MLP hidden units F"}};
-    } else {
-        const GPT2Dims d = gpt2_dims(mc.gpt2, tp, 0);
-        dims = {{mc.gpt2.channels, "channels C"}, {d.A, "attention channels C/tp"}, {d.H, "MLP hidden units 4C/tp"}};
-    }
     char why[256];
     if (BT % 16 != 0) {
         snprintf(why, sizeof(why), "flag -b/-t: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of 16, and "
                  "B*T is %zu", BT);
         return why;
     }
-    for (const Dim& dim : dims) {
-        if (dim.value % 16 == 0) continue;
-        if (tp > 1)
-            snprintf(why, sizeof(why), "flag -tp %d: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of "
-                     "16, and a rank's %s is %lld: use a -tp that keeps them so, or train_gpt_bf16", tp, dim.name,
-                     dim.value);
-        else
-            snprintf(why, sizeof(why), "flag -e: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of 16, "
-                     "and the model's %s is %lld: use train_gpt_bf16", dim.name, dim.value);
-        return why;
+    for (const BlockLinear& l : block_linears(mc, tp)) {
+        for (int side = 0; side < 2; side++) {
+            const size_t value = side == 0 ? l.K : l.OC;
+            if (value % 16 == 0) continue;
+            const char* name = side == 0 ? l.K_name : l.OC_name;
+            if (tp > 1)
+                snprintf(why, sizeof(why), "flag -tp %d: train_gpt_fp8's FP8 GEMMs need every dimension a multiple "
+                         "of 16, and a rank's %s is %zu: use a -tp that keeps them so, or train_gpt_bf16", tp, name,
+                         value);
+            else
+                snprintf(why, sizeof(why), "flag -e: train_gpt_fp8's FP8 GEMMs need every dimension a multiple of "
+                         "16, and the model's %s is %zu: use train_gpt_bf16", name, value);
+            return why;
+        }
     }
     return "";
 }
