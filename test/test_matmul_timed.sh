@@ -17,6 +17,8 @@
 #     NORM_TOL of the uninterrupted run's; the choices it writes then say its own layout; at the
 #     same 2 ranks, rank 1's file missing stops the resume in one line;
 #   - a version 1 choices file (before the layout was recorded) still loads, bit for bit;
+#   - choices another cuBLASLt made: one line says so, the products are timed again, the run
+#     ends within TOL, NORM_TOL of the uninterrupted one;
 #   - the memory plan counts the scratch outputs of the largest product timed: the start-up line
 #     shows them under -ma timed (the logits' Vp x B*T in bf16, from the model's dimensions) and
 #     not under -ma heuristic, the timing says its largest was that; a d12 run that fits without
@@ -151,12 +153,11 @@ else
     echo "skip the resumes at another world size: no mpirun, or train_gpt_bf16_emu built without MPI"
 fi
 
-# A version 1 file (8 header words, the header's checksum in the last, no layout) still reads, as
-# one written at this run's layout: the 1-process run's step-4 choices rewritten so and resumed with
-# another answer fastest end byte for byte as the run that never stopped.
-d=$out/resume_version1
-step4 "$out/timed" "$d"
-"$PY" - "$d/state_00000004_00000_matmul.bin" <<'PYEOF'
+# rewrite_header FILE v1|library: a version 2 choices file's header rewritten, its checksum
+# made again: v1, as version 1 wrote it (8 words, no layout, the header's checksum in the last);
+# library, as another cuBLASLt would (word 5 its version, here one more than this one's)
+rewrite_header() {
+    "$PY" - "$1" "$2" <<'PYEOF'
 import struct, sys
 def checksum64(b):  # llmc/checkpoint.h's: FNV-1a over 8-byte little-endian words, then the tail bytes
     h, M, n = 1469598103934665603, (1 << 64) - 1, len(b) // 8 * 8
@@ -168,17 +169,45 @@ def checksum64(b):  # llmc/checkpoint.h's: FNV-1a over 8-byte little-endian word
 raw = open(sys.argv[1], "rb").read()
 h = list(struct.unpack("<12Q", raw[:96]))
 assert h[1] == 2, h
-v1 = h[:7]
-v1[1] = 1
-v1.append(checksum64(struct.pack("<7Q", *v1)))
-open(sys.argv[1], "wb").write(struct.pack("<8Q", *v1) + raw[96:])
+if sys.argv[2] == "v1":
+    words = h[:7]
+    words[1] = 1
+else:
+    words = h[:11]
+    words[5] += 1
+words.append(checksum64(struct.pack(f"<{len(words)}Q", *words)))
+open(sys.argv[1], "wb").write(struct.pack(f"<{len(words)}Q", *words) + raw[96:])
 PYEOF
+}
+
+# A version 1 file still reads, as one written at this run's layout: the 1-process run's step-4
+# choices rewritten so and resumed with another answer fastest end byte for byte as the run that
+# never stopped.
+d=$out/resume_version1
+step4 "$out/timed" "$d"
+rewrite_header "$d/state_00000004_00000_matmul.bin" v1
 EMU_CUBLASLT_FAST=1 run "$d" -ma timed -y 1
 if grep -q "loaded from the checkpoint" "$d.stdout" && cmp -s "$out/timed/main.log" "$d/main.log" &&
        cmp -s "$out/timed/model_00000008.bin" "$d/model_00000008.bin"; then
     echo "ok   a version 1 choices file (no layout) loads: resumed at step 4, main.log and model byte for byte"
 else
     bad "a version 1 choices file: not loaded, or the run parted from the uninterrupted one (see $d.stdout)"
+fi
+
+# Choices another cuBLASLt made (a CUDA upgrade between the run and its resume): an algorithm is
+# its library's opaque data, so the products are timed again, in one line, and the run ends
+# within TOL, NORM_TOL of the one that never stopped (another answer fastest now: not bit for bit)
+d=$out/resume_other_library
+step4 "$out/timed" "$d"
+rewrite_header "$d/state_00000004_00000_matmul.bin" library
+EMU_CUBLASLT_FAST=1 run "$d" -ma timed -y 1
+says="-ma timed: the checkpoint's algorithms are cuBLASLt [0-9]*'s, this is [0-9]*: timing the products again"
+if [ "$(grep -c -- "$says" "$d.stdout")" != 1 ] || [ ! -e "$d/DONE_00000008" ]; then
+    bad "another cuBLASLt's choices: not one line '$says', or no checkpoint at step 8 (see $d.stdout)"
+elif ! diff=$(compare_logs "$out/timed/main.log" "$d/main.log" $TOL $NORM_TOL); then
+    bad "another cuBLASLt's choices: against the uninterrupted run: $diff (tolerances $TOL, $NORM_TOL)"
+else
+    echo "ok   another cuBLASLt's choices: '$(grep -m 1 -- "$says" "$d.stdout")', runs to step 8: $diff"
 fi
 
 # The scratch outputs in the memory plan. A linear of K inputs and OC outputs times D (OC, BT)

@@ -204,9 +204,9 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
 }
 
 // The problem with the choices file at path for `step` ("" if sound). When sound: *layout the
-// layout that wrote it (world 0: a version 1 file, which does not say), and, unless entries is
-// nullptr (the header alone read), its entries.
-inline std::string matmul_algos_read(const std::string& path, int step, MatmulLayout* layout,
+// layout that wrote it (world 0: a version 1 file, which does not say), *library the cuBLASLt
+// version it was written with, and, unless entries is nullptr (the header alone read), its entries.
+inline std::string matmul_algos_read(const std::string& path, int step, MatmulLayout* layout, uint64_t* library,
                                      std::vector<MatmulAlgoEntry>* entries) {
     FILE* f = fopen(path.c_str(), "rb");
     if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
@@ -221,9 +221,7 @@ inline std::string matmul_algos_read(const std::string& path, int step, MatmulLa
         if (h[2] != (uint64_t)step) return "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
         if (h[4] != sizeof(MatmulAlgoEntry))
             return "entries of " + std::to_string(h[4]) + " bytes, expected " + std::to_string(sizeof(MatmulAlgoEntry));
-        if (h[5] != (uint64_t)cublasLtGetVersion())
-            return "written with cuBLASLt " + std::to_string(h[5]) + ", this is " +
-                   std::to_string(cublasLtGetVersion()) + ": its algorithms are that library's";
+        *library = h[5];
         *layout = words == 8 ? MatmulLayout{0, 0, 0, 0} : MatmulLayout{(int)h[7], (int)h[8], (int)h[9], (int)h[10]};
         if (entries == nullptr) return "";
         entries->resize(h[3]);
@@ -242,10 +240,11 @@ inline std::string matmul_algos_read(const std::string& path, int step, MatmulLa
 // every product sums as it did in the run that wrote them. Which layout wrote them rank 0's file
 // says (every checkpoint has it): under another layout the ranks meet other products, or the
 // same on other ranks, and the data-parallel sums change anyway, so nothing can continue bit for
-// bit; the products are timed again, as in a fresh run, and rank 0 says so in one line. At the
-// same layout a missing or unsound file stops the run with one line naming it (timing again could
-// choose otherwise, silently), as does rank 0's when the layout cannot be read. Nothing under
-// -ma heuristic.
+// bit; the products are timed again, as in a fresh run, and rank 0 says so in one line. So with
+// another cuBLASLt (an algorithm is its library's opaque data, and a new library sums its own
+// way: a CUDA upgrade between the run and its resume). At the same layout and library a missing
+// or unsound file stops the run with one line naming it (timing again could choose otherwise,
+// silently), as does rank 0's when its header cannot be read. Nothing under -ma heuristic.
 inline void matmul_algos_load(const CudaContext& ctx, const std::string& dir, int step, int rank) {
     MatmulTiming* t = ctx.matmul_timing;
     if (t == nullptr) return;
@@ -253,20 +252,27 @@ inline void matmul_algos_load(const CudaContext& ctx, const std::string& dir, in
                       "checkpoint of a -ma heuristic run has none: resume it with -ma heuristic)";
     const std::string first = matmul_algos_path(dir, step, 0);
     MatmulLayout wrote;
-    std::string err = matmul_algos_read(first, step, &wrote, nullptr);
+    uint64_t library = 0;
+    std::string err = matmul_algos_read(first, step, &wrote, &library, nullptr);
     if (!err.empty()) fail("%s: %s: %s", first.c_str(), err.c_str(), why);
-    if (wrote.world > 0 && !(wrote == t->layout)) {
-        if (rank == 0)
+    const uint64_t ours = (uint64_t)cublasLtGetVersion();
+    if ((wrote.world > 0 && !(wrote == t->layout)) || library != ours) {
+        if (rank == 0 && library != ours)
+            printf("-ma timed: the checkpoint's algorithms are cuBLASLt %llu's, this is %llu: timing the products "
+                   "again\n", (unsigned long long)library, (unsigned long long)ours);
+        else if (rank == 0)
             printf("-ma timed: the checkpoint was written by %s, this run has %s: timing the products again\n",
                    matmul_layout_name(wrote).c_str(), matmul_layout_name(t->layout).c_str());
         return;
     }
     const std::string path = matmul_algos_path(dir, step, rank);
     MatmulLayout mine;
+    uint64_t my_library = 0;
     std::vector<MatmulAlgoEntry> entries;
-    err = matmul_algos_read(path, step, &mine, &entries);
-    if (err.empty() && !(mine == wrote))  // left over from another run in the same directory
-        err = "written by " + matmul_layout_name(mine) + ", rank 0's by " + matmul_layout_name(wrote);
+    err = matmul_algos_read(path, step, &mine, &my_library, &entries);
+    if (err.empty() && (!(mine == wrote) || my_library != library))  // left over from another run here
+        err = "written by " + matmul_layout_name(mine) + " with cuBLASLt " + std::to_string(my_library) +
+              ", rank 0's by " + matmul_layout_name(wrote) + " with cuBLASLt " + std::to_string(library);
     if (!err.empty()) fail("%s: %s: %s", path.c_str(), err.c_str(), why);
     ctx.matmul_algos->clear();
     for (const MatmulAlgoEntry& r : entries)
