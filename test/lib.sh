@@ -49,14 +49,15 @@ expect_error() {
     else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
 }
 
-# expect_damaged_resume SRC FILE OFFSET CORRUPT_PATTERN COMMAND...: a checkpoint file beside SRC's
-# step-4 files, first missing, then with the byte at OFFSET flipped to 0xff, each in a copy of
-# those files ($out/resume_missing, $out/resume_corrupt); COMMAND (given -o DIR last) must stop
-# in one line naming FILE: "cannot open", or CORRUPT_PATTERN after "FILE: ".
+# expect_damaged_resume SRC FILE OFFSET CORRUPT_PATTERN COMMAND...: a checkpoint side file
+# (llmc/checkpoint.h's side_file_*) beside SRC's step-4 files, first missing, then with the byte
+# at OFFSET (in its body) flipped to 0xff, then its header's step word, each in a copy of those
+# files ($out/resume_missing, _corrupt, _header); COMMAND (given -o DIR last) must stop in one
+# line naming FILE: "cannot open", CORRUPT_PATTERN, "header checksum mismatch" after "FILE: ".
 expect_damaged_resume() {
     local src=$1 file=$2 offset=$3 corrupt=$4 damage d pattern
     shift 4
-    for damage in missing corrupt; do
+    for damage in missing corrupt header; do
         d=$out/resume_$damage
         rm -rf "$d"; mkdir -p "$d"
         local flags=$-  # the callers' flags hold globs for the trainer (set -f); this one is the shell's
@@ -66,9 +67,12 @@ expect_damaged_resume() {
         if [ $damage = missing ]; then
             rm "$d/$file"
             pattern="$file: cannot open"
-        else
+        elif [ $damage = corrupt ]; then
             printf '\377' | dd of="$d/$file" bs=1 seek="$offset" conv=notrunc status=none
             pattern="$file: $corrupt"
+        else  # word 2, the step: 4 becomes 0xff
+            printf '\377' | dd of="$d/$file" bs=1 seek=16 conv=notrunc status=none
+            pattern="$file: header checksum mismatch (corrupt)"
         fi
         expect_error "$file $damage" "$pattern" "$@" -o "$d"
     done

@@ -15,7 +15,7 @@
 #include "common.cuh"        // defines: CudaContext, floatX
 #include "matmul.cuh"        // defines: matmul_forward, matmul_backward, matmul_cublaslt
 #include "comm_gpu.cuh"      // defines: GpuComm
-#include "../checkpoint.h"   // defines: AtomicFile, checksum64, checkpoint_path, fsync_dir
+#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_read_body, side_file_close
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
 #include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes, fp8_linears_bytes
@@ -278,12 +278,8 @@ inline void fp8_state_write(const ModelLinears& m, size_t num_linears, const std
         h[6 + i] = host[i].size();
         h[8 + i] = checksum64(host[i].data(), host[i].size() * sizeof(float));
     }
-    h[15] = checksum64(h, 15 * sizeof(uint64_t));
-    AtomicFile out(linears_state_path(dir, step));
-    out.write(h, sizeof(h));
-    for (int i = 0; i < 2; i++) out.write(host[i].data(), host[i].size() * sizeof(float));
-    out.commit();
-    fsync_dir(dir);
+    side_file_write(dir, linears_state_path(dir, step), h, FP8_STATE_HEADER_WORDS,
+                    {{host[0].data(), host[0].size() * sizeof(float)}, {host[1].data(), host[1].size() * sizeof(float)}});
 }
 #endif
 
@@ -355,17 +351,15 @@ inline void linears_write_state_parts(const CudaContext& ctx, const ModelLinears
 // linears at `step` ("" if sound); when sound, its two buffers in host[0], host[1].
 inline std::string fp8_state_read(const std::string& path, const ModelLinears& m, size_t num_linears, int step,
                                   std::vector<float> host[2]) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
-    uint64_t h[FP8_STATE_HEADER_WORDS];
-    std::string err;
+    static const int words_of_version[] = {FP8_STATE_HEADER_WORDS};
+    uint64_t h[SIDE_FILE_MAX_WORDS];
+    int words = 0;
+    FILE* f = nullptr;
+    std::string err = side_file_open(path, FP8_STATE_MAGIC, "FP8 state", words_of_version, FP8_STATE_VERSION, step, h,
+                                     &words, &f);
+    if (!err.empty()) return err;
     const uint64_t recipe = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
-    if (fread(h, sizeof(uint64_t), FP8_STATE_HEADER_WORDS, f) != FP8_STATE_HEADER_WORDS) err = "truncated header";
-    else if (h[0] != FP8_STATE_MAGIC) err = "bad magic: not a gptrain FP8 state file";
-    else if (h[1] != FP8_STATE_VERSION) err = "unsupported FP8 state version " + std::to_string(h[1]);
-    else if (h[15] != checksum64(h, 15 * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
-    else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
-    else if (h[3] != recipe)
+    if (h[3] != recipe)
         err = std::string("written by a -fp8r ") + (h[3] == 1 ? "current" : "delayed") + " run; resume with that -fp8r";
     else if (h[4] != (uint64_t)num_linears || h[5] != (uint64_t)m.e4m3.history_len ||
              h[6] != fp8_state_floats(m, 0, num_linears) || h[7] != fp8_state_floats(m, 1, num_linears))
@@ -373,14 +367,10 @@ inline std::string fp8_state_read(const std::string& path, const ModelLinears& m
               ", this model has " + std::to_string(num_linears) + " with " + std::to_string(m.e4m3.history_len);
     for (int i = 0; i < 2 && err.empty(); i++) {
         host[i].resize(fp8_state_floats(m, i, num_linears));
-        const size_t bytes = host[i].size() * sizeof(float);
-        if (fread(host[i].data(), 1, bytes, f) != bytes) err = "truncated";
-        else if (checksum64(host[i].data(), bytes) != h[8 + i])
-            err = std::string(i == 0 ? "E4M3" : "E5M2") + " scaling state checksum mismatch (corrupt)";
+        err = side_file_read_body(f, host[i].data(), host[i].size() * sizeof(float), h[8 + i],
+                                  i == 0 ? "E4M3 scaling state" : "E5M2 scaling state");
     }
-    if (err.empty() && fgetc(f) != EOF) err = "longer than its header says (corrupt)";
-    fclose(f);
-    return err;
+    return side_file_close(f, err);
 }
 #endif
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint.h"   // defines: AtomicFile, checksum64, fsync_dir
+#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_read_body, side_file_close
 #include "../gpu_scratch.h"  // defines: matmul_timing_scratch_bytes
 #include "common.cuh"        // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
 
@@ -195,12 +195,7 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
                                              entries.size(), sizeof(MatmulAlgoEntry), (uint64_t)cublasLtGetVersion(),
                                              checksum64(entries.data(), bytes), (uint64_t)l.world, (uint64_t)l.tp,
                                              (uint64_t)l.pp, (uint64_t)l.vp, 0};
-    h[11] = checksum64(h, 11 * sizeof(uint64_t));
-    AtomicFile out(matmul_algos_path(dir, step, rank));
-    out.write(h, sizeof(h));
-    if (bytes > 0) out.write(entries.data(), bytes);
-    out.commit();
-    fsync_dir(dir);
+    side_file_write(dir, matmul_algos_path(dir, step, rank), h, MATMUL_ALGOS_HEADER_WORDS, {{entries.data(), bytes}});
 }
 
 // The problem with the choices file at path for `step` ("" if sound). When sound: *layout the
@@ -208,32 +203,24 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
 // version it was written with, and, unless entries is nullptr (the header alone read), its entries.
 inline std::string matmul_algos_read(const std::string& path, int step, MatmulLayout* layout, uint64_t* library,
                                      std::vector<MatmulAlgoEntry>* entries) {
-    FILE* f = fopen(path.c_str(), "rb");
-    if (f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
-    auto read = [&]() -> std::string {
-        uint64_t h[MATMUL_ALGOS_HEADER_WORDS] = {};
-        if (fread(h, sizeof(uint64_t), 8, f) != 8) return "truncated header";
-        if (h[0] != MATMUL_ALGOS_MAGIC) return "bad magic: not a gptrain matmul-algorithm file";
-        if (h[1] != 1 && h[1] != MATMUL_ALGOS_VERSION) return "unsupported version " + std::to_string(h[1]);
-        const int words = h[1] == 1 ? 8 : MATMUL_ALGOS_HEADER_WORDS;
-        if (fread(h + 8, sizeof(uint64_t), words - 8, f) != (size_t)(words - 8)) return "truncated header";
-        if (h[words - 1] != checksum64(h, (words - 1) * sizeof(uint64_t))) return "header checksum mismatch (corrupt)";
-        if (h[2] != (uint64_t)step) return "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
-        if (h[4] != sizeof(MatmulAlgoEntry))
-            return "entries of " + std::to_string(h[4]) + " bytes, expected " + std::to_string(sizeof(MatmulAlgoEntry));
-        *library = h[5];
-        *layout = words == 8 ? MatmulLayout{0, 0, 0, 0} : MatmulLayout{(int)h[7], (int)h[8], (int)h[9], (int)h[10]};
-        if (entries == nullptr) return "";
-        entries->resize(h[3]);
-        const size_t bytes = entries->size() * sizeof(MatmulAlgoEntry);
-        if (fread(entries->data(), 1, bytes, f) != bytes) return "truncated";
-        if (checksum64(entries->data(), bytes) != h[6]) return "entries checksum mismatch (corrupt)";
-        if (fgetc(f) != EOF) return "longer than its header says (corrupt)";
-        return "";
-    };
-    const std::string err = read();
-    fclose(f);
-    return err;
+    static const int words_of_version[] = {8, MATMUL_ALGOS_HEADER_WORDS};  // version 1, 2
+    uint64_t h[SIDE_FILE_MAX_WORDS];
+    int words = 0;
+    FILE* f = nullptr;
+    std::string err = side_file_open(path, MATMUL_ALGOS_MAGIC, "matmul-algorithm", words_of_version,
+                                     MATMUL_ALGOS_VERSION, step, h, &words, &f);
+    if (!err.empty()) return err;
+    if (h[4] != sizeof(MatmulAlgoEntry))
+        err = "entries of " + std::to_string(h[4]) + " bytes, expected " + std::to_string(sizeof(MatmulAlgoEntry));
+    *library = h[5];
+    *layout = words == 8 ? MatmulLayout{0, 0, 0, 0} : MatmulLayout{(int)h[7], (int)h[8], (int)h[9], (int)h[10]};
+    if (entries == nullptr || !err.empty()) {  // the header alone
+        fclose(f);
+        return err;
+    }
+    entries->resize(h[3]);
+    err = side_file_read_body(f, entries->data(), entries->size() * sizeof(MatmulAlgoEntry), h[6], "entries");
+    return side_file_close(f, err);
 }
 
 // -ma timed, on resume: this rank's choices at `step` replace whatever was chosen so far, so
