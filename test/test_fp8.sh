@@ -5,6 +5,7 @@
 #     linears in bf16 would match it to the last digit);
 #   - -fp8r current trains the Llama within the same tolerance, and not as delayed scaling does;
 #   - the printed samples (contexts of any length, their GEMMs in bf16) leave training unchanged;
+#   - -r 2, -r 1 -ge 2 and (GPT-2) -cg 1 train in -r 0's bits (main.log);
 #   - an fp8 run resumed from its step-4 checkpoint (state_00000004_fp8.bin: the scales and amax
 #     histories) ends with the main.log, the final model file and the final FP8 state of the run
 #     that never stopped, byte for byte, on one rank and on two (ZeRO 1); without that file, or
@@ -126,6 +127,27 @@ if cmp -s "$out/llama_current/main.log" "$out/llama_fp8/main.log"; then
     bad "-fp8r current trains as delayed scaling does, bit for bit: the flag did nothing"
 fi
 grep -q "current scaling" "$out/llama_current.stdout" || bad "-fp8r current: the run does not say it scales by the current amax"
+
+# recompute and graphs in fp8: -r 2 runs each layer's forward again in the backward, its casts
+# and FP8 GEMMs included, with the step's scales (delayed scaling changes them only between steps)
+# on the same tensors, so the amaxes it records are the forward's; -cg 1 replays the same launches
+# (GPT-2) and -ge 2 asks for an epilogue the FP8 linears do not take (their GELU is a kernel of its
+# own). Each main.log byte for byte the run's with the planned -r 0 and neither.
+for fam in gpt2 llama; do
+    grep -q "^memory plan:.*-r 0)" "$out/${fam}_fp8.stdout" || bad "$fam fp8: the reference run did not plan -r 0"
+    for extra in "-r 2" "-r 1 -ge 2" "-cg 1"; do
+        [ "$fam" = llama ] && [ "$extra" = "-cg 1" ] && continue  # -cg 1 is GPT-2's (README)
+        d="$out/${fam}_fp8_$(echo $extra | tr -d ' -')"
+        run train_gpt_fp8_emu "$d" ${!fam} $extra
+        if cmp -s "$out/${fam}_fp8/main.log" "$d/main.log"; then
+            echo "ok   $fam fp8 $extra: main.log byte for byte the -r 0 run's"
+        else
+            bad "$fam fp8 $extra: main.log differs from the -r 0 run's ($(tail -n 1 "$d.stdout"))"
+        fi
+    done
+done
+grep -q "^CUDA graph (-cg 1): the backward of a micro-step captured" "$out/gpt2_fp8_cg1.stdout" ||
+    bad "gpt2 fp8 -cg 1: no graph captured"
 
 # resume: the uninterrupted run (llama_fp8, checkpoints at 4 and 8) against one that stopped at 4
 res=$out/llama_resumed
