@@ -7,10 +7,11 @@
 //          gpt2_write_checkpoint,
 //          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
 //          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile, fsync_dir,
-//          side_file_write, side_file_open, side_file_read_body, side_file_close
+//          side_file_write, side_file_open, side_file_remaining, side_file_read_body, side_file_close
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <string>
@@ -120,6 +121,16 @@ inline std::string side_file_open(const std::string& path, uint64_t magic, const
         *f = nullptr;
     }
     return err;
+}
+
+// The bytes of a side file after what has been read of it: a bound for the counts its header
+// gives, before anything is allocated for them (the header's checksum guards against damage,
+// not against a file made to ask for terabytes).
+inline size_t side_file_remaining(FILE* f) {
+    const long at = ftell(f);
+    struct stat st;
+    if (at < 0 || fstat(fileno(f), &st) != 0 || st.st_size < at) return 0;
+    return (size_t)(st.st_size - at);
 }
 
 // Reads bytes of a side file's body into dst and checks them against the checksum its header

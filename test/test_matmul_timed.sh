@@ -155,7 +155,8 @@ fi
 
 # rewrite_header FILE v1|library: a version 2 choices file's header rewritten, its checksum
 # made again: v1, as version 1 wrote it (8 words, no layout, the header's checksum in the last);
-# library, as another cuBLASLt would (word 5 its version, here one more than this one's)
+# library, as another cuBLASLt would (word 5 its version, here one more than this one's);
+# entries, a count of 2^60 entries (word 3) in a sound header: refused before any allocation
 rewrite_header() {
     "$PY" - "$1" "$2" <<'PYEOF'
 import struct, sys
@@ -174,7 +175,10 @@ if sys.argv[2] == "v1":
     words[1] = 1
 else:
     words = h[:11]
-    words[5] += 1
+    if sys.argv[2] == "library":
+        words[5] += 1
+    else:  # entries: far more than the file holds
+        words[3] = 1 << 60
 words.append(checksum64(struct.pack(f"<{len(words)}Q", *words)))
 open(sys.argv[1], "wb").write(struct.pack(f"<{len(words)}Q", *words) + raw[96:])
 PYEOF
@@ -209,6 +213,13 @@ elif ! diff=$(compare_logs "$out/timed/main.log" "$d/main.log" $TOL $NORM_TOL); 
 else
     echo "ok   another cuBLASLt's choices: '$(grep -m 1 -- "$says" "$d.stdout")', runs to step 8: $diff"
 fi
+
+d=$out/resume_entries
+step4 "$out/timed" "$d"
+rewrite_header "$d/state_00000004_00000_matmul.bin" entries
+expect_error "2^60 entries in a sound header" \
+    "state_00000004_00000_matmul.bin: holds 1152921504606846976 entries, more than its remaining bytes can" \
+    ./train_gpt_bf16_emu $flags -ma timed -y 1 -o "$d"
 
 # The scratch outputs in the memory plan. A linear of K inputs and OC outputs times D (OC, BT)
 # going forward (GPT-2's fc with GELU's aux beside it, -ge 2 being the default), D (K, BT) and

@@ -218,6 +218,12 @@ inline std::string matmul_algos_read(const std::string& path, int step, MatmulLa
         fclose(f);
         return err;
     }
+    const size_t room = side_file_remaining(f) / sizeof(MatmulAlgoEntry);
+    if (h[3] > room) {
+        fclose(f);
+        return "holds " + std::to_string(h[3]) + " entries, more than its remaining bytes can (" + std::to_string(room) +
+               ", corrupt)";
+    }
     entries->resize(h[3]);
     err = side_file_read_body(f, entries->data(), entries->size() * sizeof(MatmulAlgoEntry), h[6], "entries");
     return side_file_close(f, err);
