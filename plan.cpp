@@ -15,7 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "llmc/args.h"      // defines: ArgSpec, args_parse_table, args_print_table
+#include "llmc/args.h"      // defines: ArgSpec, args_parse_table, args_print_table, args_check_fp8_recipe,
+                             //          args_check_matmul_algo
 #include "llmc/utils.h"     // defines: fail
 #include "llmc/families.h"  // defines: ModelConfig, model_config_from_descriptor, model_config_problem
 #include "llmc/plan.h"      // defines: plan_memory, plan_step, PlanStep, PlanLinks, PLAN_GPUS, plan_gpu_by_flag,
@@ -642,10 +643,8 @@ int main(int argc, char** argv) {
     if (cfg.gpus == 1 && cfg.zero > 0) fail("flag -z %d: one GPU has nothing to shard (ZeRO 0 only)", cfg.zero);
     if (cfg.tp == 0 || cfg.pp == 0 || cfg.vp == 0) fail("flags -tp, -pp, -vp: expected -1 (search) or a count, got 0");
     if (cfg.prec != "bf16" && cfg.prec != "fp8") fail("flag -prec: unknown precision '%s' (bf16 | fp8)", cfg.prec.c_str());
-    if (cfg.fp8_recipe != "delayed" && cfg.fp8_recipe != "current")
-        fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", cfg.fp8_recipe.c_str());
-    if (cfg.matmul_algo != "heuristic" && cfg.matmul_algo != "timed")
-        fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", cfg.matmul_algo.c_str());
+    args_check_fp8_recipe(cfg.fp8_recipe);  // as the trainers check them
+    args_check_matmul_algo(cfg.matmul_algo);
     if (cfg.model.empty() && (cfg.gpus > 0 || cfg.zero >= 0 || cfg.recompute >= 0 || layout_flags(cfg)))
         fail("flags -n, -z, -r, -tp, -pp, -vp and -sp describe one configuration: give the model with -e too");
     std::vector<const PlanGpu*> gpus;  // -gpu's, or both

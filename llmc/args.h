@@ -1,7 +1,8 @@
 // args.h: the trainers' command line: llm.c's flags, every default in one struct, one
 // table that drives parsing, range checks and --help. Unknown flags and bad values are
 // errors with one line naming the flag.
-// defines: TrainConfig, ArgSpec, arg_specs, args_print_table, args_parse_table, args_parse, args_print_help
+// defines: TrainConfig, ArgSpec, arg_specs, args_print_table, args_parse_table, args_check_fp8_recipe,
+//          args_check_matmul_algo, args_parse, args_print_help
 #pragma once
 #include <string>
 #include <vector>
@@ -202,6 +203,16 @@ inline void args_parse_table(int argc, char** argv, const std::vector<ArgSpec>& 
 }
 
 // Parses argv into cfg; --help prints the table and exits 0.
+// The values of -fp8r and -ma, which the trainers and ./plan both take: a bad one stops the
+// program with one line naming the flag.
+inline void args_check_fp8_recipe(const std::string& v) {
+    if (v != "delayed" && v != "current") fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", v.c_str());
+}
+inline void args_check_matmul_algo(const std::string& v) {
+    if (v != "heuristic" && v != "timed")
+        fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", v.c_str());
+}
+
 inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {

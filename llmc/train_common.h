@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "utils.h"       // defines: fail, CHECK
-#include "args.h"        // defines: TrainConfig
+#include "args.h"        // defines: TrainConfig, args_check_fp8_recipe, args_check_matmul_algo
 #include "families.h"    // defines: ModelBase, ModelConfig, model_config_from_descriptor, model_new, GPT2, ...
 #include "checkpoint.h"  // defines: model_load_checkpoint, checkpoint_find_latest, TrainState, ...
 #include "dataloader.h"  // defines: DataLoader, dataloader_init, dataloader_get_state, ...
@@ -62,11 +62,9 @@ inline void train_check_flags(const TrainConfig& c) {
     if (c.target_val_loss > 0 && c.val_every == 0)
         fail("--target-val-loss needs validation to watch: give -v N (validate every N steps)");
     // every trainer takes the flag (one command line for every precision), only train_gpt_fp8 uses it
-    if (c.fp8_recipe != "delayed" && c.fp8_recipe != "current")
-        fail("flag -fp8r: unknown FP8 scaling '%s' (delayed | current)", c.fp8_recipe.c_str());
+    args_check_fp8_recipe(c.fp8_recipe);
     // every trainer takes it too; the CPU trainer has no cuBLASLt and ignores it
-    if (c.matmul_algo != "heuristic" && c.matmul_algo != "timed")
-        fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", c.matmul_algo.c_str());
+    args_check_matmul_algo(c.matmul_algo);
 }
 
 // Creates -o and decides where training starts: returns the step of the newest complete

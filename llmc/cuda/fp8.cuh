@@ -26,7 +26,7 @@
 #include <cuda_fp8.h>
 #include "common.cuh"
 #include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache
-#include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT
+#include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats
 
 // ---------------------------------------------------------------------------------------
 // the two formats' largest finite numbers (OCP 8-bit Floating Point specification)
@@ -280,7 +280,7 @@ inline void fp8_scaling_init(Fp8Scaling* s, Fp8Recipe recipe, float fp8_max, int
     s->history_len = recipe == FP8_RECIPE_DELAYED ? history_len : 1;
     s->margin = margin;
     const size_t T = (size_t)num_tensors;
-    s->buffer_floats = T * 3 + T * (size_t)s->history_len;
+    s->buffer_floats = fp8_scaling_floats(T, (size_t)s->history_len);
     CHECK_CUDA(cudaMalloc(&s->buffer, s->buffer_floats * sizeof(float)));
     s->amax = s->buffer;
     s->scale = s->buffer + T;

@@ -18,7 +18,8 @@
 #include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_read_body, side_file_close
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
-#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes, fp8_linears_bytes
+#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes,
+                             //          fp8_linears_bytes, fp8_scaling_floats
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
 typedef Fp8Linears ModelLinears;
@@ -220,10 +221,9 @@ inline std::string linears_state_path(const std::string& dir, int step) {
 inline const Fp8Scaling& fp8_state(const ModelLinears& m, int i) { return i == 0 ? m.e4m3 : m.e5m2; }
 inline size_t fp8_state_tensors_per_linear(int i) { return i == 0 ? 2 : 1; }
 
-// The floats of state i's buffer for num_linears linears (fp8_scaling_init's layout: an amax, a
-// scale and a scale_inv a tensor, then its history)
+// The floats of state i's buffer for num_linears linears (fp8_scaling_floats)
 inline size_t fp8_state_floats(const ModelLinears& m, int i, size_t num_linears) {
-    return fp8_state_tensors_per_linear(i) * num_linears * (3 + (size_t)fp8_state(m, i).history_len);
+    return fp8_scaling_floats(fp8_state_tensors_per_linear(i) * num_linears, (size_t)fp8_state(m, i).history_len);
 }
 
 // m's two buffers, as the device holds them, into host[0] (E4M3) and host[1] (E5M2)

@@ -16,7 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_read_body, side_file_close
+#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_remaining,
+                             //          side_file_read_body, side_file_close
 #include "../gpu_scratch.h"  // defines: matmul_timing_scratch_bytes
 #include "common.cuh"        // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
 
@@ -219,11 +220,9 @@ inline std::string matmul_algos_read(const std::string& path, int step, MatmulLa
         return err;
     }
     const size_t room = side_file_remaining(f) / sizeof(MatmulAlgoEntry);
-    if (h[3] > room) {
-        fclose(f);
-        return "holds " + std::to_string(h[3]) + " entries, more than its remaining bytes can (" + std::to_string(room) +
-               ", corrupt)";
-    }
+    if (h[3] > room)
+        return side_file_close(f, "holds " + std::to_string(h[3]) + " entries, more than its remaining bytes can (" +
+                                      std::to_string(room) + ", corrupt)");
     entries->resize(h[3]);
     err = side_file_read_body(f, entries->data(), entries->size() * sizeof(MatmulAlgoEntry), h[6], "entries");
     return side_file_close(f, err);
