@@ -49,6 +49,18 @@ expect_error() {
     else bad "$name: exit $rc, $n lines match '$pattern' (see $log)"; fi
 }
 
+# copy_step4 SRC DST [FILE...]: SRC's checkpoint at step 4 (model, state and side files, DONE)
+# and SRC's FILEs (main.log, say) copied into DST, to resume from
+copy_step4() {
+    local src=$1 dst=$2 f flags=$-  # the callers' flags hold globs for the trainer (set -f)
+    shift 2
+    mkdir -p "$dst"
+    set +f
+    cp "$src"/*00000004* "$dst"/
+    [[ $flags == *f* ]] && set -f
+    for f in "$@"; do cp "$src/$f" "$dst"/; done
+}
+
 # expect_damaged_resume SRC FILE OFFSET CORRUPT_PATTERN COMMAND...: a checkpoint side file
 # (llmc/checkpoint.h's side_file_*) beside SRC's step-4 files, first missing, then with the byte
 # at OFFSET (in its body) flipped to 0xff, then its header's step word, each in a copy of those
@@ -59,11 +71,8 @@ expect_damaged_resume() {
     shift 4
     for damage in missing corrupt header; do
         d=$out/resume_$damage
-        rm -rf "$d"; mkdir -p "$d"
-        local flags=$-  # the callers' flags hold globs for the trainer (set -f); this one is the shell's
-        set +f
-        cp "$src"/*00000004* "$d"/
-        [[ $flags == *f* ]] && set -f
+        rm -rf "$d"
+        copy_step4 "$src" "$d"
         if [ $damage = missing ]; then
             rm "$d/$file"
             pattern="$file: cannot open"

@@ -23,7 +23,7 @@
 # CPU references) run in test_emu.sh with every other dev/cuda program, not here again.
 set -u
 cd "$(dirname "$0")/.."
-source test/lib.sh  # defines: PY, compare_logs, expect_error, expect_damaged_resume
+source test/lib.sh  # defines: PY, compare_logs, expect_error, copy_step4, expect_damaged_resume
 out=test/out/fp8
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -94,12 +94,6 @@ compare_val() {
         if (!(d <= tol)) { printf "FAIL %s: fp8 val loss %s vs bf16 %s: %.3g relative > %g\n", name, a, b, d, tol; exit 1 }
         printf "ok   %s: val loss after 8 steps fp8 %s, bf16 %s: %.2g relative (tolerance %g)\n", name, a, b, d, tol }' ||
         fail=1
-}
-copy_step4() {  # copy_step4 SRC DST: SRC's checkpoint at step 4 (model, state files, DONE) into DST
-    mkdir -p "$2"
-    set +f
-    cp "$1"/*00000004* "$2"/
-    set -f
 }
 run() {  # run BINARY DIR FLAGS...: trains into DIR, its output in DIR.stdout
     local bin=$1 dir=$2; shift 2

@@ -26,7 +26,7 @@
 #   - an unknown -ma value: one line naming the flag.
 set -u
 cd "$(dirname "$0")/.."
-source test/lib.sh  # defines: PY, compare_logs, expect_error, expect_damaged_resume
+source test/lib.sh  # defines: PY, compare_logs, expect_error, copy_step4, expect_damaged_resume
 out=test/out/matmul_timed
 rm -rf "$out"; mkdir -p "$out"
 if ! "$PY" -c "import numpy" 2> /dev/null; then
@@ -44,12 +44,6 @@ bad() { echo "FAIL $*"; fail=1; }
 set -f  # the flags below hold globs for the trainer, not for the shell
 flags="-i $out/markov_train_*.bin -j $out/markov_val_*.bin -e gpt2:l2c64 -b 4 -t 32 -x 8 -l 4e-3 -k constant -v 4
        -m 2 -s 0 -n 4"
-step4() {  # step4 SRC DIR: a copy of SRC's checkpoint at step 4 and its main.log in DIR, to resume
-    mkdir -p "$2"
-    set +f
-    cp "$1"/*00000004* "$1/main.log" "$2"/
-    set -f
-}
 run() {  # run DIR FLAGS...: trains into DIR, its output in DIR.stdout
     local dir=$1; shift
     ./train_gpt_bf16_emu $flags "$@" -o "$dir" > "$dir.stdout" 2>&1 || bad "-o $dir: exit $? ($(tail -n 1 "$dir.stdout"))"
@@ -91,7 +85,7 @@ fi
 
 # resume at step 4 with another answer fastest: only the saved choices keep it on the same bits
 res=$out/resumed
-step4 "$out/timed" "$res"
+copy_step4 "$out/timed" "$res" main.log
 EMU_CUBLASLT_FAST=1 run "$res" -ma timed -y 1
 grep -q "loaded from the checkpoint" "$res.stdout" || bad "the resumed run does not say it loaded its algorithms"
 same=1
@@ -127,7 +121,7 @@ if command -v mpirun > /dev/null && ldd ./train_gpt_bf16_emu | grep -q libmpi; t
     # ranks) in $out/resumed_npNP
     resume_world() {
         local name=$1 src=$2 runner=$3 np=$4 wrote=$5 now=$6 d=$out/resumed_np$4 says diff
-        step4 "$src" "$d"
+        copy_step4 "$src" "$d" main.log
         EMU_CUBLASLT_FAST=1 $runner "$d" -ma timed -y 1
         says="-ma timed: the checkpoint was written by $wrote, this run has $now: timing the products again"
         if [ "$(grep -c -- "$says" "$d.stdout")" != 1 ] || [ ! -e "$d/DONE_00000008" ]; then
@@ -144,7 +138,7 @@ if command -v mpirun > /dev/null && ldd ./train_gpt_bf16_emu | grep -q libmpi; t
     resume_world "1 process's checkpoint resumed at 2 ranks" "$out/timed" run2 2 "1 process" "2 ranks"
     # at the same layout each rank loads its own file: rank 1's missing stops the resume in one line
     d=$out/resume_np2_missing
-    step4 "$out/timed_np2" "$d"
+    copy_step4 "$out/timed_np2" "$d" main.log
     rm "$d/state_00000004_00001_matmul.bin"
     expect_error "2 ranks, rank 1's choices missing" "state_00000004_00001_matmul.bin: cannot open" \
         timeout 300 mpirun -np 2 env EMU_DEVICES=2 OMP_NUM_THREADS=1 ./train_gpt_bf16_emu $flags -b 2 -ma timed -y 1 \
@@ -188,7 +182,7 @@ PYEOF
 # choices rewritten so and resumed with another answer fastest end byte for byte as the run that
 # never stopped.
 d=$out/resume_version1
-step4 "$out/timed" "$d"
+copy_step4 "$out/timed" "$d" main.log
 rewrite_header "$d/state_00000004_00000_matmul.bin" v1
 EMU_CUBLASLT_FAST=1 run "$d" -ma timed -y 1
 if grep -q "loaded from the checkpoint" "$d.stdout" && cmp -s "$out/timed/main.log" "$d/main.log" &&
@@ -202,7 +196,7 @@ fi
 # its library's opaque data, so the products are timed again, in one line, and the run ends
 # within TOL, NORM_TOL of the one that never stopped (another answer fastest now: not bit for bit)
 d=$out/resume_other_library
-step4 "$out/timed" "$d"
+copy_step4 "$out/timed" "$d" main.log
 rewrite_header "$d/state_00000004_00000_matmul.bin" library
 EMU_CUBLASLT_FAST=1 run "$d" -ma timed -y 1
 says="-ma timed: the checkpoint's algorithms are cuBLASLt [0-9]*'s, this is [0-9]*: timing the products again"
@@ -215,7 +209,7 @@ else
 fi
 
 d=$out/resume_entries
-step4 "$out/timed" "$d"
+copy_step4 "$out/timed" "$d" main.log
 rewrite_header "$d/state_00000004_00000_matmul.bin" entries
 expect_error "2^60 entries in a sound header" \
     "state_00000004_00000_matmul.bin: holds 1152921504606846976 entries, more than its remaining bytes can" \
