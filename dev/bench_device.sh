@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# bench_device.sh: the benchmarks a lent GPU window runs after scripts/gpu_check.sh's short check
+# (whose build it reuses), in two calls of a few minutes each, every row alternated with the row
+# it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
+# scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
+#   bash dev/bench_device.sh 1 [LLMC_DIR]   issue 23's benchmark: the kernels alone
+#                                           (dev/cuda attention, classifier, layernorm, encoder
+#                                           --bench), then d12 B=64 (two rounds) and d48 B=8
+#                                           beside llm.c built from LLMC_DIR without cuDNN
+#   bash dev/bench_device.sh 2              -ma timed beside -ma heuristic (d12 B=64, d48 B=8);
+#                                           fp8 beside bf16 (1.2B Llama B=8, four 8B-shaped
+#                                           Llama layers B=4); dev/bench_flags.sh's d12 rows
+# LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
+# .git/info/exclude ignores and carry it), with the one CUDA 13 change the shared record gives
+# (cudaMemAdvise's location argument). Its d12/d48 run as the shared record ran them: -v 1000 -m 2
+# (its -v 0 divides by zero), -s 0, the training shard of gpu_inputs as both shards.
+# Writes $OUT/bench_device_N.txt and $OUT/bench_device_N_logs.tar.gz (or ./bench_device_out/).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PHASE=${1:?usage: bench_device.sh 1|2 [LLMC_DIR]}
+LLMC_DIR=${2:-.speed/llmc}
+LOGDIR=${GPU_CHECK_LOGDIR:-$PWD/bench_device_out}/phase$PHASE
+rm -rf "$LOGDIR"
+mkdir -p "$LOGDIR"
+OUTDIR=${OUT:-$(dirname "$LOGDIR")}
+SUMMARY=$OUTDIR/bench_device_$PHASE.txt RESULTS=$LOGDIR/results.tsv
+: > "$SUMMARY"
+: > "$RESULTS"
+# GPU_CHECK_EMU=1: a rehearsal on the emulated trainers (tiny models; no llm.c, no dev programs)
+EMU=${GPU_CHECK_EMU:-0} SFX="" SLOW=1 PART=bench_device SHORT_STEPS=${GPU_CHECK_SHORT_STEPS:-12}
+GPU_INPUTS=${GPU_INPUTS:-gpu_inputs} JOBS=$(nproc) BENCH_ROWS=()
+[ "$EMU" = 1 ] && SFX=_emu SLOW=4
+export PATH="$PATH:/usr/local/cuda/bin"
+# shellcheck source=../scripts/gpu_check_lib.sh
+source scripts/gpu_check_lib.sh
+archive() { tar -czf "$OUTDIR/bench_device_${PHASE}_logs.tar.gz" -C "$LOGDIR" . 2> /dev/null; }
+header() { say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B ms/step tok/s MFU 'peak MiB' J/token)"; }
+
+say "== bench_device $PHASE $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -n1)"
+say "commit: $(git rev-parse HEAD 2> /dev/null || echo 'not a git checkout')"
+find_bench_data
+[ "$EMU" = 1 ] || make -s -f cuda.mk NO_NCCL=1 train_gpt_bf16 train_gpt_fp8 -j"$JOBS" > "$LOGDIR/build.log" 2>&1 ||
+    say "build of the trainers failed: $(grep -m 3 error "$LOGDIR/build.log")"
+
+# llmc_row NAME MODEL B: llm.c's train_gpt2cu, 12 steps, the median step after the 3rd
+llmc_row() {
+    local name=$1 model=$2 B=$3 log="$LOGDIR/llmc_$1.log" med
+    (cd "$LLMC_DIR" && timeout -k 10 240 ./train_gpt2cu -i "$OLDPWD/$train_glob" -j "$OLDPWD/$train_glob" -e "$model" \
+        -b "$B" -t 1024 -x "$SHORT_STEPS" -v 1000 -m 2 -s 0 -n 0 -h 0) > "$log" 2>&1
+    # "step    4/12 | loss ... | 179.40 ms | 40.1% bf16 MFU | 365000 tok/s"
+    med=$(awk -F'|' '/^step/ { split($1, s, "[ /]+"); if (s[2] + 0 <= 3) next
+                              ms = $5 + 0; mfu = $6 + 0; tok = $7 + 0; n++; line[n] = sprintf("%.1f %.0f %.1f%%", ms, tok, mfu) }
+                     END { if (n == 0) exit
+                           for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (line[j] + 0 < line[i] + 0) { t = line[i]; line[i] = line[j]; line[j] = t }
+                           print line[int((n + 1) / 2)] }' "$log")
+    if [ -n "$med" ]; then
+        local ms tok mfu
+        read -r ms tok mfu <<< "$med"
+        say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' "$name" llm.c "$B" "$ms" "$tok" "$mfu" n/a n/a)"
+    else
+        record "llm.c $name" FAIL "$(tail -n 2 "$log" | tr '\n' ' ' | cut -c1-200)"
+    fi
+}
+
+if [ "$PHASE" = 1 ]; then
+    # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
+    [ "$EMU" = 1 ] || make -s -f cuda.mk build/cuda/attention_bf16 build/cuda/classifier_bf16 build/cuda/layernorm_bf16 \
+        build/cuda/encoder_bf16 -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
+    dev_pid=$!
+    llmc_ok=0
+    if [ "$EMU" = 1 ]; then
+        say "(rehearsal: no llm.c)"
+    elif [ -f "$LLMC_DIR/train_gpt2.cu" ]; then
+        (cd "$LLMC_DIR" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1) > "$LOGDIR/build_llmc.log" 2>&1 && llmc_ok=1
+        [ $llmc_ok = 1 ] || say "llm.c: build failed: $(grep -m 3 -i error "$LOGDIR/build_llmc.log" | cut -c1-200)"
+    else
+        say "llm.c: no $LLMC_DIR/train_gpt2.cu (carry a copy): its rows are skipped"
+    fi
+    wait $dev_pid || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
+    for k in attention classifier layernorm encoder; do
+        say "== ${k}_bf16 --bench"
+        if [ -x "build/cuda/${k}_bf16" ]; then
+            timeout 120 "build/cuda/${k}_bf16" --bench > "$LOGDIR/${k}_bench.log" 2>&1
+            say "(rc $?)"
+            grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 40 | tee -a "$SUMMARY" > /dev/null
+        fi
+    done
+    archive
+    say "== d12 and d48 beside llm.c (make train_gpt2cu USE_CUDNN=0: its own attention kernels)"
+    header
+    for round in 1 2; do
+        bench_short_row d12 d12 64 gpt2:l2c64 2
+        [ $llmc_ok = 1 ] && llmc_row d12 d12 64
+    done
+    archive
+    bench_short_row d48 d48 8 gpt2:l4c64 1
+    [ $llmc_ok = 1 ] && llmc_row d48 d48 8
+    archive
+else
+    say "== -ma timed beside -ma heuristic"
+    header
+    bench_short_row d12-heur d12 64 gpt2:l2c64 2 -ma heuristic
+    bench_short_row d12-timed d12 64 gpt2:l2c64 2 -ma timed
+    grep -m 3 -i "timed\|algorithm" "$LOGDIR/bench_short_d12-timed.log" | cut -c1-200 | tee -a "$SUMMARY"
+    bench_short_row d48-timed d48 8 gpt2:l4c64 1 -ma timed
+    archive
+    say "== fp8 beside bf16 (the bf16 rows of d12 and d48 are gpu_check's bench_short)"
+    header
+    bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
+    BENCH_PREC=fp8 bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
+    BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
+    archive
+    say "== d12 B=64 under the flags dev/bench_flags.sh compares (old defaults -r 1 -ge 1 -bg 0)"
+    header
+    for row in "d12-r1ge1bg0|-r 1 -ge 1 -bg 0" "d12-defaults|" "d12-r0ge2bg0|-r 0 -ge 2 -bg 0" "d12-r1ge2bg1|-r 1 -ge 2 -bg 1"; do
+        # shellcheck disable=SC2086
+        bench_short_row "${row%%|*}" d12 64 gpt2:l2c64 2 ${row#*|}
+    done
+    grep -h "recompute" "$LOGDIR"/bench_short_d12-defaults.log 2> /dev/null | head -n 2 | tee -a "$SUMMARY"
+    archive
+fi
+say "== bench_device $PHASE done"
