@@ -70,7 +70,13 @@ CONFIG_CUDA_MP := $(call config_stamp,build/.config-cuda-mp,$(CUDA_MP_FLAGS) $(C
 
 .PHONY: cuda-all
 cuda-all: train_gpt_fp32 train_gpt_bf16 train_gpt_fp8 build/test_gpt2_debug_fp32 build/test_gpt2_debug_bf16 \
-          build/test_llama_debug_fp32 build/test_llama_debug_bf16 generate_fp32 generate_bf16 cuda-dev
+          build/test_llama_debug_fp32 build/test_llama_debug_bf16 generate_fp32 generate_bf16 cuda-dev \
+          build/cuda/fp8_gemm_probe
+
+# which FP8 GEMMs this GPU's cuBLASLt runs, variant by variant (a diagnosis for a lent GPU; no checks)
+build/cuda/fp8_gemm_probe: dev/fp8_gemm_probe.cu $(CONFIG_CUDA)
+	@mkdir -p build/cuda
+	$(NVCC) $(NVCC_FLAGS) -o $@ $< -lcublasLt
 
 train_gpt_fp32: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 	$(NVCC) $(NVCC_FLAGS) $(CUDA_MP_FLAGS) -o $@ $< $(NVCC_LDLIBS) $(CUDA_MP_LIBS)

@@ -54,14 +54,30 @@ constexpr int FP8_AMAX_HISTORY_DEFAULT = 1024;  // MLPerf's GPT-3 config (Transf
 // (history floats: the recipe's history length under delayed scaling, 1 under current).
 inline size_t fp8_scaling_floats(size_t tensors, size_t history) { return tensors * (3 + history); }
 
+// cuBLASLt's FP8 GEMM wants its scale pointers 16-byte aligned: on an H200 (cuBLASLt 13.1,
+// 2026-11-27) it refused, with CUBLAS_STATUS_NOT_SUPPORTED, every answer of its heuristic for an
+// A_SCALE_POINTER 4 bytes past such a boundary (the cuBLAS team told PyTorch the same:
+// pytorch/pytorch#159957). So a state keeps each tensor's scale_inv a second time, the copy the
+// GEMMs read, FP8_GEMM_SCALE_STRIDE floats (16 bytes) apart, after the floats a checkpoint saves
+// (which stay as they were). The floats a state allocates:
+constexpr size_t FP8_GEMM_SCALE_STRIDE = 4;
+inline size_t fp8_scaling_gemm_offset(size_t tensors, size_t history) {
+    return (fp8_scaling_floats(tensors, history) + FP8_GEMM_SCALE_STRIDE - 1) / FP8_GEMM_SCALE_STRIDE *
+           FP8_GEMM_SCALE_STRIDE;
+}
+inline size_t fp8_scaling_alloc_floats(size_t tensors, size_t history) {
+    return fp8_scaling_gemm_offset(tensors, history) + tensors * FP8_GEMM_SCALE_STRIDE;
+}
+
 // The device bytes fp8_linears_init allocates for those arguments: the four fp8 copies (a byte a
 // value), both scaling states and the amaxes' collective buffer.
 inline size_t fp8_linears_bytes(int num_linears, Fp8Recipe recipe, size_t act_capacity, size_t weight_capacity,
                                 int history_len = FP8_AMAX_HISTORY_DEFAULT) {
-    const size_t tensors = 3 * (size_t)num_linears;  // 2 E4M3 and 1 E5M2 a linear
+    const size_t tensors = 3 * (size_t)num_linears;  // 2 E4M3 and 1 E5M2 a linear, a state each
     const size_t history = recipe == FP8_RECIPE_DELAYED ? (size_t)history_len : 1;
-    return 3 * act_capacity + weight_capacity + fp8_scaling_floats(tensors, history) * sizeof(float) +
-           tensors * sizeof(uint32_t);
+    const size_t scaling = fp8_scaling_alloc_floats(2 * (size_t)num_linears, history) +
+                           fp8_scaling_alloc_floats((size_t)num_linears, history);
+    return 3 * act_capacity + weight_capacity + scaling * sizeof(float) + tensors * sizeof(uint32_t);
 }
 
 // GPT-2: qkv, attproj, fc, fcproj; Llama 3: qkv, attproj, gate/up, down

@@ -274,11 +274,12 @@ static bool run_case(cublasLtHandle_t lt, const Case& c) {
     // the device's operands
     void *dA = dmalloc(A.size()), *dB = dmalloc(B.size()), *dC = dmalloc(Cbytes.size());
     void *dD = dmalloc((size_t)(sd * c.batch) * ed), *dbias = dmalloc(biasbytes.size());
-    float* dscal = (float*)dmalloc(4 * sizeof(float));  // scale_A, scale_B, scale_D, amax
+    // scale_A, scale_B, scale_D, amax, 16 bytes apart ([G]: cuBLASLt refuses a scale pointer less aligned)
+    float* dscal = (float*)dmalloc(16 * sizeof(float));
     upload(dA, A), upload(dB, B), upload(dC, Cbytes), upload(dbias, biasbytes);
     std::vector<uint8_t> Dinit((size_t)(sd * c.batch) * ed, 0x55);  // the padding must keep it
     upload(dD, Dinit);
-    const float scal[4] = {c.scale_a, c.scale_b, scale_d, -1.0f};
+    const float scal[16] = {c.scale_a, 0, 0, 0, c.scale_b, 0, 0, 0, scale_d, 0, 0, 0, -1.0f};
     CHECK_CU(cudaMemcpy(dscal, scal, sizeof(scal), cudaMemcpyHostToDevice));
 
     cublasLtMatmulDesc_t desc;
@@ -288,7 +289,7 @@ static bool run_case(cublasLtHandle_t lt, const Case& c) {
     set_attr(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, 4);
     set_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &c.epilogue, 4);
     set_attr(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &c.fast_accum, 1);
-    const float* ptr[4] = {dscal, dscal + 1, dscal + 2, dscal + 3};
+    const float* ptr[4] = {dscal, dscal + 4, dscal + 8, dscal + 12};
     if (c.scale_a) set_attr(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &ptr[0], sizeof(void*));
     if (c.scale_b) set_attr(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &ptr[1], sizeof(void*));
     if (fp8_d && c.d_fill > 0.0) set_attr(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &ptr[2], sizeof(void*));
@@ -324,8 +325,9 @@ static bool run_case(cublasLtHandle_t lt, const Case& c) {
     CHECK_CU(cudaDeviceSynchronize());
     std::vector<uint8_t> Dgot(Dinit.size());
     CHECK_CU(cudaMemcpy(Dgot.data(), dD, Dgot.size(), cudaMemcpyDeviceToHost));
-    float got_scal[4];
-    CHECK_CU(cudaMemcpy(got_scal, dscal, sizeof(got_scal), cudaMemcpyDeviceToHost));
+    float got_scal16[16], got_scal[4];
+    CHECK_CU(cudaMemcpy(got_scal16, dscal, sizeof(got_scal16), cudaMemcpyDeviceToHost));
+    for (int i = 0; i < 4; i++) got_scal[i] = got_scal16[4 * i];
     g_last_d = Dgot;
 
     // the comparison
@@ -659,6 +661,28 @@ static void refusal_checks(cublasLtHandle_t lt) {
         report(st8 == IV, "matmul in place (C == D) with a bf16 C and an E4M3 D: %s", cublasLtGetStatusName(st8));
         CHECK_CU(cudaDeviceSynchronize());
     }
+    // [G] a scale pointer 4 or 8 bytes past a 16-byte boundary: the heuristic answers, and
+    // cublasLtMatmul refuses its answer (an H200's cuBLASLt 13.1); 16 bytes past runs
+    for (int attr : {0, 1})
+        for (int offset : {1, 2, 4}) {
+            Setup sc = ok;
+            sc.desc_extra = with(attr == 0 ? CUBLASLT_MATMUL_DESC_A_SCALE_POINTER : CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                 (const void*)(scal + offset));
+            Built b;
+            build(sc, &b);
+            cublasLtMatmulHeuristicResult_t h = {};
+            int found = 0;
+            const cublasStatus_t hs =
+                cublasLtMatmulAlgoGetHeuristic(lt, b.desc, b.l[0], b.l[1], b.l[2], b.l[3], b.pref, 1, &h, &found);
+            const cublasStatus_t st = hs != OK || found != 1 ? hs
+                                      : cublasLtMatmul(lt, b.desc, &one, buf, b.l[0], buf + 4096, b.l[1], &zero, buf + 8192,
+                                                       b.l[2], buf + 8192, b.l[3], &h.algo, buf + 32768, 16384, nullptr);
+            CHECK_CU(cudaDeviceSynchronize());
+            const cublasStatus_t want = offset % 4 == 0 ? OK : NS;
+            report(hs == OK && found == 1 && st == want, "%s scale %d bytes past a 16-byte boundary: heuristic %s, "
+                   "matmul %s (expected %s)", attr == 0 ? "A" : "B", 4 * offset, cublasLtGetStatusName(hs),
+                   cublasLtGetStatusName(st), cublasLtGetStatusName(want));
+        }
     // what would fault on the GPU: a scale the device cannot read
     static float host_scale = 2.0f;
     const bool stops = dies_with("A_SCALE_POINTER", [&] {

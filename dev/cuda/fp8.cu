@@ -310,14 +310,21 @@ static void run_cast_transposes(const CudaContext& ctx) {
 
 struct ScalingView {
     std::vector<float> amax, scale, scale_inv, history;
+    bool gemm_copy;  // the GEMMs' copy of each scale_inv equals it, at a 16-byte aligned address
 };
 static ScalingView download(const Fp8Scaling& s) {
     std::vector<float> all = dev_download_f32(s.buffer, s.buffer_floats);
     const size_t T = (size_t)s.num_tensors;
-    return ScalingView{std::vector<float>(all.begin(), all.begin() + T),
-                       std::vector<float>(all.begin() + T, all.begin() + 2 * T),
-                       std::vector<float>(all.begin() + 2 * T, all.begin() + 3 * T),
-                       std::vector<float>(all.begin() + 3 * T, all.end())};
+    ScalingView v{std::vector<float>(all.begin(), all.begin() + T),
+                  std::vector<float>(all.begin() + T, all.begin() + 2 * T),
+                  std::vector<float>(all.begin() + 2 * T, all.begin() + 3 * T),
+                  std::vector<float>(all.begin() + 3 * T, all.end()), true};
+    const std::vector<float> gemm = dev_download_f32(s.gemm_scale_inv, T * FP8_GEMM_SCALE_STRIDE);
+    for (size_t t = 0; t < T; t++)
+        v.gemm_copy = v.gemm_copy && gemm[t * FP8_GEMM_SCALE_STRIDE] == v.scale_inv[t] &&
+                      (uintptr_t)fp8_gemm_scale_inv(s, (int)t) % 16 == 0 &&
+                      fp8_gemm_scale_inv(s, (int)t) >= s.buffer + s.buffer_floats;
+    return v;
 }
 static void set_amax(const Fp8Scaling& s, const std::vector<float>& a) {
     CHECK_CUDA(cudaMemcpy(s.amax, a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice));
@@ -341,7 +348,7 @@ static void expect_scales(const CudaContext& ctx, const char* what, Fp8Recipe re
         got_list += buf;
         const float want1 = want[i] == 1.0f || want[i] == FLT_MAX ? want[i] : want[i] / 8.0f;
         ok = ok && v.scale[0] == want[i] && v.scale_inv[0] == 1.0f / want[i] && v.scale[1] == want1 &&
-             v.scale_inv[1] == 1.0f / want1 && v.amax[0] == 0.0f && v.amax[1] == 0.0f;
+             v.scale_inv[1] == 1.0f / want1 && v.amax[0] == 0.0f && v.amax[1] == 0.0f && v.gemm_copy;
     }
     char msg[400];
     snprintf(msg, sizeof(msg), "%s: scales %s", what, got_list.c_str());
@@ -414,6 +421,21 @@ static void run_scaling(const CudaContext& ctx) {
                    "leaves tensors 0 and 2", same && only_one);
         fp8_scaling_free(&a);
         fp8_scaling_free(&b);
+    }
+    // a buffer written whole (a resumed checkpoint's state): fp8_scaling_copy_gemm brings the
+    // GEMMs' copy of scale_inv up to it
+    {
+        Fp8Scaling s;
+        fp8_scaling_init(&s, FP8_RECIPE_DELAYED, E4, 5, 2);
+        std::vector<float> all(s.buffer_floats);
+        for (size_t i = 0; i < all.size(); i++) all[i] = 0.25f * (float)(i + 1);
+        CHECK_CUDA(cudaMemcpy(s.buffer, all.data(), all.size() * sizeof(float), cudaMemcpyHostToDevice));
+        const bool stale = !download(s).gemm_copy;
+        fp8_scaling_copy_gemm(ctx, s);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_expect("fp8_scaling", "a buffer written whole: fp8_scaling_copy_gemm gives the GEMMs' 16-byte aligned "
+                   "copy its scale_inv (stale before)", stale && download(s).gemm_copy);
+        fp8_scaling_free(&s);
     }
 }
 
@@ -492,16 +514,20 @@ static void run_gemm(const CudaContext& ctx) {
     CudaContext ampere = ctx;
     ampere.props.major = 8, ampere.props.minor = 0;
     alignas(16) static char buf[64];
-    const bool refusals = fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr) == nullptr &&
-                          fp8_matmul_refusal(hopper, 40, 32, 64, buf, buf, buf, nullptr) != nullptr &&
-                          fp8_matmul_refusal(hopper, 48, 33, 64, buf, buf, buf, nullptr) != nullptr &&
-                          fp8_matmul_refusal(hopper, 48, 32, 72, buf, buf, buf, nullptr) != nullptr &&
-                          fp8_matmul_refusal(hopper, 48, 32, 0, buf, buf, buf, nullptr) != nullptr &&
-                          fp8_matmul_refusal(hopper, 48, 32, 64, buf + 8, buf, buf, nullptr) != nullptr &&
-                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, buf + 2) != nullptr &&
-                          fp8_matmul_refusal(ampere, 48, 32, 64, buf, buf, buf, nullptr) != nullptr;
-    dev_expect("fp8_matmul", "refuses m, n or k not a multiple of 16 (or 0), operands not 16-byte aligned, "
-               "compute capability below 8.9; takes 48x32x64", refusals);
+    const float* sc = (const float*)buf;  // a 16-byte aligned scale; sc + 1 is 4 bytes past
+    const bool refusals = fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr, sc, sc) == nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr, nullptr, nullptr) == nullptr &&
+                          fp8_matmul_refusal(hopper, 40, 32, 64, buf, buf, buf, nullptr, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 33, 64, buf, buf, buf, nullptr, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 72, buf, buf, buf, nullptr, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 0, buf, buf, buf, nullptr, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf + 8, buf, buf, nullptr, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, buf + 2, sc, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr, sc + 1, sc) != nullptr &&
+                          fp8_matmul_refusal(hopper, 48, 32, 64, buf, buf, buf, nullptr, sc, sc + 2) != nullptr &&
+                          fp8_matmul_refusal(ampere, 48, 32, 64, buf, buf, buf, nullptr, sc, sc) != nullptr;
+    dev_expect("fp8_matmul", "refuses m, n or k not a multiple of 16 (or 0), operands or scale pointers not "
+               "16-byte aligned, compute capability below 8.9; takes 48x32x64", refusals);
     if (cc < 89) {
         printf("SKIP fp8_matmul: sm_%d%d has no FP8 tensor cores (cuBLASLt's FP8 GEMMs need 8.9 or later)\n",
                ctx.props.major, ctx.props.minor);

@@ -253,6 +253,8 @@ inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, f
 // before the update. The update is elementwise arithmetic on those values, so equal amaxes give
 // equal bits on every rank. amax, scale, scale_inv and history are one allocation (buffer,
 // buffer_floats): a checkpoint saves and restores it whole, and a resumed run goes on bit for bit.
+// After them in the allocation, gemm_scale_inv: scale_inv again, 16 bytes a tensor, the pointers
+// the FP8 GEMMs take (llmc/gpu_scratch.h, FP8_GEMM_SCALE_STRIDE); every write of scale_inv writes it.
 
 // (Fp8Recipe and FP8_AMAX_HISTORY_DEFAULT: llmc/gpu_scratch.h, which ./plan reads too)
 
@@ -268,7 +270,13 @@ struct Fp8Scaling {
     float* history;      // (num_tensors, history_len): each tensor's last H amaxes, the newest first
     float* buffer;       // all of the above, one device allocation
     size_t buffer_floats;
+    float* gemm_scale_inv;  // (num_tensors, FP8_GEMM_SCALE_STRIDE): [t * stride] = scale_inv[t]
 };
+
+// the scale pointer the FP8 GEMMs take for tensor t: 1 / its scale, 16-byte aligned
+inline const float* fp8_gemm_scale_inv(const Fp8Scaling& s, int t) {
+    return s.gemm_scale_inv + (size_t)t * FP8_GEMM_SCALE_STRIDE;
+}
 
 inline void fp8_scaling_init(Fp8Scaling* s, Fp8Recipe recipe, float fp8_max, int num_tensors,
                              int history_len = FP8_AMAX_HISTORY_DEFAULT, int margin = 0) {
@@ -281,14 +289,18 @@ inline void fp8_scaling_init(Fp8Scaling* s, Fp8Recipe recipe, float fp8_max, int
     s->margin = margin;
     const size_t T = (size_t)num_tensors;
     s->buffer_floats = fp8_scaling_floats(T, (size_t)s->history_len);
-    CHECK_CUDA(cudaMalloc(&s->buffer, s->buffer_floats * sizeof(float)));
+    const size_t alloc = fp8_scaling_alloc_floats(T, (size_t)s->history_len);
+    CHECK_CUDA(cudaMalloc(&s->buffer, alloc * sizeof(float)));
     s->amax = s->buffer;
     s->scale = s->buffer + T;
     s->scale_inv = s->buffer + 2 * T;
     s->history = s->buffer + 3 * T;
-    std::vector<float> init(s->buffer_floats, 0.0f);
-    for (size_t t = 0; t < T; t++) init[T + t] = init[2 * T + t] = 1.0f;  // scale and scale_inv 1
-    CHECK_CUDA(cudaMemcpy(s->buffer, init.data(), s->buffer_floats * sizeof(float), cudaMemcpyHostToDevice));
+    const size_t gemm = fp8_scaling_gemm_offset(T, (size_t)s->history_len);
+    s->gemm_scale_inv = s->buffer + gemm;
+    std::vector<float> init(alloc, 0.0f);
+    for (size_t t = 0; t < T; t++)  // scale and scale_inv (both copies) 1
+        init[T + t] = init[2 * T + t] = init[gemm + t * FP8_GEMM_SCALE_STRIDE] = 1.0f;
+    CHECK_CUDA(cudaMemcpy(s->buffer, init.data(), alloc * sizeof(float), cudaMemcpyHostToDevice));
 }
 
 inline void fp8_scaling_free(Fp8Scaling* s) {
@@ -297,8 +309,9 @@ inline void fp8_scaling_free(Fp8Scaling* s) {
 }
 
 // one thread a tensor: history[t] shifts by one, the new amax first; the scale from its max
-__global__ void fp8_scaling_update_kernel(float* amax, float* scale, float* scale_inv, float* history, int first,
-                                          int count, int history_len, bool delayed, float fp8_max, float pow2_margin) {
+__global__ void fp8_scaling_update_kernel(float* amax, float* scale, float* scale_inv, float* gemm_scale_inv,
+                                          float* history, int first, int count, int history_len, bool delayed,
+                                          float fp8_max, float pow2_margin) {
     const int t = first + blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= first + count) return;
     const float a = amax[t];
@@ -319,7 +332,7 @@ __global__ void fp8_scaling_update_kernel(float* amax, float* scale, float* scal
         if (isinf(s)) s = FLT_MAX;
     }
     scale[t] = s;
-    scale_inv[t] = 1.0f / s;
+    scale_inv[t] = gemm_scale_inv[(size_t)t * FP8_GEMM_SCALE_STRIDE] = 1.0f / s;
     amax[t] = 0.0f;
 }
 
@@ -331,8 +344,22 @@ inline void fp8_scaling_update(const CudaContext& ctx, const Fp8Scaling& s, int 
           s.num_tensors);
     const int block = 128;
     fp8_scaling_update_kernel<<<(unsigned)ceil_div(count, block), block, 0, ctx.stream>>>(
-        s.amax, s.scale, s.scale_inv, s.history, first, count, s.history_len, s.recipe == FP8_RECIPE_DELAYED,
-        s.fp8_max, std::ldexp(1.0f, s.margin));
+        s.amax, s.scale, s.scale_inv, s.gemm_scale_inv, s.history, first, count, s.history_len,
+        s.recipe == FP8_RECIPE_DELAYED, s.fp8_max, std::ldexp(1.0f, s.margin));
+    CHECK_LAUNCH();
+}
+
+__global__ void fp8_scaling_copy_gemm_kernel(float* gemm_scale_inv, const float* scale_inv, int count) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < count) gemm_scale_inv[(size_t)t * FP8_GEMM_SCALE_STRIDE] = scale_inv[t];
+}
+
+// After s.buffer was written whole (a resumed checkpoint's state): the GEMMs' copy of scale_inv
+// from it. On ctx.stream.
+inline void fp8_scaling_copy_gemm(const CudaContext& ctx, const Fp8Scaling& s) {
+    const int block = 128;
+    fp8_scaling_copy_gemm_kernel<<<(unsigned)ceil_div(s.num_tensors, block), block, 0, ctx.stream>>>(
+        s.gemm_scale_inv, s.scale_inv, s.num_tensors);
     CHECK_LAUNCH();
 }
 
@@ -343,12 +370,15 @@ inline void fp8_scaling_update(const CudaContext& ctx, const Fp8Scaling& s, int 
 // capability 8.9; "TN" only; every dimension a multiple of 16, which with tight packing makes
 // each leading dimension one too; 16-byte aligned operands), as a sentence, or nullptr.
 inline const char* fp8_matmul_refusal(const CudaContext& ctx, int m, int n, int k, const void* d, const void* a,
-                                      const void* b, const void* bias) {
+                                      const void* b, const void* bias, const float* a_scale_inv,
+                                      const float* b_scale_inv) {
     if (ctx.props.major * 10 + ctx.props.minor < 89) return "FP8 GEMMs need compute capability 8.9 or later";
     if (m <= 0 || n <= 0 || k <= 0 || m % 16 != 0 || n % 16 != 0 || k % 16 != 0)
         return "FP8 GEMMs need m, n and k positive multiples of 16";
     if (!is_aligned16(d) || !is_aligned16(a) || !is_aligned16(b) || !is_aligned16(bias))
         return "FP8 GEMMs need 16-byte aligned A, B, D and bias";
+    if (!is_aligned16(a_scale_inv) || !is_aligned16(b_scale_inv))  // (llmc/gpu_scratch.h, FP8_GEMM_SCALE_STRIDE)
+        return "FP8 GEMMs need 16-byte aligned scale pointers";
     return nullptr;
 }
 
@@ -374,9 +404,10 @@ inline void fp8_matmul(const CudaContext& ctx, TD* d, const TA* a, const TB* b, 
     static_assert(!(std::is_same<TA, __nv_fp8_e5m2>::value && std::is_same<TB, __nv_fp8_e5m2>::value),
                   "cuBLASLt has no E5M2 x E5M2 GEMM");
     static_assert(std::is_same<TD, __nv_bfloat16>::value || std::is_same<TD, float>::value, "D is bf16 or fp32");
-    if (const char* why = fp8_matmul_refusal(ctx, m, n, k, d, a, b, bias))
-        fail("%s: m=%d n=%d k=%d on sm_%d%d (d=%p a=%p b=%p bias=%p)", why, m, n, k, ctx.props.major, ctx.props.minor,
-             (void*)d, (const void*)a, (const void*)b, (const void*)bias);
+    if (const char* why = fp8_matmul_refusal(ctx, m, n, k, d, a, b, bias, a_scale_inv, b_scale_inv))
+        fail("%s: m=%d n=%d k=%d on sm_%d%d (d=%p a=%p b=%p bias=%p scales %p %p)", why, m, n, k, ctx.props.major,
+             ctx.props.minor, (void*)d, (const void*)a, (const void*)b, (const void*)bias, (const void*)a_scale_inv,
+             (const void*)b_scale_inv);
     const cudaDataType_t type_a = fp8_matmul_type<TA>(), type_b = fp8_matmul_type<TB>(), type_d = fp8_matmul_type<TD>();
     cublasLtMatmulDesc_t desc;
     CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -411,6 +442,7 @@ inline void fp8_matmul(const CudaContext& ctx, TD* d, const TA* a, const TB* b, 
                                  (uint64_t)type_d << 8 | (uint64_t)epilogue << 1 | (uint64_t)fast,
                              (uint64_t)align_a << 36 | (uint64_t)align_b << 27 | (uint64_t)align_d << 18 |
                                  matmul_alignment(bias) << 9};
+    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     const MatmulAlgo* known = nullptr;
     for (const MatmulAlgo& e : *ctx.matmul_algos)
         if (e.key[0] == key[0] && e.key[1] == key[1] && e.key[2] == key[2]) known = &e;
@@ -438,9 +470,13 @@ inline void fp8_matmul(const CudaContext& ctx, TD* d, const TA* a, const TB* b, 
     if (!known->found)
         fail("cuBLASLt offers no FP8 GEMM for m=%d n=%d k=%d (A type %d, B type %d, D type %d, %s)", m, n, k,
              (int)type_a, (int)type_b, (int)type_d, bias ? "bias" : "no bias");
-    const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-    CHECK_CUBLAS(cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &known->algo, ctx.workspace,
-                                ctx.workspace_bytes, ctx.stream));
+    // (a refusal here, with the heuristic's answer in hand, is a run-time rule fp8_matmul_refusal
+    // lacks: the H200's first was the scale pointers' alignment)
+    const cublasStatus_t st = cublasLtMatmul(ctx.lt, desc, &alpha, a, la, b, lb, &beta, d, ld, d, ld, &known->algo,
+                                             ctx.workspace, ctx.workspace_bytes, ctx.stream);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        fail("cuBLASLt's FP8 GEMM m=%d n=%d k=%d (A type %d, B type %d, D type %d, %s, beta %g): %s", m, n, k,
+             (int)type_a, (int)type_b, (int)type_d, bias ? "bias" : "no bias", beta, cublasLtGetStatusName(st));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(la));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(lb));
     CHECK_CUBLAS(cublasLtMatrixLayoutDestroy(ld));

@@ -127,8 +127,8 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
     fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
     fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
     floatX* d = pre_gelu != nullptr ? pre_gelu : out;
-    fp8_matmul(ctx, d, s.weight_q, s.inp_q, s.e4m3.scale_inv + tw, s.e4m3.scale_inv + ti, bias, OC, BT, C, accumulate,
-               s.fast_accum_forward);
+    fp8_matmul(ctx, d, s.weight_q, s.inp_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e4m3, ti), bias, OC,
+               BT, C, accumulate, s.fast_accum_forward);
     if (pre_gelu != nullptr) gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
 }
 
@@ -154,14 +154,14 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
         fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
                            s.e4m3.scale + tw, OC, C);
-        fp8_matmul(ctx, dinp, s.weight_q, s.dout_q, s.e4m3.scale_inv + tw, s.e5m2.scale_inv + tg,
+        fp8_matmul(ctx, dinp, s.weight_q, s.dout_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e5m2, tg),
                    (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, false);
         if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n_inp);
     }
     fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
     fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti,
                        BT, C);
-    fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, s.e4m3.scale_inv + ti, s.e5m2.scale_inv + tg,
+    fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, fp8_gemm_scale_inv(s.e4m3, ti), fp8_gemm_scale_inv(s.e5m2, tg),
                (const __nv_bfloat16*)nullptr, C, OC, BT, true, false);
     if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
 }

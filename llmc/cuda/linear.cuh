@@ -398,9 +398,11 @@ inline void linears_load_state(const CudaContext& ctx, const ModelLinears& m, co
         host[0].swap(stage[0]);
         host[1].swap(stage[1]);
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         CHECK_CUDA(cudaMemcpyAsync(fp8_state(m, i).buffer, host[i].data(), host[i].size() * sizeof(float),
                                    cudaMemcpyHostToDevice, ctx.stream));
+        fp8_scaling_copy_gemm(ctx, fp8_state(m, i));
+    }
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));  // host[] goes out of scope
 #else
     (void)ctx, (void)m, (void)dir, (void)step, (void)layers, (void)model_layers;

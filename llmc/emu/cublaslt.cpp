@@ -22,6 +22,7 @@
 //       non-fp8 outputs", word from cuBLAS), #190452 (CUDA 13 answers INVALID_VALUE to a D scale
 //       on a D that is not fp8)
 //   [P] the PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution), instruction cvt
+//   [G] what a real GPU's cuBLASLt answered this project (dev/results/, the run named)
 //   [E] the emulator's own choice where NVIDIA says nothing; each one says why
 // A status answers what the real library answers with a status. What would fault or corrupt
 // memory on the GPU instead (a pointer outside its allocation, less aligned than the chosen
@@ -754,6 +755,12 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     job->workspace = workspace;
     job->workspace_bytes = rec.workspace;
     job->splits = rec.splits;
+    // [G] A and B scale pointers 16-byte aligned: on an H200 (cuBLASLt 13.1, 2026-11-27,
+    // dev/results/2026-11-27_gpu_h200.md) cublasLtMatmul answered NOT_SUPPORTED to each of the
+    // heuristic's 8 answers for an A_SCALE_POINTER 4 bytes past a 16-byte boundary, the heuristic
+    // having answered; with both 256-byte aligned it ran the same GEMMs. [T] #159957: cuBLAS's
+    // word that scale tensors' start addresses must be 16-byte aligned.
+    if ((uintptr_t)P.scale_a % 16 != 0 || (uintptr_t)P.scale_b % 16 != 0) return CUBLAS_STATUS_NOT_SUPPORTED;
     check_pointers(*job, rec, reads_c);
     // [E] EMU_CUBLASLT_FAST=i: every answer of the heuristic but the i-th (0: the first) takes
     // 20 ms longer on the stream (more than a busy machine's noise in the fastest of a few runs), so a caller that times the answers picks the i-th wherever it
