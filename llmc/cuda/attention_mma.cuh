@@ -24,8 +24,8 @@
 //
 // Forward: a block of 4 warps per (64-query tile, head, batch), heaviest tiles first. Warp w
 // owns query rows 16w..16w+15. Per 64-key tile up to the diagonal: S (16 x 64, fp32) = Q K^T,
-// Q's A fragments read from its tile each time (as flash-attention 2 does; held in registers
-// they cost 16 to 32 more and made ptxas spill at HS=64); scale (base 2, so exp2 replaces exp);
+// Q's A fragments read from its tile each time (as flash-attention 2 does; the variant that
+// holds them in registers, QREG, is the trainer's at HS=64, where an H200 ran it 5% faster); scale (base 2, so exp2 replaces exp);
 // the causal mask on the diagonal tile only; online softmax per row (a row's 64 scores sit in
 // the 4 lanes of a quad: max and sum by two shuffles); O = O * correction + P V, the S
 // fragments of two adjacent 8-key blocks being, rounded to bf16, the A fragment of a 16-key
@@ -664,9 +664,12 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     // head size 128: 32 query rows a warp (attention_fwd_variant_kernel<128, 2, false>), 1.40x and
     // 1.46x this kernel at T=1024 and 4096 on an H200 (2026-11-26, dev/cuda/attention --bench:
-    // 218 and 264 TFLOP/s against 155 and 181); at 64, 16 rows stay (158 and 187 against 160
-    // and 188), and the other head sizes were not measured
+    // 218 and 264 TFLOP/s against 155 and 181; 221 and 267 against 221 and 263 on 2026-11-27).
+    // Head size 64: 16 rows, Q's fragments held in registers (<64, 1, true>), 1.05x this kernel
+    // (2026-11-27: 169.3 and 201.3 TFLOP/s against 161.5 and 190.4; 32 rows a warp 159 and 191 on
+    // the 26th). The other head sizes were not measured.
     if (HS == 128) return attention_forward_mma_variant<128, 2, false>(ctx, out, lse, qkv, B, T, C, NH);
+    if (HS == 64) return attention_forward_mma_variant<64, 1, true>(ctx, out, lse, qkv, B, T, C, NH);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = mma_att_fwd_smem(HS);
 #define ATT_MMA_FWD(H)                                                                                   \
