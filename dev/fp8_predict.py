@@ -4,11 +4,13 @@
     python3 dev/fp8_predict.py
 
 Not a measurement: a roofline of what FP8 changes in a step, added to (or taken from) the bf16
-step that was measured. Where bf16 was measured on the H200 (d12, d48 and the 1.2B Llama, the
-short check of 2026-11-26, dev/results/2026-11-26_gpu_h200_short_check.txt) the prediction is
-that step, less the time the blocks' linear GEMMs save, plus the passes FP8 adds. The 8B-shaped
-layers were never run: their bf16 step is itself a roofline (its GEMMs, its attention at the
-rates measured, and the memory-bound rest per token-layer as the measured 1.2B Llama's).
+step that was measured. bf16 was measured on the H200 for every row (d12, d48, the 1.2B Llama
+and four 8B-shaped Llama layers: dev/results/2026-11-27_gpu_h200.md, commit 3dd8cd1); the
+prediction is that step, less the time the blocks' linear GEMMs save, plus the passes FP8 adds.
+(A row given no measurement gets a bf16 roofline: its GEMMs, its attention at the rates measured,
+and the memory-bound rest per token-layer as the measured 1.2B Llama's.) train_gpt_fp8 itself
+stopped on that H200 before its first step (the scale pointers' alignment, fixed since): no fp8
+step has been measured.
 
 What FP8 changes (llmc/cuda/fp8_linear.cuh):
   - each linear's three GEMMs: forward at twice the bf16 rate (FP8's dense peak is twice bf16's
@@ -73,9 +75,9 @@ def bf16_roofline(m, rest_per_unit):
 
 
 def main():
-    rows = [gpt2("d12", 12, 768, 64, measured_ms=125.1), gpt2("d48", 48, 1600, 8, measured_ms=192.7),
-            llama("llama-1.2b", 16, 2048, 16, 8, 8192, 8, measured_ms=118.9),
-            llama("llama-8b-l4", 4, 4096, 32, 8, 14336, 4)]
+    rows = [gpt2("d12", 12, 768, 64, measured_ms=123.0), gpt2("d48", 48, 1600, 8, measured_ms=182.0),
+            llama("llama-1.2b", 16, 2048, 16, 8, 8192, 8, measured_ms=116.1),
+            llama("llama-8b-l4", 4, 4096, 32, 8, 14336, 4, measured_ms=53.2)]
     ref = rows[2]  # the measured Llama: what its step holds beyond GEMMs and attention, per token-layer-width
     rest = (ref["ms"] / 1e3 - bf16_roofline(ref, 0.0)) / (ref["B"] * ref["T"] * ref["L"] * (ref["C"] + ref["F"]))
     print("PREDICTED (dev/fp8_predict.py): H200, T=1024, delayed scaling; bf16 measured where it says so")

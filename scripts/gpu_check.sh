@@ -19,34 +19,35 @@
 # $OUT the summary and results.tsv are written there too.
 #
 # The default (GPU_CHECK_PARTS=short): each part's wall time is printed. The times below were
-# MEASURED on one H200 with 16 host cores, a bare machine, on 2026-11-26 (commit 812754a,
-# dev/results/2026-11-26_gpu_h200_short_check.txt): 208 s in all, build included. The large
-# models' runs are mostly host-side random init (one thread, llmc/model.h's NormalRng).
+# MEASURED on one H200 with 16 host cores, a bare machine, on 2026-11-27 (commit 3dd8cd1,
+# dev/results/2026-11-27_gpu_h200_short_check.txt): 244 s in all, build included (208 s on
+# 2026-11-26, before train_gpt_fp8). The large models' runs are mostly host-side random init (one
+# thread, llmc/model.h's NormalRng).
 #   build            only what the parts need, for the GPU found (cuda.mk asks nvidia-smi),
 #                    with -j$(nproc): train_gpt_fp32/_bf16, test_gpt2_debug_*, test_llama_debug_*
-#                    (make -f cuda.mk NO_NCCL=1), train_gpt_cpu beside them              30 s
+#                    train_gpt_fp8 (make -f cuda.mk NO_NCCL=1), train_gpt_cpu beside them 44 s
 #   pytorch          GPT-2 and Llama 3 against PyTorch's debug states (logits, loss, every
 #                    gradient, 10 AdamW steps): GPT-2 small/awkward/tiny, -r 0/1/2, -ge 2,
 #                    bf16 -ak 1; Llama gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1; 33
-#                    small programs, 8 at a time                                           8 s
+#                    small programs, 8 at a time                                           9 s
 #   vs_cpu           train_gpt_fp32/_bf16 against train_gpt_cpu, 8 steps with llm.c's flags,
 #                    every loss within 1e-6 (fp32) / 1e-4 (TF32) / 3e-2 (bf16, -ak 0 and 1):
-#                    GPT-2 (4 runs) and Llama 3 (3 runs), side by side                     1 s
+#                    GPT-2 (4 runs) and Llama 3 (3 runs), side by side                     2 s
 #   large            bf16, 3 steps each: llama3:l24c1024h8kv8f16384v50257 -b 8 -t 1024 (the
 #                    first H200 run stopped in its backward, whose int32 offsets wrapped) and
 #                    two layers of llama3.1:8b, llama3:l2c4096h32kv8f14336 (Llama 3's
 #                    vocabulary) -b 1 -t 8192: finite losses and gradient norms, the first
 #                    loss near ln V. 1.4B and 1.5B parameters, mostly host init,
-#                    so it runs in the background, beside pytorch, vs_cpu, train_sanitizer 75 s
+#                    so it runs in the background, beside pytorch, vs_cpu, train_sanitizer 70 s
 #   train_sanitizer  compute-sanitizer memcheck and racecheck over one short train_gpt_bf16 run
 #                    of each family (2 steps of 2 micro-steps, validation, a sample, a
-#                    checkpoint): four runs side by side                                  19 s
+#                    checkpoint): four runs side by side                                  17 s
 #   bench_short      bf16, T=1024, 12 steps a row, the median step after the 3rd: d12 B=64
 #                    (defaults), -ak 0, -r 0 -ge 2; d48 B=8; Llama l16c2048h16kv8f8192v50257
 #                    (1.2B) B=8; and d48 B=8 in train_gpt_fp8 (issue 26; a SKIP on a GPU
 #                    before sm_89). On its own on the GPU. d48 and the Llama are mostly host
-#                    init                                                96 s (+ about 30 s fp8)
-#   in all 208 s: build 30 + large 75 (the three beside it took 28) + bench_short 96 + 7.
+#                    init (the fp8 row stopped at once on 2026-11-27; about 30 s when it runs)  123 s
+#   in all 244 s: build 44 + large 70 (the three beside it took 28) + bench_short 123 + 7.
 # The device's ms/step figures and the pass/fail of each check are the point; if the window
 # runs short, the parts come in that order of importance, and what finished has come back.
 #
