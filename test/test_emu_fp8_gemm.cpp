@@ -327,7 +327,7 @@ static bool run_case(cublasLtHandle_t lt, const Case& c) {
     CHECK_CU(cudaMemcpy(Dgot.data(), dD, Dgot.size(), cudaMemcpyDeviceToHost));
     float got_scal16[16], got_scal[4];
     CHECK_CU(cudaMemcpy(got_scal16, dscal, sizeof(got_scal16), cudaMemcpyDeviceToHost));
-    for (int i = 0; i < 4; i++) got_scal[i] = got_scal16[4 * i];
+    for (size_t i = 0; i < 4; i++) got_scal[i] = got_scal16[4 * i];
     g_last_d = Dgot;
 
     // the comparison
