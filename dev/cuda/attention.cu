@@ -173,6 +173,27 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
             float ms = bench_ms(ctx, 10, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
             dev_report_tflops("attention_backward_mma", "gpt2", 2.5 * fwd_flops, ms);
         }
+        // the fused variant (dq by atomics from the dk/dv kernel): dq within the same tolerance,
+        // dk and dv bit for bit the two-kernel path's (the same kernel computes them)
+        float* d_dq_accum;
+        CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
+        CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
+        attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> got_fused = dev_download(d_dqkv, n_qkv);
+        check_dqkv("attention_backward_mma_fused", w, got_fused, ref_dqkv, (size_t)B * T, C, tb);
+        bool same_kv = true;
+        for (size_t bt = 0; bt < (size_t)B * T && same_kv; bt++)
+            same_kv = memcmp(got_fused.data() + bt * 3 * C + C, got_mma.data() + bt * 3 * C + C,
+                             2 * (size_t)C * sizeof(float)) == 0;
+        dev_expect("attention_backward_mma_fused", (w + " dk and dv bit for bit attention_backward_mma's").c_str(), same_kv);
+        if (bench) {
+            float ms = bench_ms(ctx, 10, [&] {
+                attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+            });
+            dev_report_tflops("attention_backward_mma_fused", "gpt2", 2.5 * fwd_flops, ms);
+        }
+        CHECK_CUDA(cudaFree(d_dq_accum));
     }
 #endif
 
@@ -221,6 +242,13 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
         ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
         dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
+        float* d_dq_accum;
+        CHECK_CUDA(cudaMalloc(&d_dq_accum, (size_t)B * T * C * sizeof(float)));
+        ms = bench_ms(ctx, reps, [&] {
+            attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+        });
+        dev_report_tflops("attention_backward_mma_fused", what, 2.5 * fwd_flops, ms);
+        CHECK_CUDA(cudaFree(d_dq_accum));
     }
 #endif
     float ms = bench_ms(ctx, reps, [&] { attention_forward(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });

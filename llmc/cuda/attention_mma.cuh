@@ -6,7 +6,7 @@
 // every check on the emulated GPU (llmc/emu) and has not yet run on a real one.
 // dev/cuda/attention.cu checks it against the CPU reference and times it next to the
 // CUDA-core kernels.
-// defines: attention_forward_mma, attention_backward_mma, attention_mma_supported,
+// defines: attention_forward_mma, attention_backward_mma, attention_backward_mma_fused, attention_mma_supported,
 //          attention_forward_chosen, attention_backward_chosen, attention_mma_problem
 //
 // Tiles of 64 rows (queries or keys) x HS sit in shared memory as bf16, rows padded to HS+8:
@@ -45,6 +45,9 @@
 //     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
 // Every output element has one writer, and every sum runs in a fixed order (tiles ascending,
 // 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
+// (attention_backward_mma_fused, a variant for dev/cuda/attention: no dq kernel, each dk/dv block
+// adding its dS K to an fp32 dq by atomics, as flash-attention 2 does; 5 tile products instead of
+// 7, and not bitwise reproducible.)
 // Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
 // 104,448; dk/dv 6 tiles and P^T, dS^T, 74,752 / 123,904: above the 48 KB default mostly, so
 // the launchers raise the kernels' limit. ptxas (CUDA 13.0, sm_90), no spills at any head size;
@@ -123,6 +126,14 @@ __device__ inline void mma_att_copy_tile(floatX* dst, const floatX* src, size_t 
 template <int LD>
 __device__ inline void mma_ldsm_a(uint32_t a[4], const floatX* tile, int r0, int k0, int lane) {
     ptx_ldmatrix_x4(a, tile + (r0 + (lane & 15)) * LD + k0 + 8 * (lane >> 4));  // int-bound(mma_tile)
+}
+
+// A fragment of the 16 x 16 block at (row r0, column k0) of A, from a tile whose row k holds
+// column k of A (A = M^T: dS from dk/dv's dS^T): transposed 8x8 loads of M's (k0, r0), (k0, r0+8),
+// (k0+8, r0), (k0+8, r0+8), which are A's (r0, k0), (r0+8, k0), (r0, k0+8), (r0+8, k0+8)
+template <int LD>
+__device__ inline void mma_ldsm_a_trans(uint32_t a[4], const floatX* tile, int r0, int k0, int lane) {
+    ptx_ldmatrix_x4_trans(a, tile + (k0 + (lane & 7) + ((lane >> 4) << 3)) * LD + r0 + (((lane >> 3) & 1) << 3));  // int-bound(mma_tile)
 }
 
 // B fragments of two 8-column blocks n0.. and n0+8.. for the k chunk k0..k0+15, from a tile
@@ -503,11 +514,13 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
 
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
 // P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
-// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end.
-template <int HS>
+// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ (attention_backward_mma_fused):
+// phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32, (B, T, C)) by atomics, for
+// warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..
+template <int HS, bool DQ>
 __global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
 attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                  const float* D, int T, int NH) {
+                                  const float* D, int T, int NH, float* dq_accum) {
     constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, PLD = MMA_ATT_PLD;
     constexpr int NB = MMA_ATT_ROWS / 2 / 8;  // phase 1: 8-query blocks of a warp's 32 queries
     constexpr int ND = HS / 2 / 8;            // phase 2: 8-column blocks of a warp's HS/2 columns
@@ -615,6 +628,27 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
             mma_ldsm_a<PLD>(a, dSs, kr, t * 16, lane);
             mma_chunk_times_cols<LD, ND>(dk, a, Qs, t * 16, dc, lane);
         }
+        if constexpr (DQ) {  // phase 3: dq (queries kr.. of this query tile, columns dc..) += dS K
+            float dq[ND][4];
+            mma_zero<ND>(dq);
+#pragma unroll
+            for (int t = 0; t < MMA_ATT_KEYS / 16; t++) {
+                uint32_t a[4];
+                mma_ldsm_a_trans<PLD>(a, dSs, kr, t * 16, lane);
+                mma_chunk_times_cols<LD, ND>(dq, a, Ks, t * 16, dc, lane);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int qi = q0 + kr + g + 8 * i;
+                if (qi >= T) continue;
+                float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
+#pragma unroll
+                for (int nd = 0; nd < ND; nd++) {
+                    atomicAdd(d + nd * 8, dq[nd][2 * i]);  // int-bound(mma_tile)
+                    atomicAdd(d + nd * 8 + 1, dq[nd][2 * i + 1]);  // int-bound(mma_tile)
+                }
+            }
+        }
         // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier
         if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;  // int-bound(mma_tile)
     }
@@ -693,15 +727,57 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem_kv = mma_att_dkv_smem(HS), smem_q = mma_att_dq_smem(HS);
 #define ATT_MMA_BWD(H)                                                                                   \
-    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H>, smem_kv, "attention backward dk/dv"); \
+    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, false>, smem_kv, "attention backward dk/dv"); \
     attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq");     \
-    attention_backward_dkv_mma_kernel<H><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(                \
-        dqkv, dout, qkv, lse, D, T, NH);                                                                     \
+    attention_backward_dkv_mma_kernel<H, false><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(         \
+        dqkv, dout, qkv, lse, D, T, NH, nullptr);                                                            \
     CHECK_LAUNCH();                                                                                          \
     attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                      \
         dqkv, dout, qkv, lse, D, T, NH)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
 #undef ATT_MMA_BWD
+    CHECK_LAUNCH();
+}
+
+// dqkv's q part (columns 0..C-1 of each 3C row) = dq_accum (B, T, C) * scale, rounded
+__global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, size_t n, int C, float scale) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const size_t bt = i / C, col = i % C;
+    dqkv[bt * 3 * C + col] = from_float<floatX>(dq_accum[i] * scale);
+}
+
+// attention_backward_mma's contract with dq computed inside the dk/dv kernel, as flash-attention
+// 2 does: 5 tile products a pair of tiles instead of 7 (the dq kernel recomputes S and dP). Each
+// key tile adds its part of dq to dq_accum (B*T*C floats, the caller's, zeroed here) by fp32
+// atomics, in the order the tiles happen to finish: not bitwise reproducible, so not the
+// trainer's. dev/cuda/attention checks it against the CPU reference and times it beside
+// attention_backward_mma (PREDICTED faster where the atomics are cheap; not yet run on a GPU). A
+// template only so that the programs that call it alone compile its kernels (not the trainers).
+template <bool FUSED = true>
+inline void attention_backward_mma_fused(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                         const floatX* out, const float* lse, float* dq_accum, int B, int T, int C,
+                                         int NH) {
+    attention_check(B, T, C, NH, dqkv, dout, qkv);
+    CHECK(is_aligned16(out) && lse != nullptr && dq_accum != nullptr, "out=%p lse=%p dq_accum=%p",
+          (const void*)out, (const void*)lse, (void*)dq_accum);
+    const int HS = C / NH;
+    const char* problem = attention_mma_problem(ctx, HS);
+    CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
+    const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
+    const size_t n = (size_t)B * T * C;
+    CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
+    dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const size_t smem_kv = mma_att_dkv_smem(HS);
+#define ATT_MMA_FUSED(H)                                                                                  \
+    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, true>, smem_kv, "attention backward fused"); \
+    attention_backward_dkv_mma_kernel<H, true><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(          \
+        dqkv, dout, qkv, lse, D, T, NH, dq_accum)
+    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FUSED)
+#undef ATT_MMA_FUSED
+    CHECK_LAUNCH();
+    attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv, dq_accum, n, C,
+                                                                                    1.0f / sqrtf((float)HS));
     CHECK_LAUNCH();
 }
 #endif  // ENABLE_BF16
