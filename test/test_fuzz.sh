@@ -3,7 +3,8 @@
 # Targets (test/fuzz/fuzz_*.cpp): the model checkpoint, the resume state (one file and a
 # checkpoint's set), data shards, the tokenizer file, the HellaSwag eval file, safetensors,
 # the whole ./import_hf (GPT-2 and Llama), GPT-2's BPE vocabulary, tiktoken ranks files,
-# and the command line. They start from
+# the command line, and a GPU checkpoint's side files (train_gpt_fp8's FP8 state, -ma timed's
+# matmul choices). They start from
 # seeds that test/fuzz/make_seeds.cpp writes with the project's own writers.
 # Readers reject bad input with fail() (llmc/utils.h), which throws under -DGPTRAIN_FUZZ;
 # anything else fails this test: a crash, an ASan/UBSan report, a CHECK (it exits), a hang
@@ -21,7 +22,7 @@ CXX=${FUZZ_CXX:-clang++}
 SECONDS_EACH=${FUZZ_SECONDS:-14}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c++17 -DGPTRAIN_FUZZ"
-TARGETS=${FUZZ_TARGETS:-"checkpoint state dataloader tokenizer evalset safetensors import_hf bpe tiktoken args"}
+TARGETS=${FUZZ_TARGETS:-"checkpoint state dataloader tokenizer evalset safetensors import_hf bpe tiktoken args side_files"}
 out=test/out/fuzz
 skip() { echo "SKIP: $*"; exit 77; }
 die() { echo "FAIL: $*"; exit 1; }

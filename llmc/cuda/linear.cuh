@@ -6,7 +6,7 @@
 // defines: ModelLinears, LinearSlot, linear_slot, linear_forward, linear_forward_add,
 //          linear_backward, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
-//          FP8_STATE_MAGIC, linears_state_path, fp8_state_download, fp8_state_map_layers, fp8_state_write,
+//          fp8_state_download, fp8_state_map_layers, fp8_state_write,
 //          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
 #pragma once
 #include <algorithm>
@@ -15,7 +15,8 @@
 #include "common.cuh"        // defines: CudaContext, floatX
 #include "matmul.cuh"        // defines: matmul_forward, matmul_backward, matmul_cublaslt
 #include "comm_gpu.cuh"      // defines: GpuComm
-#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_read_body, side_file_close
+#include "../side_files.h"   // defines: linears_state_path, fp8_state_file_floats, fp8_state_file_write,
+                             //          fp8_state_file_read
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
 #include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes,
@@ -201,19 +202,7 @@ inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, c
 // (linears_write_state_parts), which writes the one file, and each stage takes its layers' back
 // (linears_load_state with its layers): a checkpoint resumes under any -tp, -pp, -vp and process
 // count, and without it a resumed run would start its scales again from 1 and part from the run
-// that never stopped. Header of 16 x uint64: [0] magic, [1] version, [2] step, [3] recipe (0
-// delayed, 1 current), [4] linears, [5] history length, [6] [7] the E4M3 and E5M2 states'
-// floats, [8] [9] their checksums (checksum64), [15] the header's; then the two states'
-// buffers (Fp8Scaling::buffer: amax, scale, scale_inv, history), as one process's device holds
-// them. The model file stays the bf16 trainer's; train_gpt_fp32 and _bf16 resume from an fp8
-// checkpoint and ignore this file.
-enum { FP8_STATE_MAGIC = 20261127, FP8_STATE_VERSION = 1, FP8_STATE_HEADER_WORDS = 16 };
-
-inline std::string linears_state_path(const std::string& dir, int step) {
-    char name[64];
-    snprintf(name, sizeof(name), "/state_%08d_fp8.bin", step);
-    return dir + name;
-}
+// that never stopped. The file's format, writer and reader: llmc/side_files.h.
 
 #ifdef ENABLE_FP8
 // state i of m (0: E4M3, 1: E5M2), and its tensors a linear: 2 in E4M3 (the input, the weight),
@@ -223,7 +212,7 @@ inline size_t fp8_state_tensors_per_linear(int i) { return i == 0 ? 2 : 1; }
 
 // The floats of state i's buffer for num_linears linears (fp8_scaling_floats)
 inline size_t fp8_state_floats(const ModelLinears& m, int i, size_t num_linears) {
-    return fp8_scaling_floats(fp8_state_tensors_per_linear(i) * num_linears, (size_t)fp8_state(m, i).history_len);
+    return fp8_state_file_floats(i, num_linears, (size_t)fp8_state(m, i).history_len);
 }
 
 // m's two buffers, as the device holds them, into host[0] (E4M3) and host[1] (E5M2)
@@ -269,17 +258,7 @@ inline void fp8_state_map_layers(const ModelLinears& m, const std::vector<int>& 
 // `step` into dir, durable on disk.
 inline void fp8_state_write(const ModelLinears& m, size_t num_linears, const std::vector<float> host[2],
                             const std::string& dir, int step) {
-    uint64_t h[FP8_STATE_HEADER_WORDS] = {0};
-    h[0] = FP8_STATE_MAGIC; h[1] = FP8_STATE_VERSION; h[2] = (uint64_t)step;
-    h[3] = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
-    h[4] = (uint64_t)num_linears; h[5] = (uint64_t)m.e4m3.history_len;
-    for (int i = 0; i < 2; i++) {
-        CHECK(host[i].size() == fp8_state_floats(m, i, num_linears), "FP8 state %d: %zu floats", i, host[i].size());
-        h[6 + i] = host[i].size();
-        h[8 + i] = checksum64(host[i].data(), host[i].size() * sizeof(float));
-    }
-    side_file_write(dir, linears_state_path(dir, step), h, FP8_STATE_HEADER_WORDS,
-                    {{host[0].data(), host[0].size() * sizeof(float)}, {host[1].data(), host[1].size() * sizeof(float)}});
+    fp8_state_file_write(dir, step, m.e4m3.recipe == FP8_RECIPE_CURRENT, (size_t)m.e4m3.history_len, num_linears, host);
 }
 #endif
 
@@ -351,26 +330,8 @@ inline void linears_write_state_parts(const CudaContext& ctx, const ModelLinears
 // linears at `step` ("" if sound); when sound, its two buffers in host[0], host[1].
 inline std::string fp8_state_read(const std::string& path, const ModelLinears& m, size_t num_linears, int step,
                                   std::vector<float> host[2]) {
-    static const int words_of_version[] = {FP8_STATE_HEADER_WORDS};
-    uint64_t h[SIDE_FILE_MAX_WORDS];
-    int words = 0;
-    FILE* f = nullptr;
-    std::string err = side_file_open(path, FP8_STATE_MAGIC, "FP8 state", words_of_version, FP8_STATE_VERSION, step, h,
-                                     &words, &f);
-    if (!err.empty()) return err;
-    const uint64_t recipe = m.e4m3.recipe == FP8_RECIPE_CURRENT ? 1 : 0;
-    if (h[3] != recipe)
-        err = std::string("written by a -fp8r ") + (h[3] == 1 ? "current" : "delayed") + " run; resume with that -fp8r";
-    else if (h[4] != (uint64_t)num_linears || h[5] != (uint64_t)m.e4m3.history_len ||
-             h[6] != fp8_state_floats(m, 0, num_linears) || h[7] != fp8_state_floats(m, 1, num_linears))
-        err = "holds " + std::to_string(h[4]) + " linear layers with an amax history of " + std::to_string(h[5]) +
-              ", this model has " + std::to_string(num_linears) + " with " + std::to_string(m.e4m3.history_len);
-    for (int i = 0; i < 2 && err.empty(); i++) {
-        host[i].resize(fp8_state_floats(m, i, num_linears));
-        err = side_file_read_body(f, host[i].data(), host[i].size() * sizeof(float), h[8 + i],
-                                  i == 0 ? "E4M3 scaling state" : "E5M2 scaling state");
-    }
-    return side_file_close(f, err);
+    return fp8_state_file_read(path, m.e4m3.recipe == FP8_RECIPE_CURRENT, (size_t)m.e4m3.history_len, num_linears,
+                               step, host);
 }
 #endif
 

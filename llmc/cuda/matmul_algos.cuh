@@ -1,8 +1,8 @@
 // matmul_algos.cuh: -ma timed: each cuBLASLt product's algorithm chosen by timing the heuristic's
 // candidates once per problem key, and the choices saved with each checkpoint so that a resumed
 // run sums in the same orders and continues bit for bit.
-// defines: MatmulLayout, MatmulTiming, MATMUL_TIMED_CANDIDATES, matmul_time_candidates, matmul_timing_report,
-//          matmul_layout_name, matmul_algos_path, matmul_algos_write, matmul_algos_read, matmul_algos_load
+// defines: MatmulTiming, MATMUL_TIMED_CANDIDATES, matmul_time_candidates, matmul_timing_report,
+//          matmul_algos_write, matmul_algos_load (the choices file's format and reader: llmc/side_files.h)
 //
 // Why time at all: the heuristic's first answer is its estimate of the fastest ([H] cublasLt.h:
 // "ordered in increasing estimated compute time"), not a measurement; llm.c and PyTorch both keep
@@ -13,21 +13,15 @@
 // could pick another, and the run would part from the one that never stopped.
 #pragma once
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
-#include "../checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_remaining,
-                             //          side_file_read_body, side_file_close
 #include "../gpu_scratch.h"  // defines: matmul_timing_scratch_bytes
+#include "../side_files.h"   // defines: MatmulLayout, MatmulAlgoEntry, matmul_algos_path, matmul_layout_name,
+                             //          matmul_algos_file_write, matmul_algos_read
 #include "common.cuh"        // defines: CudaContext, MatmulAlgo, CHECK_CUDA, CHECK_CUBLAS
 
-// How a run's ranks are laid out: world = DP x PP x TP (-vp: each pipeline rank's chunks). It
-// decides which products each rank meets (-tp's slices, -pp's stages), so a checkpoint's choices
-// fit a run of the same layout only.
-struct MatmulLayout {
-    int world = 1, tp = 1, pp = 1, vp = 1;
-    bool operator==(const MatmulLayout& o) const { return world == o.world && tp == o.tp && pp == o.pp && vp == o.vp; }
-};
 
 // What -ma timed did so far (CudaContext::matmul_timing; nullptr: -ma heuristic), and what the
 // trainer told it at start-up.
@@ -146,39 +140,11 @@ inline void matmul_timing_report(const CudaContext& ctx) {
 
 // ---------------------------------------------------------------------------------------
 // The choices in a checkpoint: state_%08d_%05d_matmul.bin beside each rank's state file (ranks
-// may meet different shapes: -tp's slices; checkpoint_prune takes it with them). Header of 12 x
-// uint64: [0] magic, [1] version, [2] step, [3] entries, [4] bytes an entry, [5] cuBLASLt's
-// version (an algorithm is that library's opaque data), [6] the entries' checksum64, [7]-[10] the
-// layout that wrote it (world, tp, pp, vp), [11] the header's; then the entries: the key[3],
-// found (0 or 1), the cublasLtMatmulAlgo_t. Version 1 had 8 words, no layout and the header's
-// checksum in [7]; it still reads, as a file of this run's layout (what resuming did then). Only
-// -ma timed runs write it; the heuristic's answers need no saving, the same library giving the same.
-enum { MATMUL_ALGOS_MAGIC = 20261128, MATMUL_ALGOS_VERSION = 2, MATMUL_ALGOS_HEADER_WORDS = 12 };
-
-struct MatmulAlgoEntry {
-    uint64_t key[3];
-    uint64_t found;
-    cublasLtMatmulAlgo_t algo;
-};
-
-inline std::string matmul_algos_path(const std::string& dir, int step, int rank) {
-    char name[64];
-    snprintf(name, sizeof(name), "/state_%08d_%05d_matmul.bin", step, rank);
-    return dir + name;
-}
-
-// "8 ranks", "1 process", "4 ranks at -tp 2 -pp 2"
-inline std::string matmul_layout_name(const MatmulLayout& l) {
-    if (l.world == 0) return "a run that did not record its layout (version 1)";
-    char name[96];
-    int n = snprintf(name, sizeof(name), l.world == 1 ? "1 process" : "%d ranks", l.world);
-    if (l.tp > 1 || l.pp > 1) n += snprintf(name + n, sizeof(name) - n, " at -tp %d -pp %d", l.tp, l.pp);
-    if (l.vp > 1) snprintf(name + n, sizeof(name) - n, " -vp %d", l.vp);
-    return name;
-}
-
+// may meet different shapes: -tp's slices; checkpoint_prune takes it with them); its format,
+// writer and reader are llmc/side_files.h's.
 // Writes this rank's choices so far for the checkpoint at `step`, durable on disk. Nothing under
 // -ma heuristic.
+static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(MatmulAlgoEntry::algo), "a cuBLASLt algorithm is 64 bytes");
 inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, int step, int rank) {
     const MatmulTiming* t = ctx.matmul_timing;
     if (t == nullptr) return;
@@ -187,45 +153,10 @@ inline void matmul_algos_write(const CudaContext& ctx, const std::string& dir, i
         MatmulAlgoEntry r = {};
         for (int i = 0; i < 3; i++) r.key[i] = e.key[i];
         r.found = e.found ? 1 : 0;
-        r.algo = e.algo;
+        memcpy(r.algo, &e.algo, sizeof(r.algo));
         entries.push_back(r);
     }
-    const size_t bytes = entries.size() * sizeof(MatmulAlgoEntry);
-    const MatmulLayout& l = t->layout;
-    uint64_t h[MATMUL_ALGOS_HEADER_WORDS] = {MATMUL_ALGOS_MAGIC, MATMUL_ALGOS_VERSION, (uint64_t)step,
-                                             entries.size(), sizeof(MatmulAlgoEntry), (uint64_t)cublasLtGetVersion(),
-                                             checksum64(entries.data(), bytes), (uint64_t)l.world, (uint64_t)l.tp,
-                                             (uint64_t)l.pp, (uint64_t)l.vp, 0};
-    side_file_write(dir, matmul_algos_path(dir, step, rank), h, MATMUL_ALGOS_HEADER_WORDS, {{entries.data(), bytes}});
-}
-
-// The problem with the choices file at path for `step` ("" if sound). When sound: *layout the
-// layout that wrote it (world 0: a version 1 file, which does not say), *library the cuBLASLt
-// version it was written with, and, unless entries is nullptr (the header alone read), its entries.
-inline std::string matmul_algos_read(const std::string& path, int step, MatmulLayout* layout, uint64_t* library,
-                                     std::vector<MatmulAlgoEntry>* entries) {
-    static const int words_of_version[] = {8, MATMUL_ALGOS_HEADER_WORDS};  // version 1, 2
-    uint64_t h[SIDE_FILE_MAX_WORDS];
-    int words = 0;
-    FILE* f = nullptr;
-    std::string err = side_file_open(path, MATMUL_ALGOS_MAGIC, "matmul-algorithm", words_of_version,
-                                     MATMUL_ALGOS_VERSION, step, h, &words, &f);
-    if (!err.empty()) return err;
-    if (h[4] != sizeof(MatmulAlgoEntry))
-        err = "entries of " + std::to_string(h[4]) + " bytes, expected " + std::to_string(sizeof(MatmulAlgoEntry));
-    *library = h[5];
-    *layout = words == 8 ? MatmulLayout{0, 0, 0, 0} : MatmulLayout{(int)h[7], (int)h[8], (int)h[9], (int)h[10]};
-    if (entries == nullptr || !err.empty()) {  // the header alone
-        fclose(f);
-        return err;
-    }
-    const size_t room = side_file_remaining(f) / sizeof(MatmulAlgoEntry);
-    if (h[3] > room)
-        return side_file_close(f, "holds " + std::to_string(h[3]) + " entries, more than its remaining bytes can (" +
-                                      std::to_string(room) + ", corrupt)");
-    entries->resize(h[3]);
-    err = side_file_read_body(f, entries->data(), entries->size() * sizeof(MatmulAlgoEntry), h[6], "entries");
-    return side_file_close(f, err);
+    matmul_algos_file_write(dir, step, rank, entries, (uint64_t)cublasLtGetVersion(), t->layout);
 }
 
 // -ma timed, on resume: this rank's choices at `step` replace whatever was chosen so far, so
@@ -267,7 +198,10 @@ inline void matmul_algos_load(const CudaContext& ctx, const std::string& dir, in
               ", rank 0's by " + matmul_layout_name(wrote) + " with cuBLASLt " + std::to_string(library);
     if (!err.empty()) fail("%s: %s: %s", path.c_str(), err.c_str(), why);
     ctx.matmul_algos->clear();
-    for (const MatmulAlgoEntry& r : entries)
-        ctx.matmul_algos->push_back(MatmulAlgo{{r.key[0], r.key[1], r.key[2]}, r.algo, r.found != 0});
+    for (const MatmulAlgoEntry& r : entries) {
+        MatmulAlgo e = {{r.key[0], r.key[1], r.key[2]}, {}, r.found != 0};
+        memcpy(&e.algo, r.algo, sizeof(r.algo));
+        ctx.matmul_algos->push_back(e);
+    }
     t->loaded = (int)entries.size();
 }

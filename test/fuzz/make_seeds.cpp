@@ -9,6 +9,7 @@
 #include "../../llmc/checkpoint.h"   // defines: gpt2_write_checkpoint, state_write, TrainState
 #include "../../llmc/safetensors.h"  // defines: safetensors_header, hf_gpt2_names, hf_tensor_shape, float_to_bf16
 #include "../../llmc/hf_llama.h"     // defines: hf_llama_pieces, hf_llama_config_json
+#include "../../llmc/side_files.h"   // defines: fp8_state_file_write, matmul_algos_file_write
 #include "../../data/bpe.h"          // defines: gpt2_unicode_to_byte, utf8_append
 
 static std::string out_dir;
@@ -236,6 +237,36 @@ static void args_seeds() {
     seed("args", "target", argv({"--target-val-loss", "3.2", "-v", "5", "-pi", "tcp", "-ps", "host:1"}));
 }
 
+// a GPU checkpoint's side files, as the trainers write them: FP8 states (delayed, 3 linears,
+// history 4; current, 1 linear) and matmul choices (version 2 by the writer, version 1 by hand)
+static void side_file_seeds() {
+    const std::string dir = out_dir + "/side_files_written";
+    mkdir(dir.c_str(), 0755);
+    for (int current = 0; current < 2; current++) {
+        const size_t linears = current ? 1 : 3, history = current ? 1 : 4;
+        std::vector<float> host[2];
+        for (int i = 0; i < 2; i++) {
+            host[i].resize(fp8_state_file_floats(i, linears, history));
+            for (size_t k = 0; k < host[i].size(); k++) host[i][k] = 0.5f + (float)(k % 7);
+        }
+        fp8_state_file_write(dir, 1, current, history, linears, host);
+        const int flags = 1 | (current ? 4 : 0) | (history == 4 ? 8 : 0) | (int)((linears - 1) << 4);
+        seed("side_files", current ? "fp8_current" : "fp8_delayed",
+             std::string(1, (char)flags) + read_all(linears_state_path(dir, 1)));
+    }
+    std::vector<MatmulAlgoEntry> entries(3);
+    for (size_t i = 0; i < entries.size(); i++) {
+        entries[i] = MatmulAlgoEntry{{i + 1, 2 * i, 3}, i % 2, {i, 66, 4, 0, 0, 0, 0, 7}};
+    }
+    matmul_algos_file_write(dir, 1, 0, entries, 130100, MatmulLayout{4, 2, 2, 1});
+    seed("side_files", "matmul_v2", std::string(1, '\0') + read_all(matmul_algos_path(dir, 1, 0)));
+    uint64_t h1[8] = {MATMUL_ALGOS_MAGIC, 1, 1, entries.size(), sizeof(MatmulAlgoEntry), 130100,
+                      checksum64(entries.data(), entries.size() * sizeof(MatmulAlgoEntry)), 0};
+    h1[7] = checksum64(h1, 7 * sizeof(uint64_t));
+    seed("side_files", "matmul_v1", std::string(1, '\0') + std::string((const char*)h1, sizeof(h1)) +
+                                        std::string((const char*)entries.data(), entries.size() * sizeof(MatmulAlgoEntry)));
+}
+
 // Inputs that once got past a reader (found by these targets); each must now be rejected
 // cleanly, and runs first whenever its target does.
 static void regression_seeds() {
@@ -277,6 +308,7 @@ int main(int argc, char** argv) {
     tiktoken_seeds();
     llama_seeds();
     args_seeds();
+    side_file_seeds();
     regression_seeds();
     gpt2_free(&m);
     return 0;
