@@ -540,9 +540,10 @@ struct GpuBackend {
         }
         // fp8: the scales, put together on rank 0 from one rank a stage (a collective; llmc/cuda/linear.cuh)
         std::vector<std::vector<int>> rank_layers(comm->world);
-        for (int r = 0; r < comm->world; r++)  // replica 0's tensor-parallel rank 0 of each stage
-            if (r % parts->tp == 0 && r / (parts->tp * parts->pp) == 0)
-                rank_layers[r] = model_parts_stage_layers(*parts, (r / parts->tp) % parts->pp);
+        for (int r = 0; r < comm->world; r++) {  // replica 0's tensor-parallel rank 0 of each stage
+            const RankPlace at = rank_place(r, parts->tp, parts->pp);
+            if (at.t_rank == 0 && at.replica == 0) rank_layers[r] = model_parts_stage_layers(*parts, at.stage);
+        }
         linears_write_state_parts(*model->ctx, model->linears, comm, rank_layers,
                                   model_config_num_layers(parts->config), dir, step);
         if (!root) return;

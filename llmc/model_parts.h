@@ -14,9 +14,9 @@
 //
 // The ZeRO layout (llmc/zero.h) splits each rank's part over its data-parallel group, so a
 // rank's AdamW values are [opt_begin, opt_end) of its part, not of the model file's vector.
-// defines: ModelParts, model_parts_init, model_parts_set_model, model_parts_free, model_parts_part_of_rank,
-//          ModelPartsWhole, model_parts_gather, model_parts_state_header, model_parts_read_state,
-//          model_parts_read_params, model_parts_stage_layers
+// defines: ModelParts, RankPlace, rank_place, model_parts_init, model_parts_set_model, model_parts_free,
+//          model_parts_part_of_rank, ModelPartsWhole, model_parts_gather, model_parts_state_header,
+//          model_parts_read_state, model_parts_read_params, model_parts_stage_layers
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -45,6 +45,14 @@ struct ModelParts {
     Comm* dp() { return parts ? &dp_comm : world; }  // the data-parallel group (without parts: the world)
 };
 
+// Where world rank k sits in a layout of tp tensor-parallel ranks and pp stages: the
+// tensor-parallel ranks innermost (Megatron-LM's order: the tp ranks of stage s of replica d
+// share its layers, and the fastest links), then the stages, then the replicas.
+struct RankPlace {
+    int t_rank, stage, replica;
+};
+inline RankPlace rank_place(int k, int tp, int pp) { return RankPlace{k % tp, (k / tp) % pp, k / (tp * pp)}; }
+
 // The flags' layout on world, before anything is read: the refusals of layouts that cannot run
 // (each one line, naming the flag), this rank's place, and the groups (a collective: every
 // rank calls it).
@@ -60,16 +68,15 @@ inline void model_parts_init(const TrainConfig& cfg, Comm* world, ModelParts* p)
         fail("flag -sp 1: sequence parallelism splits the positions over tensor-parallel ranks: give -tp 2 or more");
     if (cfg.sequence_parallel && cfg.T % tp != 0)
         fail("flag -sp 1: -t %d does not split into %d equal parts (one per tensor-parallel rank)", cfg.T, tp);
-    // the tensor-parallel ranks innermost (Megatron-LM's order): the tp ranks of stage s of
-    // replica d share its layers, and the fastest links
     const int rank = world->rank;
+    const RankPlace at = rank_place(rank, tp, pp);
     p->tp = tp;
     p->pp = pp;
     p->vp = vp;
     p->world = world;
-    p->t_rank = rank % tp;
-    p->stage = (rank / tp) % pp;
-    p->dp_rank = rank / (tp * pp);
+    p->t_rank = at.t_rank;
+    p->stage = at.stage;
+    p->dp_rank = at.replica;
     p->dp_world = n / (tp * pp);
     p->prev = rank + ((p->stage + pp - 1) % pp - p->stage) * tp;  // -vp: the last stage's next is the first
     p->next = rank + ((p->stage + 1) % pp - p->stage) * tp;
@@ -126,7 +133,8 @@ inline void model_parts_free(ModelParts* p) {
 // and the runs that map it onto the model file's vector. Any rank can make any rank's.
 inline void model_parts_part_of_rank(const ModelParts& p, int k, TpShard* out) {
     std::vector<int> layers;
-    std::string why = model_part_shard(p.config, p.tp, k % p.tp, (k / p.tp) % p.pp, p.pp, p.vp, out, &layers,
+    const RankPlace at = rank_place(k, p.tp, p.pp);
+    std::string why = model_part_shard(p.config, p.tp, at.t_rank, at.stage, p.pp, p.vp, out, &layers,
                                        p.stage_sizes.empty() ? nullptr : &p.stage_sizes);
     CHECK(why.empty(), "rank %d's part: %s", k, why.c_str());
 }
@@ -161,10 +169,10 @@ inline void model_parts_gather(const ModelParts& p, const ZeroLayout& z, const f
     std::vector<TpShard> shards(world);
     std::vector<size_t> param_counts(world), opt_counts(world), opt_begins(world), zeros(world, 0);
     size_t params_total = 0, opt_total = 0;
-    for (int k = 0; k < world; k++) {  // rank k: tensor-parallel k % tp, stage (k / tp) % pp, data-parallel the rest
+    for (int k = 0; k < world; k++) {
         model_parts_part_of_rank(p, k, &shards[k]);
         const size_t nk = shards[k].local_n;
-        const int dk = k / (p.tp * p.pp);
+        const int dk = rank_place(k, p.tp, p.pp).replica;
         const ZeroLayout zk = zero_layout(nk, z.stage, dk, z.world);
         param_counts[k] = dk == 0 ? nk : 0;
         opt_begins[k] = zk.opt_begin;
