@@ -14,7 +14,8 @@
 #     and the refusal of Meta's 8B;
 #   - -tp 2, with and without -sp 1, against one process: the
 #     same scales, losses within FP8_TOL, checkpoints across the layouts; -fp8r current at -tp 2;
-#   - -pp 2 (GPT-2; Llama at -tp 2 x -pp 2; a 4-layer Llama at -pp 2 -vp 2 x 2 replicas, ZeRO 3)
+#   - -pp 2 (GPT-2; Llama at -tp 2 x -pp 2; a 4-layer Llama at -pp 2 -vp 2 x 2 replicas, ZeRO 3,
+#     and at -pp 2 -pl 1,3: uneven stages)
 #     against one process: the FP8 state after step 0 byte for byte, losses within FP8_TOL;
 #     checkpoints from one process resumed at -pp 2 -vp 2 and the other way;
 #   - the one-line refusals: compute capability 8.0 (EMU_CC=80), an unknown -fp8r; the bf16
@@ -314,6 +315,9 @@ PYEOF
     run_mp 4 "$out/llama4_vp2" $llama4 -b 2 -pp 2 -vp 2 -z 3
     grep -q "^pipeline parallelism: 2 stages x 2 virtual" "$out/llama4_vp2.stdout" || bad "-pp 2 -vp 2: no plan line"
     check_pp "Llama (4 layers) fp8 -pp 2 -vp 2 x 2 replicas -z 3 vs 1 process" "$out/llama4_np1" "$out/llama4_vp2"
+    # uneven stages (-pl): stage 0 holds layer 0's linears, stage 1 layers 1-3's
+    run_mp 2 "$out/llama4_pl13" $llama4 -pp 2 -pl 1,3
+    check_pp "Llama (4 layers) fp8 -pp 2 -pl 1,3 vs 1 process" "$out/llama4_np1" "$out/llama4_pl13"
     for from in np1 vp2; do
         d=$out/llama4_resumed_$from
         copy_step4 "$out/llama4_$from" "$d"
