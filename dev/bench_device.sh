@@ -5,8 +5,11 @@
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
 #   bash dev/bench_device.sh 1 [LLMC_DIR]   issue 23's benchmark: the kernels alone
 #                                           (dev/cuda attention, classifier, layernorm, encoder
-#                                           --bench), then d12 B=64 (two rounds) and d48 B=8
-#                                           beside llm.c built from LLMC_DIR without cuDNN
+#                                           --bench), the FP8 kernels against their CPU
+#                                           references (dev/cuda fp8, fp8_linear: issue 26's
+#                                           GEMM checks, never run on a GPU before 2026-11-27),
+#                                           then d12 B=64 (two rounds) and d48 B=8 beside llm.c
+#                                           built from LLMC_DIR without cuDNN
 #   bash dev/bench_device.sh 2              -ma timed beside -ma heuristic (d12 B=64, d48 B=8);
 #                                           fp8 beside bf16 (1.2B Llama B=8, four 8B-shaped
 #                                           Llama layers B=4); dev/bench_flags.sh's d12 rows
@@ -65,7 +68,7 @@ llmc_row() {
 if [ "$PHASE" = 1 ]; then
     # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
     [ "$EMU" = 1 ] || make -s -f cuda.mk build/cuda/attention_bf16 build/cuda/classifier_bf16 build/cuda/layernorm_bf16 \
-        build/cuda/encoder_bf16 -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
+        build/cuda/encoder_bf16 build/cuda/fp8_bf16 build/cuda/fp8_linear_bf16 -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
     dev_pid=$!
     llmc_ok=0
     if [ "$EMU" = 1 ]; then
@@ -83,6 +86,13 @@ if [ "$PHASE" = 1 ]; then
             timeout 120 "build/cuda/${k}_bf16" --bench > "$LOGDIR/${k}_bench.log" 2>&1
             say "(rc $?)"
             grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 40 | tee -a "$SUMMARY" > /dev/null
+        fi
+    done
+    for k in fp8 fp8_linear; do  # every check, then fp8's cast benchmark
+        if [ -x "build/cuda/${k}_bf16" ]; then
+            timeout 180 "build/cuda/${k}_bf16" > "$LOGDIR/${k}_check.log" 2>&1
+            say "== ${k}_bf16 (checks against the CPU reference): rc $?, $(grep -c '^PASS' "$LOGDIR/${k}_check.log") passed, $(grep -c '^FAIL' "$LOGDIR/${k}_check.log") failed"
+            grep -E "^FAIL|^SKIP" "$LOGDIR/${k}_check.log" | head -n 8 | tee -a "$SUMMARY"
         fi
     done
     archive
