@@ -202,7 +202,6 @@ inline void args_parse_table(int argc, char** argv, const std::vector<ArgSpec>& 
     }
 }
 
-// Parses argv into cfg; --help prints the table and exits 0.
 // The values of -fp8r and -ma, which the trainers and ./plan both take: a bad one stops the
 // program with one line naming the flag.
 inline void args_check_fp8_recipe(const std::string& v) {
@@ -213,6 +212,7 @@ inline void args_check_matmul_algo(const std::string& v) {
         fail("flag -ma: unknown matmul algorithm choice '%s' (heuristic | timed)", v.c_str());
 }
 
+// Parses argv into cfg; --help prints the table and exits 0.
 inline void args_parse(int argc, char** argv, TrainConfig* cfg) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-help")) {

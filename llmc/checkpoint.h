@@ -6,16 +6,13 @@
 // defines: model_file_check, model_file_read_range, model_load_checkpoint, model_write_checkpoint, gpt2_load_checkpoint,
 //          gpt2_write_checkpoint,
 //          TrainState, state_write, state_read, state_read_range, checkpoint_write_model_and_state,
-//          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile, fsync_dir,
-//          side_file_write, side_file_open, side_file_remaining, side_file_read_body, side_file_close
+//          checkpoint_mark_done, checkpoint_find_latest, checkpoint_prune, checksum64, AtomicFile, fsync_dir
 #pragma once
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "utils.h"  // defines: fail, xmalloc, file_size_or_fail
@@ -72,81 +69,6 @@ struct AtomicFile {
 inline void fsync_dir(const std::string& dir) {
     int fd = open(dir.c_str(), O_RDONLY);
     if (fd >= 0) { fsync(fd); close(fd); }
-}
-
-// ---------------------------------------------------------------------------------------
-// Side files: the small checksummed files a checkpoint may keep beside its state files
-// (train_gpt_fp8's FP8 state, state_%08d_fp8.bin; -ma timed's matmul choices,
-// state_%08d_%05d_matmul.bin; checkpoint_prune takes them with the rest). A header of uint64
-// words: [0] magic, [1] version, [2] step, the kind's own words, and last the checksum64 of the
-// others; then the body, whose checksums the kind keeps in its header words.
-enum { SIDE_FILE_MAX_WORDS = 32 };
-
-// Seals header (its last word the checksum of the others) and writes it and the body's pieces to
-// path in dir, durable on disk (AtomicFile, then the directory's entry: each rank's own file is
-// durable before the checkpoint's DONE is written).
-inline void side_file_write(const std::string& dir, const std::string& path, uint64_t* header, int words,
-                            const std::vector<std::pair<const void*, size_t>>& body) {
-    header[words - 1] = checksum64(header, (words - 1) * sizeof(uint64_t));
-    AtomicFile out(path);
-    out.write(header, words * sizeof(uint64_t));
-    for (const auto& piece : body)
-        if (piece.second > 0) out.write(piece.first, piece.second);
-    out.commit();
-    fsync_dir(dir);
-}
-
-// Opens a side file of kind ("FP8 state") at path and reads its header into h, checking the magic,
-// the version (words_of_version[v - 1] words for version v = 1..versions), the checksum and the
-// step. "" when sound: *words the header's length and *f the file at its body, for the caller to
-// read and close with side_file_close. Otherwise the problem, and nothing is left open.
-inline std::string side_file_open(const std::string& path, uint64_t magic, const char* kind,
-                                  const int* words_of_version, int versions, int step, uint64_t* h, int* words,
-                                  FILE** f) {
-    *f = fopen(path.c_str(), "rb");
-    if (*f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
-    std::string err;
-    if (fread(h, sizeof(uint64_t), 3, *f) != 3) err = "truncated header";
-    else if (h[0] != magic) err = std::string("bad magic: not a gptrain ") + kind + " file";
-    else if (h[1] < 1 || h[1] > (uint64_t)versions) err = std::string("unsupported ") + kind + " version " + std::to_string(h[1]);
-    if (err.empty()) {
-        *words = words_of_version[h[1] - 1];
-        CHECK(*words > 3 && *words <= SIDE_FILE_MAX_WORDS, "%s version %d: %d header words", kind, (int)h[1], *words);
-        if (fread(h + 3, sizeof(uint64_t), *words - 3, *f) != (size_t)(*words - 3)) err = "truncated header";
-        else if (h[*words - 1] != checksum64(h, (*words - 1) * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
-        else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
-    }
-    if (!err.empty()) {
-        fclose(*f);
-        *f = nullptr;
-    }
-    return err;
-}
-
-// The bytes of a side file after what has been read of it: a bound for the counts its header
-// gives, before anything is allocated for them (the header's checksum guards against damage,
-// not against a file made to ask for terabytes).
-inline size_t side_file_remaining(FILE* f) {
-    const long at = ftell(f);
-    struct stat st;
-    if (at < 0 || fstat(fileno(f), &st) != 0 || st.st_size < at) return 0;
-    return (size_t)(st.st_size - at);
-}
-
-// Reads bytes of a side file's body into dst and checks them against the checksum its header
-// keeps: "" or the problem (what names them).
-inline std::string side_file_read_body(FILE* f, void* dst, size_t bytes, uint64_t checksum, const std::string& what) {
-    if (fread(dst, 1, bytes, f) != bytes) return "truncated";
-    if (checksum64(dst, bytes) != checksum) return what + " checksum mismatch (corrupt)";
-    return "";
-}
-
-// Closes a side file the caller has read to its end; err (the problem so far) or, when the file
-// holds more than its header said, that.
-inline std::string side_file_close(FILE* f, const std::string& err) {
-    const bool longer = err.empty() && fgetc(f) != EOF;
-    fclose(f);
-    return longer ? "longer than its header says (corrupt)" : err;
 }
 
 // ---------------------------------------------------------------------------------------

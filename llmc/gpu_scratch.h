@@ -4,7 +4,8 @@
 // fp8_linear.cuh, linear.cuh, matmul_algos.cuh), the trainers' memory plan (train_gpt.cu) and
 // ./plan (llmc/plan.h) all size them here, so that what is planned is what is allocated.
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
-//          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats, fp8_linears_bytes,
+//          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_state_tensors_per_linear,
+//          fp8_scaling_floats, FP8_GEMM_SCALE_STRIDE, fp8_scaling_gemm_offset, fp8_scaling_alloc_floats, fp8_linears_bytes,
 //          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, linears_fp8_bytes, matmul_timing_scratch_bytes,
 //          model_matmul_timing_scratch_bytes
 #pragma once
@@ -49,6 +50,10 @@ inline size_t encoder_buckets_device_bytes(size_t max_N, int C) {
 enum Fp8Recipe { FP8_RECIPE_DELAYED, FP8_RECIPE_CURRENT };
 constexpr int FP8_AMAX_HISTORY_DEFAULT = 1024;  // MLPerf's GPT-3 config (Transformer Engine's default is 1)
 
+// train_gpt_fp8's two scaling states, each a buffer of tensors: state 0 (E4M3) 2 tensors a
+// linear, its input and weight; state 1 (E5M2) 1, its output's gradient
+inline size_t fp8_state_tensors_per_linear(int i) { return i == 0 ? 2 : 1; }
+
 // The floats of a scaling state's one buffer (fp8_scaling_init's layout, which checkpoints save
 // whole): an amax, a scale and a scale_inv a tensor, then each tensor's history of amaxes
 // (history floats: the recipe's history length under delayed scaling, 1 under current).
@@ -73,10 +78,13 @@ inline size_t fp8_scaling_alloc_floats(size_t tensors, size_t history) {
 // value), both scaling states and the amaxes' collective buffer.
 inline size_t fp8_linears_bytes(int num_linears, Fp8Recipe recipe, size_t act_capacity, size_t weight_capacity,
                                 int history_len = FP8_AMAX_HISTORY_DEFAULT) {
-    const size_t tensors = 3 * (size_t)num_linears;  // 2 E4M3 and 1 E5M2 a linear, a state each
     const size_t history = recipe == FP8_RECIPE_DELAYED ? (size_t)history_len : 1;
-    const size_t scaling = fp8_scaling_alloc_floats(2 * (size_t)num_linears, history) +
-                           fp8_scaling_alloc_floats((size_t)num_linears, history);
+    size_t scaling = 0, tensors = 0;
+    for (int i = 0; i < 2; i++) {
+        const size_t n = fp8_state_tensors_per_linear(i) * (size_t)num_linears;
+        scaling += fp8_scaling_alloc_floats(n, history);
+        tensors += n;
+    }
     return 3 * act_capacity + weight_capacity + scaling * sizeof(float) + tensors * sizeof(uint32_t);
 }
 

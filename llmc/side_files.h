@@ -3,17 +3,94 @@
 // matmul choices (state_%08d_%05d_matmul.bin). The CUDA side (llmc/cuda/linear.cuh,
 // matmul_algos.cuh) moves the data between them and the device; here the readers take a file
 // from outside, so test/fuzz/fuzz_side_files.cpp feeds them hostile ones.
-// defines: FP8_STATE_MAGIC, linears_state_path, fp8_state_file_floats, fp8_state_file_write,
+// defines: SIDE_FILE_MAX_WORDS, side_file_write, side_file_open, side_file_remaining, side_file_read_body,
+//          side_file_close, FP8_STATE_MAGIC, linears_state_path, fp8_state_file_floats, fp8_state_file_write,
 //          fp8_state_file_read, MatmulLayout, MatmulAlgoEntry, MATMUL_ALGOS_MAGIC, matmul_algos_path,
 //          matmul_layout_name, matmul_algos_file_write, matmul_algos_read
 #pragma once
+#include <sys/stat.h>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "checkpoint.h"   // defines: checksum64, side_file_write, side_file_open, side_file_remaining,
-                          //          side_file_read_body, side_file_close, SIDE_FILE_MAX_WORDS
-#include "gpu_scratch.h"  // defines: fp8_scaling_floats
+#include "checkpoint.h"   // defines: checksum64, AtomicFile, fsync_dir (checkpoint_prune takes these files too)
+#include "gpu_scratch.h"  // defines: fp8_scaling_floats, fp8_state_tensors_per_linear
+
+// ---------------------------------------------------------------------------------------
+// Side files: the small checksummed files a checkpoint may keep beside its state files
+// (train_gpt_fp8's FP8 state, state_%08d_fp8.bin; -ma timed's matmul choices,
+// state_%08d_%05d_matmul.bin; checkpoint_prune takes them with the rest). A header of uint64
+// words: [0] magic, [1] version, [2] step, the kind's own words, and last the checksum64 of the
+// others; then the body, whose checksums the kind keeps in its header words.
+enum { SIDE_FILE_MAX_WORDS = 32 };
+
+// Seals header (its last word the checksum of the others) and writes it and the body's pieces to
+// path in dir, durable on disk (AtomicFile, then the directory's entry: each rank's own file is
+// durable before the checkpoint's DONE is written).
+inline void side_file_write(const std::string& dir, const std::string& path, uint64_t* header, int words,
+                            const std::vector<std::pair<const void*, size_t>>& body) {
+    header[words - 1] = checksum64(header, (words - 1) * sizeof(uint64_t));
+    AtomicFile out(path);
+    out.write(header, words * sizeof(uint64_t));
+    for (const auto& piece : body)
+        if (piece.second > 0) out.write(piece.first, piece.second);
+    out.commit();
+    fsync_dir(dir);
+}
+
+// Opens a side file of kind ("FP8 state") at path and reads its header into h, checking the magic,
+// the version (words_of_version[v - 1] words for version v = 1..versions), the checksum and the
+// step. "" when sound: *words the header's length and *f the file at its body, for the caller to
+// read and close with side_file_close. Otherwise the problem, and nothing is left open.
+inline std::string side_file_open(const std::string& path, uint64_t magic, const char* kind,
+                                  const int* words_of_version, int versions, int step, uint64_t* h, int* words,
+                                  FILE** f) {
+    *f = fopen(path.c_str(), "rb");
+    if (*f == nullptr) return std::string("cannot open (") + strerror(errno) + ")";
+    std::string err;
+    if (fread(h, sizeof(uint64_t), 3, *f) != 3) err = "truncated header";
+    else if (h[0] != magic) err = std::string("bad magic: not a gptrain ") + kind + " file";
+    else if (h[1] < 1 || h[1] > (uint64_t)versions) err = std::string("unsupported ") + kind + " version " + std::to_string(h[1]);
+    if (err.empty()) {
+        *words = words_of_version[h[1] - 1];
+        CHECK(*words > 3 && *words <= SIDE_FILE_MAX_WORDS, "%s version %d: %d header words", kind, (int)h[1], *words);
+        if (fread(h + 3, sizeof(uint64_t), *words - 3, *f) != (size_t)(*words - 3)) err = "truncated header";
+        else if (h[*words - 1] != checksum64(h, (*words - 1) * sizeof(uint64_t))) err = "header checksum mismatch (corrupt)";
+        else if (h[2] != (uint64_t)step) err = "holds step " + std::to_string(h[2]) + ", expected " + std::to_string(step);
+    }
+    if (!err.empty()) {
+        fclose(*f);
+        *f = nullptr;
+    }
+    return err;
+}
+
+// The bytes of a side file after what has been read of it: a bound for the counts its header
+// gives, before anything is allocated for them (the header's checksum guards against damage,
+// not against a file made to ask for terabytes).
+inline size_t side_file_remaining(FILE* f) {
+    const long at = ftell(f);
+    struct stat st;
+    if (at < 0 || fstat(fileno(f), &st) != 0 || st.st_size < at) return 0;
+    return (size_t)(st.st_size - at);
+}
+
+// Reads bytes of a side file's body into dst and checks them against the checksum its header
+// keeps: "" or the problem (what names them).
+inline std::string side_file_read_body(FILE* f, void* dst, size_t bytes, uint64_t checksum, const std::string& what) {
+    if (fread(dst, 1, bytes, f) != bytes) return "truncated";
+    if (checksum64(dst, bytes) != checksum) return what + " checksum mismatch (corrupt)";
+    return "";
+}
+
+// Closes a side file the caller has read to its end; err (the problem so far) or, when the file
+// holds more than its header said, that.
+inline std::string side_file_close(FILE* f, const std::string& err) {
+    const bool longer = err.empty() && fgetc(f) != EOF;
+    fclose(f);
+    return longer ? "longer than its header says (corrupt)" : err;
+}
 
 // ---------------------------------------------------------------------------------------
 // train_gpt_fp8's FP8 state: the scales and amax histories of every linear of the model, one
@@ -31,10 +108,9 @@ inline std::string linears_state_path(const std::string& dir, int step) {
     return dir + name;
 }
 
-// The floats of state i (0: E4M3, two tensors a linear, its input and weight; 1: E5M2, one, the
-// output's gradient) for num_linears linears with that amax history (fp8_scaling_floats)
+// The floats of state i (0: E4M3, 1: E5M2) for num_linears linears with that amax history
 inline size_t fp8_state_file_floats(int i, size_t num_linears, size_t history_len) {
-    return fp8_scaling_floats((i == 0 ? 2 : 1) * num_linears, history_len);
+    return fp8_scaling_floats(fp8_state_tensors_per_linear(i) * num_linears, history_len);
 }
 
 // Writes host (the two states of num_linears linears) as the FP8 state of the checkpoint at

@@ -76,8 +76,10 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
                              size_t weight_capacity, int history_len = FP8_AMAX_HISTORY_DEFAULT) {
     CHECK(num_linears > 0 && act_capacity > 0 && weight_capacity > 0, "num_linears=%d act=%zu weight=%zu", num_linears,
           act_capacity, weight_capacity);
-    fp8_scaling_init(&s->e4m3, recipe, Fp8Traits<__nv_fp8_e4m3>::max, 2 * num_linears, history_len);
-    fp8_scaling_init(&s->e5m2, recipe, Fp8Traits<__nv_fp8_e5m2>::max, num_linears, history_len);
+    fp8_scaling_init(&s->e4m3, recipe, Fp8Traits<__nv_fp8_e4m3>::max, (int)fp8_state_tensors_per_linear(0) * num_linears,
+                     history_len);
+    fp8_scaling_init(&s->e5m2, recipe, Fp8Traits<__nv_fp8_e5m2>::max, (int)fp8_state_tensors_per_linear(1) * num_linears,
+                     history_len);
     s->num_linears = num_linears;
     s->fast_accum_forward = true;
     s->act_capacity = act_capacity;

@@ -205,10 +205,8 @@ inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, c
 // that never stopped. The file's format, writer and reader: llmc/side_files.h.
 
 #ifdef ENABLE_FP8
-// state i of m (0: E4M3, 1: E5M2), and its tensors a linear: 2 in E4M3 (the input, the weight),
-// 1 in E5M2 (the output's gradient)
+// state i of m (0: E4M3, 1: E5M2; its tensors a linear: fp8_state_tensors_per_linear)
 inline const Fp8Scaling& fp8_state(const ModelLinears& m, int i) { return i == 0 ? m.e4m3 : m.e5m2; }
-inline size_t fp8_state_tensors_per_linear(int i) { return i == 0 ? 2 : 1; }
 
 // The floats of state i's buffer for num_linears linears (fp8_scaling_floats)
 inline size_t fp8_state_floats(const ModelLinears& m, int i, size_t num_linears) {
