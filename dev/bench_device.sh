@@ -52,10 +52,7 @@ llmc_row() {
         -b "$B" -t 1024 -x "$SHORT_STEPS" -v 1000 -m 2 -s 0 -n 0 -h 0) > "$log" 2>&1
     # "step    4/12 | loss ... | 179.40 ms | 40.1% bf16 MFU | 365000 tok/s"
     med=$(awk -F'|' '/^step/ { split($1, s, "[ /]+"); if (s[2] + 0 <= 3) next
-                              ms = $5 + 0; mfu = $6 + 0; tok = $7 + 0; n++; line[n] = sprintf("%.1f %.0f %.1f%%", ms, tok, mfu) }
-                     END { if (n == 0) exit
-                           for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (line[j] + 0 < line[i] + 0) { t = line[i]; line[i] = line[j]; line[j] = t }
-                           print line[int((n + 1) / 2)] }' "$log")
+                              printf "%.1f %.0f %.1f%%\n", $5 + 0, $7 + 0, $6 + 0 }' "$log" | median_step)
     if [ -n "$med" ]; then
         local ms tok mfu
         read -r ms tok mfu <<< "$med"
@@ -122,7 +119,7 @@ else
     archive
     say "== d12 B=64 under the flags dev/bench_flags.sh compares (old defaults -r 1 -ge 1 -bg 0)"
     header
-    for row in "d12-r1ge1bg0|-r 1 -ge 1 -bg 0" "d12-defaults|" "d12-r0ge2bg0|-r 0 -ge 2 -bg 0" "d12-r1ge2bg1|-r 1 -ge 2 -bg 1"; do
+    for row in "${BENCH_FLAG_ROWS[@]:0:4}"; do
         # shellcheck disable=SC2086
         bench_short_row "${row%%|*}" d12 64 gpt2:l2c64 2 ${row#*|}
     done

@@ -31,12 +31,8 @@ say "== bench_flags $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gp
 say "commit: $(git rev-parse HEAD 2> /dev/null || echo 'not a git checkout')"
 find_bench_data
 say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B ms/step tok/s MFU 'peak MiB' J/token)"
-# name and flags: the defaults before -r -1, -ge -1 = 2 and -bg 1, the new defaults, and each
-# change alone
-rows=("d12-r1ge1bg0|-r 1 -ge 1 -bg 0" "d12-defaults|" "d12-r0ge2bg0|-r 0 -ge 2 -bg 0" "d12-r1ge2bg1|-r 1 -ge 2 -bg 1"
-      "d12-r0ge1bg1|-r 0 -ge 1 -bg 1")
 for ((round = 1; round <= ROUNDS; round++)); do
-    for row in "${rows[@]}"; do
+    for row in "${BENCH_FLAG_ROWS[@]}"; do  # (gpu_check_lib.sh)
         # shellcheck disable=SC2086
         bench_short_row "${row%%|*}" d12 64 gpt2:l2c64 2 ${row#*|}
     done

@@ -356,6 +356,15 @@ part_train_sanitizer() {
 # device memory and J/token from the run's summary. Rows the first real-GPU run measured (H200,
 # 2026-11-26: d12 B=64 132.5-133.7 ms, -ak 0 334 ms, -r 0 -ge 2 127.5 ms; d48 B=8 191-193 ms; the
 # 1.2B Llama 117.9 ms), in scripts/bench_compare.py's row format.
+# median_step: of the lines "ms tok/s MFU" on stdin (one a step), the one of the median ms;
+# nothing when there are none
+median_step() { sort -s -g -k1,1 | awk '{ line[++n] = $0 } END { if (n) print line[int((n + 1) / 2)] }'; }
+
+# The d12 flag sets dev/bench_flags.sh compares (dev/bench_device.sh the first four), NAME|FLAGS:
+# the defaults before -r -1 (-r 1 -ge 1 -bg 0), today's, and each change alone
+BENCH_FLAG_ROWS=("d12-r1ge1bg0|-r 1 -ge 1 -bg 0" "d12-defaults|" "d12-r0ge2bg0|-r 0 -ge 2 -bg 0"
+                 "d12-r1ge2bg1|-r 1 -ge 2 -bg 1" "d12-r0ge1bg1|-r 0 -ge 1 -bg 1")
+
 # bench_short_row NAME MODEL B EMU_MODEL EMU_B [flags]; BENCH_PREC=fp8: train_gpt_fp8 (on a GPU
 # without FP8 tensor cores the row is a SKIP)
 bench_short_row() {
@@ -371,10 +380,7 @@ bench_short_row() {
     # the median step after the 3rd: "ms tok/s MFU"
     med=$(awk -F'|' '$1 ~ /^step/ { split($1, s, "[ /]+"); if (s[2] + 0 <= 3) next
                                     ms = $5 + 0; tok = $6 + 0; mfu = $7; sub(/ *MFU */, "", mfu); sub(/ *$/, "", mfu)
-                                    n++; line[n] = sprintf("%.1f %.0f %s", ms, tok, mfu) }
-                  END { if (n == 0) exit
-                        for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (line[j] + 0 < line[i] + 0) { t = line[i]; line[i] = line[j]; line[j] = t }
-                        print line[int((n + 1) / 2)] }' "$log")
+                                    printf "%.1f %.0f %s\n", ms, tok, mfu }' "$log" | median_step)
     done_line=$(grep '^done:' "$log")
     if [ $rc -eq 0 ] && [ -n "$done_line" ] && [ -n "$med" ]; then
         local ms tok mfu
