@@ -72,8 +72,19 @@ for ((r = 0; r < SLURM_NTASKS; r++)); do
     SLURM_PROCID=$r SLURM_LOCALID=$r "$@" &
     pids+=($!)
 done
-for _ in "${pids[@]}"; do  # --kill-on-bad-exit=1: the first task to fail ends the others
-    if ! wait -n; then kill "${pids[@]}" 2> /dev/null; wait; exit 1; fi
+# --kill-on-bad-exit=1: the first task to fail ends the others. Polled, task by task: bash
+# 5.2's `wait -n` can answer 127 (no child) when two tasks end together (3 in 2000 here),
+# which failed a CI run; `wait PID` on a task that has ended always gives its status
+left=("${pids[@]}")
+while [ ${#left[@]} -gt 0 ]; do
+    running=()
+    for p in "${left[@]}"; do
+        if kill -0 "$p" 2> /dev/null; then running+=("$p")
+        elif ! wait "$p"; then kill "${pids[@]}" 2> /dev/null; wait; exit 1
+        fi
+    done
+    left=("${running[@]}")
+    if [ ${#left[@]} -gt 0 ]; then sleep 0.1; fi
 done
 EOF
 chmod +x "$fake/sbatch" "$fake/srun"
