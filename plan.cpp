@@ -43,6 +43,7 @@ struct PlanConfig {
     std::string prec = "bf16";       // -prec bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: FP8 copies and scales)
     std::string fp8_recipe = "delayed";  // -fp8r delayed | current: train_gpt_fp8's scaling
     std::string matmul_algo = "heuristic";  // -ma heuristic | timed: timed's largest product's scratch outputs
+    int attention_kernel = -1;       // -ak the trainer's: 2 adds the one-kernel backward's fp32 dq
     // tensor and pipeline parallelism: a PLAN, the trainers have neither yet (-1: search)
     int tp = 1;                // -tp  tensor-parallel ranks, inside a node (-1: 1, 2, 4, 8)
     int pp = 1;                // -pp  pipeline stages (-1: every count that divides the GPUs)
@@ -72,6 +73,7 @@ static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
     ARG("-prec", ARG_STRING, prec, 0, 0, "bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: plus its FP8 scratch)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0, "train_gpt_fp8's scaling: delayed | current (its amax history)"),
     ARG("-ma", ARG_STRING, matmul_algo, 0, 0, "the trainer's -ma: heuristic | timed (plus its scratch outputs)"),
+    ARG("-ak", ARG_INT, attention_kernel, -1, 2, "the trainer's -ak: 2 adds the one-kernel attention backward's fp32 dq"),
     ARG("-tp", ARG_INT, tp, -1, 1024, "tensor-parallel ranks, inside a node (a PLAN; -1: search 1, 2, 4, 8)"),
     ARG("-pp", ARG_INT, pp, -1, 1 << 16, "pipeline stages (a PLAN; -1: search)"),
     ARG("-vp", ARG_INT, vp, -1, 1 << 16, "virtual stages a pipeline rank, interleaved 1F1B (a PLAN; -1: search)"),
@@ -318,6 +320,9 @@ static void print_detail(const Setup& s, const Choice& c) {
     if (s.trainer.timed)
         printf("  -ma timed    %12.1f MiB  the largest product's scratch outputs, while it is timed\n",
                scratch.timing / MiB);
+    if (s.trainer.attention_fused)
+        printf("  attention dq %12.1f MiB  -ak 2: the one-kernel attention backward's fp32 dq of B x T positions\n",
+               scratch.attention / MiB);
     printf("  total        %12.1f MiB  = %.2f GiB of the GPU's %.2f GiB; with %.0f%% spare the limit is %.2f GiB: %s\n",
            c.mem.total() / MiB, c.mem.total() / GiB, s.gpu->memory_mib / 1024, 100.0 * s.spare, s.limit / GiB,
            c.fits ? "fits" : "DOES NOT FIT");
@@ -498,6 +503,7 @@ static Setup make_setup(const PlanConfig& cfg, const std::string& name, const Pl
     s.trainer.fp8 = cfg.prec == "fp8";
     s.trainer.fp8_current = cfg.fp8_recipe == "current";
     s.trainer.timed = cfg.matmul_algo == "timed";
+    s.trainer.attention_fused = cfg.attention_kernel == 2;
     return s;
 }
 
@@ -511,10 +517,11 @@ static void print_assumptions(const PlanConfig& cfg) {
            "one GPU\n");
     printf("  bf16 parameters and gradients, fp32 master weights and AdamW m, v (16 bytes a parameter before sharding); "
            "B=%d, T=%s; %.0f%% of each GPU's memory spare\n", cfg.B, T, 100.0 * cfg.spare);
-    printf("  the trainer: train_gpt_%s%s -ma %s (its scratch: cuBLASLt's workspace, the encoder's buckets%s%s)\n",
+    printf("  the trainer: train_gpt_%s%s -ma %s%s (its scratch: cuBLASLt's workspace, the encoder's buckets%s%s%s)\n",
            cfg.prec.c_str(), cfg.prec == "fp8" ? (" -fp8r " + cfg.fp8_recipe).c_str() : "", cfg.matmul_algo.c_str(),
-           cfg.prec == "fp8" ? ", the FP8 copies and scales" : "",
-           cfg.matmul_algo == "timed" ? ", the largest product's timing outputs" : "");
+           cfg.attention_kernel == 2 ? " -ak 2" : "", cfg.prec == "fp8" ? ", the FP8 copies and scales" : "",
+           cfg.matmul_algo == "timed" ? ", the largest product's timing outputs" : "",
+           cfg.attention_kernel == 2 ? ", attention's fp32 dq" : "");
     printf("  compute: %.0f%% MFU of %.0f TFLOP/s dense bf16 on both GPUs (d12 B=64 T=1024 ran at 42.6%% on an H200: "
            "dev/results/2026-11-26_gpu_h200_speed_defaults.txt; ASSUMED for these shapes and for the H100)\n",
            100.0 * cfg.mfu, cfg.peak);

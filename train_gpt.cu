@@ -29,7 +29,7 @@
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
 #include "llmc/llama_cuda.cuh"  // defines: LlamaCuda, llama_cuda_forward, llama_cuda_backward, ...
 #include "llmc/model_cuda.cuh"  // defines: cuda_model_update, cuda_model_loss, cuda_model_load_state, ... (either family)
-#include "llmc/gpu_scratch.h"   // defines: encoder_buckets_device_bytes, model_matmul_timing_scratch_bytes
+#include "llmc/gpu_scratch.h"   // defines: encoder_buckets_device_bytes, model_matmul_timing_scratch_bytes, attention_dq_bytes
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
@@ -102,12 +102,13 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
         // cuBLASLt's workspace, the encoder backward's buckets and partial sums, train_gpt_fp8's
-        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers) and
-        // -ma timed's scratch outputs
+        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers),
+        // -ma timed's scratch outputs and -ak 2's fp32 dq
         p.scratch = ctx.workspace_bytes +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
-                                                 cfg.fp8_recipe == "current", tp) + timing;
+                                                 cfg.fp8_recipe == "current", tp) + timing +
+                    (cfg.attention_kernel == 2 ? (double)attention_dq_bytes(mc, (size_t)cfg.B * cfg.T, tp) : 0.0);
         return p;
     };
     size_t free_b = 0, total_b = 0;
@@ -300,11 +301,13 @@ int main(int argc, char** argv) {
         model_delete(host);
         free(host_shard);
         const auto& mc = model.config;
-        // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes)
-        const char* mma_problem = attention_mma_problem(ctx, mc.channels / mc.num_heads);
-        if (cfg.attention_kernel == 1 && mma_problem != nullptr)
-            fail("flag -ak 1: %s (head size %d here); use -ak 0", mma_problem, mc.channels / mc.num_heads);
-        ctx.attention_mma = cfg.attention_kernel == 1 || (cfg.attention_kernel == -1 && mma_problem == nullptr);
+        // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes);
+        // -ak 2 also allocates the one-kernel backward's fp32 dq, which the memory plan counted
+        const int head_size = mc.channels / mc.num_heads;
+        const char* mma_problem = attention_select(&ctx, cfg.attention_kernel, head_size,
+                                                   attention_dq_bytes(start_config, (size_t)cfg.B * cfg.T, tp));
+        if (mma_problem != nullptr)
+            fail("flag -ak %d: %s (head size %d here); use -ak 0", cfg.attention_kernel, mma_problem, head_size);
 
         // --- batch arithmetic and data
         train_data_init(&data, &cfg, mc.vocab_size, dp_rank, dp_world);  // a tensor-parallel group reads the same
@@ -366,6 +369,7 @@ int main(int argc, char** argv) {
                sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
                ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
                ctx.bias_grad_epilogue ? "in the matmul epilogue" : "by their own pass",
+               ctx.attention_dq != nullptr ? "tensor cores, one-kernel backward" :
                ctx.attention_mma ? "tensor cores" : "CUDA cores",
                peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
         train_print_plan(description, num_parameters, cfg, data, resume_step, dp_world);

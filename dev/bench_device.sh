@@ -10,7 +10,8 @@
 #                                           GEMM checks, never run on a GPU before 2026-11-27),
 #                                           then d12 B=64 (two rounds) and d48 B=8 beside llm.c
 #                                           built from LLMC_DIR without cuDNN
-#   bash dev/bench_device.sh 2              -ma timed beside -ma heuristic (d12 B=64, d48 B=8);
+#   bash dev/bench_device.sh 2              -ak 2 beside -ak 1 (d12 B=64, d48 B=8); -ma timed
+#                                           beside -ma heuristic (d12 B=64, d48 B=8);
 #                                           fp8 beside bf16 (1.2B Llama B=8, four 8B-shaped
 #                                           Llama layers B=4); dev/bench_flags.sh's d12 rows
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
@@ -104,6 +105,13 @@ if [ "$PHASE" = 1 ]; then
     [ $llmc_ok = 1 ] && llmc_row d48 d48 8
     archive
 else
+    say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
+    header
+    bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
+    bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
+    bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2
+    bench_short_row d48-ak1 d48 8 gpt2:l4c64 1 -ak 1
+    archive
     say "== -ma timed beside -ma heuristic"
     header
     bench_short_row d12-heur d12 64 gpt2:l2c64 2 -ma heuristic

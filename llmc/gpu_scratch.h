@@ -1,13 +1,13 @@
 // gpu_scratch.h: the GPU trainers' scratch beside the model's own buffers, in bytes, from the
-// configuration alone: the encoder backward's buckets, train_gpt_fp8's FP8 copies and scales, and
-// -ma timed's scratch outputs. Host arithmetic, no CUDA: the allocations (llmc/cuda/encoder.cuh,
+// configuration alone: the encoder backward's buckets, train_gpt_fp8's FP8 copies and scales,
+// -ma timed's scratch outputs and -ak 2's fp32 dq. Host arithmetic, no CUDA: the allocations (llmc/cuda/encoder.cuh,
 // fp8_linear.cuh, linear.cuh, matmul_algos.cuh), the trainers' memory plan (train_gpt.cu) and
 // ./plan (llmc/plan.h) all size them here, so that what is planned is what is allocated.
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
 //          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_state_tensors_per_linear,
 //          fp8_scaling_floats, FP8_GEMM_SCALE_STRIDE, fp8_scaling_gemm_offset, fp8_scaling_alloc_floats, fp8_linears_bytes,
 //          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, linears_fp8_bytes, matmul_timing_scratch_bytes,
-//          model_matmul_timing_scratch_bytes
+//          model_matmul_timing_scratch_bytes, attention_dq_bytes
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -173,4 +173,13 @@ inline size_t model_matmul_timing_scratch_bytes(const ModelConfig& mc, size_t BT
                          matmul_timing_scratch_bytes(l.K, l.OC, false, l.bias && bias_grad, value_bytes)});
     }
     return most;
+}
+
+// ---------------------------------------------------------------------------------------
+// -ak 2 (llmc/cuda/attention_mma.cuh, attention_backward_mma_fused): the one-kernel attention
+// backward sums dq in fp32 over BT rows of the attention's width (a rank's heads times the head
+// size: -tp splits the heads), one buffer every layer reuses.
+inline size_t attention_dq_bytes(const ModelConfig& mc, size_t BT, int tp) {
+    const size_t A = mc.family == FAMILY_LLAMA3 ? llama_dims(mc.llama, tp).A : gpt2_dims(mc.gpt2, tp, 0).A;
+    return BT * A * sizeof(float);
 }

@@ -513,8 +513,8 @@ inline void cuda_model_select_acts(M* model, int k) {
 
 // The device memory plan, one line, as allocated: recompute is the -r level the activations
 // were sized for. Its scratch: cuBLASLt's workspace, the encoder backward's buckets, train_gpt_fp8's
-// FP8 copies and scales, and under -ma timed the scratch outputs of the largest product timed
-// (allocated only while a product is timed, but then beside everything else).
+// FP8 copies and scales, under -ma timed the scratch outputs of the largest product timed
+// (allocated only while a product is timed, but then beside everything else), and -ak 2's fp32 dq.
 template <typename M>
 inline void cuda_model_print_memory(const M* model, int recompute) {
     const double MiB = 1048576.0;
@@ -530,13 +530,15 @@ inline void cuda_model_print_memory(const M* model, int recompute) {
     double fp8 = linears_allocated_bytes(model->linears) / MiB;
     const MatmulTiming* timing = model->ctx->matmul_timing;
     double timed = timing != nullptr ? timing->scratch_plan / MiB : 0.0;
-    char more[96] = "";
+    double dq = model->ctx->attention_dq_bytes / MiB;
+    char more[160] = "";
     int n = fp8 > 0 ? snprintf(more, sizeof(more), ", FP8 scratch %.1f MiB", fp8) : 0;
-    if (timing != nullptr) snprintf(more + n, sizeof(more) - n, ", -ma timed scratch %.1f MiB", timed);
+    if (timing != nullptr) n += snprintf(more + n, sizeof(more) - n, ", -ma timed scratch %.1f MiB", timed);
+    if (dq > 0) snprintf(more + n, sizeof(more) - n, ", attention dq %.1f MiB", dq);
     printf("memory plan: params %.1f MiB (%s), grads %.1f MiB, AdamW m+v %.1f MiB, master weights %.1f MiB, "
            "activations %.1f MiB (B=%d T=%d, -r %d), workspace %.1f MiB, encoder buckets %.1f MiB%s; total %.1f MiB\n",
            params, PRECISION_NAME, grads, adam, master, acts, model->B, model->T, recompute, work, enc, more,
-           params + grads + adam + master + acts + work + enc + fp8 + timed);
+           params + grads + adam + master + acts + work + enc + fp8 + timed + dq);
 }
 
 // Every device buffer and the host side of cuda_model_alloc_io (once the device is idle).

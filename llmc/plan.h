@@ -280,11 +280,12 @@ inline MemoryPlan plan_zero_memory(double n, double layer, double front_tail, in
 }
 
 // The trainer's flags beyond the layout that change what a GPU holds: which binary (train_gpt_bf16,
-// or train_gpt_fp8 and its -fp8r) and -ma. Both change only the scratch.
+// or train_gpt_fp8 and its -fp8r), -ma and -ak. They change only the scratch.
 struct PlanTrainer {
     bool fp8 = false;          // train_gpt_fp8: its FP8 copies and scales
     bool fp8_current = false;  // -fp8r current (else delayed: FP8_AMAX_HISTORY_DEFAULT steps of amaxes)
     bool timed = false;        // -ma timed: the largest product's scratch outputs, while it is timed
+    bool attention_fused = false;  // -ak 2: the one-kernel attention backward's fp32 dq
 };
 
 // Pipeline rank `rank`'s scratch beside the model's buffers, as the trainer's memory plan counts it
@@ -292,10 +293,10 @@ struct PlanTrainer {
 // backward's buckets (every rank allocates them), train_gpt_fp8's FP8 copies and scales of its
 // stage's layers (-tp: its part), and under -ma timed the largest product's scratch outputs (its
 // part; the head on the last stage), at the trainer's default epilogues (-ge 2: GELU's aux with
-// GPT-2's fc; -bg 0: no bias gradient).
+// GPT-2's fc; -bg 0: no bias gradient), and -ak 2's fp32 dq (its heads).
 struct PlanScratch {
-    double workspace = 0, encoder = 0, fp8 = 0, timing = 0;
-    double total() const { return workspace + encoder + fp8 + timing; }
+    double workspace = 0, encoder = 0, fp8 = 0, timing = 0, attention = 0;
+    double total() const { return workspace + encoder + fp8 + timing + attention; }
 };
 
 inline PlanScratch plan_scratch(const ModelConfig& c, const PlanLayout& p, int rank, int B, int T,
@@ -310,6 +311,7 @@ inline PlanScratch plan_scratch(const ModelConfig& c, const PlanLayout& p, int r
     if (t.timed)
         s.timing = (double)model_matmul_timing_scratch_bytes(c, N, p.tp, rank == p.pp - 1, true, false,
                                                              (size_t)PLAN_VALUE_BYTES.param);
+    if (t.attention_fused) s.attention = (double)attention_dq_bytes(c, N, p.tp);
     return s;
 }
 

@@ -28,11 +28,11 @@
 #                    train_gpt_fp8 (make -f cuda.mk NO_NCCL=1), train_gpt_cpu beside them 44 s
 #   pytorch          GPT-2 and Llama 3 against PyTorch's debug states (logits, loss, every
 #                    gradient, 10 AdamW steps): GPT-2 small/awkward/tiny, -r 0/1/2, -ge 2,
-#                    bf16 -ak 1; Llama gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1; 33
-#                    small programs, 8 at a time                                           9 s
+#                    bf16 -ak 1/2; Llama gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1/2;
+#                    40 small programs, 8 at a time                                        9 s
 #   vs_cpu           train_gpt_fp32/_bf16 against train_gpt_cpu, 8 steps with llm.c's flags,
-#                    every loss within 1e-6 (fp32) / 1e-4 (TF32) / 3e-2 (bf16, -ak 0 and 1):
-#                    GPT-2 (4 runs) and Llama 3 (3 runs), side by side                     2 s
+#                    every loss within 1e-6 (fp32) / 1e-4 (TF32) / 3e-2 (bf16, -ak 0/1/2):
+#                    GPT-2 (5 runs) and Llama 3 (4 runs), side by side                     2 s
 #   large            bf16, 3 steps each: llama3:l24c1024h8kv8f16384v50257 -b 8 -t 1024 (the
 #                    first H200 run stopped in its backward, whose int32 offsets wrapped) and
 #                    two layers of llama3.1:8b, llama3:l2c4096h32kv8f14336 (Llama 3's

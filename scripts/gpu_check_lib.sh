@@ -106,17 +106,18 @@ find_bench_data() {
 # (tolerances in test/test_gpt2_debug.cu and test/test_llama_debug.cu). GPT-2
 # (test/pytorch_reference.py): small, awkward and tiny at -r 1, small also at -r 0 and 2, GELU's
 # backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
-# epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1; tiny's
-# head size 8 is not one it takes). Llama 3 (test/llama_reference.py): one key/value head
-# (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama 3.1's RoPE
-# scaling (scaled); fp32, bf16, bf16 -ak 1; and recompute, -r 1 (RMSNorm, SwiGLU) and -r 2 (the
+# epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1, and -ak 2's
+# one-kernel backward; tiny's head size 8 is not one they take). Llama 3 (test/llama_reference.py):
+# one key/value head (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama
+# 3.1's RoPE scaling (scaled, T=96: two key tiles, so -ak 2's dq sums two tiles' atomics); fp32,
+# bf16, bf16 -ak 1 and 2; and recompute, -r 1 (RMSNorm, SwiGLU) and -r 2 (the
 # whole layer), which must also give -r 0's gradients bit for bit. Small programs, so they run
 # side by side.
 pytorch_jobs() {
     local prec cfgs cfg levels r run
     for prec in fp32 bf16; do
         cfgs="small awkward tiny small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1"
-        [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1"
+        [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1 small-ak2 awkward-ak2"
         for cfg in $cfgs; do
             levels="1"
             [ "$cfg" = small ] && levels="0 1 2"
@@ -125,7 +126,7 @@ pytorch_jobs() {
             for r in $levels; do echo "gpt2 $prec $cfg $r"; done
         done
     done
-    for run in "fp32 0" "bf16 0" "bf16 1"; do
+    for run in "fp32 0" "bf16 0" "bf16 1" "bf16 2"; do
         for cfg in gqa1 odd gqa2 hs128 scaled; do echo "llama ${run% *} $cfg ${run#* }"; done
     done
     echo "llama fp32 gqa1-r1 0"; echo "llama fp32 gqa2-r2 0"; echo "llama bf16 gqa2-r2 1"
@@ -135,7 +136,7 @@ pytorch_one() {
     local fam=$1 prec=$2 cfg=$3 x=$4 name bin log args f rc nok nfail
     if [ "$fam" = gpt2 ]; then
         local base=${cfg%%-*} ak=0 ge=1 bg=0
-        case "$cfg" in *-ak1) ak=1 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
+        case "$cfg" in *-ak1) ak=1 ;; *-ak2) ak=2 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
         name="pytorch $cfg -r $x $prec"
         bin=$DEBUG_DIR/test_gpt2_debug_$prec
         log="$LOGDIR/pytorch_${cfg}_r${x}_${prec}.log"
@@ -177,9 +178,9 @@ part_pytorch() {
 # vs_cpu: train_gpt_cpu and the GPU trainers on the same files with llm.c's flags (no warmup,
 # constant lr, no weight decay, no val/samples/checkpoints): every step's loss in main.log
 # within 1e-6 relative (fp32 with TF32 off), 1e-4 (fp32 with TF32 matmuls, the default: inputs
-# rounded to 10 mantissa bits) or 3e-2 (bf16, with -ak 0 and -ak 1). GPT-2: the resume model;
+# rounded to 10 mantissa bits) or 3e-2 (bf16, with -ak 0, 1 and 2). GPT-2: the resume model;
 # Llama 3: llama_reference.py's gqa1 (GQA 4/1, untied head) through ./import_hf
-# (scripts/make_gpu_inputs.sh), fp32 with TF32 off and bf16 with -ak 0 and 1.
+# (scripts/make_gpu_inputs.sh), fp32 with TF32 off and bf16 with -ak 0, 1 and 2.
 vs_cpu_flags() {  # vs_cpu_flags gpt2|llama: the model and llm.c's flags, one a line
     local model="$GPU_INPUTS/resume/model.bin"
     [ "$1" = llama ] && model="$GPU_INPUTS/llama/gqa1_model.bin"
@@ -203,7 +204,8 @@ part_vs_cpu() {
         return
     fi
     local runs=("gpt2 fp32 0 0 1e-6" "gpt2 fp32 0 1 1e-4" "gpt2 bf16 0 1 3e-2" "gpt2 bf16 1 1 3e-2"
-                "llama fp32 0 0 1e-6" "llama bf16 0 1 3e-2" "llama bf16 1 1 3e-2")
+                "gpt2 bf16 2 1 3e-2" "llama fp32 0 0 1e-6" "llama bf16 0 1 3e-2" "llama bf16 1 1 3e-2"
+                "llama bf16 2 1 3e-2")
     for fam in gpt2 llama; do
         mapfile -t flags < <(vs_cpu_flags "$fam")
         OMP_NUM_THREADS=2 timeout -k 10 300 ./train_gpt_cpu "${flags[@]}" -o "$out/${fam}_cpu" > "$out/${fam}_cpu.stdout" 2>&1

@@ -1,7 +1,7 @@
 // test_gpt2_debug.cu: the GPU model against PyTorch, as test_gpt2_debug.cpp does for the
 // CPU. Reads a model file and a debug state written by test/pytorch_reference.py, then
 // checks logits, loss, every gradient tensor and the losses of 10 AdamW steps with clipping.
-// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1]
+// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2]
 //                                         [GELU fusion 0|1|2]
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
@@ -29,7 +29,7 @@ static void info(const char* what, double value) { printf("info %-34s %.3e\n", w
 
 int main(int argc, char** argv) {
     CHECK(argc >= 3 && argc <= 7,
-          "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1] [GELU fusion 0|1|2] "
+          "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2] [GELU fusion 0|1|2] "
           "[bias-gradient epilogue 0|1]",
           argv[0]);
     int recompute = argc >= 4 ? atoi(argv[3]) : 1;
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     CHECK(bias_grad_epilogue == 0 || bias_grad_epilogue == 1, "bias-gradient epilogue %d", bias_grad_epilogue);
     CHECK(gelu_fusion >= 0 && gelu_fusion <= 2, "GELU fusion %d", gelu_fusion);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
-    CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
+    CHECK(attention_kernel >= 0 && attention_kernel <= 2, "attention kernel %d", attention_kernel);
     const bool bf16 = sizeof(floatX) == 2;
 
     GPT2 host;
@@ -61,13 +61,12 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
-    ctx.attention_mma = attention_kernel == 1;
     ctx.gelu_fusion = gelu_fusion;
     ctx.bias_grad_epilogue = bias_grad_epilogue == 1;
-    if (ctx.attention_mma) {
-        const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
-        CHECK(problem == nullptr, "attention kernel 1: %s", problem);
-    }
+    // -ak 2: the one-kernel backward's fp32 dq, B*T rows of the attention's width (NH * HS = C)
+    const char* problem = attention_select(&ctx, attention_kernel, c.channels / c.num_heads,
+                                           BT * c.channels * sizeof(float));
+    CHECK(problem == nullptr, "attention kernel %d: %s", attention_kernel, problem);
     printf("%s on %s: config L=%d C=%d NH=%d V=%d Vp=%d maxT=%d, B=%d T=%d; lr %g wd %g clip %g; -r %d, -ak %d\n",
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, V, c.padded_vocab_size,
            c.max_seq_len, B, T, lr, wd, clip, recompute, attention_kernel);

@@ -2,9 +2,10 @@
 // test_llama_debug.cpp does for the CPU. Reads a debug state written by test/llama_reference.py
 // (read by test/llama_debug_state.h) and checks logits, loss, every gradient tensor and
 // the losses and gradient norms of 10 AdamW steps with clipping.
-// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1] [recompute 0|1|2]
+// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1|2] [recompute 0|1|2]
 // With recompute 1 or 2 (llmc/llama_cuda.cuh) the checks run at that level, and the first
-// backward's gradients must also be -r 0's bit for bit.
+// backward's gradients must also be -r 0's bit for bit. Attention kernel 2 (-ak 2, dq summed by
+// atomics) loosens that, and the sink's check, to 1% of the largest gradient.
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
 //   fp32: the CPU model's (test/debug_checks.h): logits max error over the largest logit
@@ -41,6 +42,28 @@ struct PackedSink : GradSinkOf<floatX> {
     void backward_done() override { in_order &= expect_next == -1; }
 };
 
+// Two backward passes' gradients: bit for bit the same, except under -ak 2 (ctx.attention_dq),
+// whose dq sums by atomics in the order the key tiles finish (not reproducible on a GPU): there
+// every value within 1% of the largest gradient
+static void expect_same_grads(const CudaContext& ctx, const std::vector<float>& got, const std::vector<float>& want,
+                              const char* what) {
+    char label[96];
+    if (ctx.attention_dq == nullptr) {
+        size_t differ = 0;
+        for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
+        snprintf(label, sizeof(label), "%s, bit for bit", what);
+        debug_expect(differ == 0, label, (double)differ, 0.0);
+        return;
+    }
+    double most = 0.0, largest = 0.0;
+    for (size_t i = 0; i < got.size(); i++) {
+        most = std::fmax(most, std::fabs((double)got[i] - want[i]));
+        largest = std::fmax(largest, std::fabs((double)want[i]));
+    }
+    snprintf(label, sizeof(label), "%s (-ak 2: within 1%% of the largest)", what);
+    debug_expect(most <= 1e-2 * largest, label, largest > 0 ? most / largest : most, 1e-2);
+}
+
 // The gradients of one backward through a PackedSink must equal, bit for bit, those of one
 // without: the per-layer rows from the sink's slots, the rest from the gradient buffer.
 static void check_sink(LlamaCuda* model, const LlamaDebug& d, const std::vector<float>& want) {
@@ -65,18 +88,16 @@ static void check_sink(LlamaCuda* model, const LlamaDebug& d, const std::vector<
         for (int i = 0; i < LLAMA_NUM_LAYER_TENSORS; i++)
             memcpy(placed[i], packed[i], model->tensors[1 + i].numel / L * sizeof(float));
     }
-    size_t differ = 0;
-    for (size_t i = 0; i < got.size(); i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
     debug_expect(sink.in_order, "sink: told in order", sink.in_order ? 0.0 : 1.0, 0.0);
-    debug_expect(differ == 0, "sink: gradients bit-identical", (double)differ, 0.0);
+    expect_same_grads(*model->ctx, got, want, "sink: gradients the same");
     CHECK_CUDA(cudaFree(sink.slots));
 }
 
 int main(int argc, char** argv) {
-    CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1] [recompute 0|1|2]", argv[0]);
+    CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1|2] [recompute 0|1|2]", argv[0]);
     const int attention_kernel = argc >= 3 ? atoi(argv[2]) : 0;
     const int recompute = argc == 4 ? atoi(argv[3]) : 0;
-    CHECK(attention_kernel == 0 || attention_kernel == 1, "attention kernel %d", attention_kernel);
+    CHECK(attention_kernel >= 0 && attention_kernel <= 2, "attention kernel %d", attention_kernel);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     const bool bf16 = sizeof(floatX) == 2;
     Llama host;
@@ -89,11 +110,10 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
-    ctx.attention_mma = attention_kernel == 1;
-    if (ctx.attention_mma) {
-        const char* problem = attention_mma_problem(ctx, c.channels / c.num_heads);
-        CHECK(problem == nullptr, "attention kernel 1: %s", problem);
-    }
+    // -ak 2: the one-kernel backward's fp32 dq, B*T rows of the attention's width (NH * HS = C)
+    const char* problem = attention_select(&ctx, attention_kernel, c.channels / c.num_heads,
+                                           BT * c.channels * sizeof(float));
+    CHECK(problem == nullptr, "attention kernel %d: %s", attention_kernel, problem);
     printf("%s on %s: config L=%d C=%d NH=%d NKV=%d F=%d V=%d Vp=%d maxT=%d scaling %g, B=%d T=%d; clip %g; -ak %d -r %d\n",
            PRECISION_NAME, ctx.props.name, c.num_layers, c.channels, c.num_heads, c.num_kv_heads, c.ffn_hidden, V, Vp,
            c.max_seq_len, c.rope_scaling.factor, B, T, d.grad_clip, attention_kernel, recompute);
@@ -150,9 +170,7 @@ int main(int argc, char** argv) {
         llama_cuda_backward(&keep);
         std::vector<float> want(n);
         llama_cuda_download_grads(&keep, want.data());
-        size_t differ = 0;
-        for (size_t i = 0; i < n; i++) differ += memcmp(&got[i], &want[i], sizeof(float)) != 0;
-        debug_expect(differ == 0, "gradients = -r 0's bits", (double)differ, 0.0);
+        expect_same_grads(ctx, got, want, "gradients = -r 0's");
         llama_cuda_free(&keep);
     }
     llama_free(&host);

@@ -5,7 +5,7 @@
 # 96 heads, context 2,048, GPT-2's vocabulary 50,257 padded to 50,304): the memory per GPU of
 # five configurations, part by part (the scratch too: cuBLASLt's workspace and the encoder
 # backward's buckets, and in two more train_gpt_fp8's FP8 copies and scales, -prec fp8, and -ma
-# timed's largest product, all from the shapes), the bytes each GPU sends per step, and one
+# timed's largest product and -ak 2's fp32 dq, all from the shapes), the bytes each GPU sends per step, and one
 # compute time, within 0.1% (or the last printed digit); then what the search must find (70B
 # needs at least as many H100s as H200s, the count below the smallest does not fit, 405B fits on
 # 8 H100s at no ZeRO stage), the table, and the bad-flag errors. Then tensor and pipeline parallelism, which the trainers do not have
@@ -16,7 +16,7 @@
 # the layout table (the best found no slower than MLPerf's layout, which the search includes);
 # the bad layouts. Then ./plan against the trainers themselves: the emulated train_gpt_bf16 and
 # train_gpt_fp8's start-up memory line (GPT-2 d12 and a small Llama, -r 0/1/2, -ma timed, -fp8r
-# current) part by part as ./plan prints the same flags. Exits 0 when every check passes, 1
+# current, -ak 2) part by part as ./plan prints the same flags. Exits 0 when every check passes, 1
 # otherwise.
 set -u
 cd "$(dirname "$0")/.."
@@ -169,6 +169,8 @@ def expected(name, W, z, r, B, T, tokens, trainer=()):
         mem["fp8"] = fp8_scratch(m, B * T, "current" in trainer)
     if "timed" in trainer:
         mem["-ma timed"] = timing_scratch(m, B * T)
+    if "-ak" in trainer:  # -ak 2: attention's dq in fp32, B x T rows of the query heads (NH x HS = C)
+        mem["attention dq"] = F32 * B * T * m["C"]
     mem["total"] = sum(mem.values())
     accum = -(-tokens // (W * B * T))
     part = (W - 1) / W
@@ -192,7 +194,7 @@ CASES = [  # model, GPU, GPUs, ZeRO, recompute, B, T, tokens per step (the defau
     ("gpt3:c12288", "h200", 16, 1, 2, 2, 2048, 2097152),
     # train_gpt_fp8 and -ma timed: Llama's widest linear is gate/up (2F), its largest product the
     # logits (Vp x N); GPT-3's fc (4C), its largest product the head's gradient (C x Vp)
-    ("llama3.1:8b", "h200", 8, 1, 1, 1, 8192, 4194304, "-prec", "fp8", "-ma", "timed"),
+    ("llama3.1:8b", "h200", 8, 1, 1, 1, 8192, 4194304, "-prec", "fp8", "-ma", "timed", "-ak", "2"),
     ("gpt3:c12288", "h200", 64, 3, 1, 1, 2048, 2097152, "-prec", "fp8", "-fp8r", "current", "-ma", "timed"),
 ]
 for name, gpu, W, z, r, B, T, tokens, *trainer in CASES:
@@ -361,10 +363,11 @@ with open(shard, "wb") as f:
     f.write(struct.pack("<5000H", *[(7 * i) % 300 for i in range(5000)]))
 LABELS = {"params": "params", "grads": "grads", "AdamW m+v": "adamw", "master weights": "master",
           "activations": "activations", "workspace": "workspace", "encoder buckets": "encoder", "FP8 scratch": "fp8",
-          "-ma timed scratch": "-ma timed", "total": "total"}
+          "-ma timed scratch": "-ma timed", "attention dq": "attention dq", "total": "total"}
 RUNS = [  # binary, model, B, T, -r, trainer flags
     ("bf16", "gpt2:d12", 4, 256, 0, []),
-    ("bf16", "llama3:l2c256h4kv2f704", 2, 256, 1, ["-ma", "timed"]),
+    ("bf16", "llama3:l2c256h4kv2f704", 2, 256, 1, ["-ma", "timed", "-ak", "2"]),
+    ("bf16", "gpt2:d12", 4, 256, 0, ["-ak", "2"]),
     ("fp8", "gpt2:d12", 4, 256, 2, ["-ma", "timed"]),
     ("fp8", "llama3:l2c256h4kv2f704", 2, 256, 0, ["-fp8r", "current"]),
 ]
@@ -379,7 +382,8 @@ for prec, model, B, T, r, flags in RUNS:
     out = plan("-e", model, "-gpu", "h100", "-n", "1", "-z", "0", "-b", str(B), "-t", str(T), "-r", str(r),
                "-prec", prec, *flags)
     planned = {part: number(out, part, "MiB") for part in LABELS.values() if number(out, part, "MiB") is not None}
-    wanted = {"encoder"} | ({"fp8"} if prec == "fp8" else set()) | ({"-ma timed"} if "timed" in flags else set())
+    wanted = {"encoder"} | ({"fp8"} if prec == "fp8" else set()) | ({"-ma timed"} if "timed" in flags else set()) \
+        | ({"attention dq"} if "-ak" in flags else set())
     check(run.returncode == 0 and len(said) >= 8 and said == planned and wanted <= set(said),
           f"{tag}: ./plan prints the trainer's plan: {said if said == planned else (said, planned)}")
 

@@ -2,12 +2,12 @@
 // attention_forward and attention_backward in attention.cuh, with every product (Q K^T, P V,
 // dO V^T, dS K, P^T dO, dS^T Q) an mma.sync m16n8k16 of bf16 tiles accumulated in fp32, laid
 // out as flash-attention 2 (Dao, 2023) does it. The bf16 trainer's attention wherever it
-// applies (-ak -1, the default; -ak 1 insists, -ak 0 takes attention.cuh's): it has passed
-// every check on the emulated GPU (llmc/emu) and has not yet run on a real one.
-// dev/cuda/attention.cu checks it against the CPU reference and times it next to the
-// CUDA-core kernels.
+// applies (-ak -1, the default; -ak 1 insists, -ak 0 takes attention.cuh's; -ak 2 is -ak 1 with
+// the one-kernel backward below): it passes PyTorch's debug states on an H200 and on the
+// emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU reference and times it
+// next to the CUDA-core kernels.
 // defines: attention_forward_mma, attention_backward_mma, attention_backward_mma_fused, attention_mma_supported,
-//          attention_forward_chosen, attention_backward_chosen, attention_mma_problem
+//          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select
 //
 // Tiles of 64 rows (queries or keys) x HS sit in shared memory as bf16, rows padded to HS+8:
 // a row is then an odd number of 16-byte units, so the 8 row addresses of one ldmatrix phase
@@ -45,9 +45,9 @@
 //     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
 // Every output element has one writer, and every sum runs in a fixed order (tiles ascending,
 // 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
-// (attention_backward_mma_fused, a variant for dev/cuda/attention: no dq kernel, each dk/dv block
-// adding its dS K to an fp32 dq by atomics, as flash-attention 2 does; 5 tile products instead of
-// 7, and not bitwise reproducible.)
+// (attention_backward_mma_fused, -ak 2: no dq kernel, each dk/dv block adding its dS K to an fp32
+// dq by atomics, as flash-attention 2 does; 5 tile products instead of 7, and not bitwise
+// reproducible.)
 // Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
 // 104,448; dk/dv 6 tiles and P^T, dS^T, 74,752 / 123,904: above the 48 KB default mostly, so
 // the launchers raise the kernels' limit. ptxas (CUDA 13.0, sm_90), no spills at any head size;
@@ -62,7 +62,7 @@
 // (those ATTENTION_CASES_16_TO_128 compiles: 112 is not among them)
 inline bool attention_mma_supported(int HS) { return HS % 16 == 0 && HS >= 16 && HS <= 128 && HS != 112; }
 
-// Why the tensor-core attention (-ak 1) cannot run here; nullptr when it can.
+// Why the tensor-core attention (-ak 1, 2) cannot run here; nullptr when it can.
 inline const char* attention_mma_problem(const CudaContext& ctx, int head_size) {
     if (sizeof(floatX) != 2) return "the tensor-core attention is in the bf16 build only";
     if (!attention_mma_supported(head_size))
@@ -750,11 +750,9 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
 // attention_backward_mma's contract with dq computed inside the dk/dv kernel, as flash-attention
 // 2 does: 5 tile products a pair of tiles instead of 7 (the dq kernel recomputes S and dP). Each
 // key tile adds its part of dq to dq_accum (B*T*C floats, the caller's, zeroed here) by fp32
-// atomics, in the order the tiles happen to finish: not bitwise reproducible, so not the
-// trainer's. dev/cuda/attention checks it against the CPU reference and times it beside
-// attention_backward_mma (PREDICTED faster where the atomics are cheap; not yet run on a GPU). A
-// template only so that the programs that call it alone compile its kernels (not the trainers).
-template <bool FUSED = true>
+// atomics, in the order the tiles happen to finish: not bitwise reproducible, so the trainer's
+// only when asked (-ak 2). dev/cuda/attention checks it against the CPU reference and times it
+// beside attention_backward_mma (PREDICTED faster where the atomics are cheap; not yet run on a GPU).
 inline void attention_backward_mma_fused(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                          const floatX* out, const float* lse, float* dq_accum, int B, int T, int C,
                                          int NH) {
@@ -795,7 +793,28 @@ inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float*
 inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int C, int NH) {
 #ifdef ENABLE_BF16
+    if (ctx.attention_mma && ctx.attention_dq != nullptr) {
+        CHECK((size_t)B * T * C * sizeof(float) <= ctx.attention_dq_bytes, "-ak 2: dq of B=%d T=%d C=%d does not fit "
+              "its %zu bytes", B, T, C, ctx.attention_dq_bytes);
+        return attention_backward_mma_fused(ctx, dqkv, dout, qkv, out, lse, ctx.attention_dq, B, T, C, NH);
+    }
     if (ctx.attention_mma) return attention_backward_mma(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
 #endif
     attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+}
+
+// -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores, 2 tensor cores
+// with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T times the
+// attention width) it allocates; -1 tensor cores where they apply. Returns why -ak 1 or 2 cannot
+// run here (the caller stops), or nullptr.
+inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
+    const char* problem = attention_mma_problem(*ctx, head_size);
+    if (kernel >= 1 && problem != nullptr) return problem;
+    ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
+    if (kernel == 2) {
+        CHECK(ctx->attention_dq == nullptr, "attention_select: dq already allocated");
+        CHECK_CUDA(cudaMalloc(&ctx->attention_dq, dq_bytes));
+        ctx->attention_dq_bytes = dq_bytes;
+    }
+    return nullptr;
 }

@@ -83,7 +83,10 @@ struct CudaContext {
     bool bias_grad_epilogue;   // bias gradients in the weight gradient's cuBLASLt epilogue (-bg)
     void* bias_grad;           // where that epilogue writes (CUDA_BIAS_GRAD_BYTES), apart from
                                // the workspace, which the same matmul uses
-    bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1
+    bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1 and 2
+    float* attention_dq;       // -ak 2: the one-kernel backward's fp32 dq (attention_dq_bytes),
+                               // nullptr otherwise (attention_select allocates it)
+    size_t attention_dq_bytes;
     PhaseTimer* phases;        // -pb 1: phase_mark records events here (nullptr: off)
     std::vector<MatmulAlgo>* matmul_algos;  // the heuristic's answers so far (a few dozen shapes)
     MatmulTiming* matmul_timing;  // -ma timed: each key's algorithm timed from the heuristic's
@@ -111,6 +114,8 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->bias_grad_epilogue = false;
     CHECK_CUDA(cudaMalloc(&ctx->bias_grad, CUDA_BIAS_GRAD_BYTES));
     ctx->attention_mma = false;
+    ctx->attention_dq = nullptr;
+    ctx->attention_dq_bytes = 0;
     ctx->phases = nullptr;
     ctx->matmul_algos = new std::vector<MatmulAlgo>();
     ctx->matmul_timing = nullptr;
@@ -120,12 +125,14 @@ inline void cuda_context_free(CudaContext* ctx) {
     CHECK_CUDA(cudaStreamSynchronize(ctx->stream));
     CHECK_CUDA(cudaFree(ctx->workspace));
     CHECK_CUDA(cudaFree(ctx->bias_grad));
+    if (ctx->attention_dq != nullptr) CHECK_CUDA(cudaFree(ctx->attention_dq));
     CHECK_CUBLAS(cublasLtDestroy(ctx->lt));
     CHECK_CUDA(cudaStreamDestroy(ctx->stream));
     delete ctx->matmul_algos;
     ctx->matmul_algos = nullptr;
     ctx->workspace = nullptr;
     ctx->bias_grad = nullptr;
+    ctx->attention_dq = nullptr;
 }
 
 // ---------------------------------------------------------------------------------------
