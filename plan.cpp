@@ -311,7 +311,7 @@ static void print_detail(const Setup& s, const Choice& c) {
         printf("  activations  %12.1f MiB  -r %d: %s\n", c.mem.activations / MiB, c.r, recompute_what(s, c.r));
     }
     const PlanScratch scratch = plan_scratch(s.model, l, c.heavy, s.B, s.T, s.trainer);
-    printf("  workspace    %12.1f MiB  cuBLASLt\n", scratch.workspace / MiB);
+    printf("  workspace    %12.1f MiB  cuBLASLt's, and the bias-gradient epilogue's output\n", scratch.workspace / MiB);
     printf("  encoder      %12.1f MiB  the encoder backward's buckets and partial sums of B x T positions\n",
            scratch.encoder / MiB);
     if (s.trainer.fp8)

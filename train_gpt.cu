@@ -101,10 +101,10 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
-        // cuBLASLt's workspace, the encoder backward's buckets and partial sums, train_gpt_fp8's
+        // cuBLASLt's workspace (and -bg 1's output), the encoder backward's buckets and partial sums, train_gpt_fp8's
         // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers),
         // -ma timed's scratch outputs and -ak 2's fp32 dq
-        p.scratch = ctx.workspace_bytes +
+        p.scratch = cuda_context_bytes(ctx) +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
                                                  cfg.fp8_recipe == "current", tp) + timing +

@@ -512,7 +512,7 @@ inline void cuda_model_select_acts(M* model, int k) {
 }
 
 // The device memory plan, one line, as allocated: recompute is the -r level the activations
-// were sized for. Its scratch: cuBLASLt's workspace, the encoder backward's buckets, train_gpt_fp8's
+// were sized for. Its scratch: cuBLASLt's workspace (with the bias-gradient epilogue's output), the encoder backward's buckets, train_gpt_fp8's
 // FP8 copies and scales, under -ma timed the scratch outputs of the largest product timed
 // (allocated only while a product is timed, but then beside everything else), and -ak 2's fp32 dq.
 template <typename M>
@@ -525,7 +525,7 @@ inline void cuda_model_print_memory(const M* model, int recompute) {
         (model->grads_len + model->grad_slots_len + (model->grad_shard ? z.shard : 0)) * sizeof(floatX) / MiB;
     double adam = 2.0 * z.opt_count() * sizeof(float) / MiB;
     double master = model->master ? z.opt_count() * sizeof(float) / MiB : 0.0, acts = model->acts_bytes / MiB;
-    double work = model->ctx->workspace_bytes / MiB;
+    double work = cuda_context_bytes(*model->ctx) / MiB;  // cuBLASLt's, and -bg 1's output
     double enc = encoder_buckets_device_bytes((size_t)model->B * model->T, model->config.channels) / MiB;
     double fp8 = linears_allocated_bytes(model->linears) / MiB;
     const MatmulTiming* timing = model->ctx->matmul_timing;

@@ -31,8 +31,9 @@
 // The GPU trainer in bf16 with fp32 master weights (-w 1): parameters and gradients 2 bytes a
 // value, the master copy 4; AdamW's m and v are fp32 whatever the build (model_memory_plan).
 const ValueBytes PLAN_VALUE_BYTES = {2, 2, 4};
-// cuBLASLt's workspace, allocated once per GPU (llmc/cuda/common.cuh: CUDA_WORKSPACE_BYTES)
-constexpr double PLAN_WORKSPACE_BYTES = 32.0 * 1048576.0;
+// cuBLASLt's workspace and the bias-gradient epilogue's output, allocated once per GPU
+// (llmc/cuda/common.cuh: CUDA_WORKSPACE_BYTES + CUDA_BIAS_GRAD_BYTES, cuda_context_bytes)
+constexpr double PLAN_WORKSPACE_BYTES = 32.0 * 1048576.0 + 256.0 * 1024.0;
 
 // ---------------------------------------------------------------------------------------
 // Tensor and pipeline parallelism, Megatron-LM's way (Shoeybi et al. 2019, arXiv:1909.08053;

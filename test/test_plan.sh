@@ -54,6 +54,7 @@ def number(out, label, unit):
     return float(m.group(1)) if m else None
 
 MiB, GB = 1048576.0, 1e9
+WORKSPACE = 32 * MiB + 256 * 1024  # cuBLASLt's 32 MiB and the bias-gradient epilogue's 64K fp32 values
 BF16, F32, I32 = 2, 4, 4
 def r256(nbytes):  # the trainers carve each buffer on 256 bytes (model_cuda.cuh)
     return -(-nbytes // 256) * 256
@@ -164,7 +165,7 @@ def expected(name, W, z, r, B, T, tokens, trainer=()):
     m = MODELS[name]
     n, L, layer, ft = m["n"], m["L"], m["layer"], m["front_tail"]
     mem, padded = zero_memory(n, layer, ft, W, z)
-    mem.update({"activations": activations(m, B, T, r), "workspace": 32 * MiB, "encoder": encoder(B * T, m["C"])})
+    mem.update({"activations": activations(m, B, T, r), "workspace": WORKSPACE, "encoder": encoder(B * T, m["C"])})
     if "fp8" in trainer:
         mem["fp8"] = fp8_scratch(m, B * T, "current" in trainer)
     if "timed" in trainer:
@@ -278,7 +279,7 @@ for name, gpu, W, tp, pp, vp, sp, z, r, stages, slowest, sends, collectives in L
         flight = min(pp - rank, micro) if vp == 1 else min(2 * (pp - rank - 1) + (vp - 1) * pp + 1, micro * vp)
         mem, _ = zero_memory(layers * layer + held, layer, held, dp, z)
         mem["activations"] = activations(m, B, T, r, tp, sp == 1, cdiv(flight * layers, vp), flight, rank == pp - 1)
-        mem["workspace"] = 32 * MiB
+        mem["workspace"] = WORKSPACE
         mem["encoder"] = encoder(B * T, C)
         mem["total"] = sum(mem.values())
         mems.append(mem)

@@ -97,6 +97,9 @@ struct CudaContext {
 constexpr size_t CUDA_WORKSPACE_BYTES = 32u << 20;
 // the bias-gradient epilogue's output: 64K fp32 values, a bias of up to 65,536 (4C at C=16,384)
 constexpr size_t CUDA_BIAS_GRAD_BYTES = 256u << 10;
+// What a context allocates (the workspace and the bias-gradient epilogue's output), as the memory
+// plans count it (train_gpt.cu, cuda_model_print_memory; llmc/plan.h's PLAN_WORKSPACE_BYTES)
+inline size_t cuda_context_bytes(const CudaContext& ctx) { return ctx.workspace_bytes + CUDA_BIAS_GRAD_BYTES; }
 // the dynamic shared memory a launch may use without cudaFuncSetAttribute raising it
 constexpr size_t CUDA_SMEM_DEFAULT_LIMIT = 48u << 10;
 
