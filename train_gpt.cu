@@ -29,7 +29,7 @@
 #include "llmc/gpt2_cuda.cuh"   // defines: GPT2Cuda, gpt2_cuda_forward, gpt2_cuda_backward, gpt2_cuda_update, ...
 #include "llmc/llama_cuda.cuh"  // defines: LlamaCuda, llama_cuda_forward, llama_cuda_backward, ...
 #include "llmc/model_cuda.cuh"  // defines: cuda_model_update, cuda_model_loss, cuda_model_load_state, ... (either family)
-#include "llmc/gpu_scratch.h"   // defines: encoder_buckets_device_bytes, model_matmul_timing_scratch_bytes, attention_dq_bytes
+#include "llmc/gpu_scratch.h"   // defines: encoder_buckets_device_bytes, attention_dq_bytes, ...
 #include "llmc/faults.h"        // defines: preempt_install_handlers, FaultInject, fault_inject_from_env
 #include "llmc/comm.h"          // defines: Comm, comm_init, comm_sum, comm_free
 #include "llmc/zero.h"          // defines: ZeroLayout, zero_layout, zero_comm_bytes_per_step, zero_stage_name
@@ -101,9 +101,9 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
         p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
                                                    : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
-        // cuBLASLt's workspace (and -bg 1's output), the encoder backward's buckets and partial sums, train_gpt_fp8's
-        // FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its stage's layers),
-        // -ma timed's scratch outputs and -ak 2's fp32 dq
+        // cuBLASLt's workspace (and -bg 1's output), the encoder backward's buckets and partial
+        // sums, train_gpt_fp8's FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its
+        // stage's layers), -ma timed's scratch outputs and -ak 2's fp32 dq
         p.scratch = cuda_context_bytes(ctx) +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,

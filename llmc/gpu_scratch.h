@@ -1,8 +1,9 @@
 // gpu_scratch.h: the GPU trainers' scratch beside the model's own buffers, in bytes, from the
 // configuration alone: the encoder backward's buckets, train_gpt_fp8's FP8 copies and scales,
-// -ma timed's scratch outputs and -ak 2's fp32 dq. Host arithmetic, no CUDA: the allocations (llmc/cuda/encoder.cuh,
-// fp8_linear.cuh, linear.cuh, matmul_algos.cuh), the trainers' memory plan (train_gpt.cu) and
-// ./plan (llmc/plan.h) all size them here, so that what is planned is what is allocated.
+// -ma timed's scratch outputs and -ak 2's fp32 dq. Host arithmetic, no CUDA: the allocations
+// (llmc/cuda/encoder.cuh, fp8_linear.cuh, linear.cuh, matmul_algos.cuh, attention_mma.cuh), the
+// trainers' memory plan (train_gpt.cu) and ./plan (llmc/plan.h) all size them here, so that what
+// is planned is what is allocated.
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
 //          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_state_tensors_per_linear,
 //          fp8_scaling_floats, FP8_GEMM_SCALE_STRIDE, fp8_scaling_gemm_offset, fp8_scaling_alloc_floats, fp8_linears_bytes,

@@ -512,9 +512,10 @@ inline void cuda_model_select_acts(M* model, int k) {
 }
 
 // The device memory plan, one line, as allocated: recompute is the -r level the activations
-// were sized for. Its scratch: cuBLASLt's workspace (with the bias-gradient epilogue's output), the encoder backward's buckets, train_gpt_fp8's
-// FP8 copies and scales, under -ma timed the scratch outputs of the largest product timed
-// (allocated only while a product is timed, but then beside everything else), and -ak 2's fp32 dq.
+// were sized for. Its scratch: cuBLASLt's workspace (with the bias-gradient epilogue's output),
+// the encoder backward's buckets, train_gpt_fp8's FP8 copies and scales, under -ma timed the
+// scratch outputs of the largest product timed (allocated only while a product is timed, but
+// then beside everything else), and -ak 2's fp32 dq.
 template <typename M>
 inline void cuda_model_print_memory(const M* model, int recompute) {
     const double MiB = 1048576.0;
