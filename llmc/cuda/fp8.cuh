@@ -141,6 +141,8 @@ inline void fp8_cast_launch(const CudaContext& ctx, Tout* out, float* amax, floa
 // back to in's values, stored with the data so that a later scale update does not change what
 // out means (the GEMM's scale pointer). scale, amax and scale_inv are device floats, read and
 // written on ctx.stream: no host synchronisation. in and out 16-byte aligned; uses ctx.workspace.
+// (A scale_inv inside an Fp8Scaling has a copy the GEMMs read, which this does not write: after
+// casting into one, fp8_scaling_copy_gemm. The trainers pass nullptr; the update kernel writes both.)
 template <typename Tout, typename Tin>
 inline void fp8_cast(const CudaContext& ctx, Tout* out, float* amax, float* scale_inv, const Tin* in,
                      const float* scale, size_t n) {
