@@ -177,7 +177,7 @@ inline size_t model_matmul_timing_scratch_bytes(const ModelConfig& mc, size_t BT
 }
 
 // ---------------------------------------------------------------------------------------
-// -ak 2 (llmc/cuda/attention_mma.cuh, attention_backward_mma_fused): the one-kernel attention
+// -ak 2 (llmc/cuda/attention_mma.cuh, attention_backward_mma with dq_accum): the one-kernel
 // backward sums dq in fp32 over BT rows of the attention's width (a rank's heads times the head
 // size: -tp splits the heads), one buffer every layer reuses.
 inline size_t attention_dq_bytes(const ModelConfig& mc, size_t BT, int tp) {

@@ -178,7 +178,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         float* d_dq_accum;
         CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
         CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
-        attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+        attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         std::vector<float> got_fused = dev_download(d_dqkv, n_qkv);
         check_dqkv("attention_backward_mma_fused", w, got_fused, ref_dqkv, (size_t)B * T, C, tb);
@@ -189,7 +189,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         dev_expect("attention_backward_mma_fused", (w + " dk and dv bit for bit attention_backward_mma's").c_str(), same_kv);
         if (bench) {
             float ms = bench_ms(ctx, 10, [&] {
-                attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+                attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
             });
             dev_report_tflops("attention_backward_mma_fused", "gpt2", 2.5 * fwd_flops, ms);
         }
@@ -245,7 +245,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         float* d_dq_accum;
         CHECK_CUDA(cudaMalloc(&d_dq_accum, (size_t)B * T * C * sizeof(float)));
         ms = bench_ms(ctx, reps, [&] {
-            attention_backward_mma_fused(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, d_dq_accum, B, T, C, NH);
+            attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
         });
         dev_report_tflops("attention_backward_mma_fused", what, 2.5 * fwd_flops, ms);
         CHECK_CUDA(cudaFree(d_dq_accum));

@@ -6,7 +6,7 @@
 // the one-kernel backward below): it passes PyTorch's debug states on an H200 and on the
 // emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU reference and times it
 // next to the CUDA-core kernels.
-// defines: attention_forward_mma, attention_backward_mma, attention_backward_mma_fused, attention_mma_supported,
+// defines: attention_forward_mma, attention_backward_mma, attention_mma_supported,
 //          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select
 //
 // Tiles of 64 rows (queries or keys) x HS sit in shared memory as bf16, rows padded to HS+8:
@@ -45,7 +45,7 @@
 //     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
 // Every output element has one writer, and every sum runs in a fixed order (tiles ascending,
 // 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
-// (attention_backward_mma_fused, -ak 2: no dq kernel, each dk/dv block adding its dS K to an fp32
+// (attention_backward_mma with dq_accum, -ak 2: no dq kernel, each dk/dv block adding its dS K to an fp32
 // dq by atomics, as flash-attention 2 does; 5 tile products instead of 7, and not bitwise
 // reproducible.)
 // Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
@@ -514,7 +514,7 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
 
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
 // P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
-// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ (attention_backward_mma_fused):
+// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ (attention_backward_mma with dq_accum):
 // phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32, (B, T, C)) by atomics, for
 // warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..
 template <int HS, bool DQ>
@@ -714,31 +714,6 @@ inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* ls
     CHECK_LAUNCH();
 }
 
-// The same contract as attention_backward (attention.cuh): dqkv (B,T,3C) overwritten, from
-// dout, qkv and the forward's out and lse; D in ctx.workspace.
-inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                   const floatX* out, const float* lse, int B, int T, int C, int NH) {
-    attention_check(B, T, C, NH, dqkv, dout, qkv);
-    CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
-    const int HS = C / NH;
-    const char* problem = attention_mma_problem(ctx, HS);
-    CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
-    const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
-    dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
-    const size_t smem_kv = mma_att_dkv_smem(HS), smem_q = mma_att_dq_smem(HS);
-#define ATT_MMA_BWD(H)                                                                                   \
-    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, false>, smem_kv, "attention backward dk/dv"); \
-    attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq");     \
-    attention_backward_dkv_mma_kernel<H, false><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(         \
-        dqkv, dout, qkv, lse, D, T, NH, nullptr);                                                            \
-    CHECK_LAUNCH();                                                                                          \
-    attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                      \
-        dqkv, dout, qkv, lse, D, T, NH)
-    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
-#undef ATT_MMA_BWD
-    CHECK_LAUNCH();
-}
-
 // dqkv's q part (columns 0..C-1 of each 3C row) = dq_accum (B, T, C) * scale, rounded
 __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, size_t n, int C, float scale) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -747,33 +722,45 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
     dqkv[bt * 3 * C + col] = from_float<floatX>(dq_accum[i] * scale);
 }
 
-// attention_backward_mma's contract with dq computed inside the dk/dv kernel, as flash-attention
-// 2 does: 5 tile products a pair of tiles instead of 7 (the dq kernel recomputes S and dP). Each
-// key tile adds its part of dq to dq_accum (B*T*C floats, the caller's, zeroed here) by fp32
-// atomics, in the order the tiles happen to finish: not bitwise reproducible, so the trainer's
-// only when asked (-ak 2). dev/cuda/attention checks it against the CPU reference and times it
-// beside attention_backward_mma (PREDICTED faster where the atomics are cheap; not yet run on a GPU).
-inline void attention_backward_mma_fused(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                         const floatX* out, const float* lse, float* dq_accum, int B, int T, int C,
-                                         int NH) {
+// The same contract as attention_backward (attention.cuh): dqkv (B,T,3C) overwritten, from
+// dout, qkv and the forward's out and lse; D in ctx.workspace. Without dq_accum: the dk/dv
+// kernel, then the dq kernel, bitwise reproducible. With dq_accum (B*T*C floats, the caller's,
+// zeroed here; -ak 2): dq computed inside the dk/dv kernel, as flash-attention 2 does, 5 tile
+// products a pair of tiles instead of 7 (the dq kernel recomputes S and dP); each key tile adds
+// its part of dq by fp32 atomics, in the order the tiles happen to finish, so not bitwise
+// reproducible (PREDICTED faster where the atomics are cheap; not yet run on a GPU).
+inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                   const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                   float* dq_accum = nullptr) {
     attention_check(B, T, C, NH, dqkv, dout, qkv);
-    CHECK(is_aligned16(out) && lse != nullptr && dq_accum != nullptr, "out=%p lse=%p dq_accum=%p",
-          (const void*)out, (const void*)lse, (void*)dq_accum);
+    CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const int HS = C / NH;
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
-    const size_t n = (size_t)B * T * C;
-    CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
-    const size_t smem_kv = mma_att_dkv_smem(HS);
-#define ATT_MMA_FUSED(H)                                                                                  \
-    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, true>, smem_kv, "attention backward fused"); \
-    attention_backward_dkv_mma_kernel<H, true><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(          \
-        dqkv, dout, qkv, lse, D, T, NH, dq_accum)
-    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FUSED)
-#undef ATT_MMA_FUSED
+    const size_t smem_kv = mma_att_dkv_smem(HS), smem_q = mma_att_dq_smem(HS);
+    const size_t n = (size_t)B * T * C;
+    if (dq_accum != nullptr) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
+#define ATT_MMA_DKV(H, DQ, DQ_ACCUM)                                                                         \
+    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, DQ>, smem_kv, "attention backward dk/dv"); \
+    attention_backward_dkv_mma_kernel<H, DQ><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(            \
+        dqkv, dout, qkv, lse, D, T, NH, DQ_ACCUM)
+#define ATT_MMA_BWD(H)                                                                                       \
+    if (dq_accum != nullptr) {                                                                               \
+        ATT_MMA_DKV(H, true, dq_accum);                                                                      \
+    } else {                                                                                                 \
+        ATT_MMA_DKV(H, false, nullptr);                                                                      \
+        CHECK_LAUNCH();                                                                                      \
+        attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq"); \
+        attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                  \
+            dqkv, dout, qkv, lse, D, T, NH);                                                                 \
+    }
+    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
+#undef ATT_MMA_BWD
+#undef ATT_MMA_DKV
     CHECK_LAUNCH();
+    if (dq_accum == nullptr) return;
     attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv, dq_accum, n, C,
                                                                                     1.0f / sqrtf((float)HS));
     CHECK_LAUNCH();
@@ -793,12 +780,9 @@ inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float*
 inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int C, int NH) {
 #ifdef ENABLE_BF16
-    if (ctx.attention_mma && ctx.attention_dq != nullptr) {
-        CHECK((size_t)B * T * C * sizeof(float) <= ctx.attention_dq_bytes, "-ak 2: dq of B=%d T=%d C=%d does not fit "
-              "its %zu bytes", B, T, C, ctx.attention_dq_bytes);
-        return attention_backward_mma_fused(ctx, dqkv, dout, qkv, out, lse, ctx.attention_dq, B, T, C, NH);
-    }
-    if (ctx.attention_mma) return attention_backward_mma(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    CHECK(ctx.attention_dq == nullptr || (size_t)B * T * C * sizeof(float) <= ctx.attention_dq_bytes,
+          "-ak 2: dq of B=%d T=%d C=%d does not fit its %zu bytes", B, T, C, ctx.attention_dq_bytes);
+    if (ctx.attention_mma) return attention_backward_mma(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, ctx.attention_dq);
 #endif
     attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
 }
