@@ -15,7 +15,10 @@
 // Tolerances: the GEMM inputs are the same bits on both sides (the check of the state makes sure
 // the scales are), so what is left is the GPU's fp32 (Hopper: narrower) sums and the bf16 rounding
 // of the outputs: rtol 4e-3 and atol 2e-3 max|ref| as fp8.cu's GEMMs; dinp through GELU is rounded
-// twice (the GEMM's output, then the product), rtol 8e-3.
+// twice (the GEMM's output, then the product), rtol 8e-3. GELU runs as its own kernel on the bf16
+// pre_gelu, so out is checked against GELU of the pre_gelu the GPU stored: against GELU of the
+// reference's, a pre_gelu one bf16 ulp away (within tol) came through GELU's slope on top of out's
+// rounding, and the H200 failed that by a bf16 ulp on 1-3 of 16,384 elements (2026-11-28).
 // Each check was seen to fail (--quick on the emulated GPU, exit 1) with one slip planted at a
 // time in fp8_linear.cuh: see the commit that added this file.
 #include "dev_common.cuh"
@@ -168,8 +171,9 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         std::string w_(what);
         if (lc.gelu) {
             dev_check("fp8_linear", (w_ + " pre_gelu").c_str(), dev_download(d_pre, n_out), out_ref, tol);
-            std::vector<float> pre_r = rounded(out_ref), g(n_out);
-            gelu_forward(g.data(), pre_r.data(), n_out);
+            // out against GELU of the pre_gelu the GPU stored (the line above checked that one)
+            std::vector<float> g(n_out);
+            gelu_forward(g.data(), dev_download(d_pre, n_out).data(), n_out);
             dev_check("fp8_linear", (w_ + " out = gelu(pre_gelu)").c_str(), dev_download(d_out, n_out), g, tol);
             // dinp = bf16(dout W) * gelu'(pre_gelu): the CPU backward accumulates into zeros
             std::vector<float> prod = rounded(dinp_ref), dg(n_inp, 0.0f);
