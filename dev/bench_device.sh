@@ -4,16 +4,17 @@
 # it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
 #   bash dev/bench_device.sh 1 [LLMC_DIR]   issue 23's benchmark: the kernels alone
-#                                           (dev/cuda attention, classifier, layernorm, encoder
-#                                           --bench), the FP8 kernels against their CPU
-#                                           references (dev/cuda fp8, fp8_linear: issue 26's
-#                                           GEMM checks, never run on a GPU before 2026-11-27),
+#                                           (dev/cuda attention --bench; classifier, layernorm,
+#                                           encoder too with BENCH_MEMORY_KERNELS=1), the FP8
+#                                           kernels against their CPU references (dev/cuda fp8,
+#                                           fp8_linear: issue 26's GEMM checks and layer rates),
 #                                           then d12 B=64 (two rounds) and d48 B=8 beside llm.c
 #                                           built from LLMC_DIR without cuDNN
-#   bash dev/bench_device.sh 2              -ak 2 beside -ak 1 (d12 B=64, d48 B=8); -ma timed
-#                                           beside -ma heuristic (d12 B=64, d48 B=8);
-#                                           fp8 beside bf16 (1.2B Llama B=8, four 8B-shaped
-#                                           Llama layers B=4); dev/bench_flags.sh's d12 rows
+#   bash dev/bench_device.sh 2              fp8 beside bf16 (four 8B-shaped Llama layers B=4,
+#                                           1.2B Llama B=8: not yet measured, so first); -ak 2
+#                                           beside -ak 1 (d12 B=64, d48 B=8); -ma timed beside
+#                                           -ma heuristic (d12 B=64, d48 B=8); dev/bench_flags.sh's
+#                                           d12 rows
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
 # .git/info/exclude ignores and carry it), with the one CUDA 13 change the shared record gives
 # (cudaMemAdvise's location argument). Its d12/d48 run as the shared record ran them: -v 1000 -m 2
@@ -65,8 +66,12 @@ llmc_row() {
 
 if [ "$PHASE" = 1 ]; then
     # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
-    [ "$EMU" = 1 ] || make -s -f cuda.mk build/cuda/attention_bf16 build/cuda/classifier_bf16 build/cuda/layernorm_bf16 \
-        build/cuda/encoder_bf16 build/cuda/fp8_bf16 build/cuda/fp8_linear_bf16 -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
+    # the memory-bound kernels (classifier, layernorm, encoder) measured the same in three windows:
+    # BENCH_MEMORY_KERNELS=1 times them again
+    KERNELS="attention"
+    [ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
+    [ "$EMU" = 1 ] || make -s -f cuda.mk $(for k in $KERNELS fp8 fp8_linear; do echo "build/cuda/${k}_bf16"; done) \
+        -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
     dev_pid=$!
     llmc_ok=0
     if [ "$EMU" = 1 ]; then
@@ -78,7 +83,7 @@ if [ "$PHASE" = 1 ]; then
         say "llm.c: no $LLMC_DIR/train_gpt2.cu (carry a copy): its rows are skipped"
     fi
     wait $dev_pid || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
-    for k in attention classifier layernorm encoder; do
+    for k in $KERNELS; do
         say "== ${k}_bf16 --bench"
         if [ -x "build/cuda/${k}_bf16" ]; then
             timeout 120 "build/cuda/${k}_bf16" --bench > "$LOGDIR/${k}_bench.log" 2>&1
@@ -105,6 +110,13 @@ if [ "$PHASE" = 1 ]; then
     [ $llmc_ok = 1 ] && llmc_row d48 d48 8
     archive
 else
+    say "== fp8 beside bf16 (issue 26's rows; the d12 and d48 bf16 rows are gpu_check's bench_short)"
+    header
+    bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
+    BENCH_PREC=fp8 bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
+    BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
+    bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
+    archive
     say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
     header
     bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
@@ -118,12 +130,6 @@ else
     bench_short_row d12-timed d12 64 gpt2:l2c64 2 -ma timed
     grep -m 3 -i "timed\|algorithm" "$LOGDIR/bench_short_d12-timed.log" | cut -c1-200 | tee -a "$SUMMARY"
     bench_short_row d48-timed d48 8 gpt2:l4c64 1 -ma timed
-    archive
-    say "== fp8 beside bf16 (the bf16 rows of d12 and d48 are gpu_check's bench_short)"
-    header
-    bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
-    BENCH_PREC=fp8 bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
-    BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     archive
     say "== d12 B=64 under the flags dev/bench_flags.sh compares (old defaults -r 1 -ge 1 -bg 0)"
     header

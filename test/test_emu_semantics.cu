@@ -6,7 +6,8 @@
 //
 // Each check prints PASS/FAIL; the exit code is the number of failures (capped). Every named check
 // fails on the emulator before these fixes (666a58b) except those marked "control:", which held
-// there too and guard the paths the fixes rewrote.
+// there too and guard the paths the fixes rewrote; atomicAdd(float2*)'s came later (the emulator
+// had no float2 atomicAdd: the test did not build).
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -369,8 +370,45 @@ static void test_capture_fork() {
     for (float* p : {x, y, z}) cudaFree(p);
 }
 
+// ---------------------------------------------------------------------------------------
+// atomicAdd(float2*). CUDA Programming Guide, "atomicAdd()": "float2 atomicAdd(float2* address,
+// float2 val)" on global memory, compute capability 9.x and higher; "The atomicity of the float2
+// or float4 add operation is guaranteed separately for each of the two or four float elements";
+// like every atomicAdd it returns the old value. N threads adding (1, 2) to one pair: the pair
+// ends (N, 2N), and the old values the threads got back are each element's N partial sums, once
+// each (0, 1, ..., N-1 and 0, 2, ..., 2N-2: sums N(N-1)/2 and N(N-1)).
+
+__global__ void vector_atomic_kernel(float2* pairs, float* old_sums) {
+    const float2 old = atomicAdd(pairs + threadIdx.x % 2, make_float2(1.0f, 2.0f));
+    atomicAdd(old_sums + 2 * (threadIdx.x % 2), old.x);
+    atomicAdd(old_sums + 2 * (threadIdx.x % 2) + 1, old.y);
+}
+
+static void test_vector_atomic() {
+    const int blocks = 3, threads = 256, n = blocks * threads / 2;  // n adds to each of the two pairs
+    float2* pairs;
+    float* old_sums;
+    OK(cudaMalloc(&pairs, 2 * sizeof(float2)));
+    OK(cudaMalloc(&old_sums, 4 * sizeof(float)));
+    OK(cudaMemset(pairs, 0, 2 * sizeof(float2)));
+    OK(cudaMemset(old_sums, 0, 4 * sizeof(float)));
+    vector_atomic_kernel<<<blocks, threads>>>(pairs, old_sums);
+    OK(cudaGetLastError());
+    float got[4], olds[4];
+    OK(cudaMemcpy(got, pairs, sizeof(got), cudaMemcpyDeviceToHost));
+    OK(cudaMemcpy(olds, old_sums, sizeof(olds), cudaMemcpyDeviceToHost));
+    const float tri = (float)n * (n - 1) / 2.0f;  // 0 + 1 + ... + n-1, exact in float here
+    check(got[0] == n && got[1] == 2.0f * n && got[2] == n && got[3] == 2.0f * n,
+          "atomicAdd(float2*): 384 adds of (1, 2) to each of two pairs give (384, 768)");
+    check(olds[0] == tri && olds[1] == 2.0f * tri && olds[2] == tri && olds[3] == 2.0f * tri,
+          "atomicAdd(float2*): the old values returned are each element's partial sums, each once");
+    cudaFree(pairs);
+    cudaFree(old_sums);
+}
+
 int main() {
     test_min_max();
+    test_vector_atomic();
     test_shuffle_width();
     test_activemask();
     test_capture_fork();

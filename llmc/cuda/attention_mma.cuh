@@ -512,6 +512,19 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     mma_store_rows<ND>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, 0, T, mult, g, c);  // int-bound(att_channels)
 }
 
+// p[0] += x, p[1] += y (p 8-byte aligned, in global memory). From compute capability 9.0 one
+// vector atomic (atomicAdd(float2*): each float atomic on its own), so a quad of lanes holding a
+// fragment row's 8 floats adds one whole 32-byte sector in one instruction; before it, two float
+// atomics, each instruction a quad's 4 floats spread over the sector.
+__device__ __forceinline__ void mma_atomic_add_pair(float* p, float x, float y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    atomicAdd(p, x);
+    atomicAdd(p + 1, y);
+#else
+    atomicAdd(reinterpret_cast<float2*>(p), make_float2(x, y));
+#endif
+}
+
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
 // P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
 // and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ (attention_backward_mma with dq_accum):
@@ -643,10 +656,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
                 if (qi >= T) continue;
                 float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
 #pragma unroll
-                for (int nd = 0; nd < ND; nd++) {
-                    atomicAdd(d + nd * 8, dq[nd][2 * i]);  // int-bound(mma_tile)
-                    atomicAdd(d + nd * 8 + 1, dq[nd][2 * i + 1]);  // int-bound(mma_tile)
-                }
+                for (int nd = 0; nd < ND; nd++) mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);
             }
         }
         // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier

@@ -480,6 +480,15 @@ template <typename T> inline T emu_atomic_rmw(T* p, T (*f)(T, T), T v) {
 template <typename T> inline T atomicAdd(T* p, T v) {
     return emu_atomic_rmw<T>(p, [](T a, T b) { return a + b; }, v);
 }
+// atomicAdd(float2*) (compute capability 9.x, global memory; the Programming Guide's atomicAdd():
+// each float is added atomically on its own, not the pair as one access), on an 8-byte aligned
+// address as the GPU's vector atomic needs
+inline float2 atomicAdd(float2* p, float2 v) {
+    if (reinterpret_cast<uintptr_t>(p) % 8 != 0) ::emu::fatal("atomicAdd(float2*) at %p: not 8-byte aligned", (void*)p);
+    float* f = reinterpret_cast<float*>(p);
+    const float x = atomicAdd(f, v.x), y = atomicAdd(f + 1, v.y);
+    return float2{x, y};
+}
 template <typename T> inline T atomicMax(T* p, T v) {
     return emu_atomic_rmw<T>(p, [](T a, T b) { return a > b ? a : b; }, v);
 }
