@@ -14,7 +14,8 @@
 #                                           1.2B Llama B=8: not yet measured, so first); -ak 2
 #                                           beside -ak 1 (d12 B=64, d48 B=8); -ma timed beside
 #                                           -ma heuristic (d12 B=64, d48 B=8); dev/bench_flags.sh's
-#                                           d12 rows
+#                                           d12 rows; Nsight Compute's kernel table of the 1.2B
+#                                           Llama (scripts/ncu_profile.sh)
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
 # .git/info/exclude ignores and carry it), with the one CUDA 13 change the shared record gives
 # (cudaMemAdvise's location argument). Its d12/d48 run as the shared record ran them: -v 1000 -m 2
@@ -138,6 +139,19 @@ else
         bench_short_row "${row%%|*}" d12 64 gpt2:l2c64 2 ${row#*|}
     done
     grep -h "recompute" "$LOGDIR"/bench_short_d12-defaults.log 2> /dev/null | head -n 2 | tee -a "$SUMMARY"
+    archive
+    # where the 1.2B Llama's step goes (issue 23's 55% target; only d12 has been profiled):
+    # Nsight Compute's kernel-time table, last, as the longest and the least urgent
+    say "== Nsight Compute: Llama l16c2048h16kv8f8192 bf16 B=8 T=1024, 2 steps"
+    if [ "$EMU" = 1 ]; then
+        say "(rehearsal: no ncu)"
+    elif [ -n "$train_glob" ]; then
+        NCU_TIMEOUT=150 bash scripts/ncu_profile.sh "$LOGDIR/ncu_llama" -- ./train_gpt_bf16 \
+            -e llama3:l16c2048h16kv8f8192v50257 -b 8 -t 1024 -x 2 -v 0 -s 0 -n 0 -i "$train_glob" -j "$val_glob" \
+            > "$LOGDIR/ncu_llama.log" 2>&1
+        say "(rc $?)"
+        grep -A 24 "kernels, .* launches" "$LOGDIR/ncu_llama.log" | tee -a "$SUMMARY" > /dev/null
+    fi
     archive
 fi
 say "== bench_device $PHASE done"

@@ -5,33 +5,53 @@
 
 Not a measurement: a roofline of what FP8 changes in a step, added to (or taken from) the bf16
 step that was measured. bf16 was measured on the H200 for every row (d12, d48, the 1.2B Llama
-and four 8B-shaped Llama layers: dev/results/2026-11-27_gpu_h200.md, commit 3dd8cd1); the
+and four 8B-shaped Llama layers: dev/results/2026-11-28_gpu_h200.md, commit 0df83d1); the
 prediction is that step, less the time the blocks' linear GEMMs save, plus the passes FP8 adds.
 (A row given no measurement gets a bf16 roofline: its GEMMs, its attention at the rates measured,
-and the memory-bound rest per token-layer as the measured 1.2B Llama's.) train_gpt_fp8 itself
-stopped on that H200 before its first step (the scale pointers' alignment, fixed since): no fp8
-step has been measured.
+and the memory-bound rest per token-layer as the measured 1.2B Llama's.) Of the fp8 steps only
+d48's has been measured (the same run: 174.1 ms against bf16's 185.3): the table prints it beside
+the prediction, the one check of the model at the scale of a step.
 
 What FP8 changes (llmc/cuda/fp8_linear.cuh):
-  - each linear's three GEMMs: forward at twice the bf16 rate (FP8's dense peak is twice bf16's
-    on Hopper, fast accumulation on), the two backward ones at FP8_BACKWARD_GAIN times (no fast
-    accumulation there: cuBLASLt promotes the partial sums to fp32, which costs issue slots);
+  - each linear's three GEMMs, at the rates the H200 measured (2026-11-28, dev/cuda fp8 and
+    fp8_linear --bench), which grow with the GEMM: at d48's FC (168 GFLOP a GEMM) the forward
+    (fast accumulation) ran 1.55x bf16's and the two backward ones (no fast accumulation) 1.23x;
+    at an 8B Llama's down projection (962 GFLOP) 1.89x and 1.53x; bf16's own rate 733 and 801
+    TFLOP/s there. Between and beyond the two, each is interpolated in log2(FLOPs) and held at
+    the nearer end (so the small GEMMs of d12 get d48's gains: optimistic for them);
   - the casts: forward, the input (read bf16, write fp8: 3 bytes a value) and the weight; backward,
     the input again transposed (3 bytes), the output gradient both ways (read 2, write 2 x 1) and
-    the weight transposed; every micro-step;
+    the weight transposed; every micro-step; at 3.25 TB/s, fp8_cast's measured rate (the backward
+    GEMMs' rates above are what the layer's time leaves after the casts at that rate);
   - GPT-2's GELU leaves cuBLASLt's epilogues (forward and -ge 2's backward) for its own kernels:
     forward reads the (BT, 4C) pre-activation once more (the epilogue wrote both tensors anyway),
     backward reads the GEMM's output and writes it again (the epilogue read the pre-activation
-    too): 6 bytes a value more.
-Rates: the bf16 GEMMs at 736 TFLOP/s (the d12 step's measured 48.6 TFLOP in 66 ms, Nsight Compute),
-memory-bound passes at 3.0 TB/s (three quarters of the 4 TB/s copy ceiling measured there).
+    too): 6 bytes a value more, at 3.0 TB/s.
+The 2026-11-27 version assumed fp8 GEMMs at 2x (forward) and 1.6x (backward) bf16's everywhere and
+predicted d48 at 1.10x; the GPU gave 1.064x. This one, from the kernels' measured rates, gives
+1.01x: 6% pessimistic where that one was 5% optimistic (a GEMM in a step is not the GEMM alone:
+bf16's FC GEMMs carry cuBLASLt's GELU epilogues, which cost them time, NOTES.md (c1), and which
+fp8 moves to its own kernels). Read the Llama rows as within about 6% either way.
 Standard library only.
 """
 
-BF16_GEMM = 736e12      # FLOP/s, measured (the d12 step's matmuls)
-BACKWARD_GAIN = 1.6     # FP8's backward GEMMs over bf16's, without fast accumulation (an assumption)
-BANDWIDTH = 3.0e12      # bytes/s of a memory-bound pass
+import math
+
+# (FLOPs of one GEMM, bf16 FLOP/s, fp8 forward gain, fp8 backward gain), measured on the H200
+# (2026-11-28): d48's FC and an 8B Llama's down projection, 8192 tokens
+CALIBRATION = [(2 * 8192 * 1600 * 6400, 733e12, 1137 / 733, 1.23),
+               (2 * 8192 * 14336 * 4096, 801e12, 1513 / 801, 1.53)]
+CAST_BANDWIDTH = 3.25e12  # bytes/s of fp8_cast (measured)
+BANDWIDTH = 3.0e12        # bytes/s of another memory-bound pass (GELU)
+BF16_GEMM = 736e12        # FLOP/s of the bf16 roofline's GEMMs (the d12 step's matmuls, measured)
 ATT_FWD, ATT_BWD = 200e12, 130e12  # the tensor-core attention at head size 128 (dev/cuda/attention --bench)
+
+
+def rates(flops):
+    """(bf16 FLOP/s, fp8 forward gain, fp8 backward gain) of one GEMM of that many FLOPs"""
+    (f0, *r0), (f1, *r1) = CALIBRATION
+    x = min(1.0, max(0.0, (math.log2(flops) - math.log2(f0)) / (math.log2(f1) - math.log2(f0))))
+    return tuple(a + (b - a) * x for a, b in zip(r0, r1))
 
 
 def gpt2(name, L, C, B, T=1024, V=50304, measured_ms=None):
@@ -55,12 +75,15 @@ def linears(m):
 def parts(m):
     """seconds of one step: the linears' GEMMs in bf16 and in fp8, the casts, the GELU passes."""
     N = m["B"] * m["T"]
-    lin_flops = sum(2 * N * i * o for i, o in linears(m)) * m["L"]  # one GEMM's
-    gemm_bf16 = 3 * lin_flops / BF16_GEMM
-    gemm_fp8 = lin_flops / (2 * BF16_GEMM) + 2 * lin_flops / (BACKWARD_GAIN * BF16_GEMM)
+    gemm_bf16 = gemm_fp8 = 0.0
+    for i, o in linears(m):
+        flops = 2 * N * i * o  # one GEMM's
+        rate, fwd_gain, bwd_gain = rates(flops)
+        gemm_bf16 += 3 * flops / rate * m["L"]
+        gemm_fp8 += (flops / (fwd_gain * rate) + 2 * flops / (bwd_gain * rate)) * m["L"]
     acts = sum(N * i * 3 * 2 + N * o * 4 for i, o in linears(m))  # inputs twice, gradients once
     weights = sum(i * o * 3 * 2 for i, o in linears(m))
-    cast = (acts + weights) * m["L"] / BANDWIDTH
+    cast = (acts + weights) * m["L"] / CAST_BANDWIDTH
     gelu = N * m["F"] * 6 * m["L"] / BANDWIDTH if m["family"] == "gpt2" else 0.0
     return gemm_bf16, gemm_fp8, cast, gelu
 
@@ -75,21 +98,26 @@ def bf16_roofline(m, rest_per_unit):
 
 
 def main():
-    rows = [gpt2("d12", 12, 768, 64, measured_ms=123.0), gpt2("d48", 48, 1600, 8, measured_ms=182.0),
-            llama("llama-1.2b", 16, 2048, 16, 8, 8192, 8, measured_ms=116.1),
-            llama("llama-8b-l4", 4, 4096, 32, 8, 14336, 4, measured_ms=53.2)]
+    # bf16 (and d48's fp8) as gpu_check's bench_short and bench_device 2 measured them on 2026-11-28
+    rows = [gpt2("d12", 12, 768, 64, measured_ms=124.2), gpt2("d48", 48, 1600, 8, measured_ms=185.3),
+            llama("llama-1.2b", 16, 2048, 16, 8, 8192, 8, measured_ms=116.2),
+            llama("llama-8b-l4", 4, 4096, 32, 8, 14336, 4, measured_ms=53.8)]
+    fp8_measured = {"d48": 174.1}
     ref = rows[2]  # the measured Llama: what its step holds beyond GEMMs and attention, per token-layer-width
     rest = (ref["ms"] / 1e3 - bf16_roofline(ref, 0.0)) / (ref["B"] * ref["T"] * ref["L"] * (ref["C"] + ref["F"]))
     print("PREDICTED (dev/fp8_predict.py): H200, T=1024, delayed scaling; bf16 measured where it says so")
     print(f"{'model':<13} {'B':>3} {'bf16 ms':>16} {'linear GEMMs':>13} {'fp8 GEMMs':>10} {'casts':>7} "
-          f"{'GELU':>6} {'fp8 ms':>8} {'speed-up':>9}")
+          f"{'GELU':>6} {'fp8 ms':>8} {'speed-up':>9} {'measured':>17}")
     for m in rows:
         gemm_bf16, gemm_fp8, cast, gelu = parts(m)
         bf16 = m["ms"] / 1e3 if m["ms"] else bf16_roofline(m, rest)
         fp8 = bf16 - gemm_bf16 + gemm_fp8 + cast + gelu
         how = "measured" if m["ms"] else "roofline"
+        got = fp8_measured.get(m["name"])
+        seen = f"{got:.1f} ms, {bf16 * 1e3 / got:.3f}x" if got else "not yet"
         print(f"{m['name']:<13} {m['B']:>3} {bf16 * 1e3:>7.1f} {how:>8} {gemm_bf16 * 1e3:>13.1f} "
-              f"{gemm_fp8 * 1e3:>10.1f} {cast * 1e3:>7.1f} {gelu * 1e3:>6.1f} {fp8 * 1e3:>8.1f} {bf16 / fp8:>8.2f}x")
+              f"{gemm_fp8 * 1e3:>10.1f} {cast * 1e3:>7.1f} {gelu * 1e3:>6.1f} {fp8 * 1e3:>8.1f} {bf16 / fp8:>8.2f}x "
+              f"{seen:>17}")
 
 
 if __name__ == "__main__":
