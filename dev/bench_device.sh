@@ -11,7 +11,9 @@
 #                                           then d12 B=64 (two rounds) and d48 B=8 beside llm.c
 #                                           built from LLMC_DIR without cuDNN
 #   bash dev/bench_device.sh 2              fp8 beside bf16 (four 8B-shaped Llama layers B=4,
-#                                           1.2B Llama B=8: not yet measured, so first); -ak 2
+#                                           1.2B Llama B=8: not yet measured, so first); the
+#                                           README's quickstart on the GPU (carry data/bible,
+#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); -ak 2
 #                                           beside -ak 1 (d12 B=64, d48 B=8); -ma timed beside
 #                                           -ma heuristic (d12 B=64, d48 B=8); dev/bench_flags.sh's
 #                                           d12 rows; Nsight Compute's kernel table of the 1.2B
@@ -117,6 +119,24 @@ else
     BENCH_PREC=fp8 bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
     BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
+    archive
+    # the README's first command, whose GPU path no GPU has run: its corpus, tokenizer and GPT-2
+    # vocabulary made here (bash data/prepare_bible.sh) and carried, as the device has no internet
+    say "== the README's first command on the GPU: scripts/quickstart.sh (d12 B=16 T=1024, 500 steps of the Bible)"
+    if [ "$EMU" = 1 ]; then
+        say "(rehearsal: no quickstart)"
+    elif [ -f data/bible/bible_train_000000.bin ] && [ -f data/gpt2_tokenizer.bin ] && [ -d data/gpt2_vocab ]; then
+        rm -rf out/quickstart_gpu  # a run from the start, not a resume of one carried along
+        timeout -k 10 300 bash scripts/quickstart.sh > "$LOGDIR/quickstart.log" 2>&1
+        say "(rc $?)"
+        grep -E "^GPU found|^warning|^val loss|^done|^  best" "$LOGDIR/quickstart.log" | tee -a "$SUMMARY"
+        # the last sample: from the last "generating:" to the second "---" after it
+        awk '/^generating:/ { cap = 1; dashes = 0; buf = "" }
+             cap { buf = buf $0 "\n"; if ($0 == "---" && ++dashes == 2) cap = 0 }
+             END { printf "%s", buf }' "$LOGDIR/quickstart.log" | head -n 12 | tee -a "$SUMMARY"
+    else
+        say "quickstart: carry data/bible, data/gpt2_tokenizer.bin and data/gpt2_vocab (bash data/prepare_bible.sh)"
+    fi
     archive
     say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
     header

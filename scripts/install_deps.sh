@@ -2,7 +2,8 @@
 # Installs what gptrain needs on a fresh Debian/Ubuntu machine, skipping what is there
 # (judged by the command or file each package provides, so a Node.js installed some other
 # way is left alone).
-# usage: scripts/install_deps.sh [--test]   (--test adds what the test suite needs)
+# usage: scripts/install_deps.sh [--test | --build]   (--test adds what the test suite needs;
+#        --build: only the compiler and make, for a machine whose corpus and tokenizer are made)
 set -euo pipefail
 missing=()
 need() {  # need PACKAGE CHECK-COMMAND...
@@ -11,13 +12,15 @@ need() {  # need PACKAGE CHECK-COMMAND...
 }
 need g++ command -v g++
 need make command -v make
-need bible-kjv command -v bible
-need unicode-data test -f /usr/share/unicode/UnicodeData.txt
-need python3 command -v python3
-need curl command -v curl
-need ca-certificates test -d /etc/ssl/certs
-need nodejs command -v node
-command -v npm > /dev/null 2>&1 || missing+=(npm)
+if [ "${1:-}" != "--build" ]; then
+    need bible-kjv command -v bible
+    need unicode-data test -f /usr/share/unicode/UnicodeData.txt
+    need python3 command -v python3
+    need curl command -v curl
+    need ca-certificates test -d /etc/ssl/certs
+    need nodejs command -v node
+    command -v npm > /dev/null 2>&1 || missing+=(npm)
+fi
 if [ "${1:-}" = "--test" ]; then
     need python3-torch /usr/bin/python3 -c "import torch"
     need python3-numpy /usr/bin/python3 -c "import numpy"

@@ -7,7 +7,14 @@
 # usage: scripts/quickstart.sh [extra trainer flags...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install_deps.sh
+# the corpus and tokenizer made already (a run before this one, or carried to a machine without
+# internet): only the compiler is needed
+if [ -f data/bible/bible_train_000000.bin ] && [ -f data/bible/bible_val_000000.bin ] &&
+        [ -f data/gpt2_tokenizer.bin ]; then
+    bash scripts/install_deps.sh --build
+else
+    bash scripts/install_deps.sh
+fi
 make -j2 train_gpt_cpu tokenize
 bash data/get_vocab.sh
 bash data/prepare_bible.sh
@@ -21,7 +28,7 @@ cpu_run() {
 }
 if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
     echo "GPU found: building the GPU trainer and training GPT-2 124M (d12) on it"
-    # the GPU trainer has not yet been verified on a GPU: fall back to the CPU if it fails
+    # a GPU this build cannot serve (no nvcc, an old driver): fall back to the CPU
     if make -j"$(nproc)" train_gpt_bf16 && ./train_gpt_bf16 "${common[@]}" -e d12 -o out/quickstart_gpu -b 16 -t 1024 \
             -x 500 -l 6e-4 -v 100 -s 100 "$@"; then
         exit 0
