@@ -13,7 +13,8 @@
 #   bash dev/bench_device.sh 2              fp8 beside bf16 (four 8B-shaped Llama layers B=4,
 #                                           1.2B Llama B=8: not yet measured, so first); the
 #                                           README's quickstart on the GPU (carry data/bible,
-#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); -ak 2
+#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); d12 in
+#                                           fp32 (TF32) at B=16; -ak 2
 #                                           beside -ak 1 (d12 B=64, d48 B=8); -ma timed beside
 #                                           -ma heuristic (d12 B=64, d48 B=8); dev/bench_flags.sh's
 #                                           d12 rows; Nsight Compute's kernel table of the 1.2B
@@ -47,7 +48,7 @@ header() { say "$(printf '%-14s %-5s %-4s %10s %12s %8s %10s %9s' model prec B m
 say "== bench_device $PHASE $(date -u '+%Y-%m-%d %H:%M:%S UTC'), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2> /dev/null | head -n1)"
 say "commit: $(git rev-parse HEAD 2> /dev/null || echo 'not a git checkout')"
 find_bench_data
-[ "$EMU" = 1 ] || make -s -f cuda.mk NO_NCCL=1 train_gpt_bf16 train_gpt_fp8 -j"$JOBS" > "$LOGDIR/build.log" 2>&1 ||
+[ "$EMU" = 1 ] || make -s -f cuda.mk NO_NCCL=1 train_gpt_bf16 train_gpt_fp8 train_gpt_fp32 -j"$JOBS" > "$LOGDIR/build.log" 2>&1 ||
     say "build of the trainers failed: $(grep -m 3 error "$LOGDIR/build.log")"
 
 # llmc_row NAME MODEL B: llm.c's train_gpt2cu, 12 steps, the median step after the 3rd
@@ -137,6 +138,10 @@ else
     else
         say "quickstart: carry data/bible, data/gpt2_tokenizer.bin and data/gpt2_vocab (bash data/prepare_bible.sh)"
     fi
+    archive
+    say "== fp32 (TF32): issue 23's \"not slower than today\" (d12 B=16: 120.1 ms on 2026-11-26, 666a58b)"
+    header
+    BENCH_PREC=fp32 bench_short_row d12 d12 16 gpt2:l2c64 2
     archive
     say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
     header
