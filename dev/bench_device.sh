@@ -3,22 +3,20 @@
 # (whose build it reuses), in two calls of a few minutes each, every row alternated with the row
 # it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
-#   bash dev/bench_device.sh 1 [LLMC_DIR]   issue 23's benchmark: the kernels alone
-#                                           (dev/cuda attention --bench; classifier, layernorm,
-#                                           encoder too with BENCH_MEMORY_KERNELS=1), the FP8
+#   bash dev/bench_device.sh 1              what no GPU has measured yet, first: fp8 beside bf16
+#                                           (four 8B-shaped Llama layers B=4, the 1.2B Llama
+#                                           B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
+#                                           alone (dev/cuda attention --bench; classifier,
+#                                           layernorm, encoder too with BENCH_MEMORY_KERNELS=1),
+#                                           d12 in fp32 (TF32) at B=16
+#   bash dev/bench_device.sh 2 [LLMC_DIR]   the README's quickstart on the GPU (carry data/bible,
+#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); the FP8
 #                                           kernels against their CPU references (dev/cuda fp8,
-#                                           fp8_linear: issue 26's GEMM checks and layer rates),
-#                                           then d12 B=64 (two rounds) and d48 B=8 beside llm.c
-#                                           built from LLMC_DIR without cuDNN
-#   bash dev/bench_device.sh 2              fp8 beside bf16 (four 8B-shaped Llama layers B=4,
-#                                           1.2B Llama B=8: not yet measured, so first); the
-#                                           README's quickstart on the GPU (carry data/bible,
-#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); d12 in
-#                                           fp32 (TF32) at B=16; -ak 2
-#                                           beside -ak 1 (d12 B=64, d48 B=8); -ma timed beside
-#                                           -ma heuristic (d12 B=64, d48 B=8); dev/bench_flags.sh's
-#                                           d12 rows; Nsight Compute's kernel table of the 1.2B
-#                                           Llama (scripts/ncu_profile.sh)
+#                                           fp8_linear) and their layer rates; d12 B=64 (two
+#                                           rounds) and d48 B=8 beside llm.c built from LLMC_DIR
+#                                           without cuDNN; -ak 2 at d48; -ma timed beside -ma
+#                                           heuristic; dev/bench_flags.sh's d12 rows; Nsight
+#                                           Compute's kernel table of the 1.2B Llama
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
 # .git/info/exclude ignores and carry it), with the one CUDA 13 change the shared record gives
 # (cudaMemAdvise's location argument). Its d12/d48 run as the shared record ran them: -v 1000 -m 2
@@ -68,25 +66,11 @@ llmc_row() {
     fi
 }
 
-if [ "$PHASE" = 1 ]; then
-    # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
-    # the memory-bound kernels (classifier, layernorm, encoder) measured the same in three windows:
-    # BENCH_MEMORY_KERNELS=1 times them again
-    KERNELS="attention"
-    [ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
-    [ "$EMU" = 1 ] || make -s -f cuda.mk $(for k in $KERNELS fp8 fp8_linear; do echo "build/cuda/${k}_bf16"; done) \
-        -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
-    dev_pid=$!
-    llmc_ok=0
-    if [ "$EMU" = 1 ]; then
-        say "(rehearsal: no llm.c)"
-    elif [ -f "$LLMC_DIR/train_gpt2.cu" ]; then
-        (cd "$LLMC_DIR" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1) > "$LOGDIR/build_llmc.log" 2>&1 && llmc_ok=1
-        [ $llmc_ok = 1 ] || say "llm.c: build failed: $(grep -m 3 -i error "$LOGDIR/build_llmc.log" | cut -c1-200)"
-    else
-        say "llm.c: no $LLMC_DIR/train_gpt2.cu (carry a copy): its rows are skipped"
-    fi
-    wait $dev_pid || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
+# --- the blocks, each one comparison; the phases below run them in the order of what is least known
+kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
+    local k
+    [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
+    wait_dev
     for k in $KERNELS; do
         say "== ${k}_bf16 --bench"
         if [ -x "build/cuda/${k}_bf16" ]; then
@@ -95,25 +79,9 @@ if [ "$PHASE" = 1 ]; then
             grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 40 | tee -a "$SUMMARY" > /dev/null
         fi
     done
-    for k in fp8 fp8_linear; do  # every check, then fp8's cast benchmark
-        if [ -x "build/cuda/${k}_bf16" ]; then
-            timeout 180 "build/cuda/${k}_bf16" > "$LOGDIR/${k}_check.log" 2>&1
-            say "== ${k}_bf16 (checks against the CPU reference): rc $?, $(grep -c '^PASS' "$LOGDIR/${k}_check.log") passed, $(grep -c '^FAIL' "$LOGDIR/${k}_check.log") failed"
-            grep -E "^FAIL|^SKIP" "$LOGDIR/${k}_check.log" | head -n 8 | tee -a "$SUMMARY"
-        fi
-    done
     archive
-    say "== d12 and d48 beside llm.c (make train_gpt2cu USE_CUDNN=0: its own attention kernels)"
-    header
-    for round in 1 2; do
-        bench_short_row d12 d12 64 gpt2:l2c64 2
-        [ $llmc_ok = 1 ] && llmc_row d12 d12 64
-    done
-    archive
-    bench_short_row d48 d48 8 gpt2:l4c64 1
-    [ $llmc_ok = 1 ] && llmc_row d48 d48 8
-    archive
-else
+}
+fp8_rows_block() {
     say "== fp8 beside bf16 (issue 26's rows; the d12 and d48 bf16 rows are gpu_check's bench_short)"
     header
     bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
@@ -121,6 +89,26 @@ else
     BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     archive
+}
+ak_block() {  # ROWS: d12 (phase 1), d48 (phase 2)
+    say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
+    header
+    if [ "$1" = d12 ]; then
+        bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
+        bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
+    else
+        bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2
+        bench_short_row d48-ak1 d48 8 gpt2:l4c64 1 -ak 1
+    fi
+    archive
+}
+fp32_block() {
+    say "== fp32 (TF32): issue 23's \"not slower than today\" (d12 B=16: 120.1 ms on 2026-11-26, 666a58b)"
+    header
+    BENCH_PREC=fp32 bench_short_row d12 d12 16 gpt2:l2c64 2
+    archive
+}
+quickstart_block() {
     # the README's first command, whose GPU path no GPU has run: its corpus, tokenizer and GPT-2
     # vocabulary made here (bash data/prepare_bible.sh) and carried, as the device has no internet
     say "== the README's first command on the GPU: scripts/quickstart.sh (d12 B=16 T=1024, 500 steps of the Bible)"
@@ -139,17 +127,43 @@ else
         say "quickstart: carry data/bible, data/gpt2_tokenizer.bin and data/gpt2_vocab (bash data/prepare_bible.sh)"
     fi
     archive
-    say "== fp32 (TF32): issue 23's \"not slower than today\" (d12 B=16: 120.1 ms on 2026-11-26, 666a58b)"
-    header
-    BENCH_PREC=fp32 bench_short_row d12 d12 16 gpt2:l2c64 2
+}
+fp8_checks_block() {  # every check of the FP8 kernels against the CPU reference, then their benchmarks
+    local k
+    [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
+    wait_dev
+    for k in fp8 fp8_linear; do
+        if [ -x "build/cuda/${k}_bf16" ]; then
+            timeout 180 "build/cuda/${k}_bf16" > "$LOGDIR/${k}_check.log" 2>&1
+            say "== ${k}_bf16 (checks against the CPU reference): rc $?, $(grep -c '^PASS' "$LOGDIR/${k}_check.log") passed, $(grep -c '^FAIL' "$LOGDIR/${k}_check.log") failed"
+            grep -E "^FAIL|^SKIP" "$LOGDIR/${k}_check.log" | head -n 8 | tee -a "$SUMMARY"
+            grep -E "^bench" "$LOGDIR/${k}_check.log" | tee -a "$SUMMARY" > /dev/null
+        fi
+    done
     archive
-    say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
+}
+llmc_block() {
+    local llmc_ok=0 round
+    if [ "$EMU" = 1 ]; then
+        say "(rehearsal: no llm.c)"
+    elif [ -n "$llmc_pid" ]; then
+        wait "$llmc_pid" && llmc_ok=1
+        [ $llmc_ok = 1 ] || say "llm.c: build failed: $(grep -m 3 -i error "$LOGDIR/build_llmc.log" | cut -c1-200)"
+    else
+        say "llm.c: no $LLMC_DIR/train_gpt2.cu (carry a copy): its rows are skipped"
+    fi
+    say "== d12 and d48 beside llm.c (make train_gpt2cu USE_CUDNN=0: its own attention kernels)"
     header
-    bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
-    bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
-    bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2
-    bench_short_row d48-ak1 d48 8 gpt2:l4c64 1 -ak 1
+    for round in 1 2; do
+        bench_short_row d12 d12 64 gpt2:l2c64 2
+        [ $llmc_ok = 1 ] && llmc_row d12 d12 64
+    done
     archive
+    bench_short_row d48 d48 8 gpt2:l4c64 1
+    [ $llmc_ok = 1 ] && llmc_row d48 d48 8
+    archive
+}
+ma_block() {
     say "== -ma timed beside -ma heuristic"
     header
     bench_short_row d12-heur d12 64 gpt2:l2c64 2 -ma heuristic
@@ -157,6 +171,9 @@ else
     grep -m 3 -i "timed\|algorithm" "$LOGDIR/bench_short_d12-timed.log" | cut -c1-200 | tee -a "$SUMMARY"
     bench_short_row d48-timed d48 8 gpt2:l4c64 1 -ma timed
     archive
+}
+flags_block() {
+    local row
     say "== d12 B=64 under the flags dev/bench_flags.sh compares (old defaults -r 1 -ge 1 -bg 0)"
     header
     for row in "${BENCH_FLAG_ROWS[@]:0:4}"; do
@@ -165,6 +182,8 @@ else
     done
     grep -h "recompute" "$LOGDIR"/bench_short_d12-defaults.log 2> /dev/null | head -n 2 | tee -a "$SUMMARY"
     archive
+}
+ncu_block() {
     # where the 1.2B Llama's step goes (issue 23's 55% target; only d12 has been profiled):
     # Nsight Compute's kernel-time table, last, as the longest and the least urgent
     say "== Nsight Compute: Llama l16c2048h16kv8f8192 bf16 B=8 T=1024, 2 steps"
@@ -178,5 +197,41 @@ else
         grep -A 24 "kernels, .* launches" "$LOGDIR/ncu_llama.log" | tee -a "$SUMMARY" > /dev/null
     fi
     archive
+}
+
+# the dev programs (and llm.c) build in the background while the first rows run; the memory-bound
+# kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1
+KERNELS="attention"
+[ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
+dev_pid="" llmc_pid=""
+if [ "$EMU" != 1 ]; then
+    dev_bins=()
+    if [ "$PHASE" = 1 ]; then dev_names=$KERNELS; else dev_names="fp8 fp8_linear"; fi
+    for k in $dev_names; do dev_bins+=("build/cuda/${k}_bf16"); done
+    make -s -f cuda.mk "${dev_bins[@]}" -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
+    dev_pid=$!
+    if [ "$PHASE" = 2 ] && [ -f "$LLMC_DIR/train_gpt2.cu" ]; then
+        (cd "$LLMC_DIR" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1) > "$LOGDIR/build_llmc.log" 2>&1 &
+        llmc_pid=$!
+    fi
+fi
+wait_dev() {  # the dev programs' build, once
+    [ -n "$dev_pid" ] || return 0
+    wait "$dev_pid" || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
+    dev_pid=""
+}
+if [ "$PHASE" = 1 ]; then
+    fp8_rows_block
+    ak_block d12
+    kernels_block
+    fp32_block
+else
+    quickstart_block
+    fp8_checks_block
+    llmc_block
+    ak_block d48
+    ma_block
+    flags_block
+    ncu_block
 fi
 say "== bench_device $PHASE done"
