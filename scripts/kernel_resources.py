@@ -69,7 +69,7 @@ LAUNCH = {
     "adamw_kernel": (512, "default", "adamw.cuh adamw_update: block = 512"),
     "adamw_kernel_vec": (512, "default", "adamw.cuh adamw_update: block = 512 (4 elements a thread)"),
     "attention_backward_dkdv_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
-    "attention_backward_dkv_mma_kernel": (256, "default", "attention_mma.cuh: MMA_ATT_DKV_THREADS (<HS,true>: -ak 2's one-kernel backward)"),
+    "attention_backward_dkv_mma_kernel": (256, "default", "attention_mma.cuh: MMA_ATT_DKV_THREADS (<HS,1>: -ak 2's one-kernel backward; <HS,2>: dev/cuda/attention's bulk-reduction dq, its dynamic shared memory 8 x 16 x (HS/2 + 8) floats more than the table's)"),
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dq_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),

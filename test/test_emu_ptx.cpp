@@ -12,6 +12,9 @@
 //     (In forward order, which test/test_emu.sh runs it in: there a copy lands at its wait. The
 //     ISA lets it land any time from its issue on, which other EMU_ORDERs do, and
 //     test_emu_races.cu shows.)
+//   - cp.reduce.async.bulk .add.f32: not in global memory before its wait, added after it; groups
+//     and uncommitted operations as cp.async's; 32 lanes adding into one row sum element by element.
+//     (Forward order too: there an operation lands at its wait.)
 // Emulated build only: g++ -std=c++17 -I llmc/emu/include -include llmc/emu/emu.h -Illmc
 //   test/test_emu_ptx.cpp llmc/emu/emu.cpp -pthread. Prints one line per check; exits 1 if any
 // fails.
@@ -402,10 +405,93 @@ static void test_cp_async() {
     CHECK_CUDA(cudaFree(d_ok));
 }
 
+// ---------------------------------------------------------------------------------------
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 (PTX ISA, "cp.reduce.async.bulk"):
+// adds the floats of a shared-memory range into global memory, element by element atomically,
+// complete for the source by cp.async.bulk.wait_group.read and for the writes by
+// cp.async.bulk.wait_group; groups as cp.async's (commit_group closes the operations issued since
+// the last; wait_group N leaves the newest N). Each lane: its own row of 4 floats in global memory,
+// and a row all 32 lanes add into.
+enum BulkCheck { BR_NOT_BEFORE_WAIT, BR_WAIT_ADDS, BR_WAIT1_OLDER_DONE, BR_WAIT1_NEWER_PENDING, BR_UNCOMMITTED_PENDING,
+                 BR_ALL_LANES_SUM, BR_CHECKS };
+static const char* br_check_names[BR_CHECKS] = {
+    "bulk reduce: global memory unchanged before the wait",
+    "bulk reduce: wait_group.read 0 -> the row added",
+    "bulk reduce: wait_group 1 with 2 groups: the older added",
+    "bulk reduce: wait_group 1 with 2 groups: the newer pending",
+    "bulk reduce: wait_group ignores an uncommitted operation",
+    "bulk reduce: 32 lanes adding into one row, element by element",
+};
+
+// own: 32 rows of 4 floats, 1.0 each at the start; shared: one row of 4 zeros
+static void bulk_reduce_kernel(float* own, float* shared, int* ok) {
+    static char site;
+    auto& rows = ::emu::shared_static<float[3][32][4], 16>(&site);
+    const int lane = ::emu::lane_id();
+    float* mine = own + 4 * lane;
+    int* res = ok + (size_t)lane * BR_CHECKS;
+    for (int i = 0; i < 4; i++) {
+        rows[0][lane][i] = (float)(lane + i);  // row 0: lane + i
+        rows[1][lane][i] = 100.0f;
+        rows[2][lane][i] = 1000.0f;
+    }
+    ptx_fence_proxy_async_shared();
+    ptx_bulk_reduce_add_f32(mine, rows[0][lane], 16);
+    ptx_bulk_commit();
+    res[BR_NOT_BEFORE_WAIT] = mine[0] == 1.0f && mine[3] == 1.0f;
+    ptx_bulk_wait_read<0>();
+    res[BR_WAIT_ADDS] = mine[0] == 1.0f + lane && mine[3] == 4.0f + lane;
+
+    ptx_bulk_reduce_add_f32(mine, rows[1][lane], 16);
+    ptx_bulk_commit();
+    ptx_bulk_reduce_add_f32(mine, rows[2][lane], 16);
+    ptx_bulk_commit();
+    ptx_bulk_wait<1>();
+    res[BR_WAIT1_OLDER_DONE] = mine[1] == 102.0f + lane;
+    res[BR_WAIT1_NEWER_PENDING] = mine[2] == 103.0f + lane;
+    ptx_bulk_wait<0>();
+
+    ptx_bulk_reduce_add_f32(mine, rows[1][lane], 16);
+    ptx_bulk_wait<0>();
+    res[BR_UNCOMMITTED_PENDING] = mine[0] == 1101.0f + lane;
+    ptx_bulk_commit();
+    ptx_bulk_wait<0>();
+
+    ptx_bulk_reduce_add_f32(shared, rows[0][lane], 16);
+    ptx_bulk_commit();
+    ptx_bulk_wait<0>();
+    __syncthreads();
+    // sum over lanes of (lane + i) = 496 + 32 i
+    res[BR_ALL_LANES_SUM] = shared[0] == 496.0f && shared[1] == 528.0f && shared[3] == 592.0f;
+}
+
+static void test_bulk_reduce() {
+    float* d_own = to_device(std::vector<float>(32 * 4, 1.0f));
+    float* d_shared = to_device(std::vector<float>(4, 0.0f));
+    int* d_ok = nullptr;
+    CHECK_CUDA(cudaMalloc(&d_ok, sizeof(int) * 32 * BR_CHECKS));
+    CHECK_CUDA(cudaMemset(d_ok, 0, sizeof(int) * 32 * BR_CHECKS));
+    ::emu::launch_named("bulk_reduce_kernel", bulk_reduce_kernel, dim3(1), dim3(32))(d_own, d_shared, d_ok);
+    CHECK_CUDA(cudaGetLastError());
+    CHECK_CUDA(cudaDeviceSynchronize());
+    std::vector<int> ok = from_device(d_ok, (size_t)32 * BR_CHECKS);
+    for (int c = 0; c < BR_CHECKS; c++) {
+        int held = 0;
+        for (int lane = 0; lane < 32; lane++) held += ok[lane * BR_CHECKS + c] == 1;
+        char detail[64];
+        snprintf(detail, sizeof(detail), "%d of 32 lanes", held);
+        report(held == 32, br_check_names[c], detail);
+    }
+    CHECK_CUDA(cudaFree(d_own));
+    CHECK_CUDA(cudaFree(d_shared));
+    CHECK_CUDA(cudaFree(d_ok));
+}
+
 int main() {
     test_mma();
     test_ldmatrix();
     test_cp_async();
+    test_bulk_reduce();
     if (failures) {
         printf("%d check(s) FAILED\n", failures);
         return 1;

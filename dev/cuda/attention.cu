@@ -193,6 +193,20 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
             });
             dev_report_tflops("attention_backward_mma_fused", "gpt2", 2.5 * fwd_flops, ms);
         }
+        // the same with dq by the TMA unit's bulk reductions (sm_90): the same checks
+        if (ctx.props.major >= 9) {
+            CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
+            attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
+            CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+            std::vector<float> got_bulk = dev_download(d_dqkv, n_qkv);
+            check_dqkv("attention_backward_mma_bulk", w, got_bulk, ref_dqkv, (size_t)B * T, C, tb);
+            same_kv = true;
+            for (size_t bt = 0; bt < (size_t)B * T && same_kv; bt++)
+                same_kv = memcmp(got_bulk.data() + bt * 3 * C + C, got_mma.data() + bt * 3 * C + C,
+                                 2 * (size_t)C * sizeof(float)) == 0;
+            dev_expect("attention_backward_mma_bulk", (w + " dk and dv bit for bit attention_backward_mma's").c_str(),
+                       same_kv);
+        }
         CHECK_CUDA(cudaFree(d_dq_accum));
     }
 #endif
@@ -248,6 +262,12 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
             attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
         });
         dev_report_tflops("attention_backward_mma_fused", what, 2.5 * fwd_flops, ms);
+        if (ctx.props.major >= 9) {
+            ms = bench_ms(ctx, reps, [&] {
+                attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
+            });
+            dev_report_tflops("attention_backward_mma_bulk", what, 2.5 * fwd_flops, ms);
+        }
         CHECK_CUDA(cudaFree(d_dq_accum));
     }
 #endif

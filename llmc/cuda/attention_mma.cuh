@@ -47,7 +47,8 @@
 // 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
 // (attention_backward_mma with dq_accum, -ak 2: no dq kernel, each dk/dv block adding its dS K to an fp32
 // dq by atomics, as flash-attention 2 does; 5 tile products instead of 7, and not bitwise
-// reproducible.)
+// reproducible. attention_backward_mma_launch<true>, dev/cuda/attention's variant on sm_90: the
+// same by the TMA unit's bulk reductions from shared memory, as flash-attention 3 does.)
 // Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
 // 104,448; dk/dv 6 tiles and P^T, dS^T, 74,752 / 123,904: above the 48 KB default mostly, so
 // the launchers raise the kernels' limit. ptxas (CUDA 13.0, sm_90), no spills at any head size;
@@ -88,10 +89,15 @@ constexpr size_t mma_att_tile_bytes(int HS) { return (size_t)MMA_ATT_KEYS * (HS 
 // forward: two stages of (K, V), Q (WM tiles of it); dq: the same and dO
 constexpr size_t mma_att_fwd_smem(int HS, int WM = 1) { return (size_t)(4 + WM) * mma_att_tile_bytes(HS); }
 constexpr size_t mma_att_dq_smem(int HS) { return 6 * mma_att_tile_bytes(HS); }
-// dk/dv: K, V, two stages of (Q, dO), P^T, dS^T, two stages of (lse2, D)
-constexpr size_t mma_att_dkv_smem(int HS) {
+// dk/dv: K, V, two stages of (Q, dO), P^T, dS^T, two stages of (lse2, D); with dq by bulk
+// reductions (dev/cuda/attention's variant) the dq tile in fp32 after them, each warp's 16 rows of
+// HS/2 floats padded to HS/2 + 8 (so a row starts 16-byte aligned and the fragment stores spread
+// over the banks)
+__host__ __device__ constexpr int mma_att_dq_stage_ld(int HS) { return HS / 2 + 8; }
+constexpr size_t mma_att_dkv_smem(int HS, bool dq_bulk = false) {
     return 6 * mma_att_tile_bytes(HS) + 2 * (size_t)MMA_ATT_KEYS * MMA_ATT_PLD * sizeof(floatX) +
-           4 * (size_t)MMA_ATT_ROWS * sizeof(float);
+           4 * (size_t)MMA_ATT_ROWS * sizeof(float) +
+           (dq_bulk ? (size_t)(MMA_ATT_DKV_THREADS / 32) * 16 * mma_att_dq_stage_ld(HS) * sizeof(float) : 0);
 }
 
 // Every product is ptx_mma_m16n8k16_bf16_f32 (ptx.cuh): D += A B for one 16x8x16 tile, bf16 in,
@@ -525,12 +531,20 @@ __device__ __forceinline__ void mma_atomic_add_pair(float* p, float x, float y) 
 #endif
 }
 
+// How the dk/dv kernel's dq leaves it: not at all (the dq kernel computes it), by float atomics
+// (-ak 2), or by the TMA unit's bulk reductions from a shared-memory copy (sm_90; dev/cuda/attention's
+// variant, not yet measured)
+enum AttDq { ATT_DQ_NONE = 0, ATT_DQ_ATOMIC = 1, ATT_DQ_BULK = 2 };
+
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
 // P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
-// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ (attention_backward_mma with dq_accum):
-// phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32, (B, T, C)) by atomics, for
-// warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..
-template <int HS, bool DQ>
+// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ != ATT_DQ_NONE (attention_backward_mma
+// with dq_accum): phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32, (B, T, C)),
+// for warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..: ATT_DQ_ATOMIC by atomics from
+// the fragments, ATT_DQ_BULK by writing them to the warp's part of a shared-memory tile and one
+// bulk reduction a query row (HS/2 floats), issued by lanes 0..15, which wait for the last tile's
+// to have read the tile before it is written again.
+template <int HS, int DQ>
 __global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
 attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                   const float* D, int T, int NH, float* dq_accum) {
@@ -545,6 +559,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     floatX* dSs = Ps + MMA_ATT_KEYS * PLD;  // int-bound(mma_tile)
     float* lse2_s = reinterpret_cast<float*>(dSs + MMA_ATT_KEYS * PLD);  // [2][64]: stage s at 64 s; int-bound(mma_tile)
     float* D_s = lse2_s + 2 * MMA_ATT_ROWS;                              // [2][64]; int-bound(mma_tile)
+    constexpr int SLD = mma_att_dq_stage_ld(HS);
+    float* dq_stage = D_s + 2 * MMA_ATT_ROWS;  // ATT_DQ_BULK: [8 warps][16][SLD]; 16-byte aligned (every part above is)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -641,7 +657,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
             mma_ldsm_a<PLD>(a, dSs, kr, t * 16, lane);
             mma_chunk_times_cols<LD, ND>(dk, a, Qs, t * 16, dc, lane);
         }
-        if constexpr (DQ) {  // phase 3: dq (queries kr.. of this query tile, columns dc..) += dS K
+        if constexpr (DQ != ATT_DQ_NONE) {  // phase 3: dq (queries kr.. of this query tile, columns dc..) += dS K
             float dq[ND][4];
             mma_zero<ND>(dq);
 #pragma unroll
@@ -650,17 +666,42 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
                 mma_ldsm_a_trans<PLD>(a, dSs, kr, t * 16, lane);
                 mma_chunk_times_cols<LD, ND>(dq, a, Ks, t * 16, dc, lane);
             }
+            if constexpr (DQ == ATT_DQ_ATOMIC) {
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int qi = q0 + kr + g + 8 * i;
-                if (qi >= T) continue;
-                float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
+                for (int i = 0; i < 2; i++) {
+                    const int qi = q0 + kr + g + 8 * i;
+                    if (qi >= T) continue;
+                    float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
 #pragma unroll
-                for (int nd = 0; nd < ND; nd++) mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);
+                    for (int nd = 0; nd < ND; nd++) mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);
+                }
+            } else {
+                float* st = dq_stage + warp * 16 * SLD;  // this warp's 16 queries x HS/2 columns; int-bound(mma_tile)
+                if (j > 0) {  // the last tile's reductions have read st
+                    if (lane < 16) ptx_bulk_wait_read<0>();
+                    __syncwarp();
+                }
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+#pragma unroll
+                    for (int nd = 0; nd < ND; nd++)
+                        *reinterpret_cast<float2*>(st + (g + 8 * i) * SLD + nd * 8 + 2 * c) =  // int-bound(mma_tile)
+                            make_float2(dq[nd][2 * i], dq[nd][2 * i + 1]);
+                }
+                ptx_fence_proxy_async_shared();  // the stores above, seen by the bulk reductions
+                __syncwarp();
+                const int qi = q0 + kr + lane;
+                if (lane < 16 && qi < T)
+                    ptx_bulk_reduce_add_f32(dq_accum + ((size_t)b * T + qi) * C + h * HS + dc,  // int-bound(att_channels)
+                                            st + lane * SLD, (uint32_t)(HS / 2 * sizeof(float)));  // int-bound(mma_tile)
+                if (lane < 16) ptx_bulk_commit();
             }
         }
         // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier
         if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;  // int-bound(mma_tile)
+    }
+    if constexpr (DQ == ATT_DQ_BULK) {
+        if (lane < 16) ptx_bulk_wait<0>();  // the shared memory read, the sums in dq_accum
     }
     floatX* dst = dqkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
     const float mk[2] = {scale, scale}, mv[2] = {1.0f, 1.0f};
@@ -738,10 +779,14 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
 // zeroed here; -ak 2): dq computed inside the dk/dv kernel, as flash-attention 2 does, 5 tile
 // products a pair of tiles instead of 7 (the dq kernel recomputes S and dP); each key tile adds
 // its part of dq by fp32 atomics, in the order the tiles happen to finish, so not bitwise
-// reproducible (PREDICTED faster where the atomics are cheap; not yet run on a GPU).
-inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                   const floatX* out, const float* lse, int B, int T, int C, int NH,
-                                   float* dq_accum = nullptr) {
+// reproducible (on an H200, 2026-11-28, with float atomics, 18% slower than the two kernels;
+// float2 atomics since, not yet measured). BULK (dev/cuda/attention's variant, sm_90): the
+// atomics replaced by the TMA unit's bulk reductions; only the dev program instantiates it (a
+// non-template caller here would compile its kernels into every trainer).
+template <bool BULK>
+inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                          const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                          float* dq_accum) {
     attention_check(B, T, C, NH, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const int HS = C / NH;
@@ -749,7 +794,11 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
-    const size_t smem_kv = mma_att_dkv_smem(HS), smem_q = mma_att_dq_smem(HS);
+    if constexpr (BULK) {
+        CHECK(dq_accum != nullptr && ctx.props.major >= 9,
+              "dq by bulk reductions needs a dq buffer and sm_90 (this GPU: sm_%d%d)", ctx.props.major, ctx.props.minor);
+    }
+    const size_t smem_kv = mma_att_dkv_smem(HS, BULK), smem_q = mma_att_dq_smem(HS);
     const size_t n = (size_t)B * T * C;
     if (dq_accum != nullptr) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
 #define ATT_MMA_DKV(H, DQ, DQ_ACCUM)                                                                         \
@@ -757,10 +806,12 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     attention_backward_dkv_mma_kernel<H, DQ><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(            \
         dqkv, dout, qkv, lse, D, T, NH, DQ_ACCUM)
 #define ATT_MMA_BWD(H)                                                                                       \
-    if (dq_accum != nullptr) {                                                                               \
-        ATT_MMA_DKV(H, true, dq_accum);                                                                      \
+    if constexpr (BULK) { /* the kernel's argument dependent on BULK: not compiled where BULK is false */   \
+        ATT_MMA_DKV(H, (BULK ? ATT_DQ_BULK : ATT_DQ_ATOMIC), dq_accum);                                      \
+    } else if (dq_accum != nullptr) {                                                                        \
+        ATT_MMA_DKV(H, ATT_DQ_ATOMIC, dq_accum);                                                             \
     } else {                                                                                                 \
-        ATT_MMA_DKV(H, false, nullptr);                                                                      \
+        ATT_MMA_DKV(H, ATT_DQ_NONE, nullptr);                                                                \
         CHECK_LAUNCH();                                                                                      \
         attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq"); \
         attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                  \
@@ -774,6 +825,11 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv, dq_accum, n, C,
                                                                                     1.0f / sqrtf((float)HS));
     CHECK_LAUNCH();
+}
+inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                   const floatX* out, const float* lse, int B, int T, int C, int NH,
+                                   float* dq_accum = nullptr) {
+    attention_backward_mma_launch<false>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, dq_accum);
 }
 #endif  // ENABLE_BF16
 

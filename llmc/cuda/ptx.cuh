@@ -6,7 +6,8 @@
 // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x1, ptx_ldmatrix_x2, ptx_ldmatrix_x4,
 //          ptx_ldmatrix_x1_trans, ptx_ldmatrix_x2_trans, ptx_ldmatrix_x4_trans,
 //          ptx_cp_async_16, ptx_cp_async_16_zfill, ptx_cp_async_commit, ptx_cp_async_wait,
-//          ptx_cp_async_wait_all
+//          ptx_cp_async_wait_all, ptx_bulk_reduce_add_f32, ptx_bulk_commit, ptx_bulk_wait_read,
+//          ptx_bulk_wait, ptx_fence_proxy_async_shared
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
@@ -19,7 +20,8 @@
 //   g, rows 2t and 2t+1). So ldmatrix_x4 of a 16x16 row-major tile, lane l giving row l % 16
 //   at column 8 * (l / 16), is mma's A fragment; ldmatrix_x2_trans of a 16 x 8 k-major tile
 //   (lane l giving row l % 16) is its B fragment.
-// mma and ldmatrix are warp-wide: all 32 lanes call them together. cp.async needs sm_80.
+// mma and ldmatrix are warp-wide: all 32 lanes call them together. cp.async needs sm_80, the
+// bulk reduction and its fence sm_90 (below sm_90 they trap: callers check the device first).
 #pragma once
 #include <cstdint>
 #ifdef GPTRAIN_EMU
@@ -159,5 +161,80 @@ __device__ inline void ptx_cp_async_wait_all() {
     asm volatile("cp.async.wait_all;\n" ::: "memory");
 #else
     ::emu::cp_async_wait_all();
+#endif
+}
+
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [gmem_dst], [smem_src], bytes: the
+// TMA unit adds bytes / 4 floats of shared memory into global memory, each element atomically,
+// asynchronously (sm_90). gmem_dst and smem_src 16-byte aligned, bytes a multiple of 16. smem_src
+// must be written before (by other lanes: then a __syncwarp or barrier) and behind a
+// ptx_fence_proxy_async_shared of the writers, and not written again until a ptx_bulk_wait_read
+// covering the operation's group.
+__device__ inline void ptx_bulk_reduce_add_f32(float* gmem_dst, const float* smem_src, uint32_t bytes) {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
+#else
+    const uint32_t s = (uint32_t)__cvta_generic_to_shared(smem_src);
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gmem_dst),
+                 "r"(s), "r"(bytes)
+                 : "memory");
+#endif
+#else
+    ::emu::bulk_reduce_add_f32(gmem_dst, smem_src, bytes);
+#endif
+}
+
+// cp.async.bulk.commit_group: this thread's bulk operations since the last commit become one group
+__device__ inline void ptx_bulk_commit() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
+#else
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+#else
+    ::emu::bulk_commit_group();
+#endif
+}
+
+// cp.async.bulk.wait_group.read N: at most the newest N groups may still be reading their
+// sources (the shared memory of the older ones may be written again)
+template <int N>
+__device__ inline void ptx_bulk_wait_read() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
+#else
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+#else
+    ::emu::bulk_wait_group(N);
+#endif
+}
+
+// cp.async.bulk.wait_group N: at most the newest N groups are not complete (writes included)
+template <int N>
+__device__ inline void ptx_bulk_wait() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
+#else
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+#else
+    ::emu::bulk_wait_group(N);
+#endif
+}
+
+// fence.proxy.async.shared::cta: this thread's shared-memory writes are seen by the async proxy
+// (the bulk operations) issued after it (sm_90; nothing to do on the emulated GPU)
+__device__ inline void ptx_fence_proxy_async_shared() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+    __trap();
+#else
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 #endif
 }

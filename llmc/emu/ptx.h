@@ -6,6 +6,7 @@
 // register gets the wrong product here as it would on the GPU.
 // defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async,
 //          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
+//          emu::bulk_reduce_add_f32, emu::bulk_commit_group, emu::bulk_wait_group,
 //          emu::ptx_thread_barrier, emu::ptx_thread_exit
 //
 // Fragment layouts, with g = laneid >> 2 (groupID), t = laneid % 4 (threadID_in_group); a
@@ -171,6 +172,13 @@ inline std::mutex cp_async_mutex;
 inline std::unordered_map<const ThreadState*, CpAsyncThread> cp_async_threads;
 inline std::atomic<bool> cp_async_used{false};  // set at the first cp.async: until then no thread has any
 
+// the running emulated thread's number in its grid (block-major), which salts cp_async_landing
+inline uint64_t ptx_thread_serial() {
+    const ThreadState* t = tls_thread;
+    const BlockState* b = t->block;
+    return (((uint64_t)b->idx.z * b->grid.y + b->idx.y) * b->grid.x + b->idx.x) * 1024 + t->linear;
+}
+
 inline void cp_async_land(CpAsyncCopy& c) {
     if (c.landed) return;
     memcpy(c.dst, c.src, c.src_bytes);
@@ -198,8 +206,7 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
               src_bytes, src);
     race_cp_async_issue(dst, (size_t)bytes, src, (size_t)src_bytes);
     const ThreadState* t = tls_thread;
-    const BlockState* b = t->block;
-    const uint64_t thread = (((uint64_t)b->idx.z * b->grid.y + b->idx.y) * b->grid.x + b->idx.x) * 1024 + t->linear;
+    const uint64_t thread = ptx_thread_serial();
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     cp_async_used.store(true, std::memory_order_relaxed);
     CpAsyncThread& s = cp_async_threads[t];
@@ -236,6 +243,84 @@ inline void cp_async_wait_all() {
     cp_async_wait_group(0);
 }
 
+// ---------------------------------------------------------------------------------------
+// cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [dst], [src], size;
+// cp.async.bulk.commit_group; cp.async.bulk.wait_group{.read} N (sm_90).
+// PTX ISA, "cp.reduce.async.bulk": adds size bytes of floats in shared memory to global memory,
+// each element atomically (the reduction is "performed atomically" per element with respect to
+// other accesses to that location), asynchronously: the source may be read at any time until a
+// cp.async.bulk.wait_group.read covering the operation's bulk async-group has returned, and the
+// global writes complete by the matching cp.async.bulk.wait_group (or the kernel's end); dst and
+// src 16-byte aligned, size a multiple of 16. Here an operation reads its source and adds at a
+// moment EMU_ORDER picks, at the issue or at the wait (cp_async_landing's choice, a barrier
+// landing counted as the wait), so a kernel that writes the source too late (no __syncwarp
+// before the issue) or too early (before the wait) adds the wrong numbers in some order. A
+// thread that exits with an operation it never waited for stops the program, as the shared
+// memory it reads is gone when its block ends. The race check (EMU_RACECHECK=1) does not see
+// these reads: the landing orders are what catch a source written at the wrong time.
+
+struct BulkReduce {
+    float* dst;
+    const float* src;
+    uint32_t bytes;
+    bool landed;
+};
+struct BulkThread {
+    std::vector<BulkReduce> open;                // issued, not yet committed
+    std::deque<std::vector<BulkReduce>> groups;  // committed, oldest first
+    uint64_t issued = 0;
+};
+inline std::unordered_map<const ThreadState*, BulkThread> bulk_threads;  // under cp_async_mutex
+inline std::atomic<bool> bulk_used{false};
+
+inline void bulk_land(BulkReduce& r) {
+    if (r.landed) return;
+    for (uint32_t i = 0; i < r.bytes / 4; i++) ::atomicAdd(r.dst + i, r.src[i]);
+    r.landed = true;
+}
+
+inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+    if (bytes == 0 || bytes % 16 != 0)
+        fatal("cp.reduce.async.bulk: %s gives size %u: a multiple of 16 bytes", ptx_where().text, bytes);
+    if (((uintptr_t)dst & 15) != 0 || ((uintptr_t)src & 15) != 0)
+        fatal("cp.reduce.async.bulk: %s adds %p into %p: both must be 16-byte aligned", ptx_where().text,
+              (const void*)src, (void*)dst);
+    if (device_range(src, 1))
+        fatal("cp.reduce.async.bulk: %s reads %p in global memory: the source is shared memory", ptx_where().text,
+              (const void*)src);
+    if (!device_range(dst, bytes))
+        fatal("cp.reduce.async.bulk: %s adds %u bytes into %p, not inside one cudaMalloc allocation",
+              ptx_where().text, bytes, (void*)dst);
+    const ThreadState* t = tls_thread;
+    const uint64_t thread = ptx_thread_serial();
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    bulk_used.store(true, std::memory_order_relaxed);
+    BulkThread& s = bulk_threads[t];
+    BulkReduce r{dst, src, bytes, false};
+    if (cp_async_landing(thread * 1000003 + 77 + s.issued++) == CP_ASYNC_AT_ISSUE) bulk_land(r);
+    s.open.push_back(r);
+}
+
+inline void bulk_commit_group() {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    BulkThread& s = bulk_threads[tls_thread];
+    s.groups.push_back(std::move(s.open));
+    s.open.clear();
+}
+
+// wait_group N and wait_group.read N alike: every committed group but the newest N is done
+inline void bulk_wait_group(int n) {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    auto it = bulk_threads.find(tls_thread);
+    if (it == bulk_threads.end()) return;
+    BulkThread& s = it->second;
+    while ((int)s.groups.size() > n) {
+        for (BulkReduce& r : s.groups.front()) bulk_land(r);
+        s.groups.pop_front();
+    }
+    if (s.groups.empty() && s.open.empty()) bulk_threads.erase(it);
+}
+
 // To be called on the emulated thread as it arrives at __syncthreads: its copies that were to
 // land by then (CP_ASYNC_AT_BARRIER) do; they stay pending until their wait all the same.
 inline void ptx_thread_barrier() {
@@ -255,6 +340,21 @@ inline void ptx_thread_barrier() {
 // for the pending copy of the next thread whose ThreadState has the same address. Drops the
 // thread's entry; stops the program if a copy was still pending.
 inline void ptx_thread_exit() {
+    if (bulk_used.load(std::memory_order_relaxed)) {
+        size_t pending = 0;
+        {
+            std::lock_guard<std::mutex> lock(cp_async_mutex);
+            auto it = bulk_threads.find(tls_thread);
+            if (it != bulk_threads.end()) {
+                pending = it->second.open.size();
+                for (const std::vector<BulkReduce>& grp : it->second.groups) pending += grp.size();
+                bulk_threads.erase(it);
+            }
+        }
+        if (pending > 0)
+            fatal("cp.reduce.async.bulk: %s exited with %zu operations never waited for (cp.async.bulk.wait_group)",
+                  ptx_where().text, pending);
+    }
     if (!cp_async_used.load(std::memory_order_relaxed)) return;  // every thread ends here: keep it cheap
     size_t pending = 0;
     {
