@@ -428,7 +428,7 @@ static void bulk_reduce_kernel(float* own, float* shared, int* ok) {
     static char site;
     auto& rows = ::emu::shared_static<float[3][32][4], 16>(&site);
     const int lane = ::emu::lane_id();
-    float* mine = own + 4 * lane;
+    float* mine = own + 4 * (size_t)lane;
     int* res = ok + (size_t)lane * BR_CHECKS;
     for (int i = 0; i < 4; i++) {
         rows[0][lane][i] = (float)(lane + i);  // row 0: lane + i
@@ -466,7 +466,7 @@ static void bulk_reduce_kernel(float* own, float* shared, int* ok) {
 }
 
 static void test_bulk_reduce() {
-    float* d_own = to_device(std::vector<float>(32 * 4, 1.0f));
+    float* d_own = to_device(std::vector<float>((size_t)32 * 4, 1.0f));
     float* d_shared = to_device(std::vector<float>(4, 0.0f));
     int* d_ok = nullptr;
     CHECK_CUDA(cudaMalloc(&d_ok, sizeof(int) * 32 * BR_CHECKS));

@@ -380,8 +380,9 @@ static void test_capture_fork() {
 
 __global__ void vector_atomic_kernel(float2* pairs, float* old_sums) {
     const float2 old = atomicAdd(pairs + threadIdx.x % 2, make_float2(1.0f, 2.0f));
-    atomicAdd(old_sums + 2 * (threadIdx.x % 2), old.x);
-    atomicAdd(old_sums + 2 * (threadIdx.x % 2) + 1, old.y);
+    const size_t pair = threadIdx.x % 2;
+    atomicAdd(old_sums + 2 * pair, old.x);
+    atomicAdd(old_sums + 2 * pair + 1, old.y);
 }
 
 static void test_vector_atomic() {

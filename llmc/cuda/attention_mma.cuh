@@ -560,7 +560,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     float* lse2_s = reinterpret_cast<float*>(dSs + MMA_ATT_KEYS * PLD);  // [2][64]: stage s at 64 s; int-bound(mma_tile)
     float* D_s = lse2_s + 2 * MMA_ATT_ROWS;                              // [2][64]; int-bound(mma_tile)
     constexpr int SLD = mma_att_dq_stage_ld(HS);
-    float* dq_stage = D_s + 2 * MMA_ATT_ROWS;  // ATT_DQ_BULK: [8 warps][16][SLD]; 16-byte aligned (every part above is)
+    float* dq_stage = D_s + 2 * MMA_ATT_ROWS;  // ATT_DQ_BULK: [8 warps][16][SLD], 16-byte aligned; int-bound(mma_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -673,7 +673,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
                     if (qi >= T) continue;
                     float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
 #pragma unroll
-                    for (int nd = 0; nd < ND; nd++) mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);
+                    for (int nd = 0; nd < ND; nd++)
+                        mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);  // int-bound(mma_tile)
                 }
             } else {
                 float* st = dq_stage + warp * 16 * SLD;  // this warp's 16 queries x HS/2 columns; int-bound(mma_tile)
