@@ -67,10 +67,20 @@ llmc_row() {
 }
 
 # --- the blocks, each one comparison; the phases below run them in the order of what is least known
+# dev_checks NAME [ARGS]: build/cuda/NAME_bf16's checks against the CPU reference, counted
+dev_checks() {
+    local k=$1
+    shift
+    [ -x "build/cuda/${k}_bf16" ] || return 0
+    timeout 180 "build/cuda/${k}_bf16" "$@" > "$LOGDIR/${k}_check.log" 2>&1
+    say "== ${k}_bf16 $* (checks against the CPU reference): rc $?, $(grep -c '^PASS' "$LOGDIR/${k}_check.log") passed, $(grep -c '^FAIL' "$LOGDIR/${k}_check.log") failed"
+    grep -E "^FAIL|^SKIP" "$LOGDIR/${k}_check.log" | head -n 8 | tee -a "$SUMMARY"
+}
 kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 128, T 1024 and 4096)
     local k
     [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
     wait_dev
+    dev_checks attention --quick  # the three backwards (-ak 1, -ak 2's atomics, the bulk reductions) first
     for k in $KERNELS; do
         say "== ${k}_bf16 --bench"
         if [ -x "build/cuda/${k}_bf16" ]; then
@@ -133,12 +143,8 @@ fp8_checks_block() {  # every check of the FP8 kernels against the CPU reference
     [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
     wait_dev
     for k in fp8 fp8_linear; do
-        if [ -x "build/cuda/${k}_bf16" ]; then
-            timeout 180 "build/cuda/${k}_bf16" > "$LOGDIR/${k}_check.log" 2>&1
-            say "== ${k}_bf16 (checks against the CPU reference): rc $?, $(grep -c '^PASS' "$LOGDIR/${k}_check.log") passed, $(grep -c '^FAIL' "$LOGDIR/${k}_check.log") failed"
-            grep -E "^FAIL|^SKIP" "$LOGDIR/${k}_check.log" | head -n 8 | tee -a "$SUMMARY"
-            grep -E "^bench" "$LOGDIR/${k}_check.log" | tee -a "$SUMMARY" > /dev/null
-        fi
+        dev_checks "$k"
+        grep -E "^bench" "$LOGDIR/${k}_check.log" 2> /dev/null | tee -a "$SUMMARY" > /dev/null
     done
     archive
 }
