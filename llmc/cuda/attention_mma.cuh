@@ -800,6 +800,8 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
               "dq by bulk reductions needs a dq buffer and sm_90 (this GPU: sm_%d%d)", ctx.props.major, ctx.props.minor);
     }
     const size_t smem_kv = mma_att_dkv_smem(HS, BULK), smem_q = mma_att_dq_smem(HS);
+    constexpr int DQ_MODE = BULK ? ATT_DQ_BULK : ATT_DQ_ATOMIC;  // with dq_accum (dependent on BULK: the
+                                                                 // bulk kernels compile only where BULK is true)
     const size_t n = (size_t)B * T * C;
     if (dq_accum != nullptr) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
 #define ATT_MMA_DKV(H, DQ, DQ_ACCUM)                                                                         \
@@ -807,10 +809,8 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     attention_backward_dkv_mma_kernel<H, DQ><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(            \
         dqkv, dout, qkv, lse, D, T, NH, DQ_ACCUM)
 #define ATT_MMA_BWD(H)                                                                                       \
-    if constexpr (BULK) { /* the kernel's argument dependent on BULK: not compiled where BULK is false */   \
-        ATT_MMA_DKV(H, (BULK ? ATT_DQ_BULK : ATT_DQ_ATOMIC), dq_accum);                                      \
-    } else if (dq_accum != nullptr) {                                                                        \
-        ATT_MMA_DKV(H, ATT_DQ_ATOMIC, dq_accum);                                                             \
+    if (dq_accum != nullptr) {                                                                               \
+        ATT_MMA_DKV(H, DQ_MODE, dq_accum);                                                                   \
     } else {                                                                                                 \
         ATT_MMA_DKV(H, ATT_DQ_NONE, nullptr);                                                                \
         CHECK_LAUNCH();                                                                                      \

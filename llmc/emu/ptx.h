@@ -186,9 +186,11 @@ inline void cp_async_land(CpAsyncCopy& c) {
     c.landed = true;
 }
 
-inline size_t cp_async_pending(const CpAsyncThread& s) {
+// the operations a thread issued and has not waited for (CpAsyncThread, BulkThread)
+template <typename Thread>
+inline size_t cp_async_pending(const Thread& s) {
     size_t n = s.open.size();
-    for (const std::vector<CpAsyncCopy>& grp : s.groups) n += grp.size();
+    for (const auto& grp : s.groups) n += grp.size();
     return n;
 }
 
@@ -303,6 +305,7 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
 
 inline void bulk_commit_group() {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
+    bulk_used.store(true, std::memory_order_relaxed);  // (an entry made here is dropped at the thread's exit)
     BulkThread& s = bulk_threads[tls_thread];
     s.groups.push_back(std::move(s.open));
     s.open.clear();
@@ -346,8 +349,7 @@ inline void ptx_thread_exit() {
             std::lock_guard<std::mutex> lock(cp_async_mutex);
             auto it = bulk_threads.find(tls_thread);
             if (it != bulk_threads.end()) {
-                pending = it->second.open.size();
-                for (const std::vector<BulkReduce>& grp : it->second.groups) pending += grp.size();
+                pending = cp_async_pending(it->second);
                 bulk_threads.erase(it);
             }
         }
