@@ -4,8 +4,8 @@
 # it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
 #   bash dev/bench_device.sh 1              what no GPU has measured yet, first: fp8 beside bf16
-#                                           (four 8B-shaped Llama layers B=4, the 1.2B Llama
-#                                           B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
+#                                           (four and eight 8B-shaped Llama layers B=4, and a
+#                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
 #                                           alone (dev/cuda attention --bench; classifier,
 #                                           layernorm, encoder too with BENCH_MEMORY_KERNELS=1),
 #                                           d12 in fp32 (TF32) at B=16
@@ -91,11 +91,25 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
     done
     archive
 }
+# A layer of the 8B-shaped rows alone (issue 26's target is on 8B-shaped layers): the difference
+# of the 8- and the 4-layer steps over 4, which takes out what a step spends outside its layers
+# (embedding, classifier, the optimizer's share of those), bf16 beside fp8.
+per_layer_8b() {
+    awk -F'\t' '$3 == "BENCH" && $4 ~ /^llama-8b-l[48]$/ { ms[$4 "/" $5] = $7 }
+        END { b4 = ms["llama-8b-l4/bf16"]; b8 = ms["llama-8b-l8/bf16"]; f4 = ms["llama-8b-l4/fp8"]; f8 = ms["llama-8b-l8/fp8"]
+              if (b4 == "" || b8 == "" || f4 == "" || f8 == "") { print "a layer of the 8B-shaped rows: a row is missing"; exit }
+              b = (b8 - b4) / 4; f = (f8 - f4) / 4
+              printf "a layer of the 8B-shaped rows ((l8 - l4) / 4, B=4 T=1024): bf16 %.2f ms, fp8 %.2f ms, fp8 %.3fx\n",
+                     b, f, (f > 0 ? b / f : 0) }' "$RESULTS"
+}
 fp8_rows_block() {
     say "== fp8 beside bf16 (issue 26's rows; the d12 and d48 bf16 rows are gpu_check's bench_short)"
     header
     bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
     BENCH_PREC=fp8 bench_short_row llama-8b-l4 llama3:l4c4096h32kv8f14336v50257 4 llama3:l2c64h4kv2f128v50257 1
+    BENCH_PREC=fp8 bench_short_row llama-8b-l8 llama3:l8c4096h32kv8f14336v50257 4 llama3:l4c64h4kv2f128v50257 1
+    bench_short_row llama-8b-l8 llama3:l8c4096h32kv8f14336v50257 4 llama3:l4c64h4kv2f128v50257 1
+    say "$(per_layer_8b)"
     BENCH_PREC=fp8 bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     bench_short_row llama-1.2b llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c64h4kv2f128v50257 1
     archive

@@ -23,10 +23,17 @@ What FP8 changes (llmc/cuda/fp8_linear.cuh):
     the input again transposed (3 bytes), the output gradient both ways (read 2, write 2 x 1) and
     the weight transposed; every micro-step; at 3.25 TB/s, fp8_cast's measured rate (the backward
     GEMMs' rates above are what the layer's time leaves after the casts at that rate);
-  - GPT-2's GELU leaves cuBLASLt's epilogues (forward and -ge 2's backward) for its own kernels:
-    forward reads the (BT, 4C) pre-activation once more (the epilogue wrote both tensors anyway),
-    backward reads the GEMM's output and writes it again (the epilogue read the pre-activation
-    too): 6 bytes a value more, at 3.0 TB/s.
+  - GPT-2's GELU leaves cuBLASLt's forward epilogue for its own kernel, which reads the (BT, 4C)
+    pre-activation once more (the epilogue wrote both tensors anyway): 2 bytes a value more, at
+    3.0 TB/s. Its backward costs nothing more than bf16's -ge 2 epilogue: since 2026-11-28 it is
+    taken in fc's cast-transpose of its output gradient, which reads the pre-activation as that
+    epilogue does (it was gelu_backward's pass, 4 bytes a value more, when d48 was measured);
+  - the bias gradients (GPT-2) come from the cast-transposes of the output gradients, from the
+    same read, as bf16's from the BGRADB epilogue (they were a pass of 2 bytes a value over each
+    output gradient when d48 was measured, which this model never counted);
+  - every cast-transpose at fp8_cast's rate: the tiled kernel of 2026-11-28 moves 16 bytes a load
+    and a store as fp8_cast does (the 32x32 one that d48 was measured with, a byte a store, was
+    never timed alone; dev/cuda/fp8 --bench times both).
 The 2026-11-27 version assumed fp8 GEMMs at 2x (forward) and 1.6x (backward) bf16's everywhere and
 predicted d48 at 1.10x; the GPU gave 1.064x. This one, from the kernels' measured rates, gives
 1.01x: 6% pessimistic where that one was 5% optimistic (a GEMM in a step is not the GEMM alone:
@@ -84,7 +91,7 @@ def parts(m):
     acts = sum(N * i * 3 * 2 + N * o * 4 for i, o in linears(m))  # inputs twice, gradients once
     weights = sum(i * o * 3 * 2 for i, o in linears(m))
     cast = (acts + weights) * m["L"] / CAST_BANDWIDTH
-    gelu = N * m["F"] * 6 * m["L"] / BANDWIDTH if m["family"] == "gpt2" else 0.0
+    gelu = N * m["F"] * 2 * m["L"] / BANDWIDTH if m["family"] == "gpt2" else 0.0
     return gemm_bf16, gemm_fp8, cast, gelu
 
 

@@ -214,6 +214,72 @@ static void run_casts(const CudaContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // 2b. the cast-transpose: the same reference, read transposed
 
+// With a bias gradient (dbias, cols long, already holding something): dbias += in's column sums,
+// in fp32 and rounded once, from both kernels (the tiled one sums them itself, the 32x32 one leaves
+// them to matmul_bias_backward): within a rounding of floatX and fp32 sums' error of the double sum
+static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what, const void* d_in, int rows, int cols) {
+    const floatX* in = (const floatX*)d_in;
+    std::vector<float> xin = dev_download(in, (size_t)rows * cols);  // x as the device holds it
+    std::vector<float> init(cols);
+    for (int c = 0; c < cols; c++) init[c] = 0.25f * (float)(c % 5) - 0.5f;  // exact in bf16
+    __nv_fp8_e5m2 *q, *q_t;
+    CHECK_CUDA(cudaMalloc(&q, (size_t)rows * cols));
+    CHECK_CUDA(cudaMalloc(&q_t, (size_t)rows * cols));
+    float *d_scale = dev_scalar(1.0f), *d_amax = dev_scalar(0.0f);
+    for (int tiled = 1; tiled >= 0; tiled--) {
+        floatX* dbias = dev_upload(init);
+        fp8_cast_transpose(ctx, q, q_t, d_amax, (float*)nullptr, in, d_scale, rows, cols, dbias,
+                           (const floatX*)nullptr, tiled == 1);
+        const std::vector<float> got = dev_download(dbias, cols);
+        size_t bad = 0;
+        double worst = 0.0;
+        for (int c = 0; c < cols; c++) {
+            double sum = init[c], mag = std::fabs((double)init[c]);
+            for (int r = 0; r < rows; r++) {
+                sum += xin[(size_t)r * cols + c];
+                mag += std::fabs((double)xin[(size_t)r * cols + c]);
+            }
+            const double err = std::fabs(got[c] - sum), tol = (sizeof(floatX) == 2 ? 1.0 / 128 : 1e-6) * std::fabs(sum) +
+                                                               1e-6 * mag * std::sqrt((double)rows);
+            worst = std::max(worst, err / std::max(tol, 1e-30));
+            bad += !(err <= tol);
+        }
+        char detail[200];
+        snprintf(detail, sizeof(detail), ": dbias += column sums, %s kernel (%zu of %d outside the tolerance, worst %.2f of it)",
+                 tiled ? "tiled" : "32x32", bad, cols, worst);
+        dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(), bad == 0);
+        CHECK_CUDA(cudaFree(dbias));
+    }
+    // with the GELU backward (pre_gelu): the same bits as gelu_backward's pass (dev/cuda/gelu.cu
+    // checks it against the CPU reference) and then the cast of its output (checked above)
+    if (rows % 16 == 0) {
+        DevRng rng(5 + rows);
+        floatX *pre = dev_upload(rand_vec(rng, (size_t)rows * cols, 3.0f)), *dgelu;
+        CHECK_CUDA(cudaMalloc(&dgelu, (size_t)rows * cols * sizeof(floatX)));
+        gelu_backward(ctx, dgelu, pre, in, (size_t)rows * cols);
+        __nv_fp8_e5m2 *q2, *q2_t;
+        CHECK_CUDA(cudaMalloc(&q2, (size_t)rows * cols));
+        CHECK_CUDA(cudaMalloc(&q2_t, (size_t)rows * cols));
+        floatX *dbias = dev_upload(init), *dbias2 = dev_upload(init);
+        float *amax = dev_scalar(0.0f), *amax2 = dev_scalar(0.0f);
+        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, dbias, pre);
+        fp8_cast_transpose(ctx, q2, q2_t, amax2, (float*)nullptr, dgelu, d_scale, rows, cols, dbias2);
+        const size_t n = (size_t)rows * cols;
+        std::vector<uint8_t> a(n), a_t(n), b(n), b_t(n);
+        CHECK_CUDA(cudaMemcpy(a.data(), q, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(a_t.data(), q_t, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), q2, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b_t.data(), q2_t, n, cudaMemcpyDeviceToHost));
+        const std::vector<float> db = dev_download(dbias, cols), db2 = dev_download(dbias2, cols);
+        const bool same = a == b && a_t == b_t && db == db2 && get_scalar(amax) == get_scalar(amax2) &&
+                          get_scalar(amax) > 0.0f;
+        dev_expect("fp8_cast_transpose", (std::string(what) + ": with pre_gelu: out, out_t, amax, dbias = "
+                   "gelu_backward's pass then the cast, bit for bit").c_str(), same);
+        for (void* p : std::vector<void*>{pre, dgelu, q2, q2_t, dbias, dbias2, amax, amax2}) CHECK_CUDA(cudaFree(p));
+    }
+    for (void* p : std::vector<void*>{q, q_t, d_scale, d_amax}) CHECK_CUDA(cudaFree(p));
+}
+
 // in (rows, cols) from cast_inputs; out_t (cols, rows) and, with_rows, out (rows, cols) against
 // the spec's codes of x*scale; both buffers 64 bytes longer than the tensor, filled with 0x55,
 // and those bytes must stay (a write past the end shows); out bit for bit = fp8_cast's output;
@@ -288,6 +354,17 @@ static void run_cast_transpose_case(const CudaContext& ctx, int rows, int cols, 
     fp8_cast_transpose(ctx, (Tout*)nullptr, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, rows, cols);
     snprintf(detail, sizeof(detail), ": a larger amax already there (%.9g) kept: %.9g", larger, get_scalar(d_amax));
     dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(), get_scalar(d_amax) == larger);
+    // the 32x32 kernel (tiled = false) writes the very bits the tiled one does, where that one ran
+    if (fp8_cast_transpose_tiled(with_rows ? d_out : (Tout*)nullptr, d_out_t, d_in, rows, cols)) {
+        std::vector<uint8_t> small_t(n);
+        CHECK_CUDA(cudaMemset(d_plain, 0x55, n + guard));
+        fp8_cast_transpose(ctx, (Tout*)nullptr, d_plain, d_amax, (float*)nullptr, d_in, d_scale, rows, cols,
+                           (floatX*)nullptr, (const floatX*)nullptr, false);
+        CHECK_CUDA(cudaMemcpy(small_t.data(), d_plain, n, cudaMemcpyDeviceToHost));
+        dev_expect("fp8_cast_transpose", (std::string(what) + ": the tiled kernel's out_t = the 32x32 kernel's").c_str(),
+                   memcmp(small_t.data(), got_t.data(), n) == 0);
+    }
+    if (std::is_same<Tin, floatX>::value && cols % 8 == 0) check_cast_transpose_dbias(ctx, what, d_in, rows, cols);
     for (void* p : std::vector<void*>{d_in, d_out, d_out_t, d_plain, d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
 }
 
@@ -296,7 +373,10 @@ static void run_cast_transposes(const CudaContext& ctx) {
     printf("-- fp8_cast_transpose from %s\n", TinName<Tin>::get());
     // odd shapes: one element, a row, a column, partial tiles both ways; 1 x 32805 and 32805 x 1
     // make 1026 tiles, more than the 1024 blocks, so blocks take several tiles
-    const int shapes[][2] = {{1, 1}, {1, 37}, {37, 1}, {33, 65}, {100, 300}, {1, 32805}, {32805, 1}, {64, 48}};
+    // tiled (rows a multiple of 16, cols of 8): one tile; partial tiles both ways; one column
+    // strip of 160 row tiles (the blocks split them); 129 strips (8 row splits)
+    const int shapes[][2] = {{1, 1},  {1, 37},  {37, 1},   {33, 65},     {100, 300}, {1, 32805},
+                             {32805, 1}, {64, 48}, {16, 8}, {80, 136}, {10240, 8}, {16, 8256}};
     for (const auto& sh : shapes) {
         run_cast_transpose_case<__nv_fp8_e4m3, Tin>(ctx, sh[0], sh[1], 1.0f, true, true);
         run_cast_transpose_case<__nv_fp8_e5m2, Tin>(ctx, sh[0], sh[1], 0.25f, true, false);
@@ -563,7 +643,31 @@ static void run_bench(const CudaContext& ctx) {
     dev_report_gbs("fp8_cast", "bf16_to_e4m3_64M", (double)n * 3, ms);
     ms = bench_ms(ctx, 20, [&] { fp8_amax(ctx, d_amax, d_in, n); });
     dev_report_gbs("fp8_amax", "bf16_64M", (double)n * 2, ms);
-    for (void* p : std::vector<void*>{d_in, d_out, d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
+    // the backward's cast-transposes at GPT-2 d48's fc (BT 8192, 4C 6400, C 1600): dout both ways
+    // with its bias gradient (read 2 bytes, write 2 a value), inp^T (read 2, write 1); the tiled
+    // kernel beside the 32x32 one (the trainer's before 2026-11-28, and without the bias gradient
+    // the 32x32 one's dbias is matmul_bias_backward's pass)
+    __nv_fp8_e4m3* d_out_t;
+    CHECK_CUDA(cudaMalloc(&d_out_t, n));
+    floatX* d_dbias;
+    CHECK_CUDA(cudaMalloc(&d_dbias, 6400 * sizeof(floatX)));
+    CHECK_CUDA(cudaMemset(d_dbias, 0, 6400 * sizeof(floatX)));
+    for (int tiled = 1; tiled >= 0; tiled--) {
+        const char* kind = tiled ? "tiled" : "32x32";
+        std::string name = std::string("dout_8192x6400_dbias_") + kind;
+        ms = bench_ms(ctx, 20, [&] {
+            fp8_cast_transpose(ctx, d_out, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192, 6400,
+                               sizeof(floatX) == 2 ? d_dbias : nullptr, (const floatX*)nullptr, tiled == 1);
+        });
+        dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 6400 * 4, ms);
+        name = std::string("inp_t_8192x1600_") + kind;
+        ms = bench_ms(ctx, 20, [&] {
+            fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192,
+                               1600, (floatX*)nullptr, (const floatX*)nullptr, tiled == 1);
+        });
+        dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 1600 * 3, ms);
+    }
+    for (void* p : std::vector<void*>{d_in, d_out, d_out_t, d_dbias, d_scale, d_amax, d_scale_inv}) CHECK_CUDA(cudaFree(p));
     if (ctx.props.major * 10 + ctx.props.minor < 89) return;
     // GPT-2 d48's fc (BT=8192, C=1600, 4C) and an 8B Llama's gate/up (C=4096, F=14336)
     run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 4 * 1600, 8192, 1600, true, false, true, true, "d48_fc_fast");

@@ -82,6 +82,7 @@ struct LinearCase {
     int BT, C, OC;
     bool bias, gelu, accumulate_dinp;
     bool accumulate_out = false;  // the forward adds into what out holds (fp8_linear_forward's accumulate)
+    bool dout_gelu = false;  // dout goes back through a GELU after the layer first (GPT-2's fc in train_gpt_fp8)
 };
 
 static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe recipe) {
@@ -89,8 +90,9 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     const bool delayed = recipe == FP8_RECIPE_DELAYED;
     char name[160];
-    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "", lc.gelu ? " gelu" : "",
-             lc.accumulate_dinp ? " dinp+=" : "", lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
+    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
+             lc.gelu ? " gelu" : "", lc.dout_gelu ? " dout-through-gelu" : "", lc.accumulate_dinp ? " dinp+=" : "",
+             lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
     printf("-- fp8_linear %s\n", name);
     // two linears; the one under test is the second, so that tensors 2, 3 (E4M3) and 1 (E5M2) move
     Fp8Linears set;
@@ -100,7 +102,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
 
     floatX *d_inp, *d_w, *d_bias, *d_out, *d_pre, *d_dout, *d_dinp, *d_dw, *d_db, *d_pre_bwd;
     for (floatX** p : {&d_inp, &d_pre_bwd, &d_dinp}) CHECK_CUDA(cudaMalloc(p, n_inp * sizeof(floatX)));
-    for (floatX** p : {&d_out, &d_pre, &d_dout}) CHECK_CUDA(cudaMalloc(p, n_out * sizeof(floatX)));
+    floatX* d_pre_out;  // the GELU's input after the layer (dout_gelu)
+    for (floatX** p : {&d_out, &d_pre, &d_dout, &d_pre_out}) CHECK_CUDA(cudaMalloc(p, n_out * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_w, n_w * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_dw, n_w * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_bias, OC * sizeof(floatX)));
@@ -112,7 +115,15 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         const float grow = (float)(1 << (2 * step));  // amaxes 1x, 4x, 16x: the delayed scale lags one step
         const std::vector<float> inp = rounded(rand_vec(rng, n_inp, 2.0f * grow)), w = rounded(rand_vec(rng, n_w, 0.05f));
         const std::vector<float> bias = rounded(rand_vec(rng, OC, 0.1f));
-        const std::vector<float> dout = rounded(rand_vec(rng, n_out, 1e-3f * grow));
+        const std::vector<float> dout_in = rounded(rand_vec(rng, n_out, 1e-3f * grow)), pre_out = rounded(rand_vec(rng, n_out, 2.0f));
+        // the layer's output gradient: dout_in, or (dout_gelu) what the GELU's backward makes of it, in
+        // bf16 as gelu_backward writes it (the CPU's accumulates into zeros)
+        std::vector<float> dout = dout_in;
+        if (lc.dout_gelu) {
+            std::fill(dout.begin(), dout.end(), 0.0f);
+            gelu_backward(dout.data(), pre_out.data(), dout_in.data(), n_out);
+            dout = rounded(dout);
+        }
         const std::vector<float> pre_bwd = rounded(rand_vec(rng, n_inp, 2.0f));
         const std::vector<float> dinp0 = rounded(rand_vec(rng, n_inp, 1e-3f)), dw0 = rounded(rand_vec(rng, n_w, 1e-2f));
         const std::vector<float> db0 = rounded(rand_vec(rng, OC, 1e-2f));
@@ -120,7 +131,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         dev_upload_into(d_inp, inp);
         dev_upload_into(d_w, w);
         dev_upload_into(d_bias, bias);
-        dev_upload_into(d_dout, dout);
+        dev_upload_into(d_dout, dout_in);
+        dev_upload_into(d_pre_out, pre_out);
         dev_upload_into(d_pre_bwd, pre_bwd);
         dev_upload_into(d_dinp, dinp0);
         dev_upload_into(d_dw, dw0);
@@ -130,7 +142,7 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, d_inp, d_w, lc.bias ? d_bias : nullptr, BT, C,
                            OC, lc.accumulate_out);
         fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC,
-                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr);
+                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr, lc.dout_gelu ? d_pre_out : nullptr);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 
         // the reference: the scales, the quantized inputs, the products
@@ -190,7 +202,9 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
 
         // the state: this step's amaxes, then (delayed) the scales the update chose
         const std::vector<float> a4 = dev_download_f32(set.e4m3.amax, 4), a5 = dev_download_f32(set.e5m2.amax, 2);
-        const bool amax_ok = a4[2] == hi.amax && a4[3] == hw.amax && a5[1] == hg.amax && a4[0] == 0.0f &&
+        // (through the GELU, the GPU's tanhf may put dout's largest value a bf16 rounding from the CPU's)
+        const bool dout_amax_ok = lc.dout_gelu ? std::fabs(a5[1] - hg.amax) <= hg.amax / 128 : a5[1] == hg.amax;
+        const bool amax_ok = a4[2] == hi.amax && a4[3] == hw.amax && dout_amax_ok && a4[0] == 0.0f &&
                              a4[1] == 0.0f && a5[0] == 0.0f;
         snprintf(what, sizeof(what), "%s step %d: amax inp %.9g w %.9g dout %.9g = max|x| %.9g %.9g %.9g; linear 0's 0",
                  name, step, a4[2], a4[3], a5[1], hi.amax, hw.amax, hg.amax);
@@ -207,7 +221,7 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
                  "linear 0's 1", name, step, s4[2], s4[3], s5[1], hi.scale, hw.scale, hg.scale);
         dev_expect("fp8_linear", what, scale_ok);
     }
-    for (void* p : std::vector<void*>{d_inp, d_w, d_bias, d_out, d_pre, d_dout, d_dinp, d_dw, d_db, d_pre_bwd})
+    for (void* p : std::vector<void*>{d_inp, d_w, d_bias, d_out, d_pre, d_dout, d_dinp, d_dw, d_db, d_pre_bwd, d_pre_out})
         CHECK_CUDA(cudaFree(p));
     fp8_linears_free(&set);
 }
@@ -263,10 +277,12 @@ int main(int argc, char** argv) {
             {64, 64, 256, true, true, false},   // GPT-2's fc: bias and GELU
             {48, 128, 32, false, false, false}, // OC < C, no bias (Llama's)
             {32, 96, 64, false, false, false, true},  // Llama's projections: out += (into the residual stream)
+            {64, 64, 256, true, false, false, false, true},  // GPT-2's fc as train_gpt_fp8 runs it: dout through
+                                                             // the GELU in its cast (delayed scaling only)
         };
         for (const LinearCase& lc : cases) {
             run_case(ctx, lc, FP8_RECIPE_DELAYED);
-            run_case(ctx, lc, FP8_RECIPE_CURRENT);
+            if (!lc.dout_gelu) run_case(ctx, lc, FP8_RECIPE_CURRENT);
         }
         if (!g_dev_quick) run_case(ctx, {256, 768, 2304, true, false, false}, FP8_RECIPE_DELAYED);
     }

@@ -3,7 +3,7 @@
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
 // defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
-//          FP8_TRANSPOSE_TILE, Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
+//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, fp8_cast_transpose_tiled, Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
 // by hand; a double-precision product of the decoded inputs)
@@ -25,7 +25,8 @@
 #include <type_traits>
 #include <cuda_fp8.h>
 #include "common.cuh"
-#include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache
+#include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache, matmul_bias_backward
+#include "gelu.cuh"    // defines: gelu_grad (the cast-transpose's GELU backward)
 #include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats
 
 // ---------------------------------------------------------------------------------------
@@ -165,10 +166,10 @@ inline void fp8_amax(const CudaContext& ctx, float* amax, const Tin* in, size_t 
 // inp^T and dout^T must exist in fp8. Transposing a bf16 tensor and then casting it would read
 // and write it twice; Transformer Engine's cast_transpose does both at once, and so does this
 // (and for dout, which the backward needs both ways, it writes both from the one read).
-// A block takes 32x32 tiles: its 8 warps read rows of the tile (32 neighbouring elements each,
-// coalesced), cast them, keep the codes in shared memory, then write the tile's columns as rows
-// of out_t (32 neighbouring bytes each). Byte-wide stores: a first level, correct at any shape;
-// 16-byte stores of 16 codes would need tiles 16 wide and rows a multiple of 16 (later).
+// Two kernels. The first, for any shape: a block takes 32x32 tiles, its 8 warps read rows of the
+// tile (32 neighbouring elements each, coalesced), cast them, keep the codes in shared memory,
+// then write the tile's columns as rows of out_t (32 neighbouring bytes each), a byte a store.
+// The second, tiled (below), for the shapes the trainer has, 16 bytes a load and a store.
 // The codes are the same bits fp8_cast writes (one fp32 product, then Tout's rounding), and the
 // amax the same two-stage maximum of the bits, so the two casts of a tensor agree exactly.
 
@@ -213,30 +214,215 @@ fp8_cast_transpose_kernel(Tout* out, Tout* out_t, uint32_t* partials, const Tin*
     if (threadIdx.x == 0) partials[blockIdx.x] = m;
 }
 
+// The tiled cast-transpose, for the shapes train_gpt_fp8 casts (rows a multiple of 16, cols of 8,
+// in, out and out_t 16-byte aligned; every dimension of its GEMMs is a multiple of 16). The
+// 32x32 kernel above reads 2 bytes and writes 1 per instruction, well under the GPU's memory
+// rate; this one moves 16 bytes at a time both ways, as Transformer Engine's cast_transpose does.
+// A block owns a strip of 64 columns and walks down it, one 64x64 tile after another (the row
+// tiles blockIdx.y, + gridDim.y, ...). Loading, thread t takes 8 neighbouring columns (t % 8) of
+// rows t / 8 and t / 8 + 32: one 16-byte load of bf16 (two of fp32) each, a warp 4 whole rows of
+// the tile; it writes the 8 codes to out as one 8-byte store and to the tile in shared memory.
+// Storing, thread t takes column t % 64 of the tile and 16 of its rows (t / 64): it gathers their
+// 16 codes (a warp reads 32 neighbouring bytes of one tile row at a time: no bank conflicts) and
+// writes them to out_t as one 16-byte store. With DBIAS the block also sums its columns (fp32, in
+// a fixed order: each thread its 8 columns over its rows, then the 32 threads of a column in
+// turn) into dbias_partials (gridDim.y, cols), which column_sums_finish adds into the bias
+// gradient: the backward's bias-gradient pass over dout rides on the cast's read of it. With DGELU
+// (Tin floatX) what is cast is in * gelu'(pre_gelu), rounded to floatX as gelu_backward rounds it:
+// the GELU backward before GPT-2's fc, from the same read (Transformer Engine's
+// cast_transpose_dbias_dgelu), the very values that pass of its own would have written.
+constexpr int FP8_CT_TILE = 64;
+constexpr int FP8_CT_GROUPS = FP8_CAST_THREADS / (FP8_CT_TILE / 8);  // 32 threads share a column chunk
+
+// 8 consecutive elements of p (16-byte aligned) as floats, streamed (read once)
+template <typename Tin>
+__device__ inline void fp8_load8(const Tin* p, float f[8]) {
+    constexpr int V = Packed128<Tin>::size;  // 8 bf16 or 4 floats
+    for (int h = 0; h < 8 / V; h++) {
+        Packed128<Tin> v = load128cs(p + h * V);
+        for (int k = 0; k < V; k++) f[h * V + k] = to_float(v[k]);
+    }
+}
+
+template <typename Tout, typename Tin, bool WRITE_ROWS, bool DBIAS, bool DGELU>
+__global__ void __launch_bounds__(FP8_CAST_THREADS)
+fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, float* dbias_partials, const Tin* in,
+                                const floatX* pre_gelu, const float* scale, int rows, int cols) {
+    static_assert(!DGELU || std::is_same<Tin, floatX>::value, "the GELU backward is of a floatX gradient");
+    constexpr int TILE = FP8_CT_TILE, GROUPS = FP8_CT_GROUPS, LOADS = TILE / GROUPS;
+    static_assert(FP8_CAST_THREADS == 4 * TILE && LOADS == 2, "4 threads a tile column when storing, 2 rows when loading");
+    // rows 8 bytes longer than the tile: each row starts 8-byte aligned for the 8-code stores
+    __shared__ __align__(16) uint8_t tile[TILE][TILE + 8];
+    __shared__ uint32_t shared[32];
+    __shared__ float sums[DBIAS ? GROUPS : 1][DBIAS ? TILE : 1];
+    const float s = *scale;
+    const int chunk = threadIdx.x % (TILE / 8), group = threadIdx.x / (TILE / 8);
+    const int tcol = threadIdx.x % TILE, part = threadIdx.x / TILE;
+    const int tile_c = chunk * 8, c0 = blockIdx.x * TILE, c = c0 + tile_c;  // the thread's first column
+    const int row_tiles = (rows + TILE - 1) / TILE;
+    float colsum[8] = {};
+    uint32_t m = 0;
+    // the loop's bounds depend on the block only: every thread takes each __syncthreads the same times
+    for (int rt = blockIdx.y; rt < row_tiles; rt += gridDim.y) {
+        const int r0 = rt * TILE;
+        float f[LOADS][8];
+        bool in_range[LOADS];
+        for (int j = 0; j < LOADS; j++) {  // both loads issued before either is used
+            const int r = r0 + group + j * GROUPS;
+            in_range[j] = r < rows && c < cols;
+            if (in_range[j]) fp8_load8(in + (size_t)r * cols + c, f[j]);
+        }
+        if (DGELU) {
+            for (int j = 0; j < LOADS; j++) {
+                if (!in_range[j]) continue;
+                float g[8];
+                fp8_load8(pre_gelu + (size_t)(r0 + group + j * GROUPS) * cols + c, g);
+                for (int k = 0; k < 8; k++) f[j][k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[j][k]));
+            }
+        }
+        for (int j = 0; j < LOADS; j++) {
+            const int i = group + j * GROUPS;
+            uint32_t lo = 0, hi = 0;
+            if (in_range[j]) {
+                for (int k = 0; k < 8; k++) {
+                    const uint32_t a = fp8_abs_bits(f[j][k]);
+                    m = a > m ? a : m;
+                    if (DBIAS) colsum[k] += f[j][k];
+                    const uint32_t code = Tout(f[j][k] * s).__x;
+                    if (k < 4) lo |= code << (8 * k);
+                    else hi |= code << (8 * (k - 4));
+                }
+            }
+            const unsigned long long codes = (unsigned long long)hi << 32 | lo;  // the 8 codes, the first lowest
+            if (WRITE_ROWS && in_range[j])
+                *reinterpret_cast<unsigned long long*>(out + (size_t)(r0 + i) * cols + c) = codes;
+            *reinterpret_cast<unsigned long long*>(&tile[i][tile_c]) = codes;
+        }
+        __syncthreads();
+        const int oc = c0 + tcol, orow = r0 + part * 16;
+        if (oc < cols && orow < rows) {
+            uint32_t w[4];
+            for (int q = 0; q < 4; q++) {
+                const int i = part * 16 + 4 * q;
+                w[q] = (uint32_t)tile[i][tcol] | (uint32_t)tile[i + 1][tcol] << 8 | (uint32_t)tile[i + 2][tcol] << 16 |
+                       (uint32_t)tile[i + 3][tcol] << 24;
+            }
+            *reinterpret_cast<uint4*>(out_t + (size_t)oc * rows + orow) = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        __syncthreads();  // the tile is rewritten by the next iteration
+    }
+    m = fp8_block_max(m, shared);
+    if (threadIdx.x == 0) partials[blockIdx.y * gridDim.x + blockIdx.x] = m;
+    if (DBIAS) {
+        for (int k = 0; k < 8; k++) sums[group][tile_c + k] = colsum[k];
+        __syncthreads();
+        if (threadIdx.x < TILE && c0 + (int)threadIdx.x < cols) {
+            float t = 0.0f;
+            for (int g = 0; g < GROUPS; g++) t += sums[g][threadIdx.x];
+            dbias_partials[(size_t)blockIdx.y * cols + c0 + threadIdx.x] = t;
+        }
+    }
+}
+
+// the launch of the tiled kernel: one block a column strip and row split, at most
+// FP8_CAST_MAX_BLOCKS (the amax slots), and with dbias at most as many row splits as the
+// workspace holds sums of (after the amax slots)
+template <typename Tout, typename Tin, bool DBIAS, bool DGELU>
+inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out_t, const Tin* in,
+                                    const floatX* pre_gelu, const float* scale, int rows, int cols) {
+    const int strips = (int)ceil_div(cols, FP8_CT_TILE), row_tiles = (int)ceil_div(rows, FP8_CT_TILE);
+    int splits = std::min(row_tiles, std::max(1, FP8_CAST_MAX_BLOCKS / strips));
+    uint32_t* partials = (uint32_t*)ctx.workspace;
+    float* sums = (float*)((char*)ctx.workspace + FP8_CAST_MAX_BLOCKS * sizeof(uint32_t));
+    if (DBIAS) {
+        const size_t room = (ctx.workspace_bytes - FP8_CAST_MAX_BLOCKS * sizeof(uint32_t)) / ((size_t)cols * sizeof(float));
+        CHECK(room >= 1, "cols=%d: no workspace for the bias gradient's sums", cols);
+        splits = (int)std::min<size_t>((size_t)splits, room);
+    }
+    const dim3 grid((unsigned)strips, (unsigned)splits);
+    if (out != nullptr)
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, true, DBIAS, DGELU><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+            out, out_t, partials, sums, in, pre_gelu, scale, rows, cols);
+    else
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, false, DBIAS, DGELU><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+            out, out_t, partials, sums, in, pre_gelu, scale, rows, cols);
+    CHECK_LAUNCH();
+    return splits;
+}
+
+// Whether the tiled kernel takes this cast: its shapes and alignment, and few enough strips
+template <typename Tout, typename Tin>
+inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const Tin* in, int rows, int cols) {
+    return rows % 16 == 0 && cols % 8 == 0 && is_aligned16(in) && is_aligned16(out_t) &&
+           (out == nullptr || is_aligned16(out)) && ceil_div(cols, FP8_CT_TILE) <= (size_t)FP8_CAST_MAX_BLOCKS;
+}
+
 // out_t (cols, rows fp8 numbers, row-major) = the transpose of saturate(in * *scale), rounded to
 // nearest even; out (rows, cols), when not nullptr, the same codes untransposed; *amax = max(*amax,
 // max |in|), *scale_inv = 1 / *scale when scale_inv is not nullptr: all as fp8_cast, in one read of
-// in (rows, cols, row-major). Any shape; no alignment needed. Uses ctx.workspace.
+// in (rows, cols, row-major). Any shape and alignment: the tiled kernel where it can, the 32x32 one
+// otherwise (tiled = false: always; dev/cuda/fp8.cu's benchmark compares them). Uses ctx.workspace.
+// For a gradient (in a floatX tensor, as the bias and pre_gelu):
+//   dbias != nullptr (cols): also dbias += in's column sums (fp32 sums, one rounding), from the same
+//     read in the tiled kernel, by matmul_bias_backward after the 32x32 one;
+//   pre_gelu != nullptr (rows, cols): what is cast (and summed, and whose amax is taken) is
+//     gelu_backward's output, in * gelu'(pre_gelu) rounded to floatX; the tiled kernel only (the
+//     trainer's shapes, and buffers 16-byte aligned as gelu_backward needs them anyway).
 template <typename Tout, typename Tin>
 inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, float* amax, float* scale_inv,
-                               const Tin* in, const float* scale, int rows, int cols) {
+                               const Tin* in, const float* scale, int rows, int cols, floatX* dbias = nullptr,
+                               const floatX* pre_gelu = nullptr, bool tiled = true) {
     static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
+    constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and pre_gelu take
     CHECK(rows > 0 && cols > 0, "rows=%d cols=%d", rows, cols);
     CHECK(out_t != nullptr && in != nullptr && amax != nullptr && scale != nullptr, "out_t=%p in=%p amax=%p scale=%p",
           (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);
+    CHECK(GRADIENT || (dbias == nullptr && pre_gelu == nullptr), "a bias gradient or GELU backward of a %s tensor",
+          sizeof(Tin) == 4 ? "float" : "bf16");
     CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
-    const size_t tiles = ceil_div((size_t)rows, (size_t)FP8_TRANSPOSE_TILE) * ceil_div((size_t)cols, (size_t)FP8_TRANSPOSE_TILE);
-    const int blocks = (int)std::min<size_t>(tiles, FP8_CAST_MAX_BLOCKS);
     uint32_t* partials = (uint32_t*)ctx.workspace;
-    if (out != nullptr)
-        fp8_cast_transpose_kernel<Tout, Tin, true><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials, in,
-                                                                                                scale, rows, cols);
-    else
-        fp8_cast_transpose_kernel<Tout, Tin, false><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials, in,
-                                                                                                 scale, rows, cols);
-    CHECK_LAUNCH();
+    const bool tiles = tiled && fp8_cast_transpose_tiled(out, out_t, in, rows, cols) &&
+                       (pre_gelu == nullptr || is_aligned16(pre_gelu));
+    CHECK(tiles || pre_gelu == nullptr, "the GELU backward in the cast needs the tiled kernel: rows %d a multiple of "
+          "16, cols %d of 8, every buffer 16-byte aligned", rows, cols);
+    int blocks;
+    if (tiles) {
+        int splits;
+        if constexpr (GRADIENT) {
+            if (pre_gelu != nullptr && dbias != nullptr)
+                splits = fp8_cast_transpose_tiles<Tout, Tin, true, true>(ctx, out, out_t, in, pre_gelu, scale, rows, cols);
+            else if (pre_gelu != nullptr)
+                splits = fp8_cast_transpose_tiles<Tout, Tin, false, true>(ctx, out, out_t, in, pre_gelu, scale, rows, cols);
+            else if (dbias != nullptr)
+                splits = fp8_cast_transpose_tiles<Tout, Tin, true, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
+            else
+                splits = fp8_cast_transpose_tiles<Tout, Tin, false, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
+        } else {
+            splits = fp8_cast_transpose_tiles<Tout, Tin, false, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
+        }
+        if (dbias != nullptr) {
+            const float* sums = (const float*)((char*)ctx.workspace + FP8_CAST_MAX_BLOCKS * sizeof(uint32_t));
+            column_sums_finish(ctx, dbias, nullptr, sums, splits, cols, (size_t)cols);
+        }
+        blocks = (int)ceil_div(cols, FP8_CT_TILE) * splits;
+    } else {
+        const size_t small_tiles = ceil_div((size_t)rows, (size_t)FP8_TRANSPOSE_TILE) *
+                                   ceil_div((size_t)cols, (size_t)FP8_TRANSPOSE_TILE);
+        blocks = (int)std::min<size_t>(small_tiles, FP8_CAST_MAX_BLOCKS);
+        if (out != nullptr)
+            fp8_cast_transpose_kernel<Tout, Tin, true><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials,
+                                                                                                    in, scale, rows, cols);
+        else
+            fp8_cast_transpose_kernel<Tout, Tin, false><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, out_t, partials,
+                                                                                                     in, scale, rows, cols);
+        CHECK_LAUNCH();
+    }
     fp8_amax_finish_kernel<<<1, 256, 0, ctx.stream>>>(amax, scale_inv, scale, partials, blocks, true);
     CHECK_LAUNCH();
+    // the 32x32 kernel's bias gradient: a pass of its own (after the amax finish: both use the workspace)
+    if constexpr (GRADIENT) {
+        if (dbias != nullptr && !tiles) matmul_bias_backward(ctx, dbias, in, rows, cols);
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -28,7 +28,8 @@
 // DGELU epilogues (NVIDIA's own tests let them, and the emulated cuBLASLt does), and one fallback
 // path is simpler to test than two. It costs one pass over the (BT,4C) tensor each way.
 // The bias rides the GEMM's BIAS epilogue forward (bf16, which cuBLASLt's FP8 table allows); its
-// gradient is a pass over the bf16 dout (matmul_bias_backward), as BGRADB has no FP8 form.
+// gradient, as BGRADB has no FP8 form, is summed by the cast-transpose of dout from the same read
+// (Transformer Engine's cast_transpose_dbias), not by a pass of its own.
 // FAST_ACCUM: on for the forward GEMM, off for the two backward ones, Transformer Engine's
 // default: the gradients' sums over BT (dweight) are the long ones whose low bits matter.
 #pragma once
@@ -38,7 +39,6 @@
 #include "common.cuh"    // defines: CudaContext, floatX, CHECK, CHECK_CUDA
 #include "fp8.cuh"       // defines: fp8_cast, fp8_cast_transpose, fp8_amax, Fp8Scaling, fp8_scaling_update, fp8_matmul
 #include "gelu.cuh"      // defines: gelu_forward, gelu_backward
-#include "matmul.cuh"    // defines: matmul_bias_backward
 #include "comm_gpu.cuh"  // defines: GpuComm, gpu_all_reduce_max_u32
 
 // the FP8 state of a model's linear layers, all in two scaling states (one per format) so that
@@ -137,12 +137,20 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
 // Gradients of fp8_linear_forward, given dout (BT,OC), as matmul_backward:
 //   dinp (BT,C) = dout @ weight     (+= when accumulate_dinp; skipped when dinp is nullptr)
 //   dweight (OC,C) += dout^T @ inp
-//   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr; from the bf16 dout)
+//   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr; from the bf16 dout, summed
+//                                          by the cast that reads it: fp8_cast_transpose's dbias)
 // The two products in FP8: E4M3 (W^T, inp^T) x E5M2 (dout, dout^T). With pre_gelu (BT,C) !=
 // nullptr the GELU before this layer is taken back too: dinp = (dout @ weight) * gelu'(pre_gelu).
+// With dout_pre_gelu (BT,OC) != nullptr the GELU after it is: the layer's output gradient is
+// dout * gelu'(dout_pre_gelu), taken in the cast of dout (fp8_cast_transpose's pre_gelu: the
+// same bf16 numbers gelu_backward would write, never written), which is how train_gpt_fp8 runs
+// GPT-2's fc: fcproj's backward leaves its dinp without the GELU, fc's takes it (linear.cuh).
+// Delayed scaling only: current scaling takes the amax of what is cast before casting it, which
+// here no pass reads (linear_dgelu_in_cast keeps -fp8r current on gelu_backward's pass).
 inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX* dinp, floatX* dweight, floatX* dbias,
                                 const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
-                                bool accumulate_dinp, const floatX* pre_gelu = nullptr) {
+                                bool accumulate_dinp, const floatX* pre_gelu = nullptr,
+                                const floatX* dout_pre_gelu = nullptr) {
     const Fp8Linears& s = *layer.set;
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && n_out <= s.act_capacity && n_w <= s.weight_capacity,
@@ -150,8 +158,11 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
           s.weight_capacity);
     CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
     const int ti = 2 * layer.index, tw = ti + 1, tg = layer.index;
+    CHECK(dout_pre_gelu == nullptr || s.e5m2.recipe == FP8_RECIPE_DELAYED,
+          "the GELU backward in the cast needs delayed scaling (current scaling's amax would read dout first)");
     fp8_linear_scale_now(ctx, s.e5m2, tg, dout, n_out);
-    fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC);
+    fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC,
+                       dbias, dout_pre_gelu);
     if (dinp != nullptr) {
         fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
@@ -165,7 +176,6 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
                        BT, C);
     fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, fp8_gemm_scale_inv(s.e4m3, ti), fp8_gemm_scale_inv(s.e5m2, tg),
                (const __nv_bfloat16*)nullptr, C, OC, BT, true, false);
-    if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
 }
 
 // After a step's backward, before fp8_linears_update: every amax := its maximum over gc's ranks
