@@ -28,6 +28,12 @@ What FP8 changes (llmc/cuda/fp8_linear.cuh):
     3.0 TB/s. Its backward costs nothing more than bf16's -ge 2 epilogue: since 2026-11-28 it is
     taken in fc's cast-transpose of its output gradient, which reads the pre-activation as that
     epilogue does (it was gelu_backward's pass, 4 bytes a value more, when d48 was measured);
+  - Llama's SwiGLU backward is taken in gate/up's cast-transpose (since 2026-11-28): no
+    swiglu_backward pass (today's bf16 reads 6 bytes a value of (N, F) and writes 4 there), the
+    cast reading the gate twice, up and the output gradient (8 bytes, where the casts above count
+    4 for the gradient it casts): 6 bytes a value less than bf16. And bf16's own pass lost its
+    memset and its read of the gradient the same day (8 bytes a value): the "bf16 now" column
+    takes those from the measured step, and the speed-up is against it;
   - the bias gradients (GPT-2) come from the cast-transposes of the output gradients, from the
     same read, as bf16's from the BGRADB epilogue (they were a pass of 2 bytes a value over each
     output gradient when d48 was measured, which this model never counted);
@@ -80,7 +86,7 @@ def linears(m):
 
 
 def parts(m):
-    """seconds of one step: the linears' GEMMs in bf16 and in fp8, the casts, the GELU passes."""
+    """seconds of one step: the linears' GEMMs in bf16 and in fp8, the casts, the activations'."""
     N = m["B"] * m["T"]
     gemm_bf16 = gemm_fp8 = 0.0
     for i, o in linears(m):
@@ -91,8 +97,19 @@ def parts(m):
     acts = sum(N * i * 3 * 2 + N * o * 4 for i, o in linears(m))  # inputs twice, gradients once
     weights = sum(i * o * 3 * 2 for i, o in linears(m))
     cast = (acts + weights) * m["L"] / CAST_BANDWIDTH
-    gelu = N * m["F"] * 2 * m["L"] / BANDWIDTH if m["family"] == "gpt2" else 0.0
-    return gemm_bf16, gemm_fp8, cast, gelu
+    # the activations' passes fp8 adds (+) or removes (-) against today's bf16, bytes a value of (N, F)
+    act_bytes = 2 if m["family"] == "gpt2" else -6
+    act = N * m["F"] * act_bytes * m["L"] / BANDWIDTH
+    return gemm_bf16, gemm_fp8, cast, act
+
+
+def bf16_since(m):
+    """seconds the bf16 step has lost since it was measured: Llama's swiglu_backward overwrites its
+    output since 2026-11-28 (no memset of the (N, 2F) gradient, no read of it: 8 bytes a value of
+    (N, F)); nothing else changed in bf16"""
+    if m["family"] != "llama" or not m["ms"]:
+        return 0.0
+    return m["B"] * m["T"] * m["F"] * 8 * m["L"] / BANDWIDTH
 
 
 def bf16_roofline(m, rest_per_unit):
@@ -113,17 +130,18 @@ def main():
     ref = rows[2]  # the measured Llama: what its step holds beyond GEMMs and attention, per token-layer-width
     rest = (ref["ms"] / 1e3 - bf16_roofline(ref, 0.0)) / (ref["B"] * ref["T"] * ref["L"] * (ref["C"] + ref["F"]))
     print("PREDICTED (dev/fp8_predict.py): H200, T=1024, delayed scaling; bf16 measured where it says so")
-    print(f"{'model':<13} {'B':>3} {'bf16 ms':>16} {'linear GEMMs':>13} {'fp8 GEMMs':>10} {'casts':>7} "
-          f"{'GELU':>6} {'fp8 ms':>8} {'speed-up':>9} {'measured':>17}")
+    print(f"{'model':<13} {'B':>3} {'bf16 ms':>16} {'bf16 now':>9} {'linear GEMMs':>13} {'fp8 GEMMs':>10} "
+          f"{'casts':>7} {'act':>6} {'fp8 ms':>8} {'speed-up':>9} {'measured':>17}")
     for m in rows:
-        gemm_bf16, gemm_fp8, cast, gelu = parts(m)
-        bf16 = m["ms"] / 1e3 if m["ms"] else bf16_roofline(m, rest)
-        fp8 = bf16 - gemm_bf16 + gemm_fp8 + cast + gelu
+        gemm_bf16, gemm_fp8, cast, act = parts(m)
+        bf16_then = m["ms"] / 1e3 if m["ms"] else bf16_roofline(m, rest)
+        bf16 = bf16_then - bf16_since(m)
+        fp8 = bf16 - gemm_bf16 + gemm_fp8 + cast + act
         how = "measured" if m["ms"] else "roofline"
         got = fp8_measured.get(m["name"])
         seen = f"{got:.1f} ms, {bf16 * 1e3 / got:.3f}x" if got else "not yet"
-        print(f"{m['name']:<13} {m['B']:>3} {bf16 * 1e3:>7.1f} {how:>8} {gemm_bf16 * 1e3:>13.1f} "
-              f"{gemm_fp8 * 1e3:>10.1f} {cast * 1e3:>7.1f} {gelu * 1e3:>6.1f} {fp8 * 1e3:>8.1f} {bf16 / fp8:>8.2f}x "
+        print(f"{m['name']:<13} {m['B']:>3} {bf16_then * 1e3:>7.1f} {how:>8} {bf16 * 1e3:>9.1f} {gemm_bf16 * 1e3:>13.1f} "
+              f"{gemm_fp8 * 1e3:>10.1f} {cast * 1e3:>7.1f} {act * 1e3:>6.1f} {fp8 * 1e3:>8.1f} {bf16 / fp8:>8.2f}x "
               f"{seen:>17}")
 
 

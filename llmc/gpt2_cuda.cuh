@@ -538,12 +538,12 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2; in
-        // train_gpt_fp8, in fc's cast of dfch: linear_dgelu_in_cast)
-        const bool dgelu_in_cast = linear_dgelu_in_cast(model->linears);
+        // train_gpt_fp8, in fc's cast of dfch: linear_act_grad_in_cast)
+        const bool act_in_cast = linear_act_grad_in_cast(model->linears);
         linear_backward(ctx, slot(3), a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C,
-                        false, dgelu_in_cast ? nullptr : la.fch);
+                        false, act_in_cast ? nullptr : la.fch);
         linear_backward(ctx, slot(2), a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false, nullptr,
-                        dgelu_in_cast ? la.fch : nullptr);
+                        act_in_cast ? ActGrad{ACT_GRAD_GELU, la.fch} : ActGrad{});
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         ln_backward(lg.ln2w, lg.ln2b, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd);

@@ -496,11 +496,16 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         phase_mark(ctx, PHASE_MATMUL);
         linear_backward(ctx, slot(3), a.dfch_swiglu, lg.fcprojw, nullptr, ts.whole(a.dres), la.fch_swiglu, lp.fcprojw, N,
                         F, C, false);
-        phase_mark(ctx, PHASE_GELU);
-        CHECK_CUDA(cudaMemsetAsync(a.dfch, 0, (size_t)N * 2 * F * sizeof(floatX), ctx.stream));
-        swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
-        phase_mark(ctx, PHASE_MATMUL);
-        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, nullptr, a.dfch, ts.whole(la.rms2), lp.fcw, N, C, 2 * F, false);
+        // back through SwiGLU: a pass of its own, or in train_gpt_fp8 in gate/up's cast of its
+        // output gradient (linear_act_grad_in_cast)
+        const bool act_in_cast = linear_act_grad_in_cast(model->linears);
+        if (!act_in_cast) {
+            phase_mark(ctx, PHASE_GELU);
+            swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
+            phase_mark(ctx, PHASE_MATMUL);
+        }
+        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, nullptr, act_in_cast ? a.dfch_swiglu : a.dfch, ts.whole(la.rms2),
+                        lp.fcw, N, C, 2 * F, false, nullptr, act_in_cast ? ActGrad{ACT_GRAD_SWIGLU, la.fch} : ActGrad{});
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         norm_backward(lg.rms2w, la.residual2, lp.rms2w, la.rms2_rstd);

@@ -228,8 +228,8 @@ static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what,
     float *d_scale = dev_scalar(1.0f), *d_amax = dev_scalar(0.0f);
     for (int tiled = 1; tiled >= 0; tiled--) {
         floatX* dbias = dev_upload(init);
-        fp8_cast_transpose(ctx, q, q_t, d_amax, (float*)nullptr, in, d_scale, rows, cols, dbias,
-                           (const floatX*)nullptr, tiled == 1);
+        fp8_cast_transpose(ctx, q, q_t, d_amax, (float*)nullptr, in, d_scale, rows, cols, dbias, ActGrad{},
+                           tiled == 1);
         const std::vector<float> got = dev_download(dbias, cols);
         size_t bad = 0;
         double worst = 0.0;
@@ -262,7 +262,7 @@ static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what,
         CHECK_CUDA(cudaMalloc(&q2_t, (size_t)rows * cols));
         floatX *dbias = dev_upload(init), *dbias2 = dev_upload(init);
         float *amax = dev_scalar(0.0f), *amax2 = dev_scalar(0.0f);
-        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, dbias, pre);
+        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, dbias, ActGrad{ACT_GRAD_GELU, pre});
         fp8_cast_transpose(ctx, q2, q2_t, amax2, (float*)nullptr, dgelu, d_scale, rows, cols, dbias2);
         const size_t n = (size_t)rows * cols;
         std::vector<uint8_t> a(n), a_t(n), b(n), b_t(n);
@@ -276,6 +276,32 @@ static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what,
         dev_expect("fp8_cast_transpose", (std::string(what) + ": with pre_gelu: out, out_t, amax, dbias = "
                    "gelu_backward's pass then the cast, bit for bit").c_str(), same);
         for (void* p : std::vector<void*>{pre, dgelu, q2, q2_t, dbias, dbias2, amax, amax2}) CHECK_CUDA(cudaFree(p));
+    }
+    // through SwiGLU: in is read as the (rows, cols / 2) gradient of SwiGLU's output, pre as its
+    // (rows, cols) input [gate | up]; the same bits as swiglu_backward's pass and then the cast
+    if (rows % 16 == 0 && cols % 16 == 0) {
+        DevRng rng(9 + rows);
+        const size_t n = (size_t)rows * cols;
+        floatX *pre = dev_upload(rand_vec(rng, n, 4.0f)), *dswiglu;
+        CHECK_CUDA(cudaMalloc(&dswiglu, n * sizeof(floatX)));
+        CHECK_CUDA(cudaMemset(dswiglu, 0x7f, n * sizeof(floatX)));  // overwritten
+        swiglu_backward(ctx, dswiglu, pre, in, rows, cols / 2);
+        __nv_fp8_e5m2 *q2, *q2_t;
+        CHECK_CUDA(cudaMalloc(&q2, n));
+        CHECK_CUDA(cudaMalloc(&q2_t, n));
+        float *amax = dev_scalar(0.0f), *amax2 = dev_scalar(0.0f);
+        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, (floatX*)nullptr,
+                           ActGrad{ACT_GRAD_SWIGLU, pre});
+        fp8_cast_transpose(ctx, q2, q2_t, amax2, (float*)nullptr, dswiglu, d_scale, rows, cols);
+        std::vector<uint8_t> a(n), a_t(n), b(n), b_t(n);
+        CHECK_CUDA(cudaMemcpy(a.data(), q, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(a_t.data(), q_t, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), q2, n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b_t.data(), q2_t, n, cudaMemcpyDeviceToHost));
+        const bool same = a == b && a_t == b_t && get_scalar(amax) == get_scalar(amax2) && get_scalar(amax) > 0.0f;
+        dev_expect("fp8_cast_transpose", (std::string(what) + ": through SwiGLU (in its output's gradient, half as "
+                   "wide): out, out_t, amax = swiglu_backward's pass then the cast, bit for bit").c_str(), same);
+        for (void* p : std::vector<void*>{pre, dswiglu, q2, q2_t, amax, amax2}) CHECK_CUDA(cudaFree(p));
     }
     for (void* p : std::vector<void*>{q, q_t, d_scale, d_amax}) CHECK_CUDA(cudaFree(p));
 }
@@ -359,7 +385,7 @@ static void run_cast_transpose_case(const CudaContext& ctx, int rows, int cols, 
         std::vector<uint8_t> small_t(n);
         CHECK_CUDA(cudaMemset(d_plain, 0x55, n + guard));
         fp8_cast_transpose(ctx, (Tout*)nullptr, d_plain, d_amax, (float*)nullptr, d_in, d_scale, rows, cols,
-                           (floatX*)nullptr, (const floatX*)nullptr, false);
+                           (floatX*)nullptr, ActGrad{}, false);
         CHECK_CUDA(cudaMemcpy(small_t.data(), d_plain, n, cudaMemcpyDeviceToHost));
         dev_expect("fp8_cast_transpose", (std::string(what) + ": the tiled kernel's out_t = the 32x32 kernel's").c_str(),
                    memcmp(small_t.data(), got_t.data(), n) == 0);
@@ -657,13 +683,13 @@ static void run_bench(const CudaContext& ctx) {
         std::string name = std::string("dout_8192x6400_dbias_") + kind;
         ms = bench_ms(ctx, 20, [&] {
             fp8_cast_transpose(ctx, d_out, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192, 6400,
-                               sizeof(floatX) == 2 ? d_dbias : nullptr, (const floatX*)nullptr, tiled == 1);
+                               sizeof(floatX) == 2 ? d_dbias : nullptr, ActGrad{}, tiled == 1);
         });
         dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 6400 * 4, ms);
         name = std::string("inp_t_8192x1600_") + kind;
         ms = bench_ms(ctx, 20, [&] {
             fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192,
-                               1600, (floatX*)nullptr, (const floatX*)nullptr, tiled == 1);
+                               1600, (floatX*)nullptr, ActGrad{}, tiled == 1);
         });
         dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 1600 * 3, ms);
     }

@@ -25,6 +25,7 @@
 #include "fp8_spec.cuh"  // defines: Fp8Spec, spec_positive, spec_quantize, SpecOf
 #ifdef ENABLE_BF16
 #include "../../llmc/cpu/gelu.h"           // defines: gelu_forward, gelu_backward (CPU)
+#include "../../llmc/cpu/swiglu.h"         // defines: swiglu_backward (CPU)
 #include "../../llmc/cuda/fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear_forward, fp8_linear_backward, ...
 
 // ---------------------------------------------------------------------------------------
@@ -82,7 +83,9 @@ struct LinearCase {
     int BT, C, OC;
     bool bias, gelu, accumulate_dinp;
     bool accumulate_out = false;  // the forward adds into what out holds (fp8_linear_forward's accumulate)
-    bool dout_gelu = false;  // dout goes back through a GELU after the layer first (GPT-2's fc in train_gpt_fp8)
+    // dout goes back through the activation after the layer first, in the cast (train_gpt_fp8's GPT-2
+    // fc: GELU, Llama gate/up: SwiGLU, dout then half as wide as the layer's output)
+    ActGradKind dout_act = ACT_GRAD_NONE;
 };
 
 static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe recipe) {
@@ -91,7 +94,9 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     const bool delayed = recipe == FP8_RECIPE_DELAYED;
     char name[160];
     snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
-             lc.gelu ? " gelu" : "", lc.dout_gelu ? " dout-through-gelu" : "", lc.accumulate_dinp ? " dinp+=" : "",
+             lc.gelu ? " gelu" : "",
+             lc.dout_act == ACT_GRAD_GELU ? " dout-through-gelu" : (lc.dout_act == ACT_GRAD_SWIGLU ? " dout-through-swiglu" : ""),
+             lc.accumulate_dinp ? " dinp+=" : "",
              lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
     printf("-- fp8_linear %s\n", name);
     // two linears; the one under test is the second, so that tensors 2, 3 (E4M3) and 1 (E5M2) move
@@ -115,13 +120,15 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         const float grow = (float)(1 << (2 * step));  // amaxes 1x, 4x, 16x: the delayed scale lags one step
         const std::vector<float> inp = rounded(rand_vec(rng, n_inp, 2.0f * grow)), w = rounded(rand_vec(rng, n_w, 0.05f));
         const std::vector<float> bias = rounded(rand_vec(rng, OC, 0.1f));
-        const std::vector<float> dout_in = rounded(rand_vec(rng, n_out, 1e-3f * grow)), pre_out = rounded(rand_vec(rng, n_out, 2.0f));
-        // the layer's output gradient: dout_in, or (dout_gelu) what the GELU's backward makes of it, in
-        // bf16 as gelu_backward writes it (the CPU's accumulates into zeros)
+        const size_t n_din = lc.dout_act == ACT_GRAD_SWIGLU ? n_out / 2 : n_out;  // the gradient given
+        const std::vector<float> dout_in = rounded(rand_vec(rng, n_din, 1e-3f * grow)), pre_out = rounded(rand_vec(rng, n_out, 2.0f));
+        // the layer's output gradient: dout_in, or what the activation's backward makes of it, in
+        // bf16 as gelu_backward and swiglu_backward write it (the CPU's accumulate into zeros)
         std::vector<float> dout = dout_in;
-        if (lc.dout_gelu) {
-            std::fill(dout.begin(), dout.end(), 0.0f);
-            gelu_backward(dout.data(), pre_out.data(), dout_in.data(), n_out);
+        if (lc.dout_act != ACT_GRAD_NONE) {
+            dout.assign(n_out, 0.0f);
+            if (lc.dout_act == ACT_GRAD_GELU) gelu_backward(dout.data(), pre_out.data(), dout_in.data(), n_out);
+            else swiglu_backward(dout.data(), pre_out.data(), dout_in.data(), BT, OC / 2);
             dout = rounded(dout);
         }
         const std::vector<float> pre_bwd = rounded(rand_vec(rng, n_inp, 2.0f));
@@ -142,7 +149,7 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, d_inp, d_w, lc.bias ? d_bias : nullptr, BT, C,
                            OC, lc.accumulate_out);
         fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC,
-                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr, lc.dout_gelu ? d_pre_out : nullptr);
+                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr, ActGrad{lc.dout_act, d_pre_out});
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 
         // the reference: the scales, the quantized inputs, the products
@@ -203,7 +210,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         // the state: this step's amaxes, then (delayed) the scales the update chose
         const std::vector<float> a4 = dev_download_f32(set.e4m3.amax, 4), a5 = dev_download_f32(set.e5m2.amax, 2);
         // (through the GELU, the GPU's tanhf may put dout's largest value a bf16 rounding from the CPU's)
-        const bool dout_amax_ok = lc.dout_gelu ? std::fabs(a5[1] - hg.amax) <= hg.amax / 128 : a5[1] == hg.amax;
+        const bool dout_amax_ok = lc.dout_act != ACT_GRAD_NONE ? std::fabs(a5[1] - hg.amax) <= hg.amax / 128
+                                                               : a5[1] == hg.amax;
         const bool amax_ok = a4[2] == hi.amax && a4[3] == hw.amax && dout_amax_ok && a4[0] == 0.0f &&
                              a4[1] == 0.0f && a5[0] == 0.0f;
         snprintf(what, sizeof(what), "%s step %d: amax inp %.9g w %.9g dout %.9g = max|x| %.9g %.9g %.9g; linear 0's 0",
@@ -277,12 +285,14 @@ int main(int argc, char** argv) {
             {64, 64, 256, true, true, false},   // GPT-2's fc: bias and GELU
             {48, 128, 32, false, false, false}, // OC < C, no bias (Llama's)
             {32, 96, 64, false, false, false, true},  // Llama's projections: out += (into the residual stream)
-            {64, 64, 256, true, false, false, false, true},  // GPT-2's fc as train_gpt_fp8 runs it: dout through
-                                                             // the GELU in its cast (delayed scaling only)
+            // as train_gpt_fp8 runs them, dout through the activation in the cast (delayed scaling
+            // only): GPT-2's fc (GELU), Llama's gate/up (SwiGLU: OC = 2F)
+            {64, 64, 256, true, false, false, false, ACT_GRAD_GELU},
+            {48, 64, 160, false, false, false, false, ACT_GRAD_SWIGLU},
         };
         for (const LinearCase& lc : cases) {
             run_case(ctx, lc, FP8_RECIPE_DELAYED);
-            if (!lc.dout_gelu) run_case(ctx, lc, FP8_RECIPE_CURRENT);
+            if (lc.dout_act == ACT_GRAD_NONE) run_case(ctx, lc, FP8_RECIPE_CURRENT);
         }
         if (!g_dev_quick) run_case(ctx, {256, 768, 2304, true, false, false}, FP8_RECIPE_DELAYED);
     }

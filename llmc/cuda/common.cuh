@@ -3,7 +3,7 @@
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
 //          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
-//          column_sums_finish, accumulate
+//          column_sums_finish, accumulate, ActGradKind, ActGrad
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -307,3 +307,14 @@ inline void accumulate(cudaStream_t stream, floatX* acc, const floatX* src, size
     accumulate_kernel<<<(unsigned)ceil_div(n, block), block, 0, stream>>>(acc, src, n);
     CHECK_LAUNCH();
 }
+
+// ---------------------------------------------------------------------------------------
+// An output gradient that has still to go back through the activation after the layer that made
+// it, whose input (the pre-activation) is pre: GPT-2's GELU (pre (N,4C), the gradient the same
+// shape) or Llama's SwiGLU (pre (N,2F) = [gate | up], the gradient (N,F) of its output).
+// train_gpt_fp8 takes it in the cast of the gradient (fp8.cuh's fp8_cast_transpose, linear.cuh).
+enum ActGradKind { ACT_GRAD_NONE, ACT_GRAD_GELU, ACT_GRAD_SWIGLU };
+struct ActGrad {
+    ActGradKind kind = ACT_GRAD_NONE;
+    const floatX* pre = nullptr;
+};

@@ -3,7 +3,8 @@
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
 // defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
-//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, fp8_cast_transpose_tiled, Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
+//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, fp8_load8, fp8_grad_load8, fp8_cast_transpose_tiled,
+//          Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
 // by hand; a double-precision product of the decoded inputs)
@@ -27,6 +28,7 @@
 #include "common.cuh"
 #include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache, matmul_bias_backward
 #include "gelu.cuh"    // defines: gelu_grad (the cast-transpose's GELU backward)
+#include "swiglu.cuh"  // defines: swiglu_grad_gate, swiglu_grad_up (its SwiGLU backward)
 #include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats
 
 // ---------------------------------------------------------------------------------------
@@ -227,10 +229,12 @@ fp8_cast_transpose_kernel(Tout* out, Tout* out_t, uint32_t* partials, const Tin*
 // writes them to out_t as one 16-byte store. With DBIAS the block also sums its columns (fp32, in
 // a fixed order: each thread its 8 columns over its rows, then the 32 threads of a column in
 // turn) into dbias_partials (gridDim.y, cols), which column_sums_finish adds into the bias
-// gradient: the backward's bias-gradient pass over dout rides on the cast's read of it. With DGELU
-// (Tin floatX) what is cast is in * gelu'(pre_gelu), rounded to floatX as gelu_backward rounds it:
-// the GELU backward before GPT-2's fc, from the same read (Transformer Engine's
-// cast_transpose_dbias_dgelu), the very values that pass of its own would have written.
+// gradient: the backward's bias-gradient pass over dout rides on the cast's read of it.
+// With ACT (an ActGradKind; Tin floatX) what is cast is the activation's backward of in, made
+// from in and pre as gelu_backward and swiglu_backward make it and rounded to floatX as they
+// write it (fp8_grad_load8): GELU before GPT-2's fc, SwiGLU before Llama's gate/up, from the
+// same read (Transformer Engine's cast_transpose_dbias_dgelu), the very values those passes of
+// their own would have written and the next read back.
 constexpr int FP8_CT_TILE = 64;
 constexpr int FP8_CT_GROUPS = FP8_CAST_THREADS / (FP8_CT_TILE / 8);  // 32 threads share a column chunk
 
@@ -244,11 +248,39 @@ __device__ inline void fp8_load8(const Tin* p, float f[8]) {
     }
 }
 
-template <typename Tout, typename Tin, bool WRITE_ROWS, bool DBIAS, bool DGELU>
+// Elements c..c+7 of row r of the gradient being cast, (rows, cols): ACT_GRAD_NONE in's own;
+// ACT_GRAD_GELU in (rows, cols) times gelu'(pre (rows, cols)); ACT_GRAD_SWIGLU SwiGLU's backward,
+// in (rows, cols / 2) its output's gradient and pre (rows, cols) its input [gate | up], the gate's
+// gradient in the first half of the columns and the up projection's in the second
+template <int ACT, typename Tin>
+__device__ inline void fp8_grad_load8(const Tin* in, const floatX* pre, int r, int c, int cols, float f[8]) {
+    if (ACT == ACT_GRAD_SWIGLU) {
+        const int F = cols / 2, j = c < F ? c : c - F;  // j: the SwiGLU output's column
+        float d[8], z[8];
+        fp8_load8(in + (size_t)r * F + j, d);
+        fp8_load8(pre + (size_t)r * cols + j, z);
+        if (c < F) {
+            float u[8];
+            fp8_load8(pre + (size_t)r * cols + F + j, u);
+            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], u[k], d[k])));
+        } else {
+            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], d[k])));
+        }
+        return;
+    }
+    fp8_load8(in + (size_t)r * cols + c, f);
+    if (ACT == ACT_GRAD_GELU) {
+        float g[8];
+        fp8_load8(pre + (size_t)r * cols + c, g);
+        for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[k]));
+    }
+}
+
+template <typename Tout, typename Tin, bool WRITE_ROWS, bool DBIAS, int ACT>
 __global__ void __launch_bounds__(FP8_CAST_THREADS)
 fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, float* dbias_partials, const Tin* in,
-                                const floatX* pre_gelu, const float* scale, int rows, int cols) {
-    static_assert(!DGELU || std::is_same<Tin, floatX>::value, "the GELU backward is of a floatX gradient");
+                                const floatX* pre, const float* scale, int rows, int cols) {
+    static_assert(ACT == ACT_GRAD_NONE || std::is_same<Tin, floatX>::value, "an activation's gradient is floatX");
     constexpr int TILE = FP8_CT_TILE, GROUPS = FP8_CT_GROUPS, LOADS = TILE / GROUPS;
     static_assert(FP8_CAST_THREADS == 4 * TILE && LOADS == 2, "4 threads a tile column when storing, 2 rows when loading");
     // rows 8 bytes longer than the tile: each row starts 8-byte aligned for the 8-code stores
@@ -267,18 +299,10 @@ fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, floa
         const int r0 = rt * TILE;
         float f[LOADS][8];
         bool in_range[LOADS];
-        for (int j = 0; j < LOADS; j++) {  // both loads issued before either is used
+        for (int j = 0; j < LOADS; j++) {  // both rows' loads issued before either is cast
             const int r = r0 + group + j * GROUPS;
             in_range[j] = r < rows && c < cols;
-            if (in_range[j]) fp8_load8(in + (size_t)r * cols + c, f[j]);
-        }
-        if (DGELU) {
-            for (int j = 0; j < LOADS; j++) {
-                if (!in_range[j]) continue;
-                float g[8];
-                fp8_load8(pre_gelu + (size_t)(r0 + group + j * GROUPS) * cols + c, g);
-                for (int k = 0; k < 8; k++) f[j][k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[j][k]));
-            }
+            if (in_range[j]) fp8_grad_load8<ACT>(in, pre, r, c, cols, f[j]);
         }
         for (int j = 0; j < LOADS; j++) {
             const int i = group + j * GROUPS;
@@ -326,10 +350,10 @@ fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, floa
 
 // the launch of the tiled kernel: one block a column strip and row split, at most
 // FP8_CAST_MAX_BLOCKS (the amax slots), and with dbias at most as many row splits as the
-// workspace holds sums of (after the amax slots)
-template <typename Tout, typename Tin, bool DBIAS, bool DGELU>
-inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out_t, const Tin* in,
-                                    const floatX* pre_gelu, const float* scale, int rows, int cols) {
+// workspace holds sums of (after the amax slots); returns the row splits
+template <typename Tout, typename Tin, bool DBIAS, int ACT>
+inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out_t, const Tin* in, const floatX* pre,
+                                    const float* scale, int rows, int cols) {
     const int strips = (int)ceil_div(cols, FP8_CT_TILE), row_tiles = (int)ceil_div(rows, FP8_CT_TILE);
     int splits = std::min(row_tiles, std::max(1, FP8_CAST_MAX_BLOCKS / strips));
     uint32_t* partials = (uint32_t*)ctx.workspace;
@@ -341,20 +365,22 @@ inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out
     }
     const dim3 grid((unsigned)strips, (unsigned)splits);
     if (out != nullptr)
-        fp8_cast_transpose_tiles_kernel<Tout, Tin, true, DBIAS, DGELU><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
-            out, out_t, partials, sums, in, pre_gelu, scale, rows, cols);
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, true, DBIAS, ACT><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+            out, out_t, partials, sums, in, pre, scale, rows, cols);
     else
-        fp8_cast_transpose_tiles_kernel<Tout, Tin, false, DBIAS, DGELU><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
-            out, out_t, partials, sums, in, pre_gelu, scale, rows, cols);
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, false, DBIAS, ACT><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+            out, out_t, partials, sums, in, pre, scale, rows, cols);
     CHECK_LAUNCH();
     return splits;
 }
 
 // Whether the tiled kernel takes this cast: its shapes and alignment, and few enough strips
 template <typename Tout, typename Tin>
-inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const Tin* in, int rows, int cols) {
+inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const Tin* in, int rows, int cols,
+                                     ActGrad act = ActGrad{}) {
     return rows % 16 == 0 && cols % 8 == 0 && is_aligned16(in) && is_aligned16(out_t) &&
-           (out == nullptr || is_aligned16(out)) && ceil_div(cols, FP8_CT_TILE) <= (size_t)FP8_CAST_MAX_BLOCKS;
+           (out == nullptr || is_aligned16(out)) && ceil_div(cols, FP8_CT_TILE) <= (size_t)FP8_CAST_MAX_BLOCKS &&
+           (act.kind == ACT_GRAD_NONE || is_aligned16(act.pre)) && (act.kind != ACT_GRAD_SWIGLU || cols % 16 == 0);
 }
 
 // out_t (cols, rows fp8 numbers, row-major) = the transpose of saturate(in * *scale), rounded to
@@ -362,43 +388,56 @@ inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const T
 // max |in|), *scale_inv = 1 / *scale when scale_inv is not nullptr: all as fp8_cast, in one read of
 // in (rows, cols, row-major). Any shape and alignment: the tiled kernel where it can, the 32x32 one
 // otherwise (tiled = false: always; dev/cuda/fp8.cu's benchmark compares them). Uses ctx.workspace.
-// For a gradient (in a floatX tensor, as the bias and pre_gelu):
+// For a gradient (in a floatX tensor, as the bias and act.pre):
 //   dbias != nullptr (cols): also dbias += in's column sums (fp32 sums, one rounding), from the same
 //     read in the tiled kernel, by matmul_bias_backward after the 32x32 one;
-//   pre_gelu != nullptr (rows, cols): what is cast (and summed, and whose amax is taken) is
-//     gelu_backward's output, in * gelu'(pre_gelu) rounded to floatX; the tiled kernel only (the
-//     trainer's shapes, and buffers 16-byte aligned as gelu_backward needs them anyway).
+//   act.kind != ACT_GRAD_NONE: what is cast (and summed, and whose amax is taken) is the
+//     activation's backward of in, as gelu_backward or swiglu_backward writes it (in then (rows,
+//     cols / 2) for SwiGLU: fp8_grad_load8); the tiled kernel only (the trainer's shapes, and
+//     buffers 16-byte aligned as those passes need them anyway).
 template <typename Tout, typename Tin>
 inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, float* amax, float* scale_inv,
                                const Tin* in, const float* scale, int rows, int cols, floatX* dbias = nullptr,
-                               const floatX* pre_gelu = nullptr, bool tiled = true) {
+                               ActGrad act = ActGrad{}, bool tiled = true) {
     static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
-    constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and pre_gelu take
+    constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and act take
     CHECK(rows > 0 && cols > 0, "rows=%d cols=%d", rows, cols);
     CHECK(out_t != nullptr && in != nullptr && amax != nullptr && scale != nullptr, "out_t=%p in=%p amax=%p scale=%p",
           (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);
-    CHECK(GRADIENT || (dbias == nullptr && pre_gelu == nullptr), "a bias gradient or GELU backward of a %s tensor",
-          sizeof(Tin) == 4 ? "float" : "bf16");
+    CHECK(GRADIENT || (dbias == nullptr && act.kind == ACT_GRAD_NONE), "a bias gradient or activation backward of a %s "
+          "tensor", sizeof(Tin) == 4 ? "float" : "bf16");
+    CHECK(act.kind == ACT_GRAD_NONE || act.pre != nullptr, "an activation's backward without its input");
     CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
     uint32_t* partials = (uint32_t*)ctx.workspace;
-    const bool tiles = tiled && fp8_cast_transpose_tiled(out, out_t, in, rows, cols) &&
-                       (pre_gelu == nullptr || is_aligned16(pre_gelu));
-    CHECK(tiles || pre_gelu == nullptr, "the GELU backward in the cast needs the tiled kernel: rows %d a multiple of "
-          "16, cols %d of 8, every buffer 16-byte aligned", rows, cols);
+    const bool tiles = tiled && fp8_cast_transpose_tiled(out, out_t, in, rows, cols, act);
+    CHECK(tiles || act.kind == ACT_GRAD_NONE, "the activation's backward in the cast needs the tiled kernel: rows %d "
+          "a multiple of 16, cols %d of 8 (16 for SwiGLU), every buffer 16-byte aligned", rows, cols);
     int blocks;
     if (tiles) {
         int splits;
         if constexpr (GRADIENT) {
-            if (pre_gelu != nullptr && dbias != nullptr)
-                splits = fp8_cast_transpose_tiles<Tout, Tin, true, true>(ctx, out, out_t, in, pre_gelu, scale, rows, cols);
-            else if (pre_gelu != nullptr)
-                splits = fp8_cast_transpose_tiles<Tout, Tin, false, true>(ctx, out, out_t, in, pre_gelu, scale, rows, cols);
-            else if (dbias != nullptr)
-                splits = fp8_cast_transpose_tiles<Tout, Tin, true, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
-            else
-                splits = fp8_cast_transpose_tiles<Tout, Tin, false, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
+            const bool db = dbias != nullptr;
+            switch (act.kind) {
+                case ACT_GRAD_GELU:
+                    splits = db ? fp8_cast_transpose_tiles<Tout, Tin, true, ACT_GRAD_GELU>(ctx, out, out_t, in, act.pre,
+                                                                                          scale, rows, cols)
+                                : fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_GELU>(ctx, out, out_t, in, act.pre,
+                                                                                           scale, rows, cols);
+                    break;
+                case ACT_GRAD_SWIGLU:  // (no bias after Llama's gate/up)
+                    CHECK(!db, "a bias gradient through SwiGLU");
+                    splits = fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_SWIGLU>(ctx, out, out_t, in, act.pre,
+                                                                                        scale, rows, cols);
+                    break;
+                default:
+                    splits = db ? fp8_cast_transpose_tiles<Tout, Tin, true, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr,
+                                                                                          scale, rows, cols)
+                                : fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr,
+                                                                                           scale, rows, cols);
+            }
         } else {
-            splits = fp8_cast_transpose_tiles<Tout, Tin, false, false>(ctx, out, out_t, in, nullptr, scale, rows, cols);
+            splits = fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr, scale, rows,
+                                                                              cols);
         }
         if (dbias != nullptr) {
             const float* sums = (const float*)((char*)ctx.workspace + FP8_CAST_MAX_BLOCKS * sizeof(uint32_t));

@@ -141,16 +141,18 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
 //                                          by the cast that reads it: fp8_cast_transpose's dbias)
 // The two products in FP8: E4M3 (W^T, inp^T) x E5M2 (dout, dout^T). With pre_gelu (BT,C) !=
 // nullptr the GELU before this layer is taken back too: dinp = (dout @ weight) * gelu'(pre_gelu).
-// With dout_pre_gelu (BT,OC) != nullptr the GELU after it is: the layer's output gradient is
-// dout * gelu'(dout_pre_gelu), taken in the cast of dout (fp8_cast_transpose's pre_gelu: the
-// same bf16 numbers gelu_backward would write, never written), which is how train_gpt_fp8 runs
-// GPT-2's fc: fcproj's backward leaves its dinp without the GELU, fc's takes it (linear.cuh).
-// Delayed scaling only: current scaling takes the amax of what is cast before casting it, which
-// here no pass reads (linear_dgelu_in_cast keeps -fp8r current on gelu_backward's pass).
+// With dout_act (an ActGrad) the activation after the layer is taken back too: the layer's output
+// gradient is the activation's backward of dout (GELU: dout (BT,OC) times gelu'(pre); SwiGLU:
+// dout (BT,OC/2) the gradient of its output, pre (BT,OC) [gate | up]), made in the cast of dout
+// (fp8_cast_transpose's act: the same bf16 numbers gelu_backward or swiglu_backward would write,
+// never written), which is how train_gpt_fp8 runs GPT-2's fc and Llama's gate/up: the backward of
+// the projection after the activation leaves its dinp as the GEMM made it, this one takes the
+// activation back (linear.cuh). Delayed scaling only: current scaling takes the amax of what is
+// cast before casting it, which here no pass reads (linear_act_grad_in_cast keeps -fp8r current
+// on the activations' own passes).
 inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX* dinp, floatX* dweight, floatX* dbias,
                                 const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
-                                bool accumulate_dinp, const floatX* pre_gelu = nullptr,
-                                const floatX* dout_pre_gelu = nullptr) {
+                                bool accumulate_dinp, const floatX* pre_gelu = nullptr, ActGrad dout_act = ActGrad{}) {
     const Fp8Linears& s = *layer.set;
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && n_out <= s.act_capacity && n_w <= s.weight_capacity,
@@ -158,11 +160,11 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
           s.weight_capacity);
     CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
     const int ti = 2 * layer.index, tw = ti + 1, tg = layer.index;
-    CHECK(dout_pre_gelu == nullptr || s.e5m2.recipe == FP8_RECIPE_DELAYED,
-          "the GELU backward in the cast needs delayed scaling (current scaling's amax would read dout first)");
+    CHECK(dout_act.kind == ACT_GRAD_NONE || s.e5m2.recipe == FP8_RECIPE_DELAYED,
+          "the activation's backward in the cast needs delayed scaling (current scaling's amax would read dout first)");
     fp8_linear_scale_now(ctx, s.e5m2, tg, dout, n_out);
     fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC,
-                       dbias, dout_pre_gelu);
+                       dbias, dout_act);
     if (dinp != nullptr) {
         fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,

@@ -4,7 +4,7 @@
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, linear_dgelu_in_cast, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
+//          linear_backward, linear_act_grad_in_cast, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
 //          fp8_state_download, fp8_state_map_layers, fp8_state_write,
 //          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
@@ -82,29 +82,29 @@ inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out
     CHECK(ok, "cuBLASLt has no algorithm for the accumulating matmul BT=%d C=%d OC=%d", BT, C, OC);
 }
 
-// pre_gelu: dinp through the GELU before this layer too (matmul_backward's). dout_pre_gelu (only
-// where linear_dgelu_in_cast says so): dout is still to go back through the GELU after this
-// layer, whose input that is (fp8_linear_backward's).
+// pre_gelu: dinp through the GELU before this layer too (matmul_backward's). dout_act (only where
+// linear_act_grad_in_cast says so): dout is still to go back through the activation after this
+// layer (fp8_linear_backward's).
 inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
-                            bool accumulate_dinp, const floatX* pre_gelu = nullptr,
-                            const floatX* dout_pre_gelu = nullptr) {
+                            bool accumulate_dinp, const floatX* pre_gelu = nullptr, ActGrad dout_act = ActGrad{}) {
 #ifdef ENABLE_FP8
     fp8_linear_backward(ctx, s.fp8, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu,
-                        dout_pre_gelu);
+                        dout_act);
 #else
     (void)s;
-    CHECK(dout_pre_gelu == nullptr, "the GELU backward in the output gradient's cast is train_gpt_fp8's");
+    CHECK(dout_act.kind == ACT_GRAD_NONE, "the activation's backward in the output gradient's cast is train_gpt_fp8's");
     matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu);
 #endif
 }
 
-// Where GPT-2's MLP takes the GELU back: false, in fcproj's backward (its dinp; cuBLASLt's DGELU
-// epilogue with -ge 2, else gelu_backward's pass); true, in fc's cast of its output gradient
-// (train_gpt_fp8 with delayed scaling: no pass and no bf16 tensor of its own, as Transformer
-// Engine's cast_transpose_dbias_dgelu). fcproj then leaves dinp without it, and fc gets the GELU's
-// input as dout_pre_gelu.
-inline bool linear_dgelu_in_cast(const ModelLinears& m) {
+// Where the MLPs take their activation back: false, in a pass of their own between the two
+// linears' backwards (GPT-2's GELU in fcproj's backward: cuBLASLt's DGELU epilogue with -ge 2,
+// else gelu_backward; Llama's swiglu_backward); true, in the cast of fc's (gate/up's) output
+// gradient (train_gpt_fp8 with delayed scaling: no pass and no bf16 tensor of its own, as
+// Transformer Engine's cast_transpose_dbias_dgelu). The projection's backward then leaves its
+// dinp as the GEMM made it, and fc's gets the activation as dout_act.
+inline bool linear_act_grad_in_cast(const ModelLinears& m) {
 #ifdef ENABLE_FP8
     return m.e5m2.recipe == FP8_RECIPE_DELAYED;
 #else

@@ -1,5 +1,5 @@
 // swiglu.cuh: the SwiGLU gate of Llama's MLP on the GPU, forward and backward.
-// defines: swiglu_forward, swiglu_backward
+// defines: swiglu_forward, swiglu_backward, swiglu_grad_gate, swiglu_grad_up
 // CPU reference: llmc/cpu/swiglu.h
 //
 // inp (N, 2F) holds per row [gate (F) | up (F)]; out (N, F) = silu(gate) * up. One thread per
@@ -20,18 +20,28 @@ __global__ void swiglu_forward_kernel(floatX* out, const floatX* inp, int N, int
     store128(out + row * F + c, o);
 }
 
+// the gradients of silu(z) * u given d (the output's): with s = sigmoid(z), d(gate) = d u
+// (s + z s (1 - s)) and d(up) = d z s; fp32, the order the CPU reference takes (cpu/swiglu.h)
+__device__ inline float swiglu_grad_gate(float z, float u, float d) {
+    const float s = 1.0f / (1.0f + expf(-z));
+    return d * u * (s + z * s * (1.0f - s));
+}
+__device__ inline float swiglu_grad_up(float z, float d) {
+    const float s = 1.0f / (1.0f + expf(-z));
+    return d * z * s;
+}
+
 __global__ void swiglu_backward_kernel(floatX* dinp, const floatX* inp, const floatX* dout, int N, int F) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t groups_per_row = F / x128::size;
     if (i >= (size_t)N * groups_per_row) return;
     const size_t row = i / groups_per_row, c = (i % groups_per_row) * x128::size;
     const size_t g_at = row * 2 * F + c, u_at = g_at + F;
-    x128 gate = load128cs(inp + g_at), up = load128cs(inp + u_at), d = load128cs(dout + row * F + c);
-    x128 dg = load128(dinp + g_at), du = load128(dinp + u_at);
+    x128 gate = load128cs(inp + g_at), up = load128cs(inp + u_at), d = load128cs(dout + row * F + c), dg, du;
     for (int k = 0; k < x128::size; k++) {
-        const float z = to_float(gate[k]), s = 1.0f / (1.0f + expf(-z)), dk = to_float(d[k]);
-        dg[k] = from_float<floatX>(to_float(dg[k]) + dk * to_float(up[k]) * (s + z * s * (1.0f - s)));
-        du[k] = from_float<floatX>(to_float(du[k]) + dk * z * s);
+        const float z = to_float(gate[k]), dk = to_float(d[k]);
+        dg[k] = from_float<floatX>(swiglu_grad_gate(z, to_float(up[k]), dk));
+        du[k] = from_float<floatX>(swiglu_grad_up(z, dk));
     }
     store128(dinp + g_at, dg);
     store128(dinp + u_at, du);
@@ -51,7 +61,9 @@ inline void swiglu_forward(const CudaContext& ctx, floatX* out, const floatX* in
     CHECK_LAUNCH();
 }
 
-// Accumulates (+=) into dinp (N,2F) the gradient of swiglu_forward, given dout (N,F)
+// dinp (N,2F) = the gradient of swiglu_forward, given dout (N,F): overwritten (the CPU reference
+// accumulates into a zeroed buffer, which is the same thing, and which the GPU trainer saved
+// itself the memset and the read of)
 inline void swiglu_backward(const CudaContext& ctx, floatX* dinp, const floatX* inp, const floatX* dout, int N, int F) {
     swiglu_check(N, F, dinp, inp);
     CHECK(is_aligned16(dout), "dout=%p not 16-byte aligned", (const void*)dout);
