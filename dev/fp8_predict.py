@@ -23,17 +23,19 @@ What FP8 changes (llmc/cuda/fp8_linear.cuh):
     the input again transposed (3 bytes), the output gradient both ways (read 2, write 2 x 1) and
     the weight transposed; every micro-step; at 3.25 TB/s, fp8_cast's measured rate (the backward
     GEMMs' rates above are what the layer's time leaves after the casts at that rate);
-  - GPT-2's GELU leaves cuBLASLt's forward epilogue for its own kernel, which reads the (BT, 4C)
-    pre-activation once more (the epilogue wrote both tensors anyway): 2 bytes a value more, at
-    3.0 TB/s. Its backward costs nothing more than bf16's -ge 2 epilogue: since 2026-11-28 it is
-    taken in fc's cast-transpose of its output gradient, which reads the pre-activation as that
-    epilogue does (it was gelu_backward's pass, 4 bytes a value more, when d48 was measured);
-  - Llama's SwiGLU backward is taken in gate/up's cast-transpose (since 2026-11-28): no
-    swiglu_backward pass (today's bf16 reads 6 bytes a value of (N, F) and writes 4 there), the
-    cast reading the gate twice, up and the output gradient (8 bytes, where the casts above count
-    4 for the gradient it casts): 6 bytes a value less than bf16. And bf16's own pass lost its
-    memset and its read of the gradient the same day (8 bytes a value): the "bf16 now" column
-    takes those from the measured step, and the speed-up is against it;
+  - the MLP's activation (since 2026-11-28) is made in the casts that read it and taken back in the
+    cast of the gradient before it, with no pass and no bf16 tensor of its own (the runs are the
+    same to the bit). Against bf16 at -r 0 (what the planner picks at these sizes), bytes a value
+    of the activation's (N, F): GPT-2 -2 (bf16's GELU_AUX epilogue writes the GELU's output beside
+    the pre-activation, fp8's FC GEMM only the pre-activation, which fcproj's casts read where they
+    read the output; the backward reads the pre-activation in fc's gradient cast as bf16's DGELU
+    epilogue does); Llama -8: forward -4 (no swiglu_forward: 6 read and written, against the casts
+    reading gate and up, 4, where the model counts 2), backward -4 (the inp^T cast reads gate and
+    up, +2; no swiglu_backward, 10 read and written, against gate/up's gradient cast reading gate
+    twice, up and the gradient, 8, where the model counts 4). When d48 was measured fp8's GELU was
+    two passes of its own, 6 bytes a value more than bf16's epilogues. And bf16's own
+    swiglu_backward lost its memset and its read of the gradient the same day (8 bytes a value):
+    the "bf16 now" column takes those from the measured step, and the speed-up is against it;
   - the bias gradients (GPT-2) come from the cast-transposes of the output gradients, from the
     same read, as bf16's from the BGRADB epilogue (they were a pass of 2 bytes a value over each
     output gradient when d48 was measured, which this model never counted);
@@ -98,7 +100,7 @@ def parts(m):
     weights = sum(i * o * 3 * 2 for i, o in linears(m))
     cast = (acts + weights) * m["L"] / CAST_BANDWIDTH
     # the activations' passes fp8 adds (+) or removes (-) against today's bf16, bytes a value of (N, F)
-    act_bytes = 2 if m["family"] == "gpt2" else -6
+    act_bytes = -2 if m["family"] == "gpt2" else -8
     act = N * m["F"] * act_bytes * m["L"] / BANDWIDTH
     return gemm_bf16, gemm_fp8, cast, act
 

@@ -412,10 +412,17 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         phase_mark(ctx, PHASE_LAYERNORM);
         fused_residual_layernorm_forward(ctx, la.residual2, la.ln2, la.ln2_mean, la.ln2_rstd, la.residual, projr,
                                          lp.ln2w, lp.ln2b, R, C);
-        // residual3 = residual2 + fcproj(gelu(fc(ln2)))
+        // residual3 = residual2 + fcproj(gelu(fc(ln2))); train_gpt_fp8 makes the GELU in fcproj's
+        // cast of its input (linear_act_in_cast: fch_gelu is not written)
         phase_mark(ctx, PHASE_MATMUL);
-        linear_forward(ctx, slot(2), la.fch_gelu, la.fch, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
-        linear_forward(ctx, slot(3), a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
+        if (linear_act_in_cast(model->linears, N)) {
+            linear_forward(ctx, slot(2), la.fch, nullptr, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
+            linear_forward(ctx, slot(3), a.proj, nullptr, nullptr, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C,
+                           Act{ACT_GELU, la.fch});
+        } else {
+            linear_forward(ctx, slot(2), la.fch_gelu, la.fch, ts.whole(la.ln2), lp.fcw, lp.fcb, N, C, H);
+            linear_forward(ctx, slot(3), a.proj, nullptr, la.fch_gelu, lp.fcprojw, root ? lp.fcprojb : nullptr, N, H, C);
+        }
         ts.sum(a.proj, projr);
         // the residual add is fused with the LayerNorm that reads it next: the next layer's
         // ln1 (with the next layer's weights: this layer's are done with), or after the last
@@ -533,17 +540,19 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
             layernorm_forward(ctx, la.ln1, nullptr, nullptr, la.residual, lp.ln1w, lp.ln1b, R, C);
             layernorm_forward(ctx, la.ln2, nullptr, nullptr, la.residual2, lp.ln2w, lp.ln2b, R, C);
         }
+        // train_gpt_fp8 (linear_act_in_cast): the GELU is made in fcproj's cast of its input and
+        // taken back in fc's cast of dfch, so neither a recompute nor a GELU backward pass
+        const bool act_in_cast = linear_act_in_cast(model->linears, N);
+        const Act gelu = act_in_cast ? Act{ACT_GELU, la.fch} : Act{};
         phase_mark(ctx, PHASE_GELU);
-        if (model->recompute >= 1) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * H);
+        if (model->recompute >= 1 && !act_in_cast) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * H);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2; in
-        // train_gpt_fp8, in fc's cast of dfch: linear_act_grad_in_cast)
-        const bool act_in_cast = linear_act_grad_in_cast(model->linears);
+        // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
         linear_backward(ctx, slot(3), a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C,
-                        false, act_in_cast ? nullptr : la.fch);
+                        false, act_in_cast ? nullptr : la.fch, Act{}, gelu);
         linear_backward(ctx, slot(2), a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false, nullptr,
-                        act_in_cast ? ActGrad{ACT_GRAD_GELU, la.fch} : ActGrad{});
+                        gelu);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         ln_backward(lg.ln2w, lg.ln2b, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd);

@@ -291,12 +291,13 @@ inline void llama_matmul_residual(const CudaContext& ctx, floatX* out, const flo
 // beta 1 adds the product into the copied residual, so the residual add stays inside the GEMM
 // and rounds once, as above (the product into a buffer, then an add, would round twice and
 // cost an (N,C) buffer and a pass); elsewhere the call above's GEMM, bit for bit.
+// inp_act: the input is that activation, made in the cast (linear_act_in_cast).
 inline void llama_linear_residual(const CudaContext& ctx, LinearSlot s, floatX* out, const floatX* residual,
-                                  const floatX* inp, const floatX* weight, int BT, int K, int OC) {
+                                  const floatX* inp, const floatX* weight, int BT, int K, int OC, Act inp_act = Act{}) {
     if (out != residual)
         CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)BT * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
                                    ctx.stream));
-    linear_forward_add(ctx, s, out, inp, weight, BT, K, OC);
+    linear_forward_add(ctx, s, out, inp, weight, BT, K, OC, inp_act);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -310,22 +311,24 @@ inline GpuTpStream llama_cuda_stream(LlamaCuda* model, int B, int T) {
 // -tp: a row-parallel projection into the residual stream: out = residual + the group's sum of
 // each rank's inp @ weight^T (this rank's K columns), the residual added by rank 0 alone; -sp:
 // the sum reduce-scattered to this rank's rows, then the residual (its rows) added.
-// slot: the projection's linear (train_gpt_fp8: its FP8 scales).
+// slot: the projection's linear (train_gpt_fp8: its FP8 scales); inp_act: its input is that
+// activation, made in the cast (linear_act_in_cast).
 inline void llama_row_parallel_residual(LlamaCuda* model, const GpuTpStream& ts, LinearSlot slot, floatX* out,
-                                        const floatX* residual, const floatX* inp, const floatX* weight, int K) {
+                                        const floatX* residual, const floatX* inp, const floatX* weight, int K,
+                                        Act inp_act = Act{}) {
     const CudaContext& ctx = *model->ctx;
     const int BT = ts.N, OC = ts.C;
-    if (model->tp == nullptr) return llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC);
+    if (model->tp == nullptr) return llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC, inp_act);
     if (ts.sp) {
         LlamaActivationsX& a = model->acts;
-        linear_forward(ctx, slot, a.proj, nullptr, inp, weight, nullptr, BT, K, OC);
+        linear_forward(ctx, slot, a.proj, nullptr, inp, weight, nullptr, BT, K, OC, inp_act);
         ts.sum(a.proj, a.sp_part);
         CHECK_CUDA(cudaMemcpyAsync(out, residual, (size_t)ts.rows * OC * sizeof(floatX), cudaMemcpyDeviceToDevice,
                                    ctx.stream));
         return accumulate(ctx.stream, out, a.sp_part, (size_t)ts.rows * OC);
     }
-    if (model->tp_rank == 0) llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC);
-    else linear_forward(ctx, slot, out, nullptr, inp, weight, nullptr, BT, K, OC);
+    if (model->tp_rank == 0) llama_linear_residual(ctx, slot, out, residual, inp, weight, BT, K, OC, inp_act);
+    else linear_forward(ctx, slot, out, nullptr, inp, weight, nullptr, BT, K, OC, inp_act);
     ts.sum(out, out);
 }
 
@@ -367,10 +370,15 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, int l, const LlamaLayerX&
     rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, R, C, eps);
     phase_mark(ctx, PHASE_MATMUL);
     linear_forward(ctx, slot(2), la.fch, nullptr, ts.whole(la.rms2), lp.fcw, nullptr, N, C, 2 * F);
-    phase_mark(ctx, PHASE_GELU);
-    swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
-    phase_mark(ctx, PHASE_MATMUL);
-    llama_row_parallel_residual(model, ts, slot(3), la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, F);
+    // train_gpt_fp8 makes SwiGLU in fcproj's cast of its input (linear_act_in_cast: no fch_swiglu)
+    const bool act_in_cast = linear_act_in_cast(model->linears, N);
+    if (!act_in_cast) {
+        phase_mark(ctx, PHASE_GELU);
+        swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
+        phase_mark(ctx, PHASE_MATMUL);
+    }
+    llama_row_parallel_residual(model, ts, slot(3), la.residual3, la.residual2, la.fch_swiglu, lp.fcprojw, F,
+                                act_in_cast ? Act{ACT_SWIGLU, la.fch} : Act{});
 }
 
 // Forward: inputs (B,T) token ids and targets (B,T) or nullptr, both on the host. B, T may be
@@ -483,6 +491,10 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         const LlamaLayerX lg = llama_layer_x(slices);
         const LlamaLayerActsX la = llama_cuda_layer_acts(model, l);
         auto slot = [&](int k) { return linear_slot(model->linears, l, k); };  // fp8: linear k's scales
+        // train_gpt_fp8 (linear_act_in_cast): SwiGLU is made in fcproj's cast of its input and
+        // taken back in gate/up's cast of its output gradient: no recompute, no backward pass
+        const bool act_in_cast = linear_act_in_cast(model->linears, N);
+        const Act swiglu = act_in_cast ? Act{ACT_SWIGLU, la.fch} : Act{};
         if (model->recompute >= 2) {
             llama_cuda_layer_forward(model, l, lp, la, B, T);  // everything but its input, again
         } else if (model->recompute == 1) {  // the outputs of the norms and of SwiGLU
@@ -490,22 +502,19 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
             rmsnorm_forward(ctx, la.rms1, la.rms1_rstd, la.residual, lp.rms1w, R, C, cfg.norm_eps);
             rmsnorm_forward(ctx, la.rms2, la.rms2_rstd, la.residual2, lp.rms2w, R, C, cfg.norm_eps);
             phase_mark(ctx, PHASE_GELU);
-            swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
+            if (!act_in_cast) swiglu_forward(ctx, la.fch_swiglu, la.fch, N, F);
         }
         // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
         linear_backward(ctx, slot(3), a.dfch_swiglu, lg.fcprojw, nullptr, ts.whole(a.dres), la.fch_swiglu, lp.fcprojw, N,
-                        F, C, false);
-        // back through SwiGLU: a pass of its own, or in train_gpt_fp8 in gate/up's cast of its
-        // output gradient (linear_act_grad_in_cast)
-        const bool act_in_cast = linear_act_grad_in_cast(model->linears);
-        if (!act_in_cast) {
+                        F, C, false, nullptr, Act{}, swiglu);
+        if (!act_in_cast) {  // back through SwiGLU
             phase_mark(ctx, PHASE_GELU);
             swiglu_backward(ctx, a.dfch, la.fch, a.dfch_swiglu, N, F);
             phase_mark(ctx, PHASE_MATMUL);
         }
         linear_backward(ctx, slot(2), a.dtmp, lg.fcw, nullptr, act_in_cast ? a.dfch_swiglu : a.dfch, ts.whole(la.rms2),
-                        lp.fcw, N, C, 2 * F, false, nullptr, act_in_cast ? ActGrad{ACT_GRAD_SWIGLU, la.fch} : ActGrad{});
+                        lp.fcw, N, C, 2 * F, false, nullptr, swiglu);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         norm_backward(lg.rms2w, la.residual2, lp.rms2w, la.rms2_rstd);

@@ -92,6 +92,7 @@ LAUNCH = {
     "fp8_cast_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8 to come, issue 26)"),
     "fp8_cast_transpose_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8 to come, issue 26)"),
     "fp8_cast_transpose_tiles_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8's backward casts)"),
+    "fp8_cast_act_kernel": (256, "dev", "fp8.cuh: FP8_CAST_THREADS (train_gpt_fp8's casts of GELU and SwiGLU)"),
     "fp8_scaling_update_kernel": (128, "dev", "fp8.cuh fp8_scaling_update: 128 (train_gpt_fp8 to come, issue 26)"),
     "fp8_scaling_copy_gemm_kernel": (128, "dev", "fp8.cuh fp8_scaling_copy_gemm: 128 (train_gpt_fp8's resume)"),
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, or no DGELU epilogue, leaves the backward to it)"),

@@ -214,6 +214,57 @@ static void run_casts(const CudaContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // 2b. the cast-transpose: the same reference, read transposed
 
+// A cast that makes an activation on the way (src) against the activation's pass (pass: writes
+// the (rows, cols) floatX tensor it is given) and then the cast of that tensor, bit for bit:
+// fp8_cast_transpose's out, out_t, amax (and, with_dbias, the bias gradient), and for a forward
+// activation fp8_cast's codes and amax too
+template <typename Pass>
+static void check_cast_from(const CudaContext& ctx, const char* what, const char* from, const floatX* in, int rows,
+                            int cols, bool with_dbias, Fp8Src src, Pass pass) {
+    const size_t n = (size_t)rows * cols;
+    floatX* made;
+    CHECK_CUDA(cudaMalloc(&made, n * sizeof(floatX)));
+    CHECK_CUDA(cudaMemset(made, 0x7f, n * sizeof(floatX)));  // overwritten by the pass
+    pass(made);
+    __nv_fp8_e5m2 *q[2], *q_t[2];
+    floatX* dbias[2];
+    float *amax[2], *amax_plain[2], *scale = dev_scalar(1.0f);
+    std::vector<uint8_t> got[2], got_t[2], plain[2];
+    std::vector<float> db[2];
+    const std::vector<float> zeros(cols, 0.0f);
+    for (int i = 0; i < 2; i++) {  // 0: made in the cast, 1: the pass then the cast
+        CHECK_CUDA(cudaMalloc(&q[i], n));
+        CHECK_CUDA(cudaMalloc(&q_t[i], n));
+        dbias[i] = dev_upload(zeros);
+        amax[i] = dev_scalar(0.0f);
+        amax_plain[i] = dev_scalar(0.0f);
+        fp8_cast_transpose(ctx, q[i], q_t[i], amax[i], (float*)nullptr, i == 0 ? in : made, scale, rows, cols,
+                           with_dbias ? dbias[i] : nullptr, i == 0 ? src : Fp8Src{});
+        got[i].resize(n), got_t[i].resize(n);
+        CHECK_CUDA(cudaMemcpy(got[i].data(), q[i], n, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(got_t[i].data(), q_t[i], n, cudaMemcpyDeviceToHost));
+        db[i] = dev_download(dbias[i], cols);
+        plain[i].assign(n, 0);
+        if (src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU) {  // the forward's plain cast
+            fp8_cast(ctx, q[i], amax_plain[i], (float*)nullptr, i == 0 ? (const floatX*)nullptr : made, scale, n,
+                     i == 0 ? src : Fp8Src{}, cols);
+            CHECK_CUDA(cudaMemcpy(plain[i].data(), q[i], n, cudaMemcpyDeviceToHost));
+        }
+    }
+    const bool same = got[0] == got[1] && got_t[0] == got_t[1] && db[0] == db[1] && plain[0] == plain[1] &&
+                      get_scalar(amax[0]) == get_scalar(amax[1]) && get_scalar(amax[0]) > 0.0f &&
+                      get_scalar(amax_plain[0]) == get_scalar(amax_plain[1]);
+    const bool forward = src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU;
+    dev_expect("fp8_cast_from", (std::string(what) + ": " + from + " made in the cast = its pass then the cast, bit "
+                                 "for bit (out, out_t, amax" + (with_dbias ? ", dbias" : "") +
+                                 (forward ? "; fp8_cast's too)" : ")")).c_str(),
+               same);
+    for (int i = 0; i < 2; i++)
+        for (void* p : std::vector<void*>{q[i], q_t[i], dbias[i], amax[i], amax_plain[i]}) CHECK_CUDA(cudaFree(p));
+    CHECK_CUDA(cudaFree(made));
+    CHECK_CUDA(cudaFree(scale));
+}
+
 // With a bias gradient (dbias, cols long, already holding something): dbias += in's column sums,
 // in fp32 and rounded once, from both kernels (the tiled one sums them itself, the 32x32 one leaves
 // them to matmul_bias_backward): within a rounding of floatX and fp32 sums' error of the double sum
@@ -228,7 +279,7 @@ static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what,
     float *d_scale = dev_scalar(1.0f), *d_amax = dev_scalar(0.0f);
     for (int tiled = 1; tiled >= 0; tiled--) {
         floatX* dbias = dev_upload(init);
-        fp8_cast_transpose(ctx, q, q_t, d_amax, (float*)nullptr, in, d_scale, rows, cols, dbias, ActGrad{},
+        fp8_cast_transpose(ctx, q, q_t, d_amax, (float*)nullptr, in, d_scale, rows, cols, dbias, Fp8Src{},
                            tiled == 1);
         const std::vector<float> got = dev_download(dbias, cols);
         size_t bad = 0;
@@ -250,58 +301,25 @@ static void check_cast_transpose_dbias(const CudaContext& ctx, const char* what,
         dev_expect("fp8_cast_transpose", (std::string(what) + detail).c_str(), bad == 0);
         CHECK_CUDA(cudaFree(dbias));
     }
-    // with the GELU backward (pre_gelu): the same bits as gelu_backward's pass (dev/cuda/gelu.cu
-    // checks it against the CPU reference) and then the cast of its output (checked above)
+    // the casts that make an activation on the way (Fp8Src): the same bits as the activation's
+    // own pass (dev/cuda/gelu.cu and swiglu.cu check those against the CPU reference) and then the
+    // cast of what it wrote. in: a gradient (of GELU's output; of SwiGLU's, read half as wide)
     if (rows % 16 == 0) {
+        const size_t n = (size_t)rows * cols;
         DevRng rng(5 + rows);
-        floatX *pre = dev_upload(rand_vec(rng, (size_t)rows * cols, 3.0f)), *dgelu;
-        CHECK_CUDA(cudaMalloc(&dgelu, (size_t)rows * cols * sizeof(floatX)));
-        gelu_backward(ctx, dgelu, pre, in, (size_t)rows * cols);
-        __nv_fp8_e5m2 *q2, *q2_t;
-        CHECK_CUDA(cudaMalloc(&q2, (size_t)rows * cols));
-        CHECK_CUDA(cudaMalloc(&q2_t, (size_t)rows * cols));
-        floatX *dbias = dev_upload(init), *dbias2 = dev_upload(init);
-        float *amax = dev_scalar(0.0f), *amax2 = dev_scalar(0.0f);
-        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, dbias, ActGrad{ACT_GRAD_GELU, pre});
-        fp8_cast_transpose(ctx, q2, q2_t, amax2, (float*)nullptr, dgelu, d_scale, rows, cols, dbias2);
-        const size_t n = (size_t)rows * cols;
-        std::vector<uint8_t> a(n), a_t(n), b(n), b_t(n);
-        CHECK_CUDA(cudaMemcpy(a.data(), q, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(a_t.data(), q_t, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(b.data(), q2, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(b_t.data(), q2_t, n, cudaMemcpyDeviceToHost));
-        const std::vector<float> db = dev_download(dbias, cols), db2 = dev_download(dbias2, cols);
-        const bool same = a == b && a_t == b_t && db == db2 && get_scalar(amax) == get_scalar(amax2) &&
-                          get_scalar(amax) > 0.0f;
-        dev_expect("fp8_cast_transpose", (std::string(what) + ": with pre_gelu: out, out_t, amax, dbias = "
-                   "gelu_backward's pass then the cast, bit for bit").c_str(), same);
-        for (void* p : std::vector<void*>{pre, dgelu, q2, q2_t, dbias, dbias2, amax, amax2}) CHECK_CUDA(cudaFree(p));
-    }
-    // through SwiGLU: in is read as the (rows, cols / 2) gradient of SwiGLU's output, pre as its
-    // (rows, cols) input [gate | up]; the same bits as swiglu_backward's pass and then the cast
-    if (rows % 16 == 0 && cols % 16 == 0) {
-        DevRng rng(9 + rows);
-        const size_t n = (size_t)rows * cols;
-        floatX *pre = dev_upload(rand_vec(rng, n, 4.0f)), *dswiglu;
-        CHECK_CUDA(cudaMalloc(&dswiglu, n * sizeof(floatX)));
-        CHECK_CUDA(cudaMemset(dswiglu, 0x7f, n * sizeof(floatX)));  // overwritten
-        swiglu_backward(ctx, dswiglu, pre, in, rows, cols / 2);
-        __nv_fp8_e5m2 *q2, *q2_t;
-        CHECK_CUDA(cudaMalloc(&q2, n));
-        CHECK_CUDA(cudaMalloc(&q2_t, n));
-        float *amax = dev_scalar(0.0f), *amax2 = dev_scalar(0.0f);
-        fp8_cast_transpose(ctx, q, q_t, amax, (float*)nullptr, in, d_scale, rows, cols, (floatX*)nullptr,
-                           ActGrad{ACT_GRAD_SWIGLU, pre});
-        fp8_cast_transpose(ctx, q2, q2_t, amax2, (float*)nullptr, dswiglu, d_scale, rows, cols);
-        std::vector<uint8_t> a(n), a_t(n), b(n), b_t(n);
-        CHECK_CUDA(cudaMemcpy(a.data(), q, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(a_t.data(), q_t, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(b.data(), q2, n, cudaMemcpyDeviceToHost));
-        CHECK_CUDA(cudaMemcpy(b_t.data(), q2_t, n, cudaMemcpyDeviceToHost));
-        const bool same = a == b && a_t == b_t && get_scalar(amax) == get_scalar(amax2) && get_scalar(amax) > 0.0f;
-        dev_expect("fp8_cast_transpose", (std::string(what) + ": through SwiGLU (in its output's gradient, half as "
-                   "wide): out, out_t, amax = swiglu_backward's pass then the cast, bit for bit").c_str(), same);
-        for (void* p : std::vector<void*>{pre, dswiglu, q2, q2_t, amax, amax2}) CHECK_CUDA(cudaFree(p));
+        floatX* pre = dev_upload(rand_vec(rng, 2 * n, 3.0f));  // GELU's input, or SwiGLU's of cols / 2 or cols
+        const int F = cols / 2;
+        check_cast_from(ctx, what, "GELU's backward", in, rows, cols, true, fp8_src(Act{ACT_GELU, pre}, true),
+                        [&](floatX* t) { gelu_backward(ctx, t, pre, in, n); });
+        check_cast_from(ctx, what, "GELU", nullptr, rows, cols, false, fp8_src(Act{ACT_GELU, pre}, false),
+                        [&](floatX* t) { gelu_forward(ctx, t, pre, n); });
+        check_cast_from(ctx, what, "SwiGLU", nullptr, rows, cols, false, fp8_src(Act{ACT_SWIGLU, pre}, false),
+                        [&](floatX* t) { swiglu_forward(ctx, t, pre, rows, cols); });
+        if (cols % 16 == 0)
+            check_cast_from(ctx, what, "SwiGLU's backward (in its output's gradient, half as wide)", in, rows, cols,
+                            false, fp8_src(Act{ACT_SWIGLU, pre}, true),
+                            [&](floatX* t) { swiglu_backward(ctx, t, pre, in, rows, F); });
+        CHECK_CUDA(cudaFree(pre));
     }
     for (void* p : std::vector<void*>{q, q_t, d_scale, d_amax}) CHECK_CUDA(cudaFree(p));
 }
@@ -385,7 +403,7 @@ static void run_cast_transpose_case(const CudaContext& ctx, int rows, int cols, 
         std::vector<uint8_t> small_t(n);
         CHECK_CUDA(cudaMemset(d_plain, 0x55, n + guard));
         fp8_cast_transpose(ctx, (Tout*)nullptr, d_plain, d_amax, (float*)nullptr, d_in, d_scale, rows, cols,
-                           (floatX*)nullptr, ActGrad{}, false);
+                           (floatX*)nullptr, Fp8Src{}, false);
         CHECK_CUDA(cudaMemcpy(small_t.data(), d_plain, n, cudaMemcpyDeviceToHost));
         dev_expect("fp8_cast_transpose", (std::string(what) + ": the tiled kernel's out_t = the 32x32 kernel's").c_str(),
                    memcmp(small_t.data(), got_t.data(), n) == 0);
@@ -683,13 +701,13 @@ static void run_bench(const CudaContext& ctx) {
         std::string name = std::string("dout_8192x6400_dbias_") + kind;
         ms = bench_ms(ctx, 20, [&] {
             fp8_cast_transpose(ctx, d_out, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192, 6400,
-                               sizeof(floatX) == 2 ? d_dbias : nullptr, ActGrad{}, tiled == 1);
+                               sizeof(floatX) == 2 ? d_dbias : nullptr, Fp8Src{}, tiled == 1);
         });
         dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 6400 * 4, ms);
         name = std::string("inp_t_8192x1600_") + kind;
         ms = bench_ms(ctx, 20, [&] {
             fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, d_out_t, d_amax, (float*)nullptr, d_in, d_scale, 8192,
-                               1600, (floatX*)nullptr, ActGrad{}, tiled == 1);
+                               1600, (floatX*)nullptr, Fp8Src{}, tiled == 1);
         });
         dev_report_gbs("fp8_cast_transpose", name.c_str(), 8192.0 * 1600 * 3, ms);
     }

@@ -85,7 +85,10 @@ struct LinearCase {
     bool accumulate_out = false;  // the forward adds into what out holds (fp8_linear_forward's accumulate)
     // dout goes back through the activation after the layer first, in the cast (train_gpt_fp8's GPT-2
     // fc: GELU, Llama gate/up: SwiGLU, dout then half as wide as the layer's output)
-    ActGradKind dout_act = ACT_GRAD_NONE;
+    ActKind dout_act = ACT_NONE;
+    // the layer's input is an activation made in its casts (the projection after GPT-2's GELU,
+    // Llama's SwiGLU: its input then C wide, the pre-activation C or 2C)
+    ActKind inp_act = ACT_NONE;
 };
 
 static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe recipe) {
@@ -93,9 +96,10 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     const bool delayed = recipe == FP8_RECIPE_DELAYED;
     char name[160];
-    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
+    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
              lc.gelu ? " gelu" : "",
-             lc.dout_act == ACT_GRAD_GELU ? " dout-through-gelu" : (lc.dout_act == ACT_GRAD_SWIGLU ? " dout-through-swiglu" : ""),
+             lc.dout_act == ACT_GELU ? " dout-through-gelu" : (lc.dout_act == ACT_SWIGLU ? " dout-through-swiglu" : ""),
+             lc.inp_act == ACT_GELU ? " inp=gelu(pre)" : (lc.inp_act == ACT_SWIGLU ? " inp=swiglu(pre)" : ""),
              lc.accumulate_dinp ? " dinp+=" : "",
              lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
     printf("-- fp8_linear %s\n", name);
@@ -107,7 +111,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
 
     floatX *d_inp, *d_w, *d_bias, *d_out, *d_pre, *d_dout, *d_dinp, *d_dw, *d_db, *d_pre_bwd;
     for (floatX** p : {&d_inp, &d_pre_bwd, &d_dinp}) CHECK_CUDA(cudaMalloc(p, n_inp * sizeof(floatX)));
-    floatX* d_pre_out;  // the GELU's input after the layer (dout_gelu)
+    floatX *d_pre_out, *d_pre_in;  // the activation's input after the layer (dout_act), before it (inp_act)
+    CHECK_CUDA(cudaMalloc(&d_pre_in, 2 * n_inp * sizeof(floatX)));
     for (floatX** p : {&d_out, &d_pre, &d_dout, &d_pre_out}) CHECK_CUDA(cudaMalloc(p, n_out * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_w, n_w * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_dw, n_w * sizeof(floatX)));
@@ -118,16 +123,24 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     for (int step = 0; step < 3; step++) {
         DevRng rng(100 * step + BT + 7 * C + 13 * OC);
         const float grow = (float)(1 << (2 * step));  // amaxes 1x, 4x, 16x: the delayed scale lags one step
-        const std::vector<float> inp = rounded(rand_vec(rng, n_inp, 2.0f * grow)), w = rounded(rand_vec(rng, n_w, 0.05f));
+        const std::vector<float> w = rounded(rand_vec(rng, n_w, 0.05f));
+        // the input: random, or (inp_act) the activation of a random pre-activation, in bf16 as
+        // gelu_forward and swiglu_forward write it (the CPU reference's, which the GPU's match
+        // within a rounding)
+        const std::vector<float> pre_in = rounded(rand_vec(rng, 2 * n_inp, 2.0f * grow));
+        std::vector<float> inp = rounded(rand_vec(rng, n_inp, 2.0f * grow));
+        if (lc.inp_act == ACT_GELU) gelu_forward(inp.data(), pre_in.data(), n_inp);
+        if (lc.inp_act == ACT_SWIGLU) swiglu_forward(inp.data(), pre_in.data(), BT, C);
+        inp = rounded(inp);
         const std::vector<float> bias = rounded(rand_vec(rng, OC, 0.1f));
-        const size_t n_din = lc.dout_act == ACT_GRAD_SWIGLU ? n_out / 2 : n_out;  // the gradient given
+        const size_t n_din = lc.dout_act == ACT_SWIGLU ? n_out / 2 : n_out;  // the gradient given
         const std::vector<float> dout_in = rounded(rand_vec(rng, n_din, 1e-3f * grow)), pre_out = rounded(rand_vec(rng, n_out, 2.0f));
         // the layer's output gradient: dout_in, or what the activation's backward makes of it, in
         // bf16 as gelu_backward and swiglu_backward write it (the CPU's accumulate into zeros)
         std::vector<float> dout = dout_in;
-        if (lc.dout_act != ACT_GRAD_NONE) {
+        if (lc.dout_act != ACT_NONE) {
             dout.assign(n_out, 0.0f);
-            if (lc.dout_act == ACT_GRAD_GELU) gelu_backward(dout.data(), pre_out.data(), dout_in.data(), n_out);
+            if (lc.dout_act == ACT_GELU) gelu_backward(dout.data(), pre_out.data(), dout_in.data(), n_out);
             else swiglu_backward(dout.data(), pre_out.data(), dout_in.data(), BT, OC / 2);
             dout = rounded(dout);
         }
@@ -140,16 +153,19 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         dev_upload_into(d_bias, bias);
         dev_upload_into(d_dout, dout_in);
         dev_upload_into(d_pre_out, pre_out);
+        dev_upload_into(d_pre_in, pre_in);
+        const floatX* inp_arg = lc.inp_act == ACT_NONE ? d_inp : nullptr;  // made in the casts: not read
+        const Act inp_act{lc.inp_act, d_pre_in};
         dev_upload_into(d_pre_bwd, pre_bwd);
         dev_upload_into(d_dinp, dinp0);
         dev_upload_into(d_dw, dw0);
         dev_upload_into(d_db, db0);
         dev_upload_into(d_out, out0);
 
-        fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, d_inp, d_w, lc.bias ? d_bias : nullptr, BT, C,
-                           OC, lc.accumulate_out);
-        fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, d_inp, d_w, BT, C, OC,
-                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr, ActGrad{lc.dout_act, d_pre_out});
+        fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, inp_arg, d_w, lc.bias ? d_bias : nullptr, BT, C,
+                           OC, lc.accumulate_out, inp_act);
+        fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, inp_arg, d_w, BT, C, OC,
+                            lc.accumulate_dinp, lc.gelu ? d_pre_bwd : nullptr, Act{lc.dout_act, d_pre_out}, inp_act);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
 
         // the reference: the scales, the quantized inputs, the products
@@ -210,9 +226,10 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         // the state: this step's amaxes, then (delayed) the scales the update chose
         const std::vector<float> a4 = dev_download_f32(set.e4m3.amax, 4), a5 = dev_download_f32(set.e5m2.amax, 2);
         // (through the GELU, the GPU's tanhf may put dout's largest value a bf16 rounding from the CPU's)
-        const bool dout_amax_ok = lc.dout_act != ACT_GRAD_NONE ? std::fabs(a5[1] - hg.amax) <= hg.amax / 128
+        const bool dout_amax_ok = lc.dout_act != ACT_NONE ? std::fabs(a5[1] - hg.amax) <= hg.amax / 128
                                                                : a5[1] == hg.amax;
-        const bool amax_ok = a4[2] == hi.amax && a4[3] == hw.amax && dout_amax_ok && a4[0] == 0.0f &&
+        const bool inp_amax_ok = lc.inp_act != ACT_NONE ? std::fabs(a4[2] - hi.amax) <= hi.amax / 128 : a4[2] == hi.amax;
+        const bool amax_ok = inp_amax_ok && a4[3] == hw.amax && dout_amax_ok && a4[0] == 0.0f &&
                              a4[1] == 0.0f && a5[0] == 0.0f;
         snprintf(what, sizeof(what), "%s step %d: amax inp %.9g w %.9g dout %.9g = max|x| %.9g %.9g %.9g; linear 0's 0",
                  name, step, a4[2], a4[3], a5[1], hi.amax, hw.amax, hg.amax);
@@ -229,7 +246,8 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
                  "linear 0's 1", name, step, s4[2], s4[3], s5[1], hi.scale, hw.scale, hg.scale);
         dev_expect("fp8_linear", what, scale_ok);
     }
-    for (void* p : std::vector<void*>{d_inp, d_w, d_bias, d_out, d_pre, d_dout, d_dinp, d_dw, d_db, d_pre_bwd, d_pre_out})
+    for (void* p : std::vector<void*>{d_inp, d_w, d_bias, d_out, d_pre, d_dout, d_dinp, d_dw, d_db, d_pre_bwd, d_pre_out,
+                                      d_pre_in})
         CHECK_CUDA(cudaFree(p));
     fp8_linears_free(&set);
 }
@@ -287,12 +305,16 @@ int main(int argc, char** argv) {
             {32, 96, 64, false, false, false, true},  // Llama's projections: out += (into the residual stream)
             // as train_gpt_fp8 runs them, dout through the activation in the cast (delayed scaling
             // only): GPT-2's fc (GELU), Llama's gate/up (SwiGLU: OC = 2F)
-            {64, 64, 256, true, false, false, false, ACT_GRAD_GELU},
-            {48, 64, 160, false, false, false, false, ACT_GRAD_SWIGLU},
+            {64, 64, 256, true, false, false, false, ACT_GELU},
+            {48, 64, 160, false, false, false, false, ACT_SWIGLU},
+            // the projections after them, their input made in the casts: GPT-2's fcproj, Llama's
+            // down projection (into the residual stream)
+            {64, 256, 64, true, false, false, false, ACT_NONE, ACT_GELU},
+            {48, 80, 64, false, false, false, true, ACT_NONE, ACT_SWIGLU},
         };
         for (const LinearCase& lc : cases) {
             run_case(ctx, lc, FP8_RECIPE_DELAYED);
-            if (lc.dout_act == ACT_GRAD_NONE) run_case(ctx, lc, FP8_RECIPE_CURRENT);
+            if (lc.dout_act == ACT_NONE && lc.inp_act == ACT_NONE) run_case(ctx, lc, FP8_RECIPE_CURRENT);
         }
         if (!g_dev_quick) run_case(ctx, {256, 768, 2304, true, false, false}, FP8_RECIPE_DELAYED);
     }

@@ -3,7 +3,7 @@
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
 //          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
-//          column_sums_finish, accumulate, ActGradKind, ActGrad
+//          column_sums_finish, accumulate, ActKind, Act
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -309,12 +309,15 @@ inline void accumulate(cudaStream_t stream, floatX* acc, const floatX* src, size
 }
 
 // ---------------------------------------------------------------------------------------
-// An output gradient that has still to go back through the activation after the layer that made
-// it, whose input (the pre-activation) is pre: GPT-2's GELU (pre (N,4C), the gradient the same
-// shape) or Llama's SwiGLU (pre (N,2F) = [gate | up], the gradient (N,F) of its output).
-// train_gpt_fp8 takes it in the cast of the gradient (fp8.cuh's fp8_cast_transpose, linear.cuh).
-enum ActGradKind { ACT_GRAD_NONE, ACT_GRAD_GELU, ACT_GRAD_SWIGLU };
-struct ActGrad {
-    ActGradKind kind = ACT_GRAD_NONE;
+// An MLP's activation as a linear layer sees it, made from its input pre (the pre-activation):
+// GPT-2's GELU (pre (N,4C), the activation the same shape) or Llama's SwiGLU (pre (N,2F) =
+// [gate | up], the activation (N,F)). A layer whose input is the activation (the projection
+// after it) or whose output gradient has still to go back through it (the linear before it)
+// can be handed this instead of the tensor: train_gpt_fp8 then makes the values in the cast
+// that reads them (fp8.cuh's fp8_cast and fp8_cast_transpose; linear.cuh), with no pass and no
+// bf16 tensor of their own.
+enum ActKind { ACT_NONE, ACT_GELU, ACT_SWIGLU };
+struct Act {
+    ActKind kind = ACT_NONE;
     const floatX* pre = nullptr;
 };

@@ -3,7 +3,8 @@
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
 // defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
-//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, fp8_load8, fp8_grad_load8, fp8_cast_transpose_tiled,
+//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, Fp8From, Fp8Src, fp8_src, fp8_load8, fp8_values8,
+//          fp8_cast_transpose_tiled,
 //          Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
@@ -70,6 +71,75 @@ __device__ inline uint32_t fp8_block_max(uint32_t v, uint32_t* shared) {
     return v;
 }
 
+// where a cast's values come from: the tensor in itself, or an MLP activation (Act, common.cuh)
+// made on the way in, so that the activation's own pass and its bf16 tensor are not needed:
+//   FP8_FROM_GELU, FP8_FROM_SWIGLU: the activation of pre, the input of the projection after it
+//     (GELU: pre (rows, cols); SwiGLU: pre (rows, 2 cols) = [gate | up]), as gelu_forward and
+//     swiglu_forward write it (rounded to floatX); in is not read;
+//   FP8_FROM_GELU_GRAD, FP8_FROM_SWIGLU_GRAD: in, the gradient of that activation's output, taken
+//     back through it, as gelu_backward and swiglu_backward write it (GELU: in (rows, cols) times
+//     gelu'(pre); SwiGLU: in (rows, cols / 2), the gate's gradient in the first half of the
+//     columns and up's in the second): the output gradient of the linear before the activation.
+// The same numbers those passes write, so a run is the same to the bit either way.
+enum Fp8From { FP8_FROM_IN, FP8_FROM_GELU, FP8_FROM_SWIGLU, FP8_FROM_GELU_GRAD, FP8_FROM_SWIGLU_GRAD };
+struct Fp8Src {
+    Fp8From from = FP8_FROM_IN;
+    const floatX* pre = nullptr;
+};
+// the source of a layer's input that is act, or (grad) of its output gradient going back through act
+inline Fp8Src fp8_src(Act act, bool grad) {
+    if (act.kind == ACT_NONE) return Fp8Src{};
+    const bool gelu = act.kind == ACT_GELU;
+    return Fp8Src{grad ? (gelu ? FP8_FROM_GELU_GRAD : FP8_FROM_SWIGLU_GRAD) : (gelu ? FP8_FROM_GELU : FP8_FROM_SWIGLU),
+                  act.pre};
+}
+
+// 8 consecutive elements of p (16-byte aligned) as floats, streamed (read once)
+template <typename Tin>
+__device__ inline void fp8_load8(const Tin* p, float f[8]) {
+    constexpr int V = Packed128<Tin>::size;  // 8 bf16 or 4 floats
+    for (int h = 0; h < 8 / V; h++) {
+        Packed128<Tin> v = load128cs(p + h * V);
+        for (int k = 0; k < V; k++) f[h * V + k] = to_float(v[k]);
+    }
+}
+
+// elements c..c+7 of row r of the tensor a cast reads, (rows, cols), from its source (above)
+template <int FROM, typename Tin>
+__device__ inline void fp8_values8(const Tin* in, const floatX* pre, size_t r, int c, int cols, float f[8]) {
+    if (FROM == FP8_FROM_GELU) {
+        fp8_load8(pre + r * cols + c, f);
+        for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(gelu_value(f[k])));
+    } else if (FROM == FP8_FROM_SWIGLU) {
+        float u[8];
+        fp8_load8(pre + r * 2 * cols + c, f);
+        fp8_load8(pre + r * 2 * cols + cols + c, u);
+        for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_value(f[k], u[k])));
+    } else if (FROM == FP8_FROM_SWIGLU_GRAD) {
+        const int F = cols / 2, j = c < F ? c : c - F;  // j: the SwiGLU output's column
+        float d[8], z[8];
+        fp8_load8(in + r * F + j, d);
+        fp8_load8(pre + r * cols + j, z);
+        if (c < F) {
+            float u[8];
+            fp8_load8(pre + r * cols + F + j, u);
+            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], u[k], d[k])));
+        } else {
+            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], d[k])));
+        }
+    } else {
+        fp8_load8(in + r * cols + c, f);
+        if (FROM == FP8_FROM_GELU_GRAD) {
+            float g[8];
+            fp8_load8(pre + r * cols + c, g);
+            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[k]));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// the cast itself
+
 // partials[blockIdx.x] = the bits of max |in| over this block's elements; with WRITE also
 // out[i] = Tout(in[i] * *scale): the product in fp32, then rounded to the nearest fp8 number
 // (ties to even) and saturated to +-max (CUDA's fp8 constructors: __NV_SATFINITE). 16-byte
@@ -121,17 +191,55 @@ __global__ void fp8_amax_finish_kernel(float* amax, float* scale_inv, const floa
     if (scale_inv != nullptr) *scale_inv = 1.0f / *scale;
 }
 
+// The cast of an activation made on the way (FROM: FP8_FROM_GELU or FP8_FROM_SWIGLU, fp8_values8)
+// from pre: (n / cols, cols) values, cols a multiple of 8, 8 a thread at a time, one 8-byte store
+template <typename Tout, int FROM>
+__global__ void __launch_bounds__(FP8_CAST_THREADS)
+fp8_cast_act_kernel(Tout* out, uint32_t* partials, const floatX* pre, const float* scale, size_t n, int cols) {
+    __shared__ uint32_t shared[32];
+    const float s = *scale;
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    uint32_t m = 0;
+    for (size_t g = (size_t)blockIdx.x * blockDim.x + threadIdx.x; g < n / 8; g += stride) {
+        const size_t i = g * 8;
+        float f[8];
+        fp8_values8<FROM>((const floatX*)nullptr, pre, i / cols, (int)(i % cols), cols, f);
+        unsigned long long word = 0;
+        for (int k = 0; k < 8; k++) {
+            const uint32_t a = fp8_abs_bits(f[k]);
+            m = a > m ? a : m;
+            word |= (unsigned long long)Tout(f[k] * s).__x << (8 * k);
+        }
+        *reinterpret_cast<unsigned long long*>(out + i) = word;
+    }
+    m = fp8_block_max(m, shared);
+    if (threadIdx.x == 0) partials[blockIdx.x] = m;
+}
+
 template <typename Tout, typename Tin, bool WRITE>
 inline void fp8_cast_launch(const CudaContext& ctx, Tout* out, float* amax, float* scale_inv, const Tin* in,
-                            const float* scale, size_t n, bool accumulate) {
+                            const float* scale, size_t n, bool accumulate, Fp8Src src = Fp8Src{}, int cols = 0) {
+    const bool act = src.from != FP8_FROM_IN;
     CHECK(n > 0, "n=%zu", n);
     CHECK(amax != nullptr && (!WRITE || scale != nullptr), "amax=%p scale=%p", (void*)amax, (const void*)scale);
-    CHECK(is_aligned16(in) && is_aligned16(out), "in=%p out=%p not 16-byte aligned", (const void*)in, (void*)out);
+    CHECK((act || is_aligned16(in)) && is_aligned16(out), "in=%p out=%p not 16-byte aligned", (const void*)in, (void*)out);
     CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
-    const size_t groups = n / Packed128<Tin>::size;
+    const size_t groups = act ? n / 8 : n / Packed128<Tin>::size;
     const int blocks = (int)std::min<size_t>(std::max<size_t>(1, ceil_div(groups, FP8_CAST_THREADS)), FP8_CAST_MAX_BLOCKS);
     uint32_t* partials = (uint32_t*)ctx.workspace;
-    fp8_cast_kernel<Tout, Tin, WRITE><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials, in, scale, n);
+    if (!act) {
+        fp8_cast_kernel<Tout, Tin, WRITE><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials, in, scale, n);
+    } else {
+        CHECK(WRITE && (src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU) && src.pre != nullptr &&
+                  is_aligned16(src.pre) && cols > 0 && cols % 8 == 0 && n % cols == 0,
+              "the cast of an activation: source %d, cols %d, n %zu", (int)src.from, cols, n);
+        if (src.from == FP8_FROM_GELU)
+            fp8_cast_act_kernel<Tout, FP8_FROM_GELU><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials, src.pre,
+                                                                                                  scale, n, cols);
+        else
+            fp8_cast_act_kernel<Tout, FP8_FROM_SWIGLU><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials,
+                                                                                                    src.pre, scale, n, cols);
+    }
     CHECK_LAUNCH();
     fp8_amax_finish_kernel<<<1, 256, 0, ctx.stream>>>(amax, scale_inv, scale, partials, blocks, accumulate);
     CHECK_LAUNCH();
@@ -146,12 +254,15 @@ inline void fp8_cast_launch(const CudaContext& ctx, Tout* out, float* amax, floa
 // written on ctx.stream: no host synchronisation. in and out 16-byte aligned; uses ctx.workspace.
 // (A scale_inv inside an Fp8Scaling has a copy the GEMMs read, which this does not write: after
 // casting into one, fp8_scaling_copy_gemm. The trainers pass nullptr; the update kernel writes both.)
+// With src a forward activation (FP8_FROM_GELU or FP8_FROM_SWIGLU; Fp8Src), the n values are
+// that activation of src.pre, made on the way as its pass would write them, (n / cols, cols):
+// in is not read (nullptr will do).
 template <typename Tout, typename Tin>
 inline void fp8_cast(const CudaContext& ctx, Tout* out, float* amax, float* scale_inv, const Tin* in,
-                     const float* scale, size_t n) {
+                     const float* scale, size_t n, Fp8Src src = Fp8Src{}, int cols = 0) {
     static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
     CHECK(out != nullptr, "out=nullptr");
-    fp8_cast_launch<Tout, Tin, true>(ctx, out, amax, scale_inv, in, scale, n, true);
+    fp8_cast_launch<Tout, Tin, true>(ctx, out, amax, scale_inv, in, scale, n, true, src, cols);
 }
 
 // *amax = max |in| (overwritten): current scaling's first pass, before the cast. in 16-byte aligned.
@@ -230,57 +341,19 @@ fp8_cast_transpose_kernel(Tout* out, Tout* out_t, uint32_t* partials, const Tin*
 // a fixed order: each thread its 8 columns over its rows, then the 32 threads of a column in
 // turn) into dbias_partials (gridDim.y, cols), which column_sums_finish adds into the bias
 // gradient: the backward's bias-gradient pass over dout rides on the cast's read of it.
-// With ACT (an ActGradKind; Tin floatX) what is cast is the activation's backward of in, made
-// from in and pre as gelu_backward and swiglu_backward make it and rounded to floatX as they
-// write it (fp8_grad_load8): GELU before GPT-2's fc, SwiGLU before Llama's gate/up, from the
-// same read (Transformer Engine's cast_transpose_dbias_dgelu), the very values those passes of
-// their own would have written and the next read back.
+// With FROM (an Fp8From; Tin floatX) the values come from an activation (fp8_values8): the GELU
+// or SwiGLU output the projection after it takes, transposed for its weight gradient (in place of
+// the activation's pass, or its recompute, and the read of its bf16 output), or the gradient of
+// the linear before it, taken back through the activation (Transformer Engine's
+// cast_transpose_dbias_dgelu), the very values those passes would have written.
 constexpr int FP8_CT_TILE = 64;
 constexpr int FP8_CT_GROUPS = FP8_CAST_THREADS / (FP8_CT_TILE / 8);  // 32 threads share a column chunk
 
-// 8 consecutive elements of p (16-byte aligned) as floats, streamed (read once)
-template <typename Tin>
-__device__ inline void fp8_load8(const Tin* p, float f[8]) {
-    constexpr int V = Packed128<Tin>::size;  // 8 bf16 or 4 floats
-    for (int h = 0; h < 8 / V; h++) {
-        Packed128<Tin> v = load128cs(p + h * V);
-        for (int k = 0; k < V; k++) f[h * V + k] = to_float(v[k]);
-    }
-}
-
-// Elements c..c+7 of row r of the gradient being cast, (rows, cols): ACT_GRAD_NONE in's own;
-// ACT_GRAD_GELU in (rows, cols) times gelu'(pre (rows, cols)); ACT_GRAD_SWIGLU SwiGLU's backward,
-// in (rows, cols / 2) its output's gradient and pre (rows, cols) its input [gate | up], the gate's
-// gradient in the first half of the columns and the up projection's in the second
-template <int ACT, typename Tin>
-__device__ inline void fp8_grad_load8(const Tin* in, const floatX* pre, int r, int c, int cols, float f[8]) {
-    if (ACT == ACT_GRAD_SWIGLU) {
-        const int F = cols / 2, j = c < F ? c : c - F;  // j: the SwiGLU output's column
-        float d[8], z[8];
-        fp8_load8(in + (size_t)r * F + j, d);
-        fp8_load8(pre + (size_t)r * cols + j, z);
-        if (c < F) {
-            float u[8];
-            fp8_load8(pre + (size_t)r * cols + F + j, u);
-            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], u[k], d[k])));
-        } else {
-            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], d[k])));
-        }
-        return;
-    }
-    fp8_load8(in + (size_t)r * cols + c, f);
-    if (ACT == ACT_GRAD_GELU) {
-        float g[8];
-        fp8_load8(pre + (size_t)r * cols + c, g);
-        for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[k]));
-    }
-}
-
-template <typename Tout, typename Tin, bool WRITE_ROWS, bool DBIAS, int ACT>
+template <typename Tout, typename Tin, bool WRITE_ROWS, bool DBIAS, int FROM>
 __global__ void __launch_bounds__(FP8_CAST_THREADS)
 fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, float* dbias_partials, const Tin* in,
                                 const floatX* pre, const float* scale, int rows, int cols) {
-    static_assert(ACT == ACT_GRAD_NONE || std::is_same<Tin, floatX>::value, "an activation's gradient is floatX");
+    static_assert(FROM == FP8_FROM_IN || std::is_same<Tin, floatX>::value, "an activation's values are floatX");
     constexpr int TILE = FP8_CT_TILE, GROUPS = FP8_CT_GROUPS, LOADS = TILE / GROUPS;
     static_assert(FP8_CAST_THREADS == 4 * TILE && LOADS == 2, "4 threads a tile column when storing, 2 rows when loading");
     // rows 8 bytes longer than the tile: each row starts 8-byte aligned for the 8-code stores
@@ -302,7 +375,7 @@ fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, floa
         for (int j = 0; j < LOADS; j++) {  // both rows' loads issued before either is cast
             const int r = r0 + group + j * GROUPS;
             in_range[j] = r < rows && c < cols;
-            if (in_range[j]) fp8_grad_load8<ACT>(in, pre, r, c, cols, f[j]);
+            if (in_range[j]) fp8_values8<FROM>(in, pre, (size_t)r, c, cols, f[j]);
         }
         for (int j = 0; j < LOADS; j++) {
             const int i = group + j * GROUPS;
@@ -351,7 +424,7 @@ fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, floa
 // the launch of the tiled kernel: one block a column strip and row split, at most
 // FP8_CAST_MAX_BLOCKS (the amax slots), and with dbias at most as many row splits as the
 // workspace holds sums of (after the amax slots); returns the row splits
-template <typename Tout, typename Tin, bool DBIAS, int ACT>
+template <typename Tout, typename Tin, bool DBIAS, int FROM>
 inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out_t, const Tin* in, const floatX* pre,
                                     const float* scale, int rows, int cols) {
     const int strips = (int)ceil_div(cols, FP8_CT_TILE), row_tiles = (int)ceil_div(rows, FP8_CT_TILE);
@@ -365,10 +438,10 @@ inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out
     }
     const dim3 grid((unsigned)strips, (unsigned)splits);
     if (out != nullptr)
-        fp8_cast_transpose_tiles_kernel<Tout, Tin, true, DBIAS, ACT><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, true, DBIAS, FROM><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
             out, out_t, partials, sums, in, pre, scale, rows, cols);
     else
-        fp8_cast_transpose_tiles_kernel<Tout, Tin, false, DBIAS, ACT><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
+        fp8_cast_transpose_tiles_kernel<Tout, Tin, false, DBIAS, FROM><<<grid, FP8_CAST_THREADS, 0, ctx.stream>>>(
             out, out_t, partials, sums, in, pre, scale, rows, cols);
     CHECK_LAUNCH();
     return splits;
@@ -377,10 +450,36 @@ inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out
 // Whether the tiled kernel takes this cast: its shapes and alignment, and few enough strips
 template <typename Tout, typename Tin>
 inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const Tin* in, int rows, int cols,
-                                     ActGrad act = ActGrad{}) {
-    return rows % 16 == 0 && cols % 8 == 0 && is_aligned16(in) && is_aligned16(out_t) &&
+                                     Fp8Src src = Fp8Src{}) {
+    const bool reads_in = src.from != FP8_FROM_GELU && src.from != FP8_FROM_SWIGLU;
+    return rows % 16 == 0 && cols % 8 == 0 && (!reads_in || is_aligned16(in)) && is_aligned16(out_t) &&
            (out == nullptr || is_aligned16(out)) && ceil_div(cols, FP8_CT_TILE) <= (size_t)FP8_CAST_MAX_BLOCKS &&
-           (act.kind == ACT_GRAD_NONE || is_aligned16(act.pre)) && (act.kind != ACT_GRAD_SWIGLU || cols % 16 == 0);
+           (src.from == FP8_FROM_IN || is_aligned16(src.pre)) && (src.from != FP8_FROM_SWIGLU_GRAD || cols % 16 == 0);
+}
+
+// the tiled launch for a source known at run time
+template <typename Tout, typename Tin, bool DBIAS>
+inline int fp8_cast_transpose_tiles_from(const CudaContext& ctx, Tout* out, Tout* out_t, const Tin* in, Fp8Src src,
+                                         const float* scale, int rows, int cols) {
+    if constexpr (std::is_same<Tin, floatX>::value) {
+        switch (src.from) {
+            case FP8_FROM_GELU:
+                return fp8_cast_transpose_tiles<Tout, Tin, DBIAS, FP8_FROM_GELU>(ctx, out, out_t, in, src.pre, scale,
+                                                                                 rows, cols);
+            case FP8_FROM_SWIGLU:
+                return fp8_cast_transpose_tiles<Tout, Tin, DBIAS, FP8_FROM_SWIGLU>(ctx, out, out_t, in, src.pre, scale,
+                                                                                   rows, cols);
+            case FP8_FROM_GELU_GRAD:
+                return fp8_cast_transpose_tiles<Tout, Tin, DBIAS, FP8_FROM_GELU_GRAD>(ctx, out, out_t, in, src.pre,
+                                                                                      scale, rows, cols);
+            case FP8_FROM_SWIGLU_GRAD:
+                return fp8_cast_transpose_tiles<Tout, Tin, DBIAS, FP8_FROM_SWIGLU_GRAD>(ctx, out, out_t, in, src.pre,
+                                                                                        scale, rows, cols);
+            default:
+                break;
+        }
+    }
+    return fp8_cast_transpose_tiles<Tout, Tin, DBIAS, FP8_FROM_IN>(ctx, out, out_t, in, nullptr, scale, rows, cols);
 }
 
 // out_t (cols, rows fp8 numbers, row-major) = the transpose of saturate(in * *scale), rounded to
@@ -388,57 +487,35 @@ inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const T
 // max |in|), *scale_inv = 1 / *scale when scale_inv is not nullptr: all as fp8_cast, in one read of
 // in (rows, cols, row-major). Any shape and alignment: the tiled kernel where it can, the 32x32 one
 // otherwise (tiled = false: always; dev/cuda/fp8.cu's benchmark compares them). Uses ctx.workspace.
-// For a gradient (in a floatX tensor, as the bias and act.pre):
-//   dbias != nullptr (cols): also dbias += in's column sums (fp32 sums, one rounding), from the same
-//     read in the tiled kernel, by matmul_bias_backward after the 32x32 one;
-//   act.kind != ACT_GRAD_NONE: what is cast (and summed, and whose amax is taken) is the
-//     activation's backward of in, as gelu_backward or swiglu_backward writes it (in then (rows,
-//     cols / 2) for SwiGLU: fp8_grad_load8); the tiled kernel only (the trainer's shapes, and
-//     buffers 16-byte aligned as those passes need them anyway).
+// src (Fp8Src; floatX tensors): the values cast (and summed, and whose amax is taken) come from an
+// activation, forward (in then not read: nullptr will do) or backward; the tiled kernel only (the
+// trainer's shapes, and buffers 16-byte aligned as the activations' own passes need them anyway).
+// dbias != nullptr (cols; floatX): also dbias += the column sums of what is cast (fp32 sums, one
+// rounding), from the same read in the tiled kernel, by matmul_bias_backward after the 32x32 one.
 template <typename Tout, typename Tin>
 inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, float* amax, float* scale_inv,
                                const Tin* in, const float* scale, int rows, int cols, floatX* dbias = nullptr,
-                               ActGrad act = ActGrad{}, bool tiled = true) {
+                               Fp8Src src = Fp8Src{}, bool tiled = true) {
     static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
-    constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and act take
+    constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and src take
+    const bool reads_in = src.from != FP8_FROM_GELU && src.from != FP8_FROM_SWIGLU;
     CHECK(rows > 0 && cols > 0, "rows=%d cols=%d", rows, cols);
-    CHECK(out_t != nullptr && in != nullptr && amax != nullptr && scale != nullptr, "out_t=%p in=%p amax=%p scale=%p",
-          (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);
-    CHECK(GRADIENT || (dbias == nullptr && act.kind == ACT_GRAD_NONE), "a bias gradient or activation backward of a %s "
-          "tensor", sizeof(Tin) == 4 ? "float" : "bf16");
-    CHECK(act.kind == ACT_GRAD_NONE || act.pre != nullptr, "an activation's backward without its input");
+    CHECK(out_t != nullptr && (in != nullptr || !reads_in) && amax != nullptr && scale != nullptr,
+          "out_t=%p in=%p amax=%p scale=%p", (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);
+    CHECK(GRADIENT || (dbias == nullptr && src.from == FP8_FROM_IN), "a bias gradient or an activation of a %s tensor",
+          sizeof(Tin) == 4 ? "float" : "bf16");
+    CHECK(src.from == FP8_FROM_IN || src.pre != nullptr, "an activation without its input");
+    CHECK(dbias == nullptr || src.from != FP8_FROM_SWIGLU_GRAD, "a bias gradient through SwiGLU");
     CHECK(ctx.workspace_bytes >= FP8_CAST_MAX_BLOCKS * sizeof(uint32_t), "workspace %zu bytes", ctx.workspace_bytes);
     uint32_t* partials = (uint32_t*)ctx.workspace;
-    const bool tiles = tiled && fp8_cast_transpose_tiled(out, out_t, in, rows, cols, act);
-    CHECK(tiles || act.kind == ACT_GRAD_NONE, "the activation's backward in the cast needs the tiled kernel: rows %d "
-          "a multiple of 16, cols %d of 8 (16 for SwiGLU), every buffer 16-byte aligned", rows, cols);
+    const bool tiles = tiled && fp8_cast_transpose_tiled(out, out_t, in, rows, cols, src);
+    CHECK(tiles || src.from == FP8_FROM_IN, "an activation in the cast needs the tiled kernel: rows %d a multiple of "
+          "16, cols %d of 8 (16 for SwiGLU's gradient), every buffer 16-byte aligned", rows, cols);
     int blocks;
     if (tiles) {
-        int splits;
-        if constexpr (GRADIENT) {
-            const bool db = dbias != nullptr;
-            switch (act.kind) {
-                case ACT_GRAD_GELU:
-                    splits = db ? fp8_cast_transpose_tiles<Tout, Tin, true, ACT_GRAD_GELU>(ctx, out, out_t, in, act.pre,
-                                                                                          scale, rows, cols)
-                                : fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_GELU>(ctx, out, out_t, in, act.pre,
-                                                                                           scale, rows, cols);
-                    break;
-                case ACT_GRAD_SWIGLU:  // (no bias after Llama's gate/up)
-                    CHECK(!db, "a bias gradient through SwiGLU");
-                    splits = fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_SWIGLU>(ctx, out, out_t, in, act.pre,
-                                                                                        scale, rows, cols);
-                    break;
-                default:
-                    splits = db ? fp8_cast_transpose_tiles<Tout, Tin, true, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr,
-                                                                                          scale, rows, cols)
-                                : fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr,
-                                                                                           scale, rows, cols);
-            }
-        } else {
-            splits = fp8_cast_transpose_tiles<Tout, Tin, false, ACT_GRAD_NONE>(ctx, out, out_t, in, nullptr, scale, rows,
-                                                                              cols);
-        }
+        const int splits =
+            dbias != nullptr ? fp8_cast_transpose_tiles_from<Tout, Tin, true>(ctx, out, out_t, in, src, scale, rows, cols)
+                             : fp8_cast_transpose_tiles_from<Tout, Tin, false>(ctx, out, out_t, in, src, scale, rows, cols);
         if (dbias != nullptr) {
             const float* sums = (const float*)((char*)ctx.workspace + FP8_CAST_MAX_BLOCKS * sizeof(uint32_t));
             column_sums_finish(ctx, dbias, nullptr, sums, splits, cols, (size_t)cols);

@@ -112,10 +112,13 @@ inline void fp8_linear_scale_now(const CudaContext& ctx, const Fp8Scaling& s, in
 // sums, bf16 out); bias may be nullptr. With pre_gelu != nullptr: pre_gelu = that result and
 // out = gelu(pre_gelu). matmul_forward's arguments, after the layer's FP8 view. accumulate: out
 // += the product instead (the GEMM's beta 1: the sum in fp32, one rounding to bf16, as the bf16
-// build's matmul into the residual stream; no pre_gelu then).
+// build's matmul into the residual stream; no pre_gelu then). inp_act (an Act): the layer's input
+// is that activation of inp_act.pre, made in its cast (inp is not read: the projection after
+// GPT-2's GELU or Llama's SwiGLU, whose own pass and bf16 output then are not needed); delayed
+// scaling only, as dout_act below.
 inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* out, floatX* pre_gelu,
                                const floatX* inp, const floatX* weight, const floatX* bias, int BT, int C, int OC,
-                               bool accumulate = false) {
+                               bool accumulate = false, Act inp_act = Act{}) {
     const Fp8Linears& s = *layer.set;
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C;
     CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && (size_t)BT * OC <= s.act_capacity &&
@@ -123,9 +126,11 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
           "BT=%d C=%d OC=%d beyond the FP8 scratch (%zu activation, %zu weight elements)", BT, C, OC, s.act_capacity,
           s.weight_capacity);
     CHECK(pre_gelu == nullptr || (pre_gelu != out && !accumulate), "pre_gelu and out must differ, and not accumulate");
+    CHECK(inp_act.kind == ACT_NONE || s.e4m3.recipe == FP8_RECIPE_DELAYED,
+          "an activation made in the cast needs delayed scaling (current scaling's amax would read the input first)");
     const int ti = 2 * layer.index, tw = ti + 1;
-    fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
-    fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp);
+    if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
+    fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp, fp8_src(inp_act, false), C);
     fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
     fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
     floatX* d = pre_gelu != nullptr ? pre_gelu : out;
@@ -141,18 +146,20 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
 //                                          by the cast that reads it: fp8_cast_transpose's dbias)
 // The two products in FP8: E4M3 (W^T, inp^T) x E5M2 (dout, dout^T). With pre_gelu (BT,C) !=
 // nullptr the GELU before this layer is taken back too: dinp = (dout @ weight) * gelu'(pre_gelu).
-// With dout_act (an ActGrad) the activation after the layer is taken back too: the layer's output
+// With dout_act (an Act) the activation after the layer is taken back too: the layer's output
 // gradient is the activation's backward of dout (GELU: dout (BT,OC) times gelu'(pre); SwiGLU:
 // dout (BT,OC/2) the gradient of its output, pre (BT,OC) [gate | up]), made in the cast of dout
-// (fp8_cast_transpose's act: the same bf16 numbers gelu_backward or swiglu_backward would write,
+// (fp8_cast_transpose's src: the same bf16 numbers gelu_backward or swiglu_backward would write,
 // never written), which is how train_gpt_fp8 runs GPT-2's fc and Llama's gate/up: the backward of
 // the projection after the activation leaves its dinp as the GEMM made it, this one takes the
-// activation back (linear.cuh). Delayed scaling only: current scaling takes the amax of what is
-// cast before casting it, which here no pass reads (linear_act_grad_in_cast keeps -fp8r current
-// on the activations' own passes).
+// activation back (linear.cuh). inp_act: the layer's input is that activation (as the forward's),
+// made again in the cast of inp^T (no recompute pass, no bf16 activation read). Delayed scaling
+// only: current scaling takes the amax of what is cast before casting it, which here no pass
+// reads (linear_act_in_cast keeps -fp8r current on the activations' own passes).
 inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX* dinp, floatX* dweight, floatX* dbias,
                                 const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
-                                bool accumulate_dinp, const floatX* pre_gelu = nullptr, ActGrad dout_act = ActGrad{}) {
+                                bool accumulate_dinp, const floatX* pre_gelu = nullptr, Act dout_act = Act{},
+                                Act inp_act = Act{}) {
     const Fp8Linears& s = *layer.set;
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     CHECK(BT > 0 && C > 0 && OC > 0 && n_inp <= s.act_capacity && n_out <= s.act_capacity && n_w <= s.weight_capacity,
@@ -160,11 +167,11 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
           s.weight_capacity);
     CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
     const int ti = 2 * layer.index, tw = ti + 1, tg = layer.index;
-    CHECK(dout_act.kind == ACT_GRAD_NONE || s.e5m2.recipe == FP8_RECIPE_DELAYED,
-          "the activation's backward in the cast needs delayed scaling (current scaling's amax would read dout first)");
+    CHECK((dout_act.kind == ACT_NONE && inp_act.kind == ACT_NONE) || s.e5m2.recipe == FP8_RECIPE_DELAYED,
+          "an activation made in the cast needs delayed scaling (current scaling's amax would read the tensor first)");
     fp8_linear_scale_now(ctx, s.e5m2, tg, dout, n_out);
     fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC,
-                       dbias, dout_act);
+                       dbias, fp8_src(dout_act, true));
     if (dinp != nullptr) {
         fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
@@ -173,9 +180,9 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
                    (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, false);
         if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n_inp);
     }
-    fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
+    if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
     fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti,
-                       BT, C);
+                       BT, C, (floatX*)nullptr, fp8_src(inp_act, false));
     fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, fp8_gemm_scale_inv(s.e4m3, ti), fp8_gemm_scale_inv(s.e5m2, tg),
                (const __nv_bfloat16*)nullptr, C, OC, BT, true, false);
 }

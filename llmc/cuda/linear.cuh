@@ -4,7 +4,7 @@
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, linear_act_grad_in_cast, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
+//          linear_backward, linear_act_in_cast, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
 //          fp8_state_download, fp8_state_map_layers, fp8_state_write,
 //          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
@@ -59,13 +59,16 @@ inline bool linear_rows_fp8(int BT) {
 #endif
 }
 
-// matmul_forward's and matmul_backward's arguments after the slot
+// matmul_forward's and matmul_backward's arguments after the slot. inp_act (only where
+// linear_act_in_cast says so): the layer's input is that activation, made in its cast (inp unread).
 inline void linear_forward(const CudaContext& ctx, LinearSlot s, floatX* out, floatX* pre_gelu, const floatX* inp,
-                           const floatX* weight, const floatX* bias, int BT, int C, int OC) {
+                           const floatX* weight, const floatX* bias, int BT, int C, int OC, Act inp_act = Act{}) {
 #ifdef ENABLE_FP8
-    if (linear_rows_fp8(BT)) return fp8_linear_forward(ctx, s.fp8, out, pre_gelu, inp, weight, bias, BT, C, OC);
+    if (linear_rows_fp8(BT))
+        return fp8_linear_forward(ctx, s.fp8, out, pre_gelu, inp, weight, bias, BT, C, OC, false, inp_act);
 #endif
     (void)s;
+    CHECK(inp_act.kind == ACT_NONE, "an activation made in the cast is train_gpt_fp8's, at rows a multiple of 16");
     matmul_forward(ctx, out, pre_gelu, inp, weight, bias, BT, C, OC);
 }
 
@@ -73,42 +76,48 @@ inline void linear_forward(const CudaContext& ctx, LinearSlot s, floatX* out, fl
 // residual stream), one GEMM with beta 1 (the sum in fp32, rounded once), no buffer for the
 // product and no add kernel. In FP8 the same (fp8_linear_forward's accumulate).
 inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out, const floatX* inp,
-                               const floatX* weight, int BT, int C, int OC) {
+                               const floatX* weight, int BT, int C, int OC, Act inp_act = Act{}) {
 #ifdef ENABLE_FP8
-    if (linear_rows_fp8(BT)) return fp8_linear_forward(ctx, s.fp8, out, nullptr, inp, weight, nullptr, BT, C, OC, true);
+    if (linear_rows_fp8(BT))
+        return fp8_linear_forward(ctx, s.fp8, out, nullptr, inp, weight, nullptr, BT, C, OC, true, inp_act);
 #endif
     (void)s;
+    CHECK(inp_act.kind == ACT_NONE, "an activation made in the cast is train_gpt_fp8's, at rows a multiple of 16");
     bool ok = matmul_cublaslt(ctx, out, weight, inp, nullptr, nullptr, OC, BT, C, true, false, true);
     CHECK(ok, "cuBLASLt has no algorithm for the accumulating matmul BT=%d C=%d OC=%d", BT, C, OC);
 }
 
-// pre_gelu: dinp through the GELU before this layer too (matmul_backward's). dout_act (only where
-// linear_act_grad_in_cast says so): dout is still to go back through the activation after this
-// layer (fp8_linear_backward's).
+// pre_gelu: dinp through the GELU before this layer too (matmul_backward's). dout_act, inp_act
+// (only where linear_act_in_cast says so): dout is still to go back through the activation after
+// this layer; the layer's input is an activation, made in its cast (fp8_linear_backward's).
 inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
-                            bool accumulate_dinp, const floatX* pre_gelu = nullptr, ActGrad dout_act = ActGrad{}) {
+                            bool accumulate_dinp, const floatX* pre_gelu = nullptr, Act dout_act = Act{},
+                            Act inp_act = Act{}) {
 #ifdef ENABLE_FP8
     fp8_linear_backward(ctx, s.fp8, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu,
-                        dout_act);
+                        dout_act, inp_act);
 #else
     (void)s;
-    CHECK(dout_act.kind == ACT_GRAD_NONE, "the activation's backward in the output gradient's cast is train_gpt_fp8's");
+    CHECK(dout_act.kind == ACT_NONE && inp_act.kind == ACT_NONE, "an activation made in the cast is train_gpt_fp8's");
     matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu);
 #endif
 }
 
-// Where the MLPs take their activation back: false, in a pass of their own between the two
-// linears' backwards (GPT-2's GELU in fcproj's backward: cuBLASLt's DGELU epilogue with -ge 2,
-// else gelu_backward; Llama's swiglu_backward); true, in the cast of fc's (gate/up's) output
-// gradient (train_gpt_fp8 with delayed scaling: no pass and no bf16 tensor of its own, as
-// Transformer Engine's cast_transpose_dbias_dgelu). The projection's backward then leaves its
-// dinp as the GEMM made it, and fc's gets the activation as dout_act.
-inline bool linear_act_grad_in_cast(const ModelLinears& m) {
+// Where the MLPs make their activation (GPT-2's GELU, Llama's SwiGLU) at BT rows, and take it
+// back: false, in passes of their own (forward: gelu_forward or cuBLASLt's GELU epilogue,
+// swiglu_forward, and again in the backward under -r 1; backward: cuBLASLt's DGELU epilogue with
+// -ge 2 or gelu_backward, swiglu_backward), the activation a bf16 tensor; true, in the casts of
+// train_gpt_fp8 with delayed scaling at rows FP8 takes: the projection after the activation casts
+// its input from the pre-activation (inp_act, forward and backward), the linear before it takes
+// its output gradient back through the activation in that gradient's cast (dout_act; Transformer
+// Engine's cast_transpose_dbias_dgelu). No pass, no bf16 activation or activation gradient is
+// written or read, and the numbers are those passes' to the bit.
+inline bool linear_act_in_cast(const ModelLinears& m, int BT) {
 #ifdef ENABLE_FP8
-    return m.e5m2.recipe == FP8_RECIPE_DELAYED;
+    return m.e5m2.recipe == FP8_RECIPE_DELAYED && linear_rows_fp8(BT);
 #else
-    (void)m;
+    (void)m, (void)BT;
     return false;
 #endif
 }

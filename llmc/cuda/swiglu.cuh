@@ -1,11 +1,14 @@
 // swiglu.cuh: the SwiGLU gate of Llama's MLP on the GPU, forward and backward.
-// defines: swiglu_forward, swiglu_backward, swiglu_grad_gate, swiglu_grad_up
+// defines: swiglu_forward, swiglu_backward, swiglu_value, swiglu_grad_gate, swiglu_grad_up
 // CPU reference: llmc/cpu/swiglu.h
 //
 // inp (N, 2F) holds per row [gate (F) | up (F)]; out (N, F) = silu(gate) * up. One thread per
 // 16-byte group of a row's F outputs.
 #pragma once
 #include "common.cuh"
+
+// silu(z) * u, as the CPU reference computes it (cpu/swiglu.h)
+__device__ inline float swiglu_value(float z, float u) { return z / (1.0f + expf(-z)) * u; }
 
 __global__ void swiglu_forward_kernel(floatX* out, const floatX* inp, int N, int F) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;  // group
@@ -14,8 +17,7 @@ __global__ void swiglu_forward_kernel(floatX* out, const floatX* inp, int N, int
     const size_t row = i / groups_per_row, c = (i % groups_per_row) * x128::size;
     x128 gate = load128cs(inp + row * 2 * F + c), up = load128cs(inp + row * 2 * F + F + c), o;
     for (int k = 0; k < x128::size; k++) {
-        const float z = to_float(gate[k]);
-        o[k] = from_float<floatX>(z / (1.0f + expf(-z)) * to_float(up[k]));
+        o[k] = from_float<floatX>(swiglu_value(to_float(gate[k]), to_float(up[k])));
     }
     store128(out + row * F + c, o);
 }
