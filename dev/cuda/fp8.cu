@@ -245,7 +245,7 @@ static void check_cast_from(const CudaContext& ctx, const char* what, const char
         CHECK_CUDA(cudaMemcpy(got_t[i].data(), q_t[i], n, cudaMemcpyDeviceToHost));
         db[i] = dev_download(dbias[i], cols);
         plain[i].assign(n, 0);
-        if (src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU) {  // the forward's plain cast
+        if (!fp8_src_reads_in(src)) {  // the forward's plain cast
             fp8_cast(ctx, q[i], amax_plain[i], (float*)nullptr, i == 0 ? (const floatX*)nullptr : made, scale, n,
                      i == 0 ? src : Fp8Src{}, cols);
             CHECK_CUDA(cudaMemcpy(plain[i].data(), q[i], n, cudaMemcpyDeviceToHost));
@@ -254,7 +254,7 @@ static void check_cast_from(const CudaContext& ctx, const char* what, const char
     const bool same = got[0] == got[1] && got_t[0] == got_t[1] && db[0] == db[1] && plain[0] == plain[1] &&
                       get_scalar(amax[0]) == get_scalar(amax[1]) && get_scalar(amax[0]) > 0.0f &&
                       get_scalar(amax_plain[0]) == get_scalar(amax_plain[1]);
-    const bool forward = src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU;
+    const bool forward = !fp8_src_reads_in(src);
     dev_expect("fp8_cast_from", (std::string(what) + ": " + from + " made in the cast = its pass then the cast, bit "
                                  "for bit (out, out_t, amax" + (with_dbias ? ", dbias" : "") +
                                  (forward ? "; fp8_cast's too)" : ")")).c_str(),

@@ -3,8 +3,8 @@
 // pass; the per-tensor scaling state (Transformer Engine's delayed scaling, or current scaling);
 // and the FP8 GEMM through cuBLASLt.
 // defines: Fp8Traits, fp8_cast, fp8_amax, FP8_CAST_THREADS, FP8_CAST_MAX_BLOCKS, fp8_cast_transpose,
-//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, Fp8From, Fp8Src, fp8_src, fp8_load8, fp8_values8,
-//          fp8_cast_transpose_tiled,
+//          FP8_TRANSPOSE_TILE, FP8_CT_TILE, FP8_CT_GROUPS, Fp8From, Fp8Src, fp8_src, fp8_src_reads_in, fp8_load8,
+//          fp8_values8, fp8_codes8, fp8_cast_transpose_tiled,
 //          Fp8Scaling, fp8_scaling_init, fp8_scaling_free,
 //          fp8_scaling_update, fp8_matmul_refusal, fp8_matmul
 // CPU reference: dev/cuda/fp8.cu (the OCP FP8 specification's numbers, rounded to nearest even
@@ -28,8 +28,8 @@
 #include <cuda_fp8.h>
 #include "common.cuh"
 #include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache, matmul_bias_backward
-#include "gelu.cuh"    // defines: gelu_grad (the cast-transpose's GELU backward)
-#include "swiglu.cuh"  // defines: swiglu_grad_gate, swiglu_grad_up (its SwiGLU backward)
+#include "gelu.cuh"    // defines: gelu_value, gelu_grad
+#include "swiglu.cuh"  // defines: swiglu_value, swiglu_sigmoid, swiglu_grad_gate, swiglu_grad_up
 #include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats
 
 // ---------------------------------------------------------------------------------------
@@ -86,6 +86,8 @@ struct Fp8Src {
     Fp8From from = FP8_FROM_IN;
     const floatX* pre = nullptr;
 };
+// whether the cast reads in (not when it makes a forward activation from pre alone)
+inline bool fp8_src_reads_in(Fp8Src src) { return src.from != FP8_FROM_GELU && src.from != FP8_FROM_SWIGLU; }
 // the source of a layer's input that is act, or (grad) of its output gradient going back through act
 inline Fp8Src fp8_src(Act act, bool grad) {
     if (act.kind == ACT_NONE) return Fp8Src{};
@@ -123,9 +125,11 @@ __device__ inline void fp8_values8(const Tin* in, const floatX* pre, size_t r, i
         if (c < F) {
             float u[8];
             fp8_load8(pre + r * cols + F + j, u);
-            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], u[k], d[k])));
+            for (int k = 0; k < 8; k++)
+                f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], swiglu_sigmoid(z[k]), u[k], d[k])));
         } else {
-            for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], d[k])));
+            for (int k = 0; k < 8; k++)
+                f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], swiglu_sigmoid(z[k]), d[k])));
         }
     } else {
         fp8_load8(in + r * cols + c, f);
@@ -135,6 +139,18 @@ __device__ inline void fp8_values8(const Tin* in, const floatX* pre, size_t r, i
             for (int k = 0; k < 8; k++) f[k] = to_float(from_float<floatX>(gelu_grad(g[k]) * f[k]));
         }
     }
+}
+
+// the 8 codes of f * s in one word (the first lowest), and m = max(m, the bits of max |f|)
+template <typename Tout>
+__device__ inline unsigned long long fp8_codes8(const float f[8], float s, uint32_t& m) {
+    unsigned long long word = 0;
+    for (int k = 0; k < 8; k++) {
+        const uint32_t a = fp8_abs_bits(f[k]);
+        m = a > m ? a : m;
+        word |= (unsigned long long)Tout(f[k] * s).__x << (8 * k);
+    }
+    return word;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -204,13 +220,7 @@ fp8_cast_act_kernel(Tout* out, uint32_t* partials, const floatX* pre, const floa
         const size_t i = g * 8;
         float f[8];
         fp8_values8<FROM>((const floatX*)nullptr, pre, i / cols, (int)(i % cols), cols, f);
-        unsigned long long word = 0;
-        for (int k = 0; k < 8; k++) {
-            const uint32_t a = fp8_abs_bits(f[k]);
-            m = a > m ? a : m;
-            word |= (unsigned long long)Tout(f[k] * s).__x << (8 * k);
-        }
-        *reinterpret_cast<unsigned long long*>(out + i) = word;
+        *reinterpret_cast<unsigned long long*>(out + i) = fp8_codes8<Tout>(f, s, m);
     }
     m = fp8_block_max(m, shared);
     if (threadIdx.x == 0) partials[blockIdx.x] = m;
@@ -230,7 +240,7 @@ inline void fp8_cast_launch(const CudaContext& ctx, Tout* out, float* amax, floa
     if (!act) {
         fp8_cast_kernel<Tout, Tin, WRITE><<<blocks, FP8_CAST_THREADS, 0, ctx.stream>>>(out, partials, in, scale, n);
     } else {
-        CHECK(WRITE && (src.from == FP8_FROM_GELU || src.from == FP8_FROM_SWIGLU) && src.pre != nullptr &&
+        CHECK(WRITE && !fp8_src_reads_in(src) && src.pre != nullptr &&
                   is_aligned16(src.pre) && cols > 0 && cols % 8 == 0 && n % cols == 0,
               "the cast of an activation: source %d, cols %d, n %zu", (int)src.from, cols, n);
         if (src.from == FP8_FROM_GELU)
@@ -379,18 +389,12 @@ fp8_cast_transpose_tiles_kernel(Tout* out, Tout* out_t, uint32_t* partials, floa
         }
         for (int j = 0; j < LOADS; j++) {
             const int i = group + j * GROUPS;
-            uint32_t lo = 0, hi = 0;
+            unsigned long long codes = 0;  // zeros past the tensor's edge
             if (in_range[j]) {
-                for (int k = 0; k < 8; k++) {
-                    const uint32_t a = fp8_abs_bits(f[j][k]);
-                    m = a > m ? a : m;
-                    if (DBIAS) colsum[k] += f[j][k];
-                    const uint32_t code = Tout(f[j][k] * s).__x;
-                    if (k < 4) lo |= code << (8 * k);
-                    else hi |= code << (8 * (k - 4));
-                }
+                codes = fp8_codes8<Tout>(f[j], s, m);
+                if (DBIAS)
+                    for (int k = 0; k < 8; k++) colsum[k] += f[j][k];
             }
-            const unsigned long long codes = (unsigned long long)hi << 32 | lo;  // the 8 codes, the first lowest
             if (WRITE_ROWS && in_range[j])
                 *reinterpret_cast<unsigned long long*>(out + (size_t)(r0 + i) * cols + c) = codes;
             *reinterpret_cast<unsigned long long*>(&tile[i][tile_c]) = codes;
@@ -451,7 +455,7 @@ inline int fp8_cast_transpose_tiles(const CudaContext& ctx, Tout* out, Tout* out
 template <typename Tout, typename Tin>
 inline bool fp8_cast_transpose_tiled(const Tout* out, const Tout* out_t, const Tin* in, int rows, int cols,
                                      Fp8Src src = Fp8Src{}) {
-    const bool reads_in = src.from != FP8_FROM_GELU && src.from != FP8_FROM_SWIGLU;
+    const bool reads_in = fp8_src_reads_in(src);
     return rows % 16 == 0 && cols % 8 == 0 && (!reads_in || is_aligned16(in)) && is_aligned16(out_t) &&
            (out == nullptr || is_aligned16(out)) && ceil_div(cols, FP8_CT_TILE) <= (size_t)FP8_CAST_MAX_BLOCKS &&
            (src.from == FP8_FROM_IN || is_aligned16(src.pre)) && (src.from != FP8_FROM_SWIGLU_GRAD || cols % 16 == 0);
@@ -498,7 +502,7 @@ inline void fp8_cast_transpose(const CudaContext& ctx, Tout* out, Tout* out_t, f
                                Fp8Src src = Fp8Src{}, bool tiled = true) {
     static_assert(std::is_same<Tout, __nv_fp8_e4m3>::value || std::is_same<Tout, __nv_fp8_e5m2>::value, "fp8 out");
     constexpr bool GRADIENT = std::is_same<Tin, floatX>::value;  // what dbias and src take
-    const bool reads_in = src.from != FP8_FROM_GELU && src.from != FP8_FROM_SWIGLU;
+    const bool reads_in = fp8_src_reads_in(src);
     CHECK(rows > 0 && cols > 0, "rows=%d cols=%d", rows, cols);
     CHECK(out_t != nullptr && (in != nullptr || !reads_in) && amax != nullptr && scale != nullptr,
           "out_t=%p in=%p amax=%p scale=%p", (void*)out_t, (const void*)in, (void*)amax, (const void*)scale);

@@ -1,5 +1,6 @@
 // swiglu.cuh: the SwiGLU gate of Llama's MLP on the GPU, forward and backward.
-// defines: swiglu_forward, swiglu_backward, swiglu_value, swiglu_grad_gate, swiglu_grad_up
+// defines: swiglu_forward, swiglu_backward, swiglu_value, swiglu_sigmoid, swiglu_grad_gate,
+//          swiglu_grad_up
 // CPU reference: llmc/cpu/swiglu.h
 //
 // inp (N, 2F) holds per row [gate (F) | up (F)]; out (N, F) = silu(gate) * up. One thread per
@@ -22,16 +23,13 @@ __global__ void swiglu_forward_kernel(floatX* out, const floatX* inp, int N, int
     store128(out + row * F + c, o);
 }
 
-// the gradients of silu(z) * u given d (the output's): with s = sigmoid(z), d(gate) = d u
+// the gradients of silu(z) * u given d (the output's): with s = sigmoid(z) (computed once), d(gate) = d u
 // (s + z s (1 - s)) and d(up) = d z s; fp32, the order the CPU reference takes (cpu/swiglu.h)
-__device__ inline float swiglu_grad_gate(float z, float u, float d) {
-    const float s = 1.0f / (1.0f + expf(-z));
+__device__ inline float swiglu_sigmoid(float z) { return 1.0f / (1.0f + expf(-z)); }
+__device__ inline float swiglu_grad_gate(float z, float s, float u, float d) {
     return d * u * (s + z * s * (1.0f - s));
 }
-__device__ inline float swiglu_grad_up(float z, float d) {
-    const float s = 1.0f / (1.0f + expf(-z));
-    return d * z * s;
-}
+__device__ inline float swiglu_grad_up(float z, float s, float d) { return d * z * s; }
 
 __global__ void swiglu_backward_kernel(floatX* dinp, const floatX* inp, const floatX* dout, int N, int F) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -41,9 +39,9 @@ __global__ void swiglu_backward_kernel(floatX* dinp, const floatX* inp, const fl
     const size_t g_at = row * 2 * F + c, u_at = g_at + F;
     x128 gate = load128cs(inp + g_at), up = load128cs(inp + u_at), d = load128cs(dout + row * F + c), dg, du;
     for (int k = 0; k < x128::size; k++) {
-        const float z = to_float(gate[k]), dk = to_float(d[k]);
-        dg[k] = from_float<floatX>(swiglu_grad_gate(z, to_float(up[k]), dk));
-        du[k] = from_float<floatX>(swiglu_grad_up(z, dk));
+        const float z = to_float(gate[k]), s = swiglu_sigmoid(z), dk = to_float(d[k]);
+        dg[k] = from_float<floatX>(swiglu_grad_gate(z, s, to_float(up[k]), dk));
+        du[k] = from_float<floatX>(swiglu_grad_up(z, s, dk));
     }
     store128(dinp + g_at, dg);
     store128(dinp + u_at, du);
