@@ -405,7 +405,7 @@ inline void gpt2_cuda_forward_launches(GPT2Cuda* model, int B, int T, float dlos
         phase_mark(ctx, PHASE_MATMUL);
         linear_forward(ctx, slot(0), la.qkv, nullptr, ts.whole(la.ln1), lp.qkvw, lp.qkvb, N, C, 3 * A);
         phase_mark(ctx, PHASE_ATTENTION_FWD);
-        attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, A, NH);
+        attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, NH, NH, A / NH);
         phase_mark(ctx, PHASE_MATMUL);
         linear_forward(ctx, slot(1), a.proj, nullptr, la.atty, lp.attprojw, root ? lp.attprojb : nullptr, N, A, C);
         ts.sum(a.proj, projr);
@@ -561,7 +561,7 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         linear_backward(ctx, slot(1), a.dtmp, lg.attprojw, lg.attprojb, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C,
                         false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
-        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
+        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, NH, NH, A / NH);
         phase_mark(ctx, PHASE_MATMUL);
         linear_backward(ctx, slot(0), a.dtmp, lg.qkvw, lg.qkvb, a.dqkv, ts.whole(la.ln1), lp.qkvw, N, C, 3 * A, false);
         ts.sum(a.dtmp, dtmpr);

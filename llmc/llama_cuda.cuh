@@ -23,10 +23,10 @@
 // layer and the backward recomputes them from the kept inputs; -r 2 keeps only each layer's
 // input (encoded, residual3) and the backward runs the layer's forward again
 // (llama_cuda_layer_forward) before its backward. The same kernels on the same inputs: the
-// gradients are -r 0's bits (test_llama_debug.cu checks). Grouped-query attention goes through the multi-head attention kernels
-// (llmc/cuda/gqa.cuh): with NKV < NH the key/value heads are repeated into one (N,3C) buffer
-// before the attention, rebuilt from the kept qkv in the backward, and the repeats'
-// gradients are summed back; with NKV == NH qkv is already the multi-head layout.
+// gradients are -r 0's bits (test_llama_debug.cu checks). Grouped-query attention: the attention
+// kernels read each query head's key/value head in place from qkv's [q | k | v] rows and sum a
+// key/value head's gradient over its group themselves (attention_forward_gqa,
+// llmc/cuda/attention.cuh): no repeated copy of K and V.
 // Every kernel sums in a fixed order (no float atomics): the same run twice gives the same bits.
 #pragma once
 #include <algorithm>
@@ -42,7 +42,6 @@
 #include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward, matmul_cublaslt
 #include "cuda/linear.cuh"       // defines: LinearSlot, linear_slot, linear_forward, linear_forward_add, linear_backward
 #include "cuda/rope.cuh"         // defines: rope_forward, rope_backward
-#include "cuda/gqa.cuh"          // defines: gqa_expand, gqa_reduce
 #include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
 #include "cuda/swiglu.cuh"       // defines: swiglu_forward, swiglu_backward
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
@@ -82,7 +81,6 @@ struct LlamaActivationsX {
     floatX* rms1;         // (L,N,C) RMSNorm 1 outputs
     float* rms1_rstd;     // (L,N)
     floatX* qkv;          // (L,N,QKV) [q | k | v] after RoPE
-    floatX* qkv_mha;      // (N,3C) k and v repeated to NH heads (NKV < NH; else unused)
     floatX* atty;         // (L,N,C) attention output (before o_proj)
     float* att_lse;       // (L,B,NH,T) log-sum-exp of each query's scores, for the backward
     floatX* residual2;    // (L,N,C) residual stream after attention
@@ -98,7 +96,6 @@ struct LlamaActivationsX {
     floatX* dres;         // (N,C) backward: gradient of the residual stream
     floatX* dtmp;         // (N,C) backward: gradient of an RMSNorm output / attention output
     floatX* dqkv;         // (N,QKV)
-    floatX* dqkv_mha;     // (N,3C) (NKV < NH; else unused)
     floatX* dfch;         // (N,2F)
     floatX* dfch_swiglu;  // (N,F)
     float* rope_cos;      // (T, hs/2) RoPE's angles (the CPU's rope_table)
@@ -177,22 +174,22 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int
     const size_t Lk = r >= 2 ? 1 : L, Ln = r >= 1 ? 1 : L;  // kept / norms' layers
     const size_t C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
     const size_t F2 = 2 * (size_t)d.F, hs = d.hs, QKV = d.QKV;
-    const size_t N = (size_t)B * T, mha = d.NKV < d.NH ? N * 3 * A : 0;
+    const size_t N = (size_t)B * T;
     const size_t R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
     const size_t kv = llama_cuda_kv_shared(cfg, tp) ? 2 * hs * C : 0;
     const size_t X = sizeof(floatX), FL = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
         {(void**)&a->encoded, R * C, X},         {(void**)&a->rms1, Ln * R * C, X},
         {(void**)&a->rms1_rstd, Lk * R, FL},     {(void**)&a->qkv, Lk * N * QKV, X},
-        {(void**)&a->qkv_mha, mha, X},           {(void**)&a->atty, Lk * N * A, X},
-        {(void**)&a->att_lse, Lk * B * NH * T, FL}, {(void**)&a->residual2, Lk * R * C, X},
+        {(void**)&a->atty, Lk * N * A, X},       {(void**)&a->att_lse, Lk * B * NH * T, FL},
+        {(void**)&a->residual2, Lk * R * C, X},
         {(void**)&a->rms2, Ln * R * C, X},       {(void**)&a->rms2_rstd, Lk * R, FL},
         {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ln * N * F2 / 2, X},
         {(void**)&a->residual3, L * R * C, X},   {(void**)&a->rmsf, R * C, X},
         {(void**)&a->rmsf_rstd, R, FL},          {(void**)&a->logits, N * Vp, X},
         {(void**)&a->losses, N, FL},             {(void**)&a->dres, R * C, X},
         {(void**)&a->dtmp, N * C, X},            {(void**)&a->dqkv, N * QKV, X},
-        {(void**)&a->dqkv_mha, mha, X},          {(void**)&a->dfch, N * F2, X},
+        {(void**)&a->dfch, N * F2, X},
         {(void**)&a->dfch_swiglu, N * F2 / 2, X}, {(void**)&a->rope_cos, T * hs / 2, FL},
         {(void**)&a->rope_sin, T * hs / 2, FL},  {(void**)&a->inputs, N, I},
         {(void**)&a->targets, N, I},             {(void**)&a->tp_stats, tp > 1 ? tp * N * 3 : 0, FL},
@@ -357,12 +354,7 @@ inline void llama_cuda_layer_forward(LlamaCuda* model, int l, const LlamaLayerX&
     linear_forward(ctx, slot(0), la.qkv, nullptr, ts.whole(la.rms1), lp.qkvw, nullptr, N, C, QKV);
     phase_mark(ctx, PHASE_ATTENTION_FWD);
     rope_forward(ctx, la.qkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
-    const floatX* mha = la.qkv;
-    if (NKV < NH) {
-        gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
-        mha = a.qkv_mha;
-    }
-    attention_forward_chosen(ctx, la.atty, la.att_lse, mha, B, T, A, NH);
+    attention_forward_chosen(ctx, la.atty, la.att_lse, la.qkv, B, T, NH, NKV, hs);
     phase_mark(ctx, PHASE_MATMUL);
     llama_row_parallel_residual(model, ts, slot(1), la.residual2, la.residual, la.atty, lp.attprojw, A);
     // residual3 = residual2 + fcproj(swiglu(fc(rms2(residual2))))
@@ -523,13 +515,7 @@ inline void llama_cuda_backward(LlamaCuda* model, GradSinkOf<floatX>* sink = nul
         linear_backward(ctx, slot(1), a.dtmp, lg.attprojw, nullptr, ts.whole(a.dres), la.atty, lp.attprojw, N, A, C,
                         false);
         phase_mark(ctx, PHASE_ATTENTION_BWD);
-        if (NKV < NH) {  // the repeated heads again, and their gradients summed back
-            gqa_expand(ctx, a.qkv_mha, la.qkv, B, T, NH, NKV, hs);
-            attention_backward_chosen(ctx, a.dqkv_mha, a.dtmp, a.qkv_mha, la.atty, la.att_lse, B, T, A, NH);
-            gqa_reduce(ctx, a.dqkv, a.dqkv_mha, B, T, NH, NKV, hs);
-        } else {
-            attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, A, NH);
-        }
+        attention_backward_chosen(ctx, a.dqkv, a.dtmp, la.qkv, la.atty, la.att_lse, B, T, NH, NKV, hs);
         rope_backward(ctx, a.dqkv, B, T, NH, NKV, hs, a.rope_cos, a.rope_sin);
         phase_mark(ctx, PHASE_MATMUL);
         floatX* kv_rows = lg.qkvw + (size_t)A * C;  // after the query heads' rows

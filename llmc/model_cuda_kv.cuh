@@ -11,17 +11,15 @@
 // rows into cuda_kv_layer's cache and cuda_kv_attention attends; the family's head writes the
 // last row's logits into logits, which cuda_kv_finish brings to the host, moving pos on.
 // Attention: a prompt into an empty cache (pos == 0) is the training forward's causal
-// attention over rows 0..n-1, the flash kernel of llmc/cuda/attention.cuh (with NKV < NH the
-// key/value heads repeated to one per query head first, llmc/cuda/gqa.cuh); later rows attend
-// to the cache with llmc/cuda/attention_kv.cuh, which reads the shared heads in place.
+// attention over rows 0..n-1, the flash kernel of llmc/cuda/attention.cuh; later rows attend
+// to the cache with llmc/cuda/attention_kv.cuh. Both read the shared key/value heads in place.
 #pragma once
 #include <vector>
 
 #include "model_cuda.cuh"         // defines: cuda_malloc_or_fail
 #include "cuda/common.cuh"        // defines: floatX, CudaContext, CHECK_CUDA, to_float
-#include "cuda/attention.cuh"     // defines: attention_forward
+#include "cuda/attention.cuh"     // defines: attention_forward_gqa
 #include "cuda/attention_kv.cuh"  // defines: attention_kv_forward_gqa
-#include "cuda/gqa.cuh"           // defines: gqa_expand
 
 // What a family's cache struct starts with (GPT2CudaKV, LlamaCudaKV).
 struct CudaKVCache {
@@ -29,7 +27,6 @@ struct CudaKVCache {
     int pos = 0;                // positions cached so far
     int NH = 0, NKV = 0, hs = 0;  // query heads, key/value heads, head size
     floatX* qkv = nullptr;      // (L,maxT,QKV) the cache: q|k|v of every position so far, per layer
-    floatX* qkv_mha = nullptr;  // (maxT,3C) a prompt's rows with k and v repeated to NH heads (NKV < NH only)
     float* lse = nullptr;       // (NH,maxT) the flash kernel's log-sum-exp (written, unused)
     floatX* logits = nullptr;   // (Vp) of the last new row
     int* tokens = nullptr;      // (maxT) the new token ids on the device
@@ -48,7 +45,6 @@ inline void cuda_kv_init(CudaKVCache* kv, int maxT, int L, int NH, int NKV, int 
     kv->NKV = NKV;
     kv->hs = hs;
     kv->qkv = (floatX*)cuda_malloc_or_fail(L * T * QKV * X, "KV cache");
-    if (NKV < NH) kv->qkv_mha = (floatX*)cuda_malloc_or_fail(T * 3 * NH * hs * X, "generation attention");
     kv->lse = (float*)cuda_malloc_or_fail((size_t)NH * T * sizeof(float), "generation lse");
     kv->logits = (floatX*)cuda_malloc_or_fail((size_t)Vp * X, "logits");
     kv->tokens = (int*)cuda_malloc_or_fail(T * sizeof(int), "tokens");
@@ -77,12 +73,7 @@ inline int cuda_kv_begin(CudaKVCache* kv, const int* tokens, int n, int V) {
 inline void cuda_kv_attention(const CudaContext& ctx, const CudaKVCache* kv, floatX* out, const floatX* cache, int n) {
     const int NH = kv->NH, NKV = kv->NKV, hs = kv->hs;
     if (kv->pos > 0) return attention_kv_forward_gqa(ctx, out, cache, kv->pos, n, NH, NKV, hs);
-    const floatX* mha = cache;
-    if (NKV < NH) {
-        gqa_expand(ctx, kv->qkv_mha, cache, 1, n, NH, NKV, hs);
-        mha = kv->qkv_mha;
-    }
-    attention_forward(ctx, out, kv->lse, mha, 1, n, NH * hs, NH);
+    attention_forward_gqa(ctx, out, kv->lse, cache, 1, n, NH, NKV, hs);
 }
 
 // The logits the family's head wrote (Vp floats, host) once the stream is done; the n new
@@ -98,7 +89,7 @@ inline const float* cuda_kv_finish(CudaKVCache* kv, const CudaContext& ctx, int 
 }
 
 inline void cuda_kv_free(CudaKVCache* kv) {
-    void* bufs[] = {kv->qkv, kv->qkv_mha, kv->lse, kv->logits, kv->tokens};
+    void* bufs[] = {kv->qkv, kv->lse, kv->logits, kv->tokens};
     for (void* b : bufs) CHECK_CUDA(cudaFree(b));
     *kv = CudaKVCache();
 }

@@ -143,9 +143,9 @@ inline int plan_in_flight(const PlanLayout& p, int rank, int micro) {
 //     (N,C); att_lse (B,NH,T) fp32; residual2, residual3 (N,C); fch (N,2F) [gate | up];
 //     fch_swiglu (N,F)
 //   once: encoded, rmsf (N,C); rmsf's rstd (N) fp32; logits (N,Vp); losses (N) fp32; the
-//     backward's scratch dres, dtmp (N,C), dqkv (N,QKV), dfch (N,2F), dfch_swiglu (N,F); with
-//     NKV < NH the key/value heads repeated for the attention kernels, qkv_mha and dqkv_mha
-//     (N,3C); RoPE's cos and sin (T, hs/2) fp32; inputs and targets (N) int32
+//     backward's scratch dres, dtmp (N,C), dqkv (N,QKV), dfch (N,2F), dfch_swiglu (N,F); RoPE's
+//     cos and sin (T, hs/2) fp32; inputs and targets (N) int32 (the attention kernels read the
+//     shared key/value heads in place: no repeated copy)
 //   -r 1: RMSNorm's outputs (from the layer's input or residual2 and the kept rstd) and
 //     SwiGLU's output (from fch) are recomputed in the backward: rms1, rms2, fch_swiglu one layer
 //   -r 2: the whole layer is recomputed from its input in the backward: only the residual
@@ -155,7 +155,7 @@ inline int plan_in_flight(const PlanLayout& p, int rank, int micro) {
 //
 // One GPU of a layout (a PLAN: PlanActivations; the default is the whole model on one GPU, the
 // trainers' buffers above byte for byte). With TP every buffer split by heads or hidden units is
-// 1/TP (qkv, qkv_mha, atty, att_lse, fch, fch_gelu / fch_swiglu, logits, their gradients); the
+// 1/TP (qkv, atty, att_lse, fch, fch_gelu / fch_swiglu, logits, their gradients); the
 // norms and the residual stream stay whole on every TP rank, or with -sp 1 are 1/TP along T, and
 // then one whole (N,C) buffer is added for the all-gathered norm output the column-parallel
 // matmuls read; the scratch that takes a row-parallel matmul's partial sums (proj, dtmp) stays
@@ -184,12 +184,11 @@ inline double plan_activation_bytes(const ModelConfig& c, int B, int T, int reco
         const size_t C = m.channels, NH = m.num_heads, Vp = m.padded_vocab_size, F = part(m.ffn_hidden, H);
         const size_t kv = m.num_kv_heads % a.tp == 0 ? m.num_kv_heads / a.tp : 1;  // a GPU's key/value heads
         const size_t hs = C / NH, QKV = (NH / H + 2 * kv) * hs;
-        const size_t mha = m.num_kv_heads < m.num_heads ? N * 3 * C / H : 0;
         const size_t kept = recompute >= 2 ? 1 : L;    // layers of what the layer's recompute rebuilds
         const size_t norms = recompute >= 1 ? 1 : L;   // layers of rms1, rms2 and fch_swiglu
         add(inputs * part(N * C, S), X);                             // encoded
         add(norms * part(N * C, S), X);  add(kept * part(N, S), FL); // rms1, rms1_rstd
-        add(kept * N * QKV, X);      add(mha, X);                    // qkv, qkv_mha
+        add(kept * N * QKV, X);                                      // qkv
         add(kept * N * C / H, X);    add(kept * B * NH / H * T, FL); // atty, att_lse
         add(kept * part(N * C, S), X);                               // residual2
         add(norms * part(N * C, S), X);  add(kept * part(N, S), FL); // rms2, rms2_rstd
@@ -200,7 +199,7 @@ inline double plan_activation_bytes(const ModelConfig& c, int B, int T, int reco
             add(N * part(Vp, H), X); add(N, FL);                     // logits, losses
         }
         add(part(N * C, S), X);      add(N * C, X);                  // dres, dtmp
-        add(N * QKV, X);             add(mha, X);                    // dqkv, dqkv_mha
+        add(N * QKV, X);                                             // dqkv
         add(N * 2 * F, X);           add(N * F, X);                  // dfch, dfch_swiglu
         add(T * hs / 2, FL);         add(T * hs / 2, FL);            // rope_cos, rope_sin
         add(N, I);                   add(N, I);                      // inputs, targets

@@ -98,8 +98,6 @@ LAUNCH = {
     "gelu_backward_kernel": (256, "default", "gelu.cuh: 256 (-ge 1, or no DGELU epilogue, leaves the backward to it)"),
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, where -r 0 does not fit, recomputes GELU with it)"),
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
-    "gqa_expand_kernel": (256, "default", "gqa.cuh gqa_expand: 256 (Llama)"),
-    "gqa_reduce_kernel": (256, "default", "gqa.cuh gqa_reduce: 256 (Llama)"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
     "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
     "layernorm_backward_fused_kernel": (256, "dev", "layernorm.cuh layernorm_backward: LN_BWD_WARPS * 32 (one pass)"),

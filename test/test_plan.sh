@@ -96,14 +96,13 @@ def activations(m, B, T, r, tp=1, sp=False, deep=None, inputs=1, head=True):
         F, hs = m["F"] // tp, m["hs"]
         kv = m["NKV"] // tp if m["NKV"] % tp == 0 else 1  # key/value heads a GPU keeps
         QKV = (NH // tp + 2 * kv) * hs
-        mha = N * 3 * C // tp  # NKV < NH: the key/value heads repeated for the attention kernels
         kept = 1 if r >= 2 else L   # -r 2: every per-layer buffer one layer deep...
         norms = 1 if r >= 1 else L  # -r 1: rms1, rms2, fch_swiglu one layer deep
-        sizes = [inputs*NC*BF16, norms*NC*BF16, kept*Ns*F32, kept*N*QKV*BF16, mha*BF16,
+        sizes = [inputs*NC*BF16, norms*NC*BF16, kept*Ns*F32, kept*N*QKV*BF16,
                  kept*N*C//tp*BF16, kept*B*NH//tp*T*F32, kept*NC*BF16, norms*NC*BF16, kept*Ns*F32,
                  kept*N*2*F*BF16, norms*N*F*BF16,
                  L*NC*BF16,  # ...but the residual stream between layers (residual3)
-                 NC*BF16, N*C*BF16, N*QKV*BF16, mha*BF16,
+                 NC*BF16, N*C*BF16, N*QKV*BF16,
                  N*2*F*BF16, N*F*BF16, T*hs//2*F32, T*hs//2*F32, N*I32, N*I32, whole]
         if head:
             sizes += [NC*BF16, Ns*F32, N*cdiv(Vp, tp)*BF16, N*F32]

@@ -134,7 +134,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
             if (v.hs != HS || bench) continue;  // checked on the small cases (the emulated GPU's time)
             CHECK_CUDA(cudaMemset(d_out_mma, 0xFF, n_out * sizeof(floatX)));
             CHECK_CUDA(cudaMemset(d_lse_mma, 0xFF, (size_t)B * NH * T * sizeof(float)));
-            v.fn(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, C, NH);
+            v.fn(ctx, d_out_mma, d_lse_mma, d_qkv, B, T, NH, NH);
             check_forward(v.name, d_out_mma, d_lse_mma);
         }
         CHECK_CUDA(cudaFree(d_out_mma));
@@ -196,7 +196,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         // the same with dq by the TMA unit's bulk reductions (sm_90): the same checks
         if (ctx.props.major >= 9) {
             CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
-            attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
+            attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, C / NH, d_dq_accum);
             CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
             std::vector<float> got_bulk = dev_download(d_dqkv, n_qkv);
             check_dqkv("attention_backward_mma_bulk", w, got_bulk, ref_dqkv, (size_t)B * T, C, tb);
@@ -249,7 +249,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
         for (const FwdVariant& v : fwd_variants) {
             if (v.hs != HS) continue;
-            ms = bench_ms(ctx, reps, [&] { v.fn(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+            ms = bench_ms(ctx, reps, [&] { v.fn(ctx, d_out, d_lse, d_qkv, B, T, NH, NH); });
             dev_report_tflops(v.name, what, fwd_flops, ms);
         }
         // (the backward below reads the last forward's out and lse: the trainer's, computed again)
@@ -264,7 +264,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         dev_report_tflops("attention_backward_mma_fused", what, 2.5 * fwd_flops, ms);
         if (ctx.props.major >= 9) {
             ms = bench_ms(ctx, reps, [&] {
-                attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH, d_dq_accum);
+                attention_backward_mma_launch<true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, C / NH, d_dq_accum);
             });
             dev_report_tflops("attention_backward_mma_bulk", what, 2.5 * fwd_flops, ms);
         }

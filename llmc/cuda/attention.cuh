@@ -1,12 +1,18 @@
 // attention.cuh: causal multi-head self-attention on the GPU, flash-attention style: the
 // T x T score matrix never exists in global memory. Forward and backward, fp32 arithmetic
 // (CUDA cores) for both the fp32 and the bf16 build.
-// defines: attention_forward, attention_backward, attention_backward_preprocess, ATTENTION_HEAD_SIZES
+// defines: attention_forward(_gqa), attention_backward(_gqa), attention_backward_preprocess, AttHeadMap,
+//          att_head_map, att_kv_head, AttHeads, att_heads, ATTENTION_HEAD_SIZES
 // CPU reference: llmc/cpu/attention.h (which does store the T x T probabilities)
 //
 // Layout: qkv (B,T,3C) holds per position [q | k | v], head h at channels h*HS..(h+1)*HS-1
 // of each; out (B,T,C); lse (B,NH,T) the log-sum-exp of each query's scaled scores,
 // saved by the forward so the backward can rebuild any probability as exp(s - lse).
+// Grouped-query attention (Llama, the _gqa launchers): NKV key/value heads, qkv rows
+// [q (NH heads) | k (NKV) | v (NKV)], query head h reading key/value head h / (NH/NKV) in
+// place (att_heads), as the CPU reference's attention_forward_gqa does: no repeated copy of K
+// and V, and each key/value head's gradient summed over its group inside the dK/dV kernel (in
+// fp32, rounded once).
 //
 // Tiles: 32 queries x 32 keys, 4 warps of 8 rows, fp32 tiles in shared memory with rows
 // padded to HS+4 floats (the float4 reads of 8 lanes then hit 32 different banks).
@@ -18,8 +24,9 @@
 //   (running max m and sum l, rescaling O), O += P V. Finally O /= l, lse = m + log l.
 // Backward, no atomics (so deterministic), three kernels:
 //   1. D_i = dO_i . O_i for every query row                              (into workspace)
-//   2. one block per key tile: for each query tile from the diagonal on, rebuild P and
-//      dS = P * (dO V^T - D), accumulate dV += P^T dO and dK += dS^T Q in registers.
+//   2. one block per (key tile, key/value head): for each query head of the head's group and
+//      each query tile from the diagonal on, rebuild P and dS = P * (dO V^T - D), accumulate
+//      dV += P^T dO and dK += dS^T Q in registers.
 //   3. one block per query tile: for each key tile up to the diagonal, rebuild dS,
 //      accumulate dQ += dS K.
 // Kernel 3 recomputes what kernel 2 computed (7 tile products instead of flash-attention
@@ -37,6 +44,38 @@ constexpr int ATT_PSTRIDE = ATT_TILE + 4;           // row stride of the P / dS 
 // 128) or ATT_PSTRIDE floats, far from 2^31; the lines that rely on it say int-bound(att_tile).
 static_assert(ATT_TILE * (128 + 4) < (1 << 16) && ATT_TILE * ATT_PSTRIDE < (1 << 16), "tile indices");  // int-bound: att_tile
 #define ATTENTION_HEAD_SIZES "8, 16, 32, 48, 64, 80, 96, 128"
+
+// A qkv row holds NH query heads and NKV key/value heads, [q (NH) | k (NKV) | v (NKV)], HS
+// channels each (GPT-2's NKV = NH is [q | k | v]); group = NH / NKV query heads share a
+// key/value head, query head h reading head h / group. The kernels find it by a multiply,
+// (h kv_magic) >> 32 with kv_magic = ceil(2^32 / group) made on the host (att_head_map, which
+// checks it on every head it serves; exact for h below 2^16), and take these as plain int
+// parameters: a division by the runtime group, or the map passed as a struct parameter, each
+// cost the tensor-core forward ~30 registers (spills at head size 128, ptxas 13.0).
+struct AttHeadMap {
+    int NH, NKV, group;
+    unsigned kv_magic;  // group > 1: ceil(2^32 / group)
+};
+__host__ __device__ __forceinline__ int att_kv_head(int h, int NH, int NKV, unsigned kv_magic) {
+    return NKV == NH ? h : (int)(((unsigned long long)h * kv_magic) >> 32);
+}
+inline AttHeadMap att_head_map(int NH, int NKV) {
+    CHECK(NH > 0 && NKV > 0 && NH % NKV == 0 && NH < (1 << 16), "NH=%d NKV=%d", NH, NKV);
+    const int group = NH / NKV;
+    const AttHeadMap m{NH, NKV, group, (unsigned)(((1ull << 32) + group - 1) / group)};
+    for (int h = 0; h < NH; h++)
+        CHECK(att_kv_head(h, NH, NKV, m.kv_magic) == h / group, "head %d of NH=%d NKV=%d", h, NH, NKV);
+    return m;
+}
+
+// Where query head h's q and key/value head kv's k and v start in a qkv row, and the row's length.
+struct AttHeads {
+    size_t ld;    // elements in a qkv row: (NH + 2 NKV) HS
+    int q, k, v;  // the first columns of q, k and v
+};
+__host__ __device__ __forceinline__ AttHeads att_heads(int h, int kv, int NH, int NKV, int HS) {
+    return AttHeads{(size_t)(NH + 2 * NKV) * HS, h * HS, (NH + kv) * HS, (NH + NKV + kv) * HS};  // int-bound(att_channels)
+}
 
 // ---------------------------------------------------------------------------------------
 // tile helpers
@@ -115,7 +154,7 @@ __device__ inline void attention_accumulate(float acc[ATT_RPW][(HS + 31) / 32], 
 
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
-attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
     constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD;
     extern __shared__ float4 smem4[];  // float4: the dynamic buffer is 16-byte aligned
     float* Qs = reinterpret_cast<float*>(smem4);
@@ -127,13 +166,13 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
     const int qt = num_tiles - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * hd.ld;
     const float scale = 1.0f / sqrtf((float)HS);
     const int q0 = qt * ATT_TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * ATT_RPW;
 
-    attention_load_tile<HS>(Qs, base, C3, q0, T, scale);
+    attention_load_tile<HS>(Qs, rows + hd.q, hd.ld, q0, T, scale);
     float o[ATT_RPW][NDIM], m[ATT_RPW], l[ATT_RPW];
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) {
@@ -145,8 +184,8 @@ attention_forward_kernel(floatX* out, float* lse, const floatX* qkv, int T, int 
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // the previous tile's K, V, P are no longer read
-        attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
+        attention_load_tile<HS>(Ks, rows + hd.k, hd.ld, k0, T, 1.0f);
+        attention_load_tile<HS>(Vs, rows + hd.v, hd.ld, k0, T, 1.0f);
         __syncthreads();
         float s[ATT_RPW];
         attention_dot_rows<HS>(s, Qs, Ks, row0, lane);
@@ -242,11 +281,11 @@ __device__ inline void attention_load_row_stats(float* lse_s, float* D_s, const 
     }
 }
 
-// 2. dK, dV for one key tile
+// 2. dK, dV for one key tile of one key/value head, summed over the query heads of its group
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout, const float* lse, const float* D,
-                               int T, int NH) {
+                               int T, int NH, int NKV, int group) {
     constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD, PTILE = ATT_TILE * ATT_PSTRIDE;
     extern __shared__ float4 smem4[];
     float* Ks = reinterpret_cast<float*>(smem4);
@@ -260,30 +299,36 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
 
     const int num_tiles = (T + ATT_TILE - 1) / ATT_TILE;
     const int kt = blockIdx.x;  // low key tiles see the most queries: launched first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
-    const floatX* dout_base = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
-    const size_t row_base = ((size_t)b * NH + h) * T;
+    const AttHeads kv = att_heads(kvh * group, kvh, NH, NKV, HS);  // k and v columns
+    const floatX* rows = qkv + (size_t)b * T * kv.ld;
     const float scale = 1.0f / sqrtf((float)HS);
     const int k0 = kt * ATT_TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * ATT_RPW;
 
-    attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-    attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
+    attention_load_tile<HS>(Ks, rows + kv.k, kv.ld, k0, T, 1.0f);
+    attention_load_tile<HS>(Vs, rows + kv.v, kv.ld, k0, T, 1.0f);
     float dk[ATT_RPW][NDIM], dv[ATT_RPW][NDIM];  // keys row0 + r of this tile, lane's columns
 #pragma unroll
     for (int r = 0; r < ATT_RPW; r++) {
 #pragma unroll
         for (int i = 0; i < NDIM; i++) dk[r][i] = dv[r][i] = 0.0f;
     }
-    for (int qt = kt; qt < num_tiles; qt++) {
+    // the query heads of the group in turn, for each the query tiles from the diagonal on
+    // (counted, not divided out of the step: AttHeadMap says why)
+    int h = kvh * group, qt = kt - 1;
+    for (int step = 0; step < group * (num_tiles - kt); step++) {
+        if (++qt == num_tiles) {  // the next query head, from the diagonal again
+            qt = kt;
+            h++;
+        }
         const int q0 = qt * ATT_TILE;
+        const floatX* dout_base = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
         __syncthreads();  // the previous query tile is no longer read
-        attention_load_tile<HS>(Qs, base, C3, q0, T, scale);
+        attention_load_tile<HS>(Qs, rows + h * HS, kv.ld, q0, T, scale);  // int-bound(att_channels)
         attention_load_tile<HS>(dOs, dout_base, C, q0, T, 1.0f);
-        attention_load_row_stats(lse_s, D_s, lse, D, row_base, q0, T);
+        attention_load_row_stats(lse_s, D_s, lse, D, ((size_t)b * NH + h) * T, q0, T);
         __syncthreads();
         float p[ATT_RPW], ds[ATT_RPW];
         attention_rebuild_ds<HS>(p, ds, Qs, dOs, Ks, Vs, lse_s, D_s, q0, k0, T, row0, lane);
@@ -324,13 +369,13 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
     for (int r = 0; r < ATT_RPW; r++) {
         const int key = k0 + row0 + r;
         if (key >= T) continue;
-        floatX* dst = dqkv + ((size_t)b * T + key) * C3 + h * HS;  // int-bound(att_channels)
+        floatX* dst = dqkv + ((size_t)b * T + key) * kv.ld;
 #pragma unroll
         for (int i = 0; i < NDIM; i++) {
             int d = lane + 32 * i;
             if (d < HS) {
-                dst[C + d] = from_float<floatX>(dk[r][i]);
-                dst[2 * C + d] = from_float<floatX>(dv[r][i]);
+                dst[kv.k + d] = from_float<floatX>(dk[r][i]);
+                dst[kv.v + d] = from_float<floatX>(dv[r][i]);
             }
         }
     }
@@ -340,7 +385,7 @@ attention_backward_dkdv_kernel(floatX* dqkv, const floatX* qkv, const floatX* do
 template <int HS>
 __global__ void __launch_bounds__(ATT_THREADS)
 attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout, const float* lse, const float* D,
-                             int T, int NH) {
+                             int T, int NH, int NKV, unsigned kv_magic) {
     constexpr int PAD = HS + 4, NDIM = (HS + 31) / 32, TILE = ATT_TILE * PAD, PTILE = ATT_TILE * ATT_PSTRIDE;
     extern __shared__ float4 smem4[];
     float* Qs = reinterpret_cast<float*>(smem4);
@@ -355,15 +400,15 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
     const int qt = num_tiles - 1 - blockIdx.x;
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * hd.ld;
     const floatX* dout_base = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const size_t row_base = ((size_t)b * NH + h) * T;
     const float scale = 1.0f / sqrtf((float)HS);
     const int q0 = qt * ATT_TILE;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, row0 = warp * ATT_RPW;
 
-    attention_load_tile<HS>(Qs, base, C3, q0, T, scale);
+    attention_load_tile<HS>(Qs, rows + hd.q, hd.ld, q0, T, scale);
     attention_load_tile<HS>(dOs, dout_base, C, q0, T, 1.0f);
     attention_load_row_stats(lse_s, D_s, lse, D, row_base, q0, T);
     float dq[ATT_RPW][NDIM];
@@ -375,8 +420,8 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
     for (int kt = 0; kt <= qt; kt++) {
         const int k0 = kt * ATT_TILE;
         __syncthreads();  // the previous K, V, dS are no longer read (and Q, dO, stats are loaded)
-        attention_load_tile<HS>(Ks, base + C, C3, k0, T, 1.0f);
-        attention_load_tile<HS>(Vs, base + 2 * C, C3, k0, T, 1.0f);  // int-bound(att_channels)
+        attention_load_tile<HS>(Ks, rows + hd.k, hd.ld, k0, T, 1.0f);
+        attention_load_tile<HS>(Vs, rows + hd.v, hd.ld, k0, T, 1.0f);
         __syncthreads();
         float p[ATT_RPW], ds[ATT_RPW];
         attention_rebuild_ds<HS>(p, ds, Qs, dOs, Ks, Vs, lse_s, D_s, q0, k0, T, row0, lane);
@@ -389,7 +434,7 @@ attention_backward_dq_kernel(floatX* dqkv, const floatX* qkv, const floatX* dout
     for (int r = 0; r < ATT_RPW; r++) {
         const int qi = q0 + row0 + r;
         if (qi >= T) continue;
-        floatX* dst = dqkv + ((size_t)b * T + qi) * C3 + h * HS;  // int-bound(att_channels)
+        floatX* dst = dqkv + ((size_t)b * T + qi) * hd.ld + hd.q;
 #pragma unroll
         for (int i = 0; i < NDIM; i++) {
             int d = lane + 32 * i;
@@ -411,11 +456,13 @@ inline size_t attention_dq_smem(int HS) {
     return (4 * (size_t)ATT_TILE * (HS + 4) + (size_t)ATT_TILE * ATT_PSTRIDE + 2 * (size_t)ATT_TILE) * sizeof(float);
 }
 
-inline void attention_check(int B, int T, int C, int NH, const void* a, const void* b, const void* c) {
-    CHECK(B > 0 && T > 0 && NH > 0 && C > 0 && C % NH == 0, "B=%d T=%d C=%d NH=%d", B, T, C, NH);
+inline void attention_check(int B, int T, int NH, int NKV, int HS, const void* a, const void* b, const void* c) {
+    CHECK(B > 0 && T > 0 && NH > 0 && NKV > 0 && HS > 0 && NH % NKV == 0,
+          "B=%d T=%d NH=%d NKV=%d HS=%d (NH a multiple of NKV)", B, T, NH, NKV, HS);
     CHECK(B <= 65535 && NH <= 65535, "B=%d NH=%d exceed the grid's y/z limits", B, NH);
-    // a head's first column h*HS and the key/value parts' C and 2C stay int inside the kernels
-    CHECK(C <= (1 << 24), "C=%d above 2^24", C);  // int-bound: att_channels
+    // the columns of a qkv row (att_heads: up to (NH + 2 NKV) HS) stay int inside the kernels
+    CHECK((int64_t)(NH + 2 * NKV) * HS <= (1 << 26), "(NH + 2 NKV) HS = %lld above 2^26",  // int-bound: att_channels
+          (long long)(NH + 2 * NKV) * HS);
     CHECK(is_aligned16(a) && is_aligned16(b) && is_aligned16(c), "pointers %p %p %p not 16-byte aligned", a, b, c);
 }
 
@@ -437,12 +484,13 @@ inline void attention_check(int B, int T, int C, int NH, const void* a, const vo
         default: CHECK(false, "head size %d not compiled in (have " ATTENTION_HEAD_SIZES ")", HSVAL); \
     }
 
-// out (B,T,C) = causal softmax(q k^T / sqrt(HS)) v per head; lse (B,NH,T) for the backward.
-inline void attention_forward(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
-                              int NH) {
-    attention_check(B, T, C, NH, out, qkv, qkv);
+// out (B,T,NH*HS) = causal softmax(q k^T / sqrt(HS)) v per query head, qkv (B,T,(NH+2NKV)*HS)
+// as att_heads lays it out; lse (B,NH,T) for the backward.
+inline void attention_forward_gqa(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                  int NH, int NKV, int HS) {
+    attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
     CHECK(lse != nullptr, "lse must be given");
-    const int HS = C / NH;
+    const AttHeadMap hm = att_head_map(NH, NKV);
     dim3 grid((unsigned)ceil_div(T, ATT_TILE), NH, B);
     const size_t smem = attention_forward_smem(HS);
 #define ATT_FWD(H)                                                                                     \
@@ -451,11 +499,17 @@ inline void attention_forward(const CudaContext& ctx, floatX* out, float* lse, c
         if (smem > CUDA_SMEM_DEFAULT_LIMIT)                                                            \
             CHECK_CUDA(cudaFuncSetAttribute(attention_forward_kernel<H>,                               \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));  \
-        attention_forward_kernel<H><<<grid, ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);    \
+        attention_forward_kernel<H><<<grid, ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH, NKV, hm.kv_magic); \
     }
     ATTENTION_DISPATCH(HS, ATT_FWD)
 #undef ATT_FWD
     CHECK_LAUNCH();
+}
+// multi-head (GPT-2): qkv (B,T,3C), out (B,T,C)
+inline void attention_forward(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T, int C,
+                              int NH) {
+    CHECK(NH > 0 && C > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NH, C / NH);
 }
 
 // D (B,NH,T) = dout . out per row, in ctx.workspace: the backward's first step (here and in
@@ -479,17 +533,18 @@ inline const float* attention_backward_preprocess(const CudaContext& ctx, const 
     return D;
 }
 
-// dqkv (B,T,3C) = the gradient of attention_forward given dout (B,T,C), its inputs qkv,
-// its outputs out and lse. Overwrites dqkv (every element has exactly one writer); the
-// CPU reference accumulates into a zeroed buffer, the same thing. Uses ctx.workspace for
-// D (B*NH*T floats).
-inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
-    attention_check(B, T, C, NH, dqkv, dout, qkv);
+// dqkv (B,T,(NH+2NKV)*HS) = the gradient of attention_forward_gqa given dout (B,T,NH*HS), its
+// inputs qkv, its outputs out and lse. Overwrites dqkv (every element has exactly one writer:
+// a key/value head's dk and dv, summed over its group, come from one block); the CPU
+// reference accumulates into a zeroed buffer, the same thing. Uses ctx.workspace for D
+// (B*NH*T floats).
+inline void attention_backward_gqa(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                   const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
+    attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
-    const int HS = C / NH;
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
-    dim3 grid((unsigned)ceil_div(T, ATT_TILE), NH, B);
+    const AttHeadMap hm = att_head_map(NH, NKV);
+    dim3 grid_kv((unsigned)ceil_div(T, ATT_TILE), NKV, B), grid_q((unsigned)ceil_div(T, ATT_TILE), NH, B);
     const size_t smem_kv = attention_dkdv_smem(HS), smem_q = attention_dq_smem(HS);
     CHECK(smem_kv <= ctx.props.sharedMemPerBlockOptin && smem_q <= ctx.props.sharedMemPerBlockOptin,
           "attention backward needs %zu / %zu bytes of shared memory, device allows %zu", smem_kv, smem_q,
@@ -499,14 +554,22 @@ inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const float
         if (smem_kv > CUDA_SMEM_DEFAULT_LIMIT)                                                             \
             CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dkdv_kernel<H>,                             \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv));   \
-        attention_backward_dkdv_kernel<H><<<grid, ATT_THREADS, smem_kv, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH); \
+        attention_backward_dkdv_kernel<H><<<grid_kv, ATT_THREADS, smem_kv, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH, NKV, \
+                                                                                          hm.group);     \
         CHECK_LAUNCH();                                                                                    \
         if (smem_q > CUDA_SMEM_DEFAULT_LIMIT)                                                              \
             CHECK_CUDA(cudaFuncSetAttribute(attention_backward_dq_kernel<H>,                               \
                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q));    \
-        attention_backward_dq_kernel<H><<<grid, ATT_THREADS, smem_q, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH); \
+        attention_backward_dq_kernel<H><<<grid_q, ATT_THREADS, smem_q, ctx.stream>>>(dqkv, qkv, dout, lse, D, T, NH, NKV, \
+                                                                                      hm.kv_magic);      \
         CHECK_LAUNCH();                                                                                    \
     }
     ATTENTION_DISPATCH(HS, ATT_BWD)
 #undef ATT_BWD
+}
+// multi-head (GPT-2): qkv and dqkv (B,T,3C), dout (B,T,C)
+inline void attention_backward(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                               const floatX* out, const float* lse, int B, int T, int C, int NH) {
+    CHECK(NH > 0 && C > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    attention_backward_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NH, C / NH);
 }

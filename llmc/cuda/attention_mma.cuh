@@ -6,8 +6,10 @@
 // the one-kernel backward below): it passes PyTorch's debug states on an H200 and on the
 // emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU reference and times it
 // next to the CUDA-core kernels.
-// defines: attention_forward_mma, attention_backward_mma, attention_mma_supported,
+// defines: attention_forward_mma(_gqa), attention_backward_mma(_gqa), attention_mma_supported,
 //          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select
+// Grouped-query attention (Llama) as attention.cuh's: K and V of query head h read in place
+// from its key/value head's columns of the qkv row (att_heads), no repeated copy.
 //
 // Tiles of 64 rows (queries or keys) x HS sit in shared memory as bf16, rows padded to HS+8:
 // a row is then an odd number of 16-byte units, so the 8 row addresses of one ldmatrix phase
@@ -32,7 +34,9 @@
 // chunk. Finally O /= l and lse = (m + log2 l) ln 2, the natural-log lse of the scaled scores.
 //
 // Backward, no atomics: D = dO . O by attention.cuh's preprocess kernel, then
-//   dk, dv: a block of 8 warps per 64-key tile, over the query tiles from the diagonal on.
+//   dk, dv: a block of 8 warps per (64-key tile, key/value head), over the query heads of the
+//     head's group (one without GQA) and for each the query tiles from the diagonal on, dk and
+//     dv summed over all of them in registers (the Q/dO pipeline runs across the heads).
 //     Phase 1: warp w computes S^T = K Q^T and dP^T = V dO^T for keys 16(w%4).. and queries
 //     32(w/4).. (32 fp32 registers), P = exp2(s scale2 - lse2), dS = P (dP - D), and writes
 //     P^T and dS^T as bf16 to shared memory. Phase 2: warp w accumulates dV += P^T dO and
@@ -236,7 +240,8 @@ __device__ inline void mma_store_rows(floatX* dst, size_t ld, const float acc[ND
 // at every key tile. The trainer runs <128, 2, false> at head size 128 (attention_forward_mma
 // says why).
 template <int HS, int WM, bool QREG>
-__device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
+__device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* lse, const floatX* qkv, int T, int NH,
+                                                           int NKV, unsigned kv_magic) {
     static_assert(HS % 16 == 0 && HS <= 128, "head size: a multiple of 16, at most 128");
     static_assert(WM == 1 || WM == 2, "16 or 32 query rows a warp");
     constexpr int ROWS = MMA_ATT_ROWS * WM;  // queries per CTA
@@ -252,8 +257,8 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * hd.ld;
     const int q0 = qt * ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = warp * 16 * WM;  // this warp's first row in the tile; its m-tile w at r0 + 16w
@@ -264,9 +269,9 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
     // Q and key tile 0: the loop's first wait and barrier make them everyone's
 #pragma unroll
     for (int w = 0; w < WM; w++)
-        mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + (4 + w) * TILE, base, C3, q0 + w * MMA_ATT_ROWS, T);  // int-bound(mma_tile)
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
+        mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + (4 + w) * TILE, rows + hd.q, hd.ld, q0 + w * MMA_ATT_ROWS, T);  // int-bound(mma_tile)
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, rows + hd.k, hd.ld, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, rows + hd.v, hd.ld, 0, T);
     ptx_cp_async_commit();
     float o[WM][ND][4];
     float m[WM][2], l[WM][2];
@@ -284,8 +289,8 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
         __syncthreads();         // everyone's; and the other stage (tile j-1) is read
         if (j < last_tile) {
             floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, rows + hd.k, hd.ld, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, rows + hd.v, hd.ld, (j + 1) * MMA_ATT_KEYS, T);
             ptx_cp_async_commit();
         }
         if constexpr (QREG) {
@@ -418,15 +423,15 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
 // the forward: 16 query rows a warp, Q's fragments read from shared memory at every key tile
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
-attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
-    attention_forward_mma_tile<HS, 1, false>(out, lse, qkv, T, NH);
+attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
+    attention_forward_mma_tile<HS, 1, false>(out, lse, qkv, T, NH, NKV, kv_magic);
 }
 
 // the variants dev/cuda/attention --bench times beside it
 template <int HS, int WM, bool QREG>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
-attention_fwd_variant_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH) {
-    attention_forward_mma_tile<HS, WM, QREG>(out, lse, qkv, T, NH);
+attention_fwd_variant_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
+    attention_forward_mma_tile<HS, WM, QREG>(out, lse, qkv, T, NH, NKV, kv_magic);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -438,7 +443,7 @@ attention_fwd_variant_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 template <int HS>
 __global__ void __launch_bounds__(MMA_ATT_THREADS)
 attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                 const float* D, int T, int NH) {
+                                 const float* D, int T, int NH, int NKV, unsigned kv_magic) {
     constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, ND = HS / 8;
     constexpr int HALF = MMA_ATT_KEYS / 2, NB = HALF / 8;  // 32 keys, 4 blocks of 8, at a time
     extern __shared__ float4 mma_att_smem4[];
@@ -448,8 +453,10 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     const int qt = (T + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C, row_off = ((size_t)b * NH + h) * T;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    const size_t row_off = ((size_t)b * NH + h) * T;
+    const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * hd.ld;
+    const floatX* kv_rows = rows + hd.k;  // K; V NKV heads on
     const floatX* dbase = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const int q0 = qt * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -457,10 +464,10 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
 
     // Q, dO and key tile 0: the loop's first wait and barrier make them everyone's
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, base, C3, q0, T);  // int-bound(mma_tile)
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, rows + hd.q, hd.ld, q0, T);  // int-bound(mma_tile)
     mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 5 * TILE, dbase, C, q0, T);  // int-bound(mma_tile)
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, base + C, C3, 0, T);
-    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, base + 2 * C, C3, 0, T);  // int-bound(att_channels)
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem, kv_rows, hd.ld, 0, T);
+    mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + TILE, kv_rows + NKV * HS, hd.ld, 0, T);  // int-bound(att_channels)
     ptx_cp_async_commit();
     float lse2[2], Dr[2];  // rows past T: any finite value (their dq is never stored)
 #pragma unroll
@@ -477,8 +484,8 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         __syncthreads();  // tile j is everyone's; the other stage (tile j-1) is read
         if (j < qt) {
             floatX* next = smem + ((j + 1) & 1) * 2 * TILE;  // int-bound(mma_tile)
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, base + C, C3, (j + 1) * MMA_ATT_KEYS, T);
-            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, base + 2 * C, C3, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, kv_rows, hd.ld, (j + 1) * MMA_ATT_KEYS, T);
+            mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, kv_rows + NKV * HS, hd.ld, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
             ptx_cp_async_commit();
         }
         const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
@@ -515,7 +522,7 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
         }
     }
     const float mult[2] = {scale, scale};
-    mma_store_rows<ND>(dqkv + (size_t)b * T * C3 + h * HS, C3, dq, q0 + r0, 0, T, mult, g, c);  // int-bound(att_channels)
+    mma_store_rows<ND>(dqkv + (size_t)b * T * hd.ld + hd.q, hd.ld, dq, q0 + r0, 0, T, mult, g, c);
 }
 
 // p[0] += x, p[1] += y (p 8-byte aligned, in global memory). From compute capability 9.0 one
@@ -547,7 +554,7 @@ enum AttDq { ATT_DQ_NONE = 0, ATT_DQ_ATOMIC = 1, ATT_DQ_BULK = 2 };
 template <int HS, int DQ>
 __global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
 attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                  const float* D, int T, int NH, float* dq_accum) {
+                                  const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
     constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, PLD = MMA_ATT_PLD;
     constexpr int NB = MMA_ATT_ROWS / 2 / 8;  // phase 1: 8-query blocks of a warp's 32 queries
     constexpr int ND = HS / 2 / 8;            // phase 2: 8-column blocks of a warp's HS/2 columns
@@ -562,50 +569,64 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     constexpr int SLD = mma_att_dq_stage_ld(HS);
     float* dq_stage = D_s + 2 * MMA_ATT_ROWS;  // ATT_DQ_BULK: [8 warps][16][SLD], 16-byte aligned; int-bound(mma_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
-    const int h = blockIdx.y, b = blockIdx.z;
+    const int kvh = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
-    const size_t C3 = 3 * (size_t)C, row_off = ((size_t)b * NH + h) * T;
-    const floatX* base = qkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
-    const floatX* dbase = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
+    const AttHeads kv = att_heads(kvh * group, kvh, NH, NKV, HS);  // this key/value head's k and v columns
+    const floatX* rows = qkv + (size_t)b * T * kv.ld;
     const int k0 = kt * MMA_ATT_KEYS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int kr = (warp & 3) * 16;           // this warp's 16 keys (both phases)
     const int qc = (warp >> 2) * (MMA_ATT_ROWS / 2);  // phase 1: its 32 queries
     const int dc = (warp >> 2) * (HS / 2);    // phase 2: its HS/2 head columns
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
-    const int nq = (T - k0 + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS;  // query tiles from the diagonal on
-
-    // the row statistics of query tile j: thread i < 64 loads lse2 of its row i, thread 64 + i
+    // A step is a (query head, query tile): the heads of the group in turn (one, NKV = NH), for
+    // each the query tiles from the diagonal on; counted, not divided out of the step's index
+    // (AttHeadMap says why). next_step moves (h, q0) on by one.
+    const int steps = group * ((T - k0 + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS);
+    auto next_step = [&](int& h, int& q0) {
+        q0 += MMA_ATT_ROWS;
+        if (q0 >= T) {
+            q0 = k0;
+            h++;
+        }
+    };
+    // Q and dO of step (h, q0) into a stage
+    auto copy_q_do = [&](floatX* stage, int h, int q0) {
+        mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(stage, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
+        mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(stage + TILE, dout + (size_t)b * T * C + h * HS, C, q0, T);  // int-bound(att_channels)
+    };
+    // the row statistics of step (h, q0): thread r < 64 loads lse2 of its row r, thread 64 + r
     // its D; rows past T get 0 (their Q and dO rows are zeros, and P is masked there)
     const bool stats_thread = threadIdx.x < 2 * MMA_ATT_ROWS, stats_d = threadIdx.x >= MMA_ATT_ROWS;
-    auto stats_of = [&](int j) -> float {
-        const int qi = k0 + j * MMA_ATT_ROWS + (threadIdx.x & 63);
+    auto stats_of = [&](int h, int q0) -> float {
+        const int qi = q0 + (threadIdx.x & 63);
         if (qi >= T) return 0.0f;
-        return stats_d ? D[row_off + qi] : lse[row_off + qi] * 1.4426950408889634f;
+        const size_t at = ((size_t)b * NH + h) * T + qi;
+        return stats_d ? D[at] : lse[at] * 1.4426950408889634f;
     };
     float* const stats_dst = (stats_d ? D_s : lse2_s) + (threadIdx.x & 63);  // stage 0's slot
 
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Ks, base + C, C3, k0, T);
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, base + 2 * C, C3, k0, T);  // int-bound(att_channels)
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO, base, C3, k0, T);
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(QdO + TILE, dbase, C, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Ks, rows + kv.k, kv.ld, k0, T);
+    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, rows + kv.v, kv.ld, k0, T);
+    int h = kvh * group, q0 = k0;  // step j's
+    copy_q_do(QdO, h, q0);
     ptx_cp_async_commit();
-    if (stats_thread) stats_dst[0] = stats_of(0);
+    if (stats_thread) stats_dst[0] = stats_of(h, q0);
     float dk[ND][4], dv[ND][4];
     mma_zero<ND>(dk);
     mma_zero<ND>(dv);
 
-    for (int j = 0; j < nq; j++) {
-        const int q0 = k0 + j * MMA_ATT_ROWS, st = j & 1;
+    for (int j = 0; j < steps; j++) {
+        const int st = j & 1;
+        int h_next = h, q0_next = q0;
+        next_step(h_next, q0_next);
         ptx_cp_async_wait<0>();
-        __syncthreads();  // tile j is everyone's; tile j-1 (its stage, P^T, dS^T) is read
+        __syncthreads();  // step j's tiles are everyone's; step j-1's (its stage, P^T, dS^T) are read
         float next_stat = 0.0f;
-        if (j + 1 < nq) {
-            floatX* next = QdO + (st ^ 1) * 2 * TILE;  // int-bound(mma_tile)
-            mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next, base, C3, q0 + MMA_ATT_ROWS, T);
-            mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(next + TILE, dbase, C, q0 + MMA_ATT_ROWS, T);
+        if (j + 1 < steps) {
+            copy_q_do(QdO + (st ^ 1) * 2 * TILE, h_next, q0_next);  // int-bound(mma_tile)
             ptx_cp_async_commit();
-            if (stats_thread) next_stat = stats_of(j + 1);  // a load in flight, stored after phase 2
+            if (stats_thread) next_stat = stats_of(h_next, q0_next);  // a load in flight, stored after phase 2
         }
         const floatX* Qs = QdO + st * 2 * TILE;  // int-bound(mma_tile)
         const floatX* dOs = Qs + TILE;
@@ -624,7 +645,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         }
         // element e of block nb: key k0 + kr + g + 8 (e >> 1), query q0 + qc + nb*8 + 2c + (e & 1);
         // the mask only on the diagonal tile and the last one (rows past T)
-        const bool edge = j == 0 || q0 + MMA_ATT_ROWS > T;
+        const bool edge = q0 == k0 || q0 + MMA_ATT_ROWS > T;
         const float* lse2_t = lse2_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
         const float* D_t = D_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
 #pragma unroll
@@ -699,15 +720,17 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
             }
         }
         // stage st ^ 1's statistics were last read in phase 1 of step j-1; read again after the next barrier
-        if (j + 1 < nq && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;  // int-bound(mma_tile)
+        if (j + 1 < steps && stats_thread) stats_dst[(st ^ 1) * MMA_ATT_ROWS] = next_stat;  // int-bound(mma_tile)
+        h = h_next;
+        q0 = q0_next;
     }
     if constexpr (DQ == ATT_DQ_BULK) {
         if (lane < 16) ptx_bulk_wait<0>();  // the shared memory read, the sums in dq_accum
     }
-    floatX* dst = dqkv + (size_t)b * T * C3 + h * HS;  // int-bound(att_channels)
+    floatX* dst = dqkv + (size_t)b * T * kv.ld;
     const float mk[2] = {scale, scale}, mv[2] = {1.0f, 1.0f};
-    mma_store_rows<ND>(dst + C, C3, dk, k0 + kr, dc, T, mk, g, c);
-    mma_store_rows<ND>(dst + 2 * C, C3, dv, k0 + kr, dc, T, mv, g, c);  // int-bound(att_channels)
+    mma_store_rows<ND>(dst + kv.k, kv.ld, dk, k0 + kr, dc, T, mk, g, c);
+    mma_store_rows<ND>(dst + kv.v, kv.ld, dv, k0 + kr, dc, T, mv, g, c);
 }
 
 // dispatches a templated launch on the head sizes the tensor-core kernels take
@@ -729,53 +752,63 @@ inline void attention_mma_smem_limit(const CudaContext& ctx, Kernel* kernel, siz
 // attention_forward_mma with the forward variant <HS, WM, QREG> (head size 128's, and dev/cuda/attention --bench's)
 template <int HS, int WM, bool QREG>
 inline void attention_forward_mma_variant(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B,
-                                          int T, int C, int NH) {
-    attention_check(B, T, C, NH, out, qkv, qkv);
-    CHECK(lse != nullptr && C / NH == HS, "lse=%p, head size %d (this variant's: %d)", (void*)lse, C / NH, HS);
+                                          int T, int NH, int NKV) {
+    attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
+    CHECK(lse != nullptr, "lse must be given");
+    const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int ROWS = MMA_ATT_ROWS * WM;  // queries per CTA
     dim3 grid((unsigned)ceil_div(T, ROWS), NH, B);
     const size_t smem = mma_att_fwd_smem(HS, WM);
     attention_mma_smem_limit(ctx, attention_fwd_variant_kernel<HS, WM, QREG>, smem, "attention forward");
-    attention_fwd_variant_kernel<HS, WM, QREG><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH);
+    attention_fwd_variant_kernel<HS, WM, QREG><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH, NKV,
+                                                                                          hm.kv_magic);
     CHECK_LAUNCH();
 }
 
-// The same contract as attention_forward (attention.cuh): out (B,T,C), lse (B,NH,T).
-inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                  int C, int NH) {
-    attention_check(B, T, C, NH, out, qkv, qkv);
+// The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T),
+// qkv (B,T,(NH+2NKV)*HS).
+inline void attention_forward_mma_gqa(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B,
+                                      int T, int NH, int NKV, int HS) {
+    attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
     CHECK(lse != nullptr, "lse must be given");
-    const int HS = C / NH;
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
+    const AttHeadMap hm = att_head_map(NH, NKV);
     // head size 128: 32 query rows a warp (attention_fwd_variant_kernel<128, 2, false>), 1.40x and
     // 1.46x this kernel at T=1024 and 4096 on an H200 (2026-11-26, dev/cuda/attention --bench:
     // 218 and 264 TFLOP/s against 155 and 181; 221 and 267 against 221 and 263 on 2026-11-27).
     // Head size 64: 16 rows, Q's fragments held in registers (<64, 1, true>), 1.05x this kernel
     // (2026-11-27: 169.3 and 201.3 TFLOP/s against 161.5 and 190.4; 32 rows a warp 159 and 191 on
     // the 26th). The other head sizes were not measured.
-    if (HS == 128) return attention_forward_mma_variant<128, 2, false>(ctx, out, lse, qkv, B, T, C, NH);
-    if (HS == 64) return attention_forward_mma_variant<64, 1, true>(ctx, out, lse, qkv, B, T, C, NH);
+    if (HS == 128) return attention_forward_mma_variant<128, 2, false>(ctx, out, lse, qkv, B, T, NH, NKV);
+    if (HS == 64) return attention_forward_mma_variant<64, 1, true>(ctx, out, lse, qkv, B, T, NH, NKV);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = mma_att_fwd_smem(HS);
 #define ATT_MMA_FWD(H)                                                                                   \
     attention_mma_smem_limit(ctx, attention_forward_mma_kernel<H>, smem, "attention forward");               \
-    attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH)
+    attention_forward_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(out, lse, qkv, T, NH, NKV, hm.kv_magic)
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_FWD)
 #undef ATT_MMA_FWD
     CHECK_LAUNCH();
 }
+// multi-head (GPT-2): qkv (B,T,3C), out (B,T,C)
+inline void attention_forward_mma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                  int C, int NH) {
+    CHECK(NH > 0 && C > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NH, C / NH);
+}
 
-// dqkv's q part (columns 0..C-1 of each 3C row) = dq_accum (B, T, C) * scale, rounded
-__global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, size_t n, int C, float scale) {
+// dqkv's q part (columns 0..C-1 of each row of ld) = dq_accum (B, T, C) * scale, rounded
+__global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, size_t n, int C, size_t ld,
+                                           float scale) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const size_t bt = i / C, col = i % C;
-    dqkv[bt * 3 * C + col] = from_float<floatX>(dq_accum[i] * scale);
+    dqkv[bt * ld + col] = from_float<floatX>(dq_accum[i] * scale);
 }
 
-// The same contract as attention_backward (attention.cuh): dqkv (B,T,3C) overwritten, from
-// dout, qkv and the forward's out and lse; D in ctx.workspace. Without dq_accum: the dk/dv
+// The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
+// overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. Without dq_accum: the dk/dv
 // kernel, then the dq kernel, bitwise reproducible. With dq_accum (B*T*C floats, the caller's,
 // zeroed here; -ak 2): dq computed inside the dk/dv kernel, as flash-attention 2 does, 5 tile
 // products a pair of tiles instead of 7 (the dq kernel recomputes S and dP); each key tile adds
@@ -786,15 +819,17 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
 // non-template caller here would compile its kernels into every trainer).
 template <bool BULK>
 inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                          const floatX* out, const float* lse, int B, int T, int C, int NH,
-                                          float* dq_accum) {
-    attention_check(B, T, C, NH, dqkv, dout, qkv);
+                                          const floatX* out, const float* lse, int B, int T, int NH, int NKV,
+                                          int HS, float* dq_accum) {
+    attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
-    const int HS = C / NH;
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
-    dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const AttHeadMap hm = att_head_map(NH, NKV);
+    // dk/dv: a block per (key tile, key/value head), over its group's query heads; dq: per query head
+    dim3 grid_kv((unsigned)ceil_div(T, MMA_ATT_KEYS), NKV, B), grid_q((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
+    const int C = NH * HS;
     if constexpr (BULK) {
         CHECK(dq_accum != nullptr && ctx.props.major >= 9,
               "dq by bulk reductions needs a dq buffer and sm_90 (this GPU: sm_%d%d)", ctx.props.major, ctx.props.minor);
@@ -806,8 +841,8 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     if (dq_accum != nullptr) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
 #define ATT_MMA_DKV(H, DQ, DQ_ACCUM)                                                                         \
     attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, DQ>, smem_kv, "attention backward dk/dv"); \
-    attention_backward_dkv_mma_kernel<H, DQ><<<grid, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(            \
-        dqkv, dout, qkv, lse, D, T, NH, DQ_ACCUM)
+    attention_backward_dkv_mma_kernel<H, DQ><<<grid_kv, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(         \
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, DQ_ACCUM)
 #define ATT_MMA_BWD(H)                                                                                       \
     if (dq_accum != nullptr) {                                                                               \
         ATT_MMA_DKV(H, DQ_MODE, dq_accum);                                                                   \
@@ -815,43 +850,52 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
         ATT_MMA_DKV(H, ATT_DQ_NONE, nullptr);                                                                \
         CHECK_LAUNCH();                                                                                      \
         attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq"); \
-        attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                  \
-            dqkv, dout, qkv, lse, D, T, NH);                                                                 \
+        attention_backward_dq_mma_kernel<H><<<grid_q, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                \
+            dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);                                               \
     }
     ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
 #undef ATT_MMA_BWD
 #undef ATT_MMA_DKV
     CHECK_LAUNCH();
     if (dq_accum == nullptr) return;
-    attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(dqkv, dq_accum, n, C,
-                                                                                    1.0f / sqrtf((float)HS));
+    attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
+        dqkv, dq_accum, n, C, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
     CHECK_LAUNCH();
 }
+inline void attention_backward_mma_gqa(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                       const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
+                                       float* dq_accum = nullptr) {
+    attention_backward_mma_launch<false>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, dq_accum);
+}
+// multi-head (GPT-2): qkv and dqkv (B,T,3C), dout (B,T,C)
 inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                    const floatX* out, const float* lse, int B, int T, int C, int NH,
                                    float* dq_accum = nullptr) {
-    attention_backward_mma_launch<false>(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, dq_accum);
+    CHECK(NH > 0 && C > 0 && C % NH == 0, "C=%d NH=%d", C, NH);
+    attention_backward_mma_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NH, C / NH, dq_accum);
 }
 #endif  // ENABLE_BF16
 
 // The trainer's attention: the tensor-core kernels when ctx.attention_mma (-ak 1, bf16 build),
-// else attention.cuh's.
+// else attention.cuh's. NH query heads on NKV key/value heads of HS (GPT-2: NKV = NH).
 inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                     int C, int NH) {
+                                     int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    if (ctx.attention_mma) return attention_forward_mma(ctx, out, lse, qkv, B, T, C, NH);
+    if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
 #endif
-    attention_forward(ctx, out, lse, qkv, B, T, C, NH);
+    attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
 }
 
 inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                      const floatX* out, const float* lse, int B, int T, int C, int NH) {
+                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    CHECK(ctx.attention_dq == nullptr || (size_t)B * T * C * sizeof(float) <= ctx.attention_dq_bytes,
-          "-ak 2: dq of B=%d T=%d C=%d does not fit its %zu bytes", B, T, C, ctx.attention_dq_bytes);
-    if (ctx.attention_mma) return attention_backward_mma(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH, ctx.attention_dq);
+    const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);
+    CHECK(ctx.attention_dq == nullptr || dq_bytes <= ctx.attention_dq_bytes,
+          "-ak 2: dq of B=%d T=%d NH=%d HS=%d does not fit its %zu bytes", B, T, NH, HS, ctx.attention_dq_bytes);
+    if (ctx.attention_mma)
+        return attention_backward_mma_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, ctx.attention_dq);
 #endif
-    attention_backward(ctx, dqkv, dout, qkv, out, lse, B, T, C, NH);
+    attention_backward_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
 }
 
 // -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores, 2 tensor cores
