@@ -52,7 +52,10 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # dev/cuda/fp8.cu until train_gpt_fp8 launches them. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
 SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu",
-           "dev/cuda/fp8.cu"]
+           "dev/cuda/fp8.cu", "dev/cuda/wgmma.cu"]
+# sources whose device code is for another target than NVCC_FLAGS' sm_90 (cuda.mk's rules): the
+# wgmma check exists in sm_90a code only
+SOURCE_ARCH = {"dev/cuda/wgmma.cu": "-arch=sm_90a"}
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -112,6 +115,7 @@ LAUNCH = {
     "stochastic_round_mean_kernel": (1024, "dev", "dev/cuda/adamw.cu: <<<1, 1024>>>"),
     "swiglu_backward_kernel": (256, "default", "swiglu.cuh swiglu_backward: 256 (Llama)"),
     "swiglu_forward_kernel": (256, "default", "swiglu.cuh swiglu_forward: 256 (Llama)"),
+    "wgmma_gemm_kernel": (128, "dev", "dev/cuda/wgmma.cu: one warpgroup (the check of the wgmma instructions, sm_90a)"),
 }
 
 # Kernels with dynamic shared memory: the launcher's function of the head size (template argument)
@@ -200,7 +204,7 @@ def percent(warps, dev=H100):
 
 
 def parse_ptxas(text):
-    """[{mangled, regs, spill_st, spill_ld, stack, smem_static, barriers}] of the sm_90 entries.
+    """[{mangled, regs, spill_st, spill_ld, stack, smem_static, barriers}] of the sm_90 (and sm_90a) entries.
     ptxas prints per entry: "Compiling entry function 'NAME' for 'sm_90'", "Function properties
     for NAME" + "N bytes stack frame, N bytes spill stores, N bytes spill loads", then
     "Used N registers, used N barriers, N bytes smem" (older ptxas: "Used N registers, N bytes
@@ -208,10 +212,10 @@ def parse_ptxas(text):
     (a call through the ABI) are printed under its own name and skipped."""
     entries, cur, props_for = [], None, None
     for line in text.splitlines():
-        m = re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+)'", line)
+        m = re.search(r"Compiling entry function '([^']+)' for 'sm_(\d+a?)'", line)
         if m:
             cur = {"mangled": m.group(1), "regs": None, "spill_st": 0, "spill_ld": 0, "stack": 0,
-                   "smem_static": 0, "barriers": 0} if m.group(2) == "90" else None
+                   "smem_static": 0, "barriers": 0} if m.group(2) in ("90", "90a") else None
             if cur is not None:
                 entries.append(cur)
             props_for = None
@@ -340,7 +344,8 @@ def compile_one(nvcc, source, precision, workdir):
     """(ptxas log, PTX text) of one source in one precision, device code for sm_90 only."""
     keep = os.path.join(workdir, "%s_%s" % (source.replace("/", "_"), precision))
     os.makedirs(keep, exist_ok=True)
-    cmd = [nvcc] + NVCC_FLAGS + PRECISIONS[precision] + ["-cubin", "-Xptxas", "-v", "-keep", "-keep-dir", keep,
+    flags = [SOURCE_ARCH.get(source, f) if f.startswith("-arch=") else f for f in NVCC_FLAGS]
+    cmd = [nvcc] + flags + PRECISIONS[precision] + ["-cubin", "-Xptxas", "-v", "-keep", "-keep-dir", keep,
                                                          "-o", os.path.join(keep, "out.cubin"), source]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:

@@ -15,6 +15,8 @@
 //   - cp.reduce.async.bulk .add.f32: not in global memory before its wait, added after it; groups
 //     and uncommitted operations as cp.async's; 32 lanes adding into one row sum element by element.
 //     (Forward order too: there an operation lands at its wait.)
+//   - wgmma's shared-memory operand layouts (where a descriptor's element (mn, k) is read)
+//     against the ISA's worked examples of its canonical layouts (exact layouts and encodings).
 // Emulated build only: g++ -std=c++17 -I llmc/emu/include -include llmc/emu/emu.h -Illmc
 //   test/test_emu_ptx.cpp llmc/emu/emu.cpp -pthread. Prints one line per check; exits 1 if any
 // fails.
@@ -487,11 +489,54 @@ static void test_bulk_reduce() {
     CHECK_CUDA(cudaFree(d_ok));
 }
 
+// wgmma's shared-memory operands: where the emulator reads element (mn, k) of a descriptor,
+// against the PTX ISA's worked examples of "Canonical Layouts" for bf16 (MN-major, no
+// swizzling, 32-byte and 64-byte swizzling): each gives the exact layout, in elements, and the
+// descriptor's encoded leading and stride byte offsets; the swizzle Swizzle<B,4,3> acts on the
+// byte address (its 16-byte unit XOR the B bits above bit 7), the tile at address 0.
+struct WgmmaExample {
+    const char* what;
+    int swizzle_mode, swizzle_bits;  // the descriptor's mode; B of Swizzle<B,4,3>
+    uint32_t lbo_enc, sbo_enc;       // as the example encodes them (bytes >> 4)
+    int mn_shape[3], mn_stride[3], k_shape[2], k_stride[2];  // the exact layout, in elements
+};
+static void test_wgmma_layouts() {
+    const WgmmaExample examples[] = {
+        {"wgmma MN-major no swizzle, bf16: ((8,1,2),(8,2)):((1,8,64),(8,128))", 0, 0, 16, 8,
+         {8, 1, 2}, {1, 8, 64}, {8, 2}, {8, 128}},
+        {"wgmma MN-major 32B swizzle, bf16: ((8,2,2),(8,2)):((1,8,128),(16,256))", 3, 1, 16, 32,
+         {8, 2, 2}, {1, 8, 128}, {8, 2}, {16, 256}},
+        {"wgmma MN-major 64B swizzle, bf16: ((8,4,2),(8,2)):((1,8,256),(32,512))", 2, 2, 32, 64,
+         {8, 4, 2}, {1, 8, 256}, {8, 2}, {32, 512}},
+    };
+    for (const WgmmaExample& e : examples) {
+        const uint64_t desc = (uint64_t)e.lbo_enc << 16 | (uint64_t)e.sbo_enc << 32 | (uint64_t)e.swizzle_mode << 62;
+        const int mn_n = e.mn_shape[0] * e.mn_shape[1] * e.mn_shape[2], k_n = e.k_shape[0] * e.k_shape[1];
+        int bad = 0, n = 0;
+        for (int mn = 0; mn < mn_n; mn++) {
+            for (int k = 0; k < k_n; k++) {
+                const int i0 = mn % e.mn_shape[0], i1 = mn / e.mn_shape[0] % e.mn_shape[1],
+                          i2 = mn / (e.mn_shape[0] * e.mn_shape[1]);
+                const uint32_t elems = i0 * e.mn_stride[0] + i1 * e.mn_stride[1] + i2 * e.mn_stride[2] +
+                                       (k % e.k_shape[0]) * e.k_stride[0] + (k / e.k_shape[0]) * e.k_stride[1];
+                uint32_t want = 2 * elems;
+                want ^= ((want >> 7) & ((1u << e.swizzle_bits) - 1)) << 4;
+                bad += ::emu::wgmma_element_address(desc, true, mn, k) != want;
+                n++;
+            }
+        }
+        char detail[64];
+        snprintf(detail, sizeof(detail), "%d of %d elements elsewhere", bad, n);
+        report(bad == 0, e.what, detail);
+    }
+}
+
 int main() {
     test_mma();
     test_ldmatrix();
     test_cp_async();
     test_bulk_reduce();
+    test_wgmma_layouts();
     if (failures) {
         printf("%d check(s) FAILED\n", failures);
         return 1;

@@ -7,7 +7,8 @@
 //          ptx_ldmatrix_x1_trans, ptx_ldmatrix_x2_trans, ptx_ldmatrix_x4_trans,
 //          ptx_cp_async_16, ptx_cp_async_16_zfill, ptx_cp_async_commit, ptx_cp_async_wait,
 //          ptx_cp_async_wait_all, ptx_bulk_reduce_add_f32, ptx_bulk_commit, ptx_bulk_wait_read,
-//          ptx_bulk_wait, ptx_fence_proxy_async_shared
+//          ptx_bulk_wait, ptx_fence_proxy_async_shared, ptx_shared_address, ptx_wgmma_fence,
+//          ptx_wgmma_commit_group, ptx_wgmma_wait_group, ptx_wgmma_m64n64k16_bf16_f32_ss (_rs)
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
@@ -236,5 +237,124 @@ __device__ inline void ptx_fence_proxy_async_shared() {
 #else
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
+#endif
+}
+
+// ---------------------------------------------------------------------------------------
+// wgmma (sm_90a only: nvcc -gencode arch=compute_90a,code=sm_90a; elsewhere they trap, and
+// their callers check the build and the device first). A warpgroup, 4 consecutive warps whose
+// first is a multiple of 4, computes D (64 x N, fp32) = A (64 x 16, bf16) B (16 x N, bf16) +
+// (accumulate ? D : 0), A and B read from shared memory through 64-bit matrix descriptors
+// (wgmma.cuh makes them), or A from registers; asynchronously: the shared-memory operands may be
+// read, and D written, until the wgmma.wait_group that completes the operation's group, so
+// neither they nor D's registers may be touched before it. PTX ISA 9.7.15 "Asynchronous
+// Warpgroup Level Matrix Multiply-Accumulate Instructions". Fragments:
+//   D (64 x N, .f32, N/2 a thread): warp w of the group holds rows 16w..16w+15 as
+//       mma.m16n8k16's C, 8 columns at a time: d[4j..4j+3] = C of columns 8j..8j+7
+//       (d[4j], d[4j+1]: row 16w + g, columns 8j + 2t, +1; d[4j+2], d[4j+3]: row 16w + g + 8)
+//   A in registers (64 x 16, .bf16, 4 registers a thread): warp w's rows 16w..16w+15 as
+//       mma.m16n8k16's A fragment
+
+// the shared-window address of p, a pointer into the block's dynamic shared memory (what a
+// matrix descriptor holds)
+__device__ inline uint32_t ptx_shared_address(const void* p) {
+#ifndef GPTRAIN_EMU
+    return (uint32_t)__cvta_generic_to_shared(p);
+#else
+    return ::emu::shared_address(p);
+#endif
+}
+
+// wgmma.fence.sync.aligned: the registers the warpgroup wrote before it (accumulators, A
+// fragments) are what the wgmma.mma_async after it read
+__device__ inline void ptx_wgmma_fence() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+#endif
+}
+
+// wgmma.commit_group.sync.aligned: the warpgroup's wgmma.mma_async since the last commit become one group
+__device__ inline void ptx_wgmma_commit_group() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_commit_group();
+#endif
+}
+
+// wgmma.wait_group.sync.aligned N: at most the newest N groups are not complete
+template <int N>
+__device__ inline void ptx_wgmma_wait_group() {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_wait_group(N);
+#endif
+}
+
+// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16: d (64 x 64) = A B + (accumulate ? d : 0),
+// A (64 x 16) and B (16 x 64) in shared memory by descriptors; TRANS_A 0: A K-major, 1: M-major;
+// TRANS_B 0: B K-major (stored as 64 rows of n, k contiguous), 1: N-major (16 rows of k, n contiguous)
+template <int TRANS_A, int TRANS_B>
+__device__ inline void ptx_wgmma_m64n64k16_bf16_f32_ss(float d[32], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, %35, %36;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B)
+        : "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_m64n64k16_bf16_f32(d, nullptr, a_desc, b_desc, accumulate, TRANS_A, TRANS_B);
+#endif
+}
+
+// the same with A from registers (4 a thread, above); TRANS_B as above
+template <int TRANS_B>
+__device__ inline void ptx_wgmma_m64n64k16_bf16_f32_rs(float d[32], const uint32_t a[4], uint64_t b_desc,
+                                                        int accumulate) {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, %38;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(TRANS_B)
+        : "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_m64n64k16_bf16_f32(d, a, 0, b_desc, accumulate, 0, TRANS_B);
 #endif
 }

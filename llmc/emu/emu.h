@@ -315,6 +315,7 @@ unsigned warp_active_mask() __attribute__((noinline));
 // of a static local the rewritten declaration makes); dynamic: the launch's smem bytes
 void* shared_alloc(const void* site, size_t bytes, size_t align);
 void* shared_dynamic_ptr();
+size_t shared_dynamic_bytes();  // the launch's dynamic shared memory
 template <typename T, size_t Align = alignof(T)>
 inline T& shared_static(const void* site) {
     return *static_cast<T*>(shared_alloc(site, sizeof(T), Align > alignof(T) ? Align : alignof(T)));

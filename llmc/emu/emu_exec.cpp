@@ -406,6 +406,12 @@ void* shared_dynamic_ptr() {
     return r->dynamic_smem;
 }
 
+size_t shared_dynamic_bytes() {
+    BlockRun* r = tls_block;
+    if (r == nullptr) fatal("extern __shared__ memory used outside a kernel");
+    return r->spec->smem;
+}
+
 // ---------------------------------------------------------------------------------------
 // a block, a grid
 

@@ -7,7 +7,8 @@
 // defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async,
 //          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
 //          emu::bulk_reduce_add_f32, emu::bulk_commit_group, emu::bulk_wait_group,
-//          emu::ptx_thread_barrier, emu::ptx_thread_exit
+//          emu::shared_address, emu::wgmma_element_address, emu::wgmma_m64n64k16_bf16_f32,
+//          emu::wgmma_commit_group, emu::wgmma_wait_group, emu::ptx_thread_barrier, emu::ptx_thread_exit
 //
 // Fragment layouts, with g = laneid >> 2 (groupID), t = laneid % 4 (threadID_in_group); a
 // register of two 16-bit elements holds the lower-numbered element in its low half ("Elements
@@ -163,13 +164,51 @@ struct CpAsyncCopy {
     CpAsyncLanding landing;
     bool landed;
 };
-struct CpAsyncThread {
-    std::vector<CpAsyncCopy> open;                // issued, not yet committed
-    std::deque<std::vector<CpAsyncCopy>> groups;  // committed, oldest first
-    uint64_t issued = 0;                          // tells its copies apart for cp_async_landing
+// One running thread's asynchronous operations of one kind (cp.async copies, bulk reductions,
+// wgmma), and the tables of them by thread, which cp_async_mutex guards.
+template <typename Op>
+struct AsyncThread {
+    std::vector<Op> open;                // issued, not yet committed
+    std::deque<std::vector<Op>> groups;  // committed, oldest first
+    uint64_t issued = 0;                 // tells its operations apart for cp_async_landing
 };
+template <typename Op>
+using AsyncThreads = std::unordered_map<const ThreadState*, AsyncThread<Op>>;
 inline std::mutex cp_async_mutex;
-inline std::unordered_map<const ThreadState*, CpAsyncThread> cp_async_threads;
+
+// commit_group: the running thread's open operations become its newest group (an empty one
+// if there are none)
+template <typename Op>
+inline void async_commit(AsyncThreads<Op>& threads) {
+    AsyncThread<Op>& s = threads[tls_thread];
+    s.groups.push_back(std::move(s.open));
+    s.open.clear();
+}
+// wait_group n: every committed group but the newest n completes, finish(op) on each, oldest first
+template <typename Op, typename Finish>
+inline void async_wait(AsyncThreads<Op>& threads, int n, Finish finish) {
+    auto it = threads.find(tls_thread);
+    if (it == threads.end()) return;
+    AsyncThread<Op>& s = it->second;
+    while ((int)s.groups.size() > n) {
+        for (Op& op : s.groups.front()) finish(op);
+        s.groups.pop_front();
+    }
+    if (s.groups.empty() && s.open.empty()) threads.erase(it);
+}
+// the operations the running thread issued and has not waited for; drops its entry (the next
+// thread whose ThreadState has the same address must not take them for its own)
+template <typename Op>
+inline size_t async_drop(AsyncThreads<Op>& threads) {
+    auto it = threads.find(tls_thread);
+    if (it == threads.end()) return 0;
+    size_t n = it->second.open.size();
+    for (const auto& grp : it->second.groups) n += grp.size();
+    threads.erase(it);
+    return n;
+}
+
+inline AsyncThreads<CpAsyncCopy> cp_async_threads;
 inline std::atomic<bool> cp_async_used{false};  // set at the first cp.async: until then no thread has any
 
 // the running emulated thread's number in its grid (block-major), which salts cp_async_landing
@@ -184,14 +223,6 @@ inline void cp_async_land(CpAsyncCopy& c) {
     memcpy(c.dst, c.src, c.src_bytes);
     memset(static_cast<char*>(c.dst) + c.src_bytes, 0, c.bytes - c.src_bytes);
     c.landed = true;
-}
-
-// the operations a thread issued and has not waited for (CpAsyncThread, BulkThread)
-template <typename Thread>
-inline size_t cp_async_pending(const Thread& s) {
-    size_t n = s.open.size();
-    for (const auto& grp : s.groups) n += grp.size();
-    return n;
 }
 
 inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
@@ -211,7 +242,7 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
     const uint64_t thread = ptx_thread_serial();
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     cp_async_used.store(true, std::memory_order_relaxed);
-    CpAsyncThread& s = cp_async_threads[t];
+    AsyncThread<CpAsyncCopy>& s = cp_async_threads[t];
     CpAsyncCopy c{dst, src, (uint32_t)bytes, (uint32_t)src_bytes, cp_async_landing(thread * 1000003 + s.issued++),
                   false};
     if (c.landing == CP_ASYNC_AT_ISSUE) cp_async_land(c);
@@ -220,24 +251,15 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
 
 inline void cp_async_commit_group() {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
-    CpAsyncThread& s = cp_async_threads[tls_thread];
-    s.groups.push_back(std::move(s.open));
-    s.open.clear();
+    async_commit(cp_async_threads);
 }
 
 inline void cp_async_wait_group(int n) {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
-    auto it = cp_async_threads.find(tls_thread);
-    if (it == cp_async_threads.end()) return;
-    CpAsyncThread& s = it->second;
-    while ((int)s.groups.size() > n) {
-        for (CpAsyncCopy& c : s.groups.front()) {
-            cp_async_land(c);
-            race_cp_async_done(c.dst, c.bytes);
-        }
-        s.groups.pop_front();
-    }
-    if (s.groups.empty() && s.open.empty()) cp_async_threads.erase(it);
+    async_wait(cp_async_threads, n, [](CpAsyncCopy& c) {
+        cp_async_land(c);
+        race_cp_async_done(c.dst, c.bytes);
+    });
 }
 
 inline void cp_async_wait_all() {
@@ -267,12 +289,7 @@ struct BulkReduce {
     uint32_t bytes;
     bool landed;
 };
-struct BulkThread {
-    std::vector<BulkReduce> open;                // issued, not yet committed
-    std::deque<std::vector<BulkReduce>> groups;  // committed, oldest first
-    uint64_t issued = 0;
-};
-inline std::unordered_map<const ThreadState*, BulkThread> bulk_threads;  // under cp_async_mutex
+inline AsyncThreads<BulkReduce> bulk_threads;  // under cp_async_mutex
 inline std::atomic<bool> bulk_used{false};
 
 inline void bulk_land(BulkReduce& r) {
@@ -297,7 +314,7 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
     const uint64_t thread = ptx_thread_serial();
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     bulk_used.store(true, std::memory_order_relaxed);
-    BulkThread& s = bulk_threads[t];
+    AsyncThread<BulkReduce>& s = bulk_threads[t];
     BulkReduce r{dst, src, bytes, false};
     if (cp_async_landing(thread * 1000003 + 77 + s.issued++) == CP_ASYNC_AT_ISSUE) bulk_land(r);
     s.open.push_back(r);
@@ -306,22 +323,196 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
 inline void bulk_commit_group() {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
     bulk_used.store(true, std::memory_order_relaxed);  // (an entry made here is dropped at the thread's exit)
-    BulkThread& s = bulk_threads[tls_thread];
-    s.groups.push_back(std::move(s.open));
-    s.open.clear();
+    async_commit(bulk_threads);
 }
 
 // wait_group N and wait_group.read N alike: every committed group but the newest N is done
 inline void bulk_wait_group(int n) {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
-    auto it = bulk_threads.find(tls_thread);
-    if (it == bulk_threads.end()) return;
-    BulkThread& s = it->second;
-    while ((int)s.groups.size() > n) {
-        for (BulkReduce& r : s.groups.front()) bulk_land(r);
-        s.groups.pop_front();
+    async_wait(bulk_threads, n, bulk_land);
+}
+
+// ---------------------------------------------------------------------------------------
+// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16; wgmma.commit_group; wgmma.wait_group N
+// (sm_90a). PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+// Instructions": a warpgroup (4 consecutive warps, the first a multiple of 4) computes D (64 x
+// 64, fp32) = A (64 x 16) B (16 x 64) + (scale-d ? D : 0). A and B in shared memory are given by
+// matrix descriptors ("Matrix Descriptor Format": bits 0-13 the start address >> 4, 16-29 the
+// leading dimension byte offset >> 4, 32-45 the stride dimension byte offset >> 4, 49-51 the
+// base offset, 62-63 the swizzle: 0 none, 1 128-byte, 2 64-byte, 3 32-byte), an element's place
+// by the "Canonical Layouts" table (in 16-bit elements, T = 8 a 16-byte unit; mn the row of A or
+// the column of B, k the other index):
+//   K-major, no swizzle:   ((8,m),(T,2k)):((1T,SBO),(1,LBO))
+//   K-major, S-byte swizzle (S = 32, 64, 128): ((8,m),(T,2k)):((S/16 T,SBO),(1,T))
+//   MN-major, no swizzle:  ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
+//   MN-major, S-byte swizzle: ((T,S/16,m),(8,k)):((1,T,LBO),(S/16 T,SBO))
+// then the swizzle Swizzle<log2(S/16),4,3> on the byte address: its 16-byte unit (bits 4..)
+// XOR the bits 7.. above it. Only base offset 0 is taken (the kernels align their swizzled
+// tiles to the pattern: 1024 bytes for 128-byte swizzling); the shared-window address is the
+// offset into the block's dynamic shared memory (shared_address; the only shared memory our
+// operands live in). A in registers: each warp's 16 rows as mma.m16n8k16's A fragment. D: warp w
+// of the group holds rows 16w.., as mma.m16n8k16's C, d[4j..4j+3] for columns 8j..8j+7.
+// Asynchronous: an operation reads its shared-memory operands and adds into D at a moment
+// EMU_ORDER picks (cp_async_landing: at the issue or at the wait_group that completes it), so a
+// kernel that writes an operand's shared memory, or reads D, before that wait gets different
+// numbers in different orders; a thread's operations run in their issue order (each adds into
+// the D of the one before). Its A registers are taken at the issue (the warp exchanges them
+// there). Sums in fp32 in k order, as mma_m16n8k16_bf16_f32's. Per-thread groups as cp.async's.
+
+inline uint32_t shared_address(const void* p) {
+    const char* base = static_cast<const char*>(shared_dynamic_ptr());
+    const size_t bytes = shared_dynamic_bytes();
+    const char* q = static_cast<const char*>(p);
+    if (base == nullptr || q < base || q > base + bytes)
+        fatal("cvta.to.shared: %s converts %p, not in the block's dynamic shared memory (%zu bytes at %p)",
+              ptx_where().text, p, bytes, (const void*)base);
+    return (uint32_t)(q - base);
+}
+
+// the shared-window byte address of element (mn, k) of a descriptor's operand (k < 16)
+inline uint32_t wgmma_element_address(uint64_t desc, bool mn_major, int mn, int k) {
+    const uint32_t start = (uint32_t)(desc & 0x3FFF) << 4;
+    const uint32_t lbo = (uint32_t)((desc >> 16) & 0x3FFF) << 4, sbo = (uint32_t)((desc >> 32) & 0x3FFF) << 4;
+    const int mode = (int)(desc >> 62);
+    const uint32_t S = mode == 1 ? 128 : mode == 2 ? 64 : mode == 3 ? 32 : 0;  // swizzle bytes
+    uint32_t off;
+    if (!mn_major) {
+        off = S == 0 ? (mn % 8) * 16 + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * lbo
+                     : (mn % 8) * S + (mn / 8) * sbo + (k % 8) * 2 + (k / 8) * 16;
+    } else {
+        const uint32_t along = S == 0 ? 8 : S / 2;  // mn elements in one unit (none) or one swizzle row
+        off = S == 0 ? (mn % 8) * 2 + (mn / 8) * sbo + (k % 8) * 16 + (k / 8) * lbo
+                     : (mn % along) * 2 + (mn / along) * lbo + (k % 8) * S + (k / 8) * sbo;
     }
-    if (s.groups.empty() && s.open.empty()) bulk_threads.erase(it);
+    uint32_t addr = start + off;
+    if (S != 0) addr ^= ((addr >> 7) & (S / 16 - 1)) << 4;
+    return addr;
+}
+
+struct WgmmaOp {
+    float* d;            // the issuing thread's 32 accumulators
+    bool a_in_regs;      // else a_desc
+    float a[16][16];     // a_in_regs: the warp's 16 rows of A
+    uint64_t a_desc, b_desc;
+    int accumulate, trans_a, trans_b;
+    int warp, lane;      // warp within the warpgroup, lane
+    bool landed;
+};
+inline AsyncThreads<WgmmaOp> wgmma_threads;  // under cp_async_mutex
+inline std::atomic<bool> wgmma_used{false};
+
+inline float wgmma_operand(uint64_t desc, bool mn_major, int mn, int k, const char* which) {
+    const uint32_t addr = wgmma_element_address(desc, mn_major, mn, k);
+    const size_t bytes = shared_dynamic_bytes();
+    if ((size_t)addr + 2 > bytes)
+        fatal("wgmma.mma_async: %s: %s element (%d, %d) at shared address %u, past the %zu bytes of dynamic "
+              "shared memory (descriptor 0x%016llx)", ptx_where().text, which, mn, k, addr, bytes,
+              (unsigned long long)desc);
+    const unsigned char* p = static_cast<const unsigned char*>(shared_dynamic_ptr()) + addr;
+    race_shared_read(p, 2);
+    uint16_t bits;
+    memcpy(&bits, p, 2);
+    return ptx_bf16_bits_to_float(bits);
+}
+
+inline void wgmma_land(WgmmaOp& op) {
+    if (op.landed) return;
+    const int g = op.lane >> 2, t = op.lane % 4;
+    for (int v = 0; v < 32; v++) {
+        const int r = g + 8 * ((v >> 1) & 1), row = 16 * op.warp + r, col = 8 * (v >> 2) + 2 * t + (v & 1);
+        float acc = op.accumulate ? op.d[v] : 0.0f;
+        for (int k = 0; k < 16; k++) {
+            const float av = op.a_in_regs ? op.a[r][k] : wgmma_operand(op.a_desc, op.trans_a != 0, row, k, "A");
+            acc += av * wgmma_operand(op.b_desc, op.trans_b != 0, col, k, "B");
+        }
+        op.d[v] = acc;
+    }
+    op.landed = true;
+}
+
+inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64_t a_desc, uint64_t b_desc,
+                                     int accumulate, int trans_a, int trans_b) {
+    const ThreadState* th = tls_thread;
+    const BlockState* b = th->block;
+    const unsigned threads = b->dim.x * b->dim.y * b->dim.z;
+    if (threads % 128 != 0)
+        fatal("wgmma.mma_async: %s: the block's %u threads are not whole warpgroups of 128", ptx_where().text,
+              threads);
+    auto check_desc = [](uint64_t desc, const char* which) {
+        if (((desc >> 49) & 7) != 0)
+            fatal("wgmma.mma_async: %s: %s's descriptor 0x%016llx has a base offset (only 0 is emulated: align "
+                  "the swizzled tile to its pattern)", ptx_where().text, which, (unsigned long long)desc);
+    };
+    if (a_regs == nullptr) check_desc(a_desc, "A");
+    check_desc(b_desc, "B");
+    // the warp meets here: every lane the same instruction and the same descriptors, and A's
+    // fragments, when in registers, go round
+    struct Mine {
+        uint64_t a_desc, b_desc;
+        uint32_t a[4];
+        int flags;
+    };
+    static_assert(sizeof(Mine) <= 64, "warp_exchange moves at most 64 bytes a lane");
+    Mine mine = {a_desc, b_desc, {0, 0, 0, 0}, accumulate != 0 ? 1 : 0};
+    if (a_regs != nullptr)
+        for (int i = 0; i < 4; i++) mine.a[i] = a_regs[i];
+    const unsigned char* slots = warp_exchange_view(
+        0xffffffffu, &mine, sizeof(Mine),
+        a_regs != nullptr ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 (A in registers)"
+                          : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16");
+    WgmmaOp op;
+    op.d = d;
+    op.a_in_regs = a_regs != nullptr;
+    op.a_desc = a_desc;
+    op.b_desc = b_desc;
+    op.accumulate = accumulate;
+    op.trans_a = trans_a;
+    op.trans_b = trans_b;
+    op.warp = (th->linear / 32) % 4;
+    op.lane = th->linear % 32;
+    op.landed = false;
+    for (int l = 0; l < 32; l++) {
+        const Mine* other = reinterpret_cast<const Mine*>(slots + 64 * (size_t)l);
+        if (a_regs == nullptr && other->a_desc != a_desc)
+            fatal("wgmma.mma_async: %s: lane %d gives A's descriptor 0x%016llx, this lane 0x%016llx",
+                  ptx_where().text, l, (unsigned long long)other->a_desc, (unsigned long long)a_desc);
+        if (other->b_desc != b_desc || other->flags != mine.flags)
+            fatal("wgmma.mma_async: %s: lane %d gives B's descriptor 0x%016llx and scale-d %d, this lane 0x%016llx "
+                  "and %d", ptx_where().text, l, (unsigned long long)other->b_desc, other->flags,
+                  (unsigned long long)b_desc, mine.flags);
+        if (a_regs != nullptr) {
+            // lane l = 4 g + t holds A (g, 2t..2t+1), (g+8, ..), (g, 2t+8..), (g+8, 2t+8..)
+            const int g = l >> 2, t = l % 4;
+            for (int i = 0; i < 8; i++) {
+                const int row = g + 8 * ((i >> 1) & 1), col = 2 * t + (i & 1) + 8 * (i >> 2);
+                op.a[row][col] = ptx_bf16_bits_to_float((uint16_t)(other->a[i >> 1] >> (16 * (i & 1))));
+            }
+        }
+    }
+    const uint64_t thread = ptx_thread_serial();
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    wgmma_used.store(true, std::memory_order_relaxed);
+    AsyncThread<WgmmaOp>& s = wgmma_threads[th];
+    if (cp_async_landing(thread * 1000003 + 131 + s.issued++) == CP_ASYNC_AT_ISSUE) {
+        // the operations before it first: they run in issue order (the later ones add into the
+        // earlier ones' D)
+        for (std::vector<WgmmaOp>& grp : s.groups)
+            for (WgmmaOp& o : grp) wgmma_land(o);
+        for (WgmmaOp& o : s.open) wgmma_land(o);
+        wgmma_land(op);
+    }
+    s.open.push_back(op);
+}
+
+inline void wgmma_commit_group() {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    wgmma_used.store(true, std::memory_order_relaxed);
+    async_commit(wgmma_threads);
+}
+
+inline void wgmma_wait_group(int n) {
+    std::lock_guard<std::mutex> lock(cp_async_mutex);
+    async_wait(wgmma_threads, n, wgmma_land);
 }
 
 // To be called on the emulated thread as it arrives at __syncthreads: its copies that were to
@@ -343,30 +534,19 @@ inline void ptx_thread_barrier() {
 // for the pending copy of the next thread whose ThreadState has the same address. Drops the
 // thread's entry; stops the program if a copy was still pending.
 inline void ptx_thread_exit() {
-    if (bulk_used.load(std::memory_order_relaxed)) {
-        size_t pending = 0;
-        {
-            std::lock_guard<std::mutex> lock(cp_async_mutex);
-            auto it = bulk_threads.find(tls_thread);
-            if (it != bulk_threads.end()) {
-                pending = cp_async_pending(it->second);
-                bulk_threads.erase(it);
-            }
-        }
-        if (pending > 0)
-            fatal("cp.reduce.async.bulk: %s exited with %zu operations never waited for (cp.async.bulk.wait_group)",
-                  ptx_where().text, pending);
-    }
-    if (!cp_async_used.load(std::memory_order_relaxed)) return;  // every thread ends here: keep it cheap
-    size_t pending = 0;
-    {
+    // each kind in use: the thread's operations never waited for, its entry dropped
+    auto drop = [](const std::atomic<bool>& used, auto& threads) -> size_t {
+        if (!used.load(std::memory_order_relaxed)) return 0;  // every thread ends here: keep it cheap
         std::lock_guard<std::mutex> lock(cp_async_mutex);
-        auto it = cp_async_threads.find(tls_thread);
-        if (it == cp_async_threads.end()) return;
-        pending = cp_async_pending(it->second);
-        cp_async_threads.erase(it);
-    }
-    if (pending > 0)
+        return async_drop(threads);
+    };
+    if (size_t pending = drop(wgmma_used, wgmma_threads))
+        fatal("wgmma.mma_async: %s exited with %zu operations never waited for (wgmma.wait_group)",
+              ptx_where().text, pending);
+    if (size_t pending = drop(bulk_used, bulk_threads))
+        fatal("cp.reduce.async.bulk: %s exited with %zu operations never waited for (cp.async.bulk.wait_group)",
+              ptx_where().text, pending);
+    if (size_t pending = drop(cp_async_used, cp_async_threads))
         fatal("cp.async: %s exited with %zu copies never waited for (cp.async.wait_group / wait_all)",
               ptx_where().text, pending);
 }
