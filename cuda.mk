@@ -43,9 +43,10 @@ build/cuda/%_bf16: dev/cuda/%.cu $(CUDA_HEADERS)
 	@mkdir -p build/cuda
 	$(NVCC) $(NVCC_FLAGS) -DENABLE_BF16 -o $@ $< $(NVCC_LDLIBS)
 
-# Hopper's warpgroup MMA (wgmma) exists in sm_90a code only: its check is built for that alone
-# (on another GPU it says so and checks nothing)
-build/cuda/wgmma_fp32 build/cuda/wgmma_bf16: CUDA_ARCH_FLAGS := -gencode arch=compute_90a,code=sm_90a
+# Hopper's warpgroup MMA (wgmma) exists in sm_90a code only: its check and the attention built on
+# it are built for that alone (on another GPU they say so and check nothing)
+build/cuda/wgmma_fp32 build/cuda/wgmma_bf16 build/cuda/attention_wgmma_fp32 build/cuda/attention_wgmma_bf16: \
+    CUDA_ARCH_FLAGS := -gencode arch=compute_90a,code=sm_90a
 
 cuda-dev-clean:
 	rm -rf build/cuda

@@ -7,7 +7,8 @@
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
 #                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
 #                                           alone (dev/cuda wgmma's checks of the emulated
-#                                           wgmma; attention --bench; classifier,
+#                                           wgmma; attention_wgmma's checks and --bench
+#                                           beside mma.sync's; attention --bench; classifier,
 #                                           layernorm, encoder too with BENCH_MEMORY_KERNELS=1),
 #                                           d12 in fp32 (TF32) at B=16
 #   bash dev/bench_device.sh 2 [LLMC_DIR]   the README's quickstart on the GPU (carry data/bible,
@@ -82,6 +83,11 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
     [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
     wait_dev
     dev_checks wgmma  # the emulated GPU's wgmma (llmc/emu/ptx.h) against Hopper's, every layout
+    dev_checks attention_wgmma  # the wgmma forward against the CPU reference, then timed beside mma.sync's
+    say "== attention_wgmma_bf16 --bench"
+    timeout 120 build/cuda/attention_wgmma_bf16 --bench > "$LOGDIR/attention_wgmma_bench.log" 2>&1
+    say "(rc $?)"
+    grep -E "^RESULT|^--|TFLOP" "$LOGDIR/attention_wgmma_bench.log" | head -n 12 | tee -a "$SUMMARY" > /dev/null
     dev_checks attention --quick  # the three backwards (-ak 1, -ak 2's atomics, the bulk reductions) first
     for k in $KERNELS; do
         say "== ${k}_bf16 --bench"
@@ -228,7 +234,7 @@ KERNELS="attention"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then
     dev_bins=()
-    if [ "$PHASE" = 1 ]; then dev_names="$KERNELS wgmma"; else dev_names="fp8 fp8_linear"; fi
+    if [ "$PHASE" = 1 ]; then dev_names="$KERNELS wgmma attention_wgmma"; else dev_names="fp8 fp8_linear"; fi
     for k in $dev_names; do dev_bins+=("build/cuda/${k}_bf16"); done
     make -s -f cuda.mk "${dev_bins[@]}" -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
     dev_pid=$!

@@ -52,10 +52,10 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # dev/cuda/fp8.cu until train_gpt_fp8 launches them. `generate` checks that every
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
 SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu",
-           "dev/cuda/fp8.cu", "dev/cuda/wgmma.cu"]
+           "dev/cuda/fp8.cu", "dev/cuda/wgmma.cu", "dev/cuda/attention_wgmma.cu"]
 # sources whose device code is for another target than NVCC_FLAGS' sm_90 (cuda.mk's rules): the
-# wgmma check exists in sm_90a code only
-SOURCE_ARCH = {"dev/cuda/wgmma.cu": "-arch=sm_90a"}
+# wgmma check and the attention built on it exist in sm_90a code only
+SOURCE_ARCH = {"dev/cuda/wgmma.cu": "-arch=sm_90a", "dev/cuda/attention_wgmma.cu": "-arch=sm_90a"}
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
@@ -79,6 +79,7 @@ LAUNCH = {
     "attention_dq_finish_kernel": (256, "option", "attention_mma.cuh attention_backward_mma: 256 (-ak 2's one-kernel backward)"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_forward_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
+    "attention_forward_wgmma_kernel": (128, "dev", "attention_wgmma.cuh: WG_ATT_THREADS (one warpgroup; sm_90a, dev/cuda/attention_wgmma's variant; its 41 KB of dynamic shared memory not in the table)"),
     "attention_fwd_variant_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS (<128,2,false>: head size 128; the rest dev/cuda/attention --bench)"),
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
     "ceiling_copy_kernel": (512, "dev", "dev/cuda/ceilings.cu ceiling_copy: 512"),

@@ -1,0 +1,118 @@
+// attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward on Hopper's
+// warpgroup MMA, head size 64) against llmc/cpu/attention.h's attention_forward_gqa and a double
+// lse, then (--bench) timed beside attention_mma.cuh's forward at issue 23's sizes. bf16 build,
+// sm_90a (cuda.mk builds it so); on another GPU it says why and checks nothing.
+// Tolerances as attention.cu's bf16 ones: out rtol 1e-2 + 2e-3*max, lse rtol 1e-5 + 1e-6*max + 1e-5.
+#include "dev_common.cuh"
+#include "../../llmc/cpu/attention.h"
+#include "../../llmc/cuda/attention_wgmma.cuh"
+
+#ifdef ENABLE_BF16
+// lse of every (b, h, t) row in double from the definition, qkv rows [q (NH) | k (NKV) | v (NKV)]
+static std::vector<float> ref_lse_gqa(const std::vector<float>& qkv, int B, int T, int NH, int NKV, int HS) {
+    const size_t ld = (size_t)(NH + 2 * NKV) * HS;
+    std::vector<float> lse((size_t)B * NH * T);
+    for (int b = 0; b < B; b++) {
+        for (int h = 0; h < NH; h++) {
+            const size_t kcol = (size_t)(NH + h / (NH / NKV)) * HS;
+            for (int t = 0; t < T; t++) {
+                const float* q = &qkv[((size_t)b * T + t) * ld + (size_t)h * HS];
+                std::vector<double> s(t + 1);
+                double mx = -1e300;
+                for (int j = 0; j <= t; j++) {
+                    const float* k = &qkv[((size_t)b * T + j) * ld + kcol];
+                    double acc = 0.0;
+                    for (int i = 0; i < HS; i++) acc += (double)q[i] * k[i];
+                    s[j] = acc / std::sqrt((double)HS);
+                    mx = std::max(mx, s[j]);
+                }
+                double sum = 0.0;
+                for (int j = 0; j <= t; j++) sum += std::exp(s[j] - mx);
+                lse[((size_t)b * NH + h) * T + t] = (float)(mx + std::log(sum));
+            }
+        }
+    }
+    return lse;
+}
+
+static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
+    const int HS = 64, C = NH * HS;
+    char what[80];
+    snprintf(what, sizeof(what), "B=%d T=%d NH=%d NKV=%d HS=%d", B, T, NH, NKV, HS);
+    printf("-- attention_wgmma %s\n", what);
+    const std::string w(what);
+    DevRng rng(31 + B * 100 + T + NH);
+    const size_t n_qkv = (size_t)B * T * (NH + 2 * NKV) * HS, n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
+    std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f);
+    round_to_floatX(qkv);
+    std::vector<float> ref_out(n_out), att((size_t)B * NH * T * T);
+    attention_forward_gqa(ref_out.data(), att.data(), qkv.data(), B, T, NH, NKV, HS);
+    const std::vector<float> ref_lse = ref_lse_gqa(qkv, B, T, NH, NKV, HS);
+    floatX *d_qkv = dev_upload(qkv), *d_out;
+    float* d_lse;
+    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_lse, n_lse * sizeof(float)));
+    CHECK_CUDA(cudaMemset(d_out, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
+    CHECK_CUDA(cudaMemset(d_lse, 0xFF, n_lse * sizeof(float)));
+    attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    const std::vector<float> got = dev_download(d_out, n_out);
+    dev_check("attention_forward_wgmma", (w + " out").c_str(), got, ref_out, {1e-2, 2e-3});
+    dev_check("attention_forward_wgmma", (w + " lse").c_str(), dev_download_f32(d_lse, n_lse), ref_lse, {1e-5, 1e-6, 1e-5});
+    attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+    dev_expect("attention_forward_wgmma", (w + " bitwise deterministic").c_str(),
+               memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
+    CHECK_CUDA(cudaFree(d_qkv));
+    CHECK_CUDA(cudaFree(d_out));
+    CHECK_CUDA(cudaFree(d_lse));
+}
+
+// --bench: beside attention_forward_mma (the trainers' forward) at issue 23's sizes, useful causal
+// FLOPs (attention.cu's count)
+static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
+    const int HS = 64, C = NH * HS;
+    char what[80];
+    snprintf(what, sizeof(what), "B=%d,T=%d,NH=%d,HS=%d", B, T, NH, HS);
+    printf("-- attention_wgmma bench %s\n", what);
+    const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
+    const double fwd_flops = 4.0 * ((double)B * NH * T * (T + 1) / 2.0) * HS;
+    DevRng rng(7 + T);
+    floatX* d_qkv = dev_upload(rand_vec(rng, n_qkv, 2.0f));
+    floatX* d_out;
+    float* d_lse;
+    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
+    const int reps = T >= 4096 ? 5 : 10;
+    float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
+    dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
+    CHECK_CUDA(cudaFree(d_qkv));
+    CHECK_CUDA(cudaFree(d_out));
+    CHECK_CUDA(cudaFree(d_lse));
+}
+#endif
+
+int main(int argc, char** argv) {
+    dev_parse_args(argc, argv);
+    CudaContext ctx;
+    cuda_context_init(&ctx, 0);
+    dev_print_device(ctx, "attention_wgmma");
+#ifdef ENABLE_BF16
+    if (const char* problem = attention_wgmma_problem(ctx, 64)) {
+        printf("attention_wgmma: %s; nothing checked\n", problem);
+    } else if (g_dev_bench) {
+        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 12);  // attention.cu's head size 64 rows
+    } else {
+        run_case(ctx, 1, 37, 2, 2);   // one tile, T not a multiple of it
+        run_case(ctx, 2, 70, 3, 3);   // two tiles, batch and heads
+        run_case(ctx, 1, 193, 2, 2);  // 4 tiles, the last of one row: both stages, every mask
+        run_case(ctx, 1, 150, 4, 1);  // grouped-query: 4 heads on one key/value head
+    }
+#else
+    printf("attention_wgmma: the bf16 build's; nothing checked\n");
+#endif
+    cuda_context_free(&ctx);
+    return dev_finish("attention_wgmma");
+}
