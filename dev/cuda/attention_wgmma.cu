@@ -52,17 +52,22 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
     float* d_lse;
     CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_lse, n_lse * sizeof(float)));
-    CHECK_CUDA(cudaMemset(d_out, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
-    CHECK_CUDA(cudaMemset(d_lse, 0xFF, n_lse * sizeof(float)));
-    attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    const std::vector<float> got = dev_download(d_out, n_out);
-    dev_check("attention_forward_wgmma", (w + " out").c_str(), got, ref_out, {1e-2, 2e-3});
-    dev_check("attention_forward_wgmma", (w + " lse").c_str(), dev_download_f32(d_lse, n_lse), ref_lse, {1e-5, 1e-6, 1e-5});
-    attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    dev_expect("attention_forward_wgmma", (w + " bitwise deterministic").c_str(),
-               memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
+    // one warpgroup a block, then two (128 queries sharing the key tiles)
+    auto check = [&](const char* op, auto forward) {
+        CHECK_CUDA(cudaMemset(d_out, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
+        CHECK_CUDA(cudaMemset(d_lse, 0xFF, n_lse * sizeof(float)));
+        forward();
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        const std::vector<float> got = dev_download(d_out, n_out);
+        dev_check(op, (w + " out").c_str(), got, ref_out, {1e-2, 2e-3});
+        dev_check(op, (w + " lse").c_str(), dev_download_f32(d_lse, n_lse), ref_lse, {1e-5, 1e-6, 1e-5});
+        forward();
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_expect(op, (w + " bitwise deterministic").c_str(),
+                   memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
+    };
+    check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
+    check("attention_forward_wgmma_wg2", [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     CHECK_CUDA(cudaFree(d_qkv));
     CHECK_CUDA(cudaFree(d_out));
     CHECK_CUDA(cudaFree(d_lse));
@@ -86,8 +91,10 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     const int reps = T >= 4096 ? 5 : 10;
     float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
     dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
-    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
     CHECK_CUDA(cudaFree(d_qkv));
     CHECK_CUDA(cudaFree(d_out));
     CHECK_CUDA(cudaFree(d_lse));
@@ -108,6 +115,7 @@ int main(int argc, char** argv) {
         run_case(ctx, 1, 37, 2, 2);   // one tile, T not a multiple of it
         run_case(ctx, 2, 70, 3, 3);   // two tiles, batch and heads
         run_case(ctx, 1, 193, 2, 2);  // 4 tiles, the last of one row: both stages, every mask
+        run_case(ctx, 1, 300, 2, 2);  // two warpgroups: 3 blocks of 128, the last of 44 rows
         run_case(ctx, 1, 150, 4, 1);  // grouped-query: 4 heads on one key/value head
     }
 #else
