@@ -7,8 +7,8 @@
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
 #                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
 #                                           alone (dev/cuda wgmma's checks of the emulated
-#                                           wgmma; attention_wgmma's checks and --bench
-#                                           beside mma.sync's; attention --bench; classifier,
+#                                           wgmma; attention_wgmma's checks and --bench,
+#                                           forward and backward, beside mma.sync's; attention --bench; classifier,
 #                                           layernorm, encoder too with BENCH_MEMORY_KERNELS=1),
 #                                           d12 in fp32 (TF32) at B=16
 #   bash dev/bench_device.sh 2 [LLMC_DIR]   the README's quickstart on the GPU (carry data/bible,
@@ -83,11 +83,11 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
     [ "$EMU" = 1 ] && { say "(rehearsal: no dev programs)"; return; }
     wait_dev
     dev_checks wgmma  # the emulated GPU's wgmma (llmc/emu/ptx.h) against Hopper's, every layout
-    dev_checks attention_wgmma  # the wgmma forward against the CPU reference, then timed beside mma.sync's
+    dev_checks attention_wgmma  # the wgmma forward and backward against the CPU reference, then timed beside mma.sync's
     say "== attention_wgmma_bf16 --bench"
     timeout 120 build/cuda/attention_wgmma_bf16 --bench > "$LOGDIR/attention_wgmma_bench.log" 2>&1
     say "(rc $?)"
-    grep -E "^RESULT|^--|TFLOP" "$LOGDIR/attention_wgmma_bench.log" | head -n 12 | tee -a "$SUMMARY" > /dev/null
+    grep -E "^RESULT|^--|TFLOP" "$LOGDIR/attention_wgmma_bench.log" | head -n 20 | tee -a "$SUMMARY" > /dev/null
     dev_checks attention --quick  # the three backwards (-ak 1, -ak 2's atomics, the bulk reductions) first
     for k in $KERNELS; do
         say "== ${k}_bf16 --bench"

@@ -1,8 +1,11 @@
-// attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward on Hopper's
-// warpgroup MMA, head size 64) against llmc/cpu/attention.h's attention_forward_gqa and a double
-// lse, then (--bench) timed beside attention_mma.cuh's forward at issue 23's sizes. bf16 build,
-// sm_90a (cuda.mk builds it so); on another GPU it says why and checks nothing.
-// Tolerances as attention.cu's bf16 ones: out rtol 1e-2 + 2e-3*max, lse rtol 1e-5 + 1e-6*max + 1e-5.
+// attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
+// on Hopper's warpgroup MMA, head size 64) against llmc/cpu/attention.h's attention_forward_gqa /
+// attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
+// forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
+// another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
+// element never written fails.
+// Tolerances as attention.cu's bf16 ones: out rtol 1e-2 + 2e-3*max, lse rtol 1e-5 + 1e-6*max +
+// 1e-5, dq, dk, dv rtol 2e-2 + 5e-3*max + 1e-3.
 #include "dev_common.cuh"
 #include "../../llmc/cpu/attention.h"
 #include "../../llmc/cuda/attention_wgmma.cuh"
@@ -43,14 +46,17 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
     const std::string w(what);
     DevRng rng(31 + B * 100 + T + NH);
     const size_t n_qkv = (size_t)B * T * (NH + 2 * NKV) * HS, n_out = (size_t)B * T * C, n_lse = (size_t)B * NH * T;
-    std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f);
+    std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f), dout = rand_vec(rng, n_out);
     round_to_floatX(qkv);
-    std::vector<float> ref_out(n_out), att((size_t)B * NH * T * T);
+    round_to_floatX(dout);
+    std::vector<float> ref_out(n_out), att((size_t)B * NH * T * T), ref_dqkv(n_qkv, 0.0f);
     attention_forward_gqa(ref_out.data(), att.data(), qkv.data(), B, T, NH, NKV, HS);
+    attention_backward_gqa(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, NH, NKV, HS);
     const std::vector<float> ref_lse = ref_lse_gqa(qkv, B, T, NH, NKV, HS);
-    floatX *d_qkv = dev_upload(qkv), *d_out;
+    floatX *d_qkv = dev_upload(qkv), *d_dout = dev_upload(dout), *d_out, *d_dqkv;
     float* d_lse;
     CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_lse, n_lse * sizeof(float)));
     // one warpgroup a block, then two (128 queries sharing the key tiles)
     auto check = [&](const char* op, auto forward) {
@@ -67,10 +73,36 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
                    memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
     };
     check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
-    check("attention_forward_wgmma_wg2", [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
-    CHECK_CUDA(cudaFree(d_qkv));
-    CHECK_CUDA(cudaFree(d_out));
-    CHECK_CUDA(cudaFree(d_lse));
+    check("attention_forward_wgmma_wg2",
+          [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
+    // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually sits in one)
+    auto check_backward = [&](const char* op, auto backward) {
+        CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
+        backward();
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        const std::vector<float> got = dev_download(d_dqkv, n_qkv);
+        const size_t ld = (size_t)(NH + 2 * NKV) * HS, width[3] = {(size_t)C, (size_t)NKV * HS, (size_t)NKV * HS};
+        const char* names[3] = {" dq", " dk", " dv"};
+        for (size_t part = 0, col0 = 0; part < 3; col0 += width[part], part++) {
+            std::vector<float> g, r;
+            for (size_t bt = 0; bt < (size_t)B * T; bt++) {
+                g.insert(g.end(), got.begin() + bt * ld + col0, got.begin() + bt * ld + col0 + width[part]);
+                r.insert(r.end(), ref_dqkv.begin() + bt * ld + col0, ref_dqkv.begin() + bt * ld + col0 + width[part]);
+            }
+            dev_check(op, (w + names[part]).c_str(), g, r, {2e-2, 5e-3, 1e-3});
+        }
+        backward();
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_expect(op, (w + " bitwise deterministic").c_str(),
+                   memcmp(dev_download(d_dqkv, n_qkv).data(), got.data(), n_qkv * sizeof(float)) == 0);
+    };
+    check_backward("attention_backward_wgmma", [&] {
+        attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
+    });
+    check_backward("attention_backward_wgmma_wg2", [&] {
+        attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
+    });
+    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
 }
 
 // --bench: beside attention_forward_mma (the trainers' forward) at issue 23's sizes, useful causal
@@ -84,9 +116,11 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     const double fwd_flops = 4.0 * ((double)B * NH * T * (T + 1) / 2.0) * HS;
     DevRng rng(7 + T);
     floatX* d_qkv = dev_upload(rand_vec(rng, n_qkv, 2.0f));
-    floatX* d_out;
+    floatX* d_dout = dev_upload(rand_vec(rng, n_out));
+    floatX *d_out, *d_dqkv;
     float* d_lse;
     CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
+    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
     const int reps = T >= 4096 ? 5 : 10;
     float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
@@ -95,9 +129,16 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
-    CHECK_CUDA(cudaFree(d_qkv));
-    CHECK_CUDA(cudaFree(d_out));
-    CHECK_CUDA(cudaFree(d_lse));
+    // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
+    ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
+    dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
+    ms = bench_ms(ctx, reps,
+                  [&] { attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_backward_wgmma", what, 2.5 * fwd_flops, ms);
+    ms = bench_ms(ctx, reps,
+                  [&] { attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_backward_wgmma_wg2", what, 2.5 * fwd_flops, ms);
+    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
 }
 #endif
 

@@ -7,7 +7,8 @@
 // emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU reference and times it
 // next to the CUDA-core kernels.
 // defines: attention_forward_mma(_gqa), attention_backward_mma(_gqa), attention_mma_supported,
-//          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select
+//          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select,
+//          att_dkv_next_step
 // Grouped-query attention (Llama) as attention.cuh's: K and V of query head h read in place
 // from its key/value head's columns of the qkv row (att_heads), no repeated copy.
 //
@@ -456,7 +457,9 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     const size_t row_off = ((size_t)b * NH + h) * T;
     const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
     const floatX* rows = qkv + (size_t)b * T * hd.ld;
-    const floatX* kv_rows = rows + hd.k;  // K; V NKV heads on
+    // K; V is NKV heads on. V's address is written K's plus NKV heads (not rows + hd.v, as the
+    // forward has it): the form that kept ptxas from spilling this kernel at head size 80
+    const floatX* kv_rows = rows + hd.k;
     const floatX* dbase = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
     const int q0 = qt * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -538,6 +541,17 @@ __device__ __forceinline__ void mma_atomic_add_pair(float* p, float x, float y) 
 #endif
 }
 
+// The dK/dV kernels' step after (query head h, query tile q0 of `rows` queries), over the query
+// heads of a key/value head's group and for each the query tiles from the key tile's diagonal
+// (k0) on: the next query tile, or the next head's first
+__device__ __forceinline__ void att_dkv_next_step(int& h, int& q0, int k0, int T, int rows) {
+    q0 += rows;
+    if (q0 >= T) {
+        q0 = k0;
+        h++;
+    }
+}
+
 // How the dk/dv kernel's dq leaves it: not at all (the dq kernel computes it), by float atomics
 // (-ak 2), or by the TMA unit's bulk reductions from a shared-memory copy (sm_90; dev/cuda/attention's
 // variant, not yet measured)
@@ -581,15 +595,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
     // A step is a (query head, query tile): the heads of the group in turn (one, NKV = NH), for
     // each the query tiles from the diagonal on; counted, not divided out of the step's index
-    // (AttHeadMap says why). next_step moves (h, q0) on by one.
+    // (AttHeadMap says why), att_dkv_next_step moving (h, q0) on by one.
     const int steps = group * ((T - k0 + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS);
-    auto next_step = [&](int& h, int& q0) {
-        q0 += MMA_ATT_ROWS;
-        if (q0 >= T) {
-            q0 = k0;
-            h++;
-        }
-    };
     // Q and dO of step (h, q0) into a stage
     auto copy_q_do = [&](floatX* stage, int h, int q0) {
         mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(stage, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
@@ -619,7 +626,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     for (int j = 0; j < steps; j++) {
         const int st = j & 1;
         int h_next = h, q0_next = q0;
-        next_step(h_next, q0_next);
+        att_dkv_next_step(h_next, q0_next, k0, T, MMA_ATT_ROWS);
         ptx_cp_async_wait<0>();
         __syncthreads();  // step j's tiles are everyone's; step j-1's (its stage, P^T, dS^T) are read
         float next_stat = 0.0f;
@@ -773,7 +780,6 @@ inline void attention_forward_mma_gqa(const CudaContext& ctx, floatX* out, float
     CHECK(lse != nullptr, "lse must be given");
     const char* problem = attention_mma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d)", problem, HS);
-    const AttHeadMap hm = att_head_map(NH, NKV);
     // head size 128: 32 query rows a warp (attention_fwd_variant_kernel<128, 2, false>), 1.40x and
     // 1.46x this kernel at T=1024 and 4096 on an H200 (2026-11-26, dev/cuda/attention --bench:
     // 218 and 264 TFLOP/s against 155 and 181; 221 and 267 against 221 and 263 on 2026-11-27).
@@ -782,6 +788,7 @@ inline void attention_forward_mma_gqa(const CudaContext& ctx, floatX* out, float
     // the 26th). The other head sizes were not measured.
     if (HS == 128) return attention_forward_mma_variant<128, 2, false>(ctx, out, lse, qkv, B, T, NH, NKV);
     if (HS == 64) return attention_forward_mma_variant<64, 1, true>(ctx, out, lse, qkv, B, T, NH, NKV);
+    const AttHeadMap hm = att_head_map(NH, NKV);
     dim3 grid((unsigned)ceil_div(T, MMA_ATT_ROWS), NH, B);
     const size_t smem = mma_att_fwd_smem(HS);
 #define ATT_MMA_FWD(H)                                                                                   \

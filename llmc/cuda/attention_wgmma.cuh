@@ -1,15 +1,15 @@
-// attention_wgmma.cuh: the causal attention forward on Hopper's warpgroup MMA (wgmma, sm_90a; issue
-// 23, dev/results/NOTES.md (b)), attention_mma.cuh's forward with its products moved from
-// mma.sync to wgmma. A first step, a variant dev/cuda/attention_wgmma checks against the CPU
-// reference and times beside attention_forward_mma: not in the trainers until a Hopper has
-// measured it.
-// defines: attention_forward_wgmma, attention_wgmma_problem
+// attention_wgmma.cuh: causal attention on Hopper's warpgroup MMA (wgmma, sm_90a; issue 23,
+// dev/results/NOTES.md (b)), attention_mma.cuh's forward and two-kernel backward with their
+// products moved from mma.sync to wgmma. A first step, variants dev/cuda/attention_wgmma checks
+// against the CPU reference and times beside attention_mma.cuh's: not in the trainers until a
+// Hopper has measured them.
+// defines: attention_forward_wgmma, attention_backward_wgmma, attention_wgmma_problem
 //
-// A block is one warpgroup (4 warps) per (64-query tile, head, batch), heaviest tiles first, or
-// two (WG = 2: 128 queries, each warpgroup its own 64, sharing every key tile's loads). Q,
-// and each 64-key tile's K and V (double-buffered, cp.async as attention_mma.cuh's), sit in
-// shared memory in the 128-byte swizzle (wgmma.cuh: head size 64, one 128-byte row a query or
-// key). Per key tile up to the diagonal:
+// Forward: a block is one warpgroup (4 warps) per (64-query tile, head, batch), heaviest tiles
+// first, or two (WG = 2: 128 queries, each warpgroup its own 64, sharing every key tile's
+// loads). Q, and each 64-key tile's K and V (double-buffered, cp.async as attention_mma.cuh's),
+// sit in shared memory in the 128-byte swizzle (wgmma.cuh: head size 64, one 128-byte row a
+// query or key). Per key tile up to the diagonal:
 //   S (64 x 64, fp32) = Q K^T: four wgmma.m64n64k16 from descriptors, both operands K-major
 //     (Q's rows and K's rows run along the head); S then sits as wgmma's D: warp w holds rows
 //     16w.., as mma.m16n8k16's C;
@@ -18,17 +18,20 @@
 //   O (64 x 64) += P V: four wgmma with P from registers (the S fragments rounded to bf16 are
 //     wgmma's A fragments, as mma.m16n8k16's C makes its A) and V from its tile, N-major (V's
 //     rows run along the head, the product's n).
+// Backward (below): a dK/dV kernel per (64 WG keys, key/value head) streaming Q and dO, and a
+// dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x 64, four wgmma
+// each) a pair of tiles, as attention_mma.cuh's.
 // Each wgmma group is waited for at once: no overlap of the softmax with the products yet
 // (flash-attention 3's ping-pong of two warpgroups, and its producer warp with TMA, would be the
 // next steps, when a measurement says where the time goes). Every result element has one
 // writer and every sum a fixed order: bitwise reproducible.
-// Shared memory: 1 KB of alignment slack and 4 + WG 8 KB tiles: 41 KB (WG = 1, 5 blocks an SM)
-// or 49 KB (WG = 2, 4 blocks).
+// Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB, dK/dV 50 or
+// 66 KB, dQ 49 or 65 KB.
 #pragma once
 #include <cstdint>
 #include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"      // defines: attention_check, att_heads, att_kv_head, att_head_map
-#include "attention_mma.cuh"  // defines: mma_pack_floats, attention_mma_smem_limit
+#include "attention_mma.cuh"  // defines: mma_pack_floats, attention_mma_smem_limit, att_dkv_next_step
 #include "ptx.cuh"            // defines: ptx_cp_async_*, ptx_fence_proxy_async_shared, ptx_wgmma_*
 #include "wgmma.cuh"          // defines: wgmma_desc, wgmma_sw128_offset
 
@@ -48,6 +51,19 @@ constexpr size_t wg_att_fwd_smem(int WG) { return 1024 + (WG + 4) * (size_t)WG_A
 // offsets inside the tiles and a row's 64 columns stay int (the lines that say int-bound(wg_att_tile))
 static_assert(8 * WG_ATT_TILE < (1u << 20), "tile offsets");  // int-bound: wg_att_tile
 
+// the tiles' base: the first 1024-byte boundary in the dynamic shared memory (the swizzle's
+// pattern), as a generic pointer and a shared-window address
+struct WgAttTiles {
+    unsigned char* ptr;
+    uint32_t addr;
+};
+__device__ __forceinline__ WgAttTiles wg_att_tiles() {
+    extern __shared__ float4 wg_att_smem4[];
+    unsigned char* raw = reinterpret_cast<unsigned char*>(wg_att_smem4);
+    const uint32_t raw_addr = ptx_shared_address(raw), base = (raw_addr + 1023u) & ~1023u;
+    return WgAttTiles{raw + (base - raw_addr), base};
+}
+
 // the copies of rows r0..r0 + 64 TILES - 1 of src (row stride ld) into TILES 64 x 64 tiles, one
 // after the other (so row r at r x 128 bytes, as one tile of 64 TILES rows) in the 128-byte
 // swizzle, 16 bytes a cp.async by THREADS threads; rows at or past T are zeros (their source
@@ -61,6 +77,31 @@ __device__ inline void wg_att_copy_tile(unsigned char* dst, const floatX* src, s
     }
 }
 
+// the A fragments (16 k a step, 4 steps) of a 64 x 64 accumulator's rows, rounded to bf16
+__device__ __forceinline__ void wg_att_frag_to_a(uint32_t a[4][4], const float d[32]) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+        for (int r = 0; r < 4; r++) a[ks][r] = mma_pack_floats(d[8 * ks + 2 * r], d[8 * ks + 2 * r + 1]);
+}
+
+// d (64 x 64) = A B^T over a head of 64: A's and B's 64 rows run along the head (K-major,
+// 128-byte swizzle, tiles at shared-window addresses a and b), four k steps of 16
+__device__ __forceinline__ void wg_att_rows_times_rows(float d[32], uint32_t a, uint32_t b) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+        ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, wgmma_desc(a + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B),
+                                              wgmma_desc(b + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B), ks > 0);
+}
+
+// d (64 x 64) += A M over 64 k: A from registers (wg_att_frag_to_a), M's rows the k (N-major,
+// the tile at shared-window address m), 16 rows a step
+__device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32_t a[4][4], uint32_t m) {
+#pragma unroll
+    for (int ks = 0; ks < 4; ks++)
+        ptx_wgmma_m64n64k16_bf16_f32_rs<1>(d, a[ks], wgmma_desc(m + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
+}
+
 // WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared
 template <int HS, int WG>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
@@ -68,11 +109,10 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     static_assert(HS == 64, "head size 64: a 128-byte row");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
     constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG;
-    extern __shared__ float4 wg_att_smem4[];
-    unsigned char* raw = reinterpret_cast<unsigned char*>(wg_att_smem4);
-    // the tiles on the swizzle's 1024-byte pattern: Q (WG tiles), then stage s's K at WG + 2s and V at WG + 1 + 2s
-    const uint32_t raw_addr = ptx_shared_address(raw), base = (raw_addr + 1023u) & ~1023u;
-    unsigned char* tiles = raw + (base - raw_addr);
+    // Q (WG tiles), then stage s's K at WG + 2s and V at WG + 1 + 2s
+    const WgAttTiles tl = wg_att_tiles();
+    unsigned char* tiles = tl.ptr;
+    const uint32_t base = tl.addr;
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -112,10 +152,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         // S = Q K^T, 16 head columns a step
         float s[32];
         ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(s, wgmma_desc(q_addr + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B),
-                                                  wgmma_desc(k_addr + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B), ks > 0);
+        wg_att_rows_times_rows(s, q_addr, k_addr);
         ptx_wgmma_commit_group();
         ptx_wgmma_wait_group<0>();
         // scale; mask keys after the row (the diagonal tile only); online softmax
@@ -153,14 +190,9 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         for (int v = 0; v < 32; v++) o[v] *= corr[(v >> 1) & 1];
         // O += P V, 16 keys a step: P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
         uint32_t pa[4][4];
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) pa[ks][r] = mma_pack_floats(s[8 * ks + 2 * r], s[8 * ks + 2 * r + 1]);
+        wg_att_frag_to_a(pa, s);
         ptx_wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < 4; ks++)
-            ptx_wgmma_m64n64k16_bf16_f32_rs<1>(o, pa[ks], wgmma_desc(v_addr + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
+        wg_att_regs_times_tile(o, pa, v_addr);
         ptx_wgmma_commit_group();
         ptx_wgmma_wait_group<0>();
     }
@@ -196,6 +228,259 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
     attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<64, WG>, smem, "attention forward (wgmma)");
     attention_forward_wgmma_kernel<64, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, NKV,
                                                                                              hm.kv_magic);
+    CHECK_LAUNCH();
+}
+
+// ---------------------------------------------------------------------------------------
+// backward, as attention_mma.cuh's two-kernel one (D = dO . O by attention.cuh's preprocess,
+// P = exp2(s scale2 - lse2) rebuilt from the forward's lse, dS = P (dP - D)), its products on
+// wgmma. Tiles as the forward's: 64 x 64 in the 128-byte swizzle, the streamed ones
+// double-buffered; a thread's fragment element v is (row 16 warp + g + 8 ((v >> 1) & 1),
+// column 8 (v >> 2) + 2t + (v & 1)), and its P (or dS) rounded is the A fragment of the next
+// product (wg_att_frag_to_a).
+
+// K, V (WG tiles each), two stages of (Q, dO), two of (lse2, D) for 64 queries, 1 KB of slack
+constexpr size_t wg_att_dkv_smem(int WG) {
+    return 1024 + (2 * WG + 4) * (size_t)WG_ATT_TILE + sizeof(float) * 2 * 2 * 64;
+}
+// Q, dO (WG tiles each), two stages of (K, V), 1 KB of slack
+constexpr size_t wg_att_dq_smem(int WG) { return 1024 + (2 * WG + 4) * (size_t)WG_ATT_TILE; }
+
+// dK and dV of 64 WG keys of a key/value head (warpgroup w its own 64), summed over the query
+// heads of its group and, for each, the 64-query tiles from the block's diagonal on (a step: a
+// (query head, query tile), counted as attention_backward_dkv_mma_kernel counts them):
+//   S^T = K Q^T and dP^T = V dO^T (eight wgmma from descriptors, one group);
+//   P^T, and dS^T = P^T (dP^T - D), with each column's (query's) lse2 and D from shared memory;
+//   dV += P^T dO and dK += dS^T Q (eight wgmma, P^T and dS^T from registers, dO and Q N-major).
+// A warpgroup skips the query tiles wholly before its keys. dK *= 1/sqrt(HS) at the end.
+template <int HS, int WG>
+__global__ void __launch_bounds__(WG_ATT_THREADS * WG)
+attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                    const float* D, int T, int NH, int NKV, int group) {
+    static_assert(HS == 64, "head size 64: a 128-byte row");
+    static_assert(WG == 1 || WG == 2, "one or two warpgroups");
+    constexpr int THREADS = WG_ATT_THREADS * WG, KEYS = WG_ATT_ROWS * WG, Q = WG_ATT_ROWS;
+    const WgAttTiles tl = wg_att_tiles();
+    // K at tile 0 (WG), V at WG, stage s's Q at 2 WG + 2s and dO one on; the statistics after them
+    // [stage][lse2 64 | D 64]
+    float* stats = reinterpret_cast<float*>(tl.ptr + (2 * WG + 4) * WG_ATT_TILE);  // int-bound(wg_att_tile)
+    const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
+    const int kvh = blockIdx.y, b = blockIdx.z;
+    const int C = NH * HS;
+    const AttHeads kv = att_heads(kvh * group, kvh, NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * kv.ld;
+    const floatX* drows = dout + (size_t)b * T * C;
+    const int k0 = kt * KEYS;
+    const int wg = threadIdx.x / WG_ATT_THREADS;
+    const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int wk0 = k0 + Q * wg;           // this warpgroup's keys wk0..wk0 + 63
+    const int key0 = wk0 + 16 * warp + g;  // this thread's rows: keys key0 and key0 + 8
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const int steps = group * ((T - k0 + Q - 1) / Q);  // (query head, query tile) pairs
+    auto copy_q_do = [&](int stage, int h, int q0) {
+        unsigned char* dst = tl.ptr + (2 * WG + 2 * stage) * WG_ATT_TILE;  // int-bound(wg_att_tile)
+        wg_att_copy_tile<1, THREADS>(dst, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
+        wg_att_copy_tile<1, THREADS>(dst + WG_ATT_TILE, drows + h * HS, C, q0, T);  // int-bound(att_channels)
+    };
+    // thread r < 64 keeps lse2 of the step's query r, thread 64 + r its D; queries past T get 0
+    // (their Q and dO rows are zeros, and P is masked there)
+    const bool stats_thread = threadIdx.x < 2 * Q;
+    auto stat_of = [&](int h, int q0) -> float {
+        const int qi = q0 + (threadIdx.x & 63);
+        if (qi >= T) return 0.0f;
+        const size_t at = ((size_t)b * NH + h) * T + qi;
+        return threadIdx.x >= Q ? D[at] : lse[at] * 1.4426950408889634f;
+    };
+
+    wg_att_copy_tile<WG, THREADS>(tl.ptr, rows + kv.k, kv.ld, k0, T);
+    wg_att_copy_tile<WG, THREADS>(tl.ptr + WG * WG_ATT_TILE, rows + kv.v, kv.ld, k0, T);  // int-bound(wg_att_tile)
+    int h = kvh * group, q0 = k0;  // step j's
+    copy_q_do(0, h, q0);
+    ptx_cp_async_commit();
+    if (stats_thread) stats[threadIdx.x] = stat_of(h, q0);
+    float dk[32], dv[32];
+#pragma unroll
+    for (int v = 0; v < 32; v++) dk[v] = dv[v] = 0.0f;
+    const uint32_t k_addr = tl.addr + wg * WG_ATT_TILE, v_addr = k_addr + WG * WG_ATT_TILE;
+
+    for (int j = 0; j < steps; j++) {
+        const int st = j & 1;
+        int h_next = h, q0_next = q0;
+        att_dkv_next_step(h_next, q0_next, k0, T, Q);
+        ptx_cp_async_wait<0>();          // this thread's copies of step j
+        ptx_fence_proxy_async_shared();  // seen by wgmma's reads
+        __syncthreads();                 // everyone's; step j-1 (its stage and statistics) is read
+        float next_stat = 0.0f;
+        if (j + 1 < steps) {
+            copy_q_do(st ^ 1, h_next, q0_next);
+            ptx_cp_async_commit();
+            if (stats_thread) next_stat = stat_of(h_next, q0_next);  // a load in flight, stored at the step's end
+        }
+        if (q0 >= wk0) {  // a query tile wholly before this warpgroup's keys is masked (warpgroup-uniform)
+            const uint32_t q_addr = tl.addr + (2 * WG + 2 * st) * WG_ATT_TILE, do_addr = q_addr + WG_ATT_TILE;
+            float p[32], ds[32];
+            ptx_wgmma_fence();
+            wg_att_rows_times_rows(p, k_addr, q_addr);    // S^T = K Q^T
+            wg_att_rows_times_rows(ds, v_addr, do_addr);  // dP^T = V dO^T
+            ptx_wgmma_commit_group();
+            ptx_wgmma_wait_group<0>();
+            // the mask on the diagonal tile and on the last (queries past T)
+            const bool edge = q0 == wk0 || q0 + Q > T;
+            const float* lse2_t = stats + st * 2 * Q;  // int-bound(wg_att_tile)
+            const float* D_t = lse2_t + Q;
+#pragma unroll
+            for (int v = 0; v < 32; v++) {
+                const int jq = 8 * (v >> 2) + 2 * t + (v & 1), qi = q0 + jq, key = key0 + 8 * ((v >> 1) & 1);
+                const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[v] * scale2 - lse2_t[jq]) : 0.0f;
+                p[v] = pv;
+                ds[v] = pv * (ds[v] - D_t[jq]);
+            }
+            uint32_t pa[4][4], dsa[4][4];
+            wg_att_frag_to_a(pa, p);
+            wg_att_frag_to_a(dsa, ds);
+            ptx_wgmma_fence();
+            wg_att_regs_times_tile(dv, pa, do_addr);  // dV += P^T dO
+            wg_att_regs_times_tile(dk, dsa, q_addr);  // dK += dS^T Q
+            ptx_wgmma_commit_group();
+            ptx_wgmma_wait_group<0>();
+        }
+        // the other stage's statistics were last read in step j-1; read again after the next barrier
+        if (j + 1 < steps && stats_thread) stats[(st ^ 1) * 2 * Q + threadIdx.x] = next_stat;  // int-bound(wg_att_tile)
+        h = h_next;
+        q0 = q0_next;
+    }
+    floatX* dst = dqkv + (size_t)b * T * kv.ld;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int key = key0 + 8 * i;
+        if (key >= T) continue;
+        floatX* drow = dst + (size_t)key * kv.ld + 2 * t;  // int-bound(wg_att_tile)
+#pragma unroll
+        for (int jb = 0; jb < 8; jb++) {
+            *reinterpret_cast<uint32_t*>(drow + kv.k + 8 * jb) =  // int-bound(wg_att_tile)
+                mma_pack_floats(dk[4 * jb + 2 * i] * scale, dk[4 * jb + 2 * i + 1] * scale);
+            *reinterpret_cast<uint32_t*>(drow + kv.v + 8 * jb) =  // int-bound(wg_att_tile)
+                mma_pack_floats(dv[4 * jb + 2 * i], dv[4 * jb + 2 * i + 1]);
+        }
+    }
+}
+
+// dQ of 64 WG queries of a head (warpgroup w its own 64), over the key tiles up to the block's
+// diagonal: S = Q K^T and dP = dO V^T (eight wgmma from descriptors), dS = P (dP - D) with the
+// thread's two rows' lse2 and D in registers, dQ += dS K (four wgmma, dS from registers, K
+// N-major). A warpgroup skips the key tiles wholly after its queries. dQ *= 1/sqrt(HS) at the end.
+template <int HS, int WG>
+__global__ void __launch_bounds__(WG_ATT_THREADS * WG)
+attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                   const float* D, int T, int NH, int NKV, unsigned kv_magic) {
+    static_assert(HS == 64, "head size 64: a 128-byte row");
+    static_assert(WG == 1 || WG == 2, "one or two warpgroups");
+    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG;
+    const WgAttTiles tl = wg_att_tiles();
+    // Q at tile 0 (WG), dO at WG, stage s's K at 2 WG + 2s and V one on
+    const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
+    const int h = blockIdx.y, b = blockIdx.z;
+    const int C = NH * HS;
+    const AttHeads hd = att_heads(h, att_kv_head(h, NH, NKV, kv_magic), NH, NKV, HS);
+    const floatX* rows = qkv + (size_t)b * T * hd.ld;
+    const int q0 = qt * ROWS;
+    const int wg = threadIdx.x / WG_ATT_THREADS;
+    const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    unsigned char* kv_tiles = tl.ptr + 2 * WG * WG_ATT_TILE;  // int-bound(wg_att_tile)
+    auto copy_kv = [&](int stage, int k0) {
+        unsigned char* dst = kv_tiles + 2 * stage * WG_ATT_TILE;  // int-bound(wg_att_tile)
+        wg_att_copy_tile<1, THREADS>(dst, rows + hd.k, hd.ld, k0, T);
+        wg_att_copy_tile<1, THREADS>(dst + WG_ATT_TILE, rows + hd.v, hd.ld, k0, T);
+    };
+
+    wg_att_copy_tile<WG, THREADS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
+    const floatX* drows = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
+    wg_att_copy_tile<WG, THREADS>(tl.ptr + WG * WG_ATT_TILE, drows, C, q0, T);  // int-bound(wg_att_tile)
+    copy_kv(0, 0);
+    ptx_cp_async_commit();
+    float lse2[2], Dr[2];  // rows past T: any finite value (their dQ is never stored)
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int qi = row0 + 8 * i;
+        const size_t at = ((size_t)b * NH + h) * T + qi;
+        lse2[i] = qi < T ? lse[at] * 1.4426950408889634f : 0.0f;
+        Dr[i] = qi < T ? D[at] : 0.0f;
+    }
+    float dq[32];
+#pragma unroll
+    for (int v = 0; v < 32; v++) dq[v] = 0.0f;
+    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, do_addr = q_addr + WG * WG_ATT_TILE;
+    const uint32_t kv_base = tl.addr + 2 * WG * WG_ATT_TILE;
+    const int last_tile = (q0 + ROWS - 1) / WG_ATT_ROWS;                  // key tiles up to the block's diagonal
+    const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / WG_ATT_ROWS;  // and this warpgroup's
+
+    for (int j = 0; j <= last_tile; j++) {
+        ptx_cp_async_wait<0>();
+        ptx_fence_proxy_async_shared();
+        __syncthreads();  // tile j is everyone's; the other stage (tile j-1) is read
+        if (j < last_tile) {
+            copy_kv((j + 1) & 1, (j + 1) * WG_ATT_ROWS);
+            ptx_cp_async_commit();
+        }
+        if (j > wg_last) continue;  // every key of the tile after this warpgroup's rows (warpgroup-uniform)
+        const uint32_t k_addr = kv_base + 2 * (j & 1) * WG_ATT_TILE, v_addr = k_addr + WG_ATT_TILE;
+        float s[32], dp[32];
+        ptx_wgmma_fence();
+        wg_att_rows_times_rows(s, q_addr, k_addr);    // S = Q K^T
+        wg_att_rows_times_rows(dp, do_addr, v_addr);  // dP = dO V^T
+        ptx_wgmma_commit_group();
+        ptx_wgmma_wait_group<0>();
+        const int k0 = j * WG_ATT_ROWS;
+#pragma unroll
+        for (int v = 0; v < 32; v++) {
+            const int i = (v >> 1) & 1, key = k0 + 8 * (v >> 2) + 2 * t + (v & 1);
+            const float p = j < wg_last || key <= row0 + 8 * i ? exp2f(s[v] * scale2 - lse2[i]) : 0.0f;
+            s[v] = p * (dp[v] - Dr[i]);  // dS
+        }
+        uint32_t dsa[4][4];
+        wg_att_frag_to_a(dsa, s);
+        ptx_wgmma_fence();
+        wg_att_regs_times_tile(dq, dsa, k_addr);  // dQ += dS K
+        ptx_wgmma_commit_group();
+        ptx_wgmma_wait_group<0>();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int r = row0 + 8 * i;
+        if (r >= T) continue;
+        floatX* drow = dqkv + ((size_t)b * T + r) * hd.ld + hd.q + 2 * t;  // int-bound(wg_att_tile)
+#pragma unroll
+        for (int jb = 0; jb < 8; jb++)
+            *reinterpret_cast<uint32_t*>(drow + 8 * jb) =  // int-bound(wg_att_tile)
+                mma_pack_floats(dq[4 * jb + 2 * i] * scale, dq[4 * jb + 2 * i + 1] * scale);
+    }
+}
+
+// The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
+// overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. The dK/dV
+// kernel, then the dQ kernel; bitwise reproducible. WG: warpgroups a block (64 keys or queries each).
+template <int WG = 1>
+inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                     const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
+    attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
+    CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
+    const char* problem = attention_wgmma_problem(ctx, HS);
+    CHECK(problem == nullptr, "%s (head size %d, sm_%d%d)", problem, HS, ctx.props.major, ctx.props.minor);
+    const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
+    const AttHeadMap hm = att_head_map(NH, NKV);
+    constexpr int rows = WG_ATT_ROWS * WG;
+    const dim3 grid_kv((unsigned)ceil_div(T, rows), NKV, B), grid_q((unsigned)ceil_div(T, rows), NH, B);
+    const size_t smem_kv = wg_att_dkv_smem(WG), smem_q = wg_att_dq_smem(WG);
+    attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, WG>, smem_kv,
+                             "attention backward dk/dv (wgmma)");
+    attention_backward_dkv_wgmma_kernel<64, WG><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group);
+    CHECK_LAUNCH();
+    attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<64, WG>, smem_q, "attention backward dq (wgmma)");
+    attention_backward_dq_wgmma_kernel<64, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
     CHECK_LAUNCH();
 }
 #endif  // ENABLE_BF16
