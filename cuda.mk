@@ -2,17 +2,19 @@
 # `make -f cuda.mk cuda-dev -j16`). Defines NVCC, NVCC_FLAGS, NVCC_LDLIBS and the dev/cuda
 # programs: build/cuda/<op>_fp32 and build/cuda/<op>_bf16, one per dev/cuda/<op>.cu.
 #
-# GPU arch: the compute capability of GPU 0 when nvidia-smi finds one (sm_90 on H100/H200),
-# else sm_90 + sm_80 (a machine without a GPU compiles for the GPUs we target).
+# GPU arch: the compute capability of GPU 0 when nvidia-smi finds one, sm_90a on H100/H200 (sm_90
+# with Hopper's own instructions, which the wgmma attention of -ak 3 needs; the other kernels
+# compile as for sm_90), else sm_90a + sm_80 (a machine without a GPU compiles for the GPUs we target).
 # Override with `make CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80"`.
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)
 
 CUDA_GPU_CC := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')
+CUDA_GPU_ARCH := $(CUDA_GPU_CC)$(if $(filter 90,$(CUDA_GPU_CC)),a)
 ifneq ($(CUDA_GPU_CC),)
-CUDA_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_CC),code=sm_$(CUDA_GPU_CC)
+CUDA_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_ARCH),code=sm_$(CUDA_GPU_ARCH)
 else
-CUDA_ARCH_FLAGS ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80
+CUDA_ARCH_FLAGS ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
 endif
 
 # -diag-suppress 1675: nvcc does not know "#pragma GCC unroll" in llmc/cpu/matmul.h.
@@ -94,9 +96,9 @@ train_gpt_bf16: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 # is one of them, else both (a machine without such a GPU still builds it; on another GPU the
 # binary stops at start-up). Override with FP8_ARCH_FLAGS.
 ifneq ($(filter 89 90,$(CUDA_GPU_CC)),)
-FP8_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_CC),code=sm_$(CUDA_GPU_CC)
+FP8_ARCH_FLAGS ?= -gencode arch=compute_$(CUDA_GPU_ARCH),code=sm_$(CUDA_GPU_ARCH)
 else
-FP8_ARCH_FLAGS ?= -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90
+FP8_ARCH_FLAGS ?= -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90a,code=sm_90a
 endif
 train_gpt_fp8: train_gpt.cu $(CUDA_TRAINER_HEADERS) $(CONFIG_CUDA_MP)
 	$(NVCC) $(filter-out $(CUDA_ARCH_FLAGS),$(NVCC_FLAGS)) $(FP8_ARCH_FLAGS) $(CUDA_MP_FLAGS) -DENABLE_BF16 -DENABLE_FP8 \

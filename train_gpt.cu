@@ -307,7 +307,8 @@ int main(int argc, char** argv) {
         const char* mma_problem = attention_select(&ctx, cfg.attention_kernel, head_size,
                                                    attention_dq_bytes(start_config, (size_t)cfg.B * cfg.T, tp));
         if (mma_problem != nullptr)
-            fail("flag -ak %d: %s (head size %d here); use -ak 0", cfg.attention_kernel, mma_problem, head_size);
+            fail("flag -ak %d: %s (head size %d here); the default, -ak -1, takes what applies", cfg.attention_kernel,
+                 mma_problem, head_size);
 
         // --- batch arithmetic and data
         train_data_init(&data, &cfg, mc.vocab_size, dp_rank, dp_world);  // a tensor-parallel group reads the same
@@ -370,7 +371,7 @@ int main(int argc, char** argv) {
                ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
                ctx.bias_grad_epilogue ? "in the matmul epilogue" : "by their own pass",
                ctx.attention_dq != nullptr ? "tensor cores, one-kernel backward" :
-               ctx.attention_mma ? "tensor cores" : "CUDA cores",
+               ctx.attention_wgmma ? "tensor cores, wgmma" : ctx.attention_mma ? "tensor cores" : "CUDA cores",
                peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");
         train_print_plan(description, num_parameters, cfg, data, resume_step, dp_world);
         if (tp > 1)

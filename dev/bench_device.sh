@@ -5,7 +5,7 @@
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
 #   bash dev/bench_device.sh 1              what no GPU has measured yet, first: fp8 beside bf16
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
-#                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 beside -ak 1 at d12 B=64, the kernels
+#                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 and 3 beside -ak 1 at d12 B=64, the kernels
 #                                           alone (dev/cuda wgmma's checks of the emulated
 #                                           wgmma; attention_wgmma's checks and --bench,
 #                                           forward and backward, beside mma.sync's; attention --bench; classifier,
@@ -16,7 +16,7 @@
 #                                           kernels against their CPU references (dev/cuda fp8,
 #                                           fp8_linear) and their layer rates; d12 B=64 (two
 #                                           rounds) and d48 B=8 beside llm.c built from LLMC_DIR
-#                                           without cuDNN; -ak 2 at d48; -ma timed beside -ma
+#                                           without cuDNN; -ak 2 and 3 at d48; -ma timed beside -ma
 #                                           heuristic; dev/bench_flags.sh's d12 rows; Nsight
 #                                           Compute's kernel table of the 1.2B Llama
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
@@ -123,13 +123,15 @@ fp8_rows_block() {
     archive
 }
 ak_block() {  # ROWS: d12 (phase 1), d48 (phase 2)
-    say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) beside -ak 1"
+    say "== -ak 2 (FlashAttention-2's one-kernel attention backward, dq by atomics) and -ak 3 (wgmma) beside -ak 1"
     header
     if [ "$1" = d12 ]; then
         bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
+        bench_short_row d12-ak3 d12 64 gpt2:l2c64 2 -ak 3
         bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
     else
         bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2
+        bench_short_row d48-ak3 d48 8 gpt2:l4c64 1 -ak 3
         bench_short_row d48-ak1 d48 8 gpt2:l4c64 1 -ak 1
     fi
     archive

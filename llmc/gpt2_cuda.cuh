@@ -49,7 +49,7 @@
 #include "cuda/layernorm.cuh"    // defines: layernorm_forward, fused_residual_layernorm_forward, layernorm_backward
 #include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward
 #include "cuda/attention.cuh"    // defines: attention_forward, attention_backward
-#include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
+#include "cuda/attention_chosen.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
 #include "cuda/gelu.cuh"         // defines: gelu_forward, gelu_backward
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/global_norm.cuh"  // defines: global_norm_squared

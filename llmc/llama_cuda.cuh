@@ -42,7 +42,7 @@
 #include "cuda/matmul.cuh"       // defines: matmul_forward, matmul_backward, matmul_cublaslt
 #include "cuda/linear.cuh"       // defines: LinearSlot, linear_slot, linear_forward, linear_forward_add, linear_backward
 #include "cuda/rope.cuh"         // defines: rope_forward, rope_backward
-#include "cuda/attention_mma.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
+#include "cuda/attention_chosen.cuh" // defines: attention_forward_chosen, attention_backward_chosen (-ak)
 #include "cuda/swiglu.cuh"       // defines: swiglu_forward, swiglu_backward
 #include "cuda/classifier.cuh"   // defines: classifier_forward_backward
 #include "cuda/phases.cuh"       // defines: phase_mark, PHASE_*

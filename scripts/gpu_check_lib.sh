@@ -70,7 +70,7 @@ for p in python3 /usr/bin/python3; do
 done
 ensure_inputs() {
     local f missing=""
-    for f in pytorch/small_debug.bin resume/model.bin llama/llama_scaled_debug.bin llama/gqa1_model.bin; do
+    for f in pytorch/small_debug.bin pytorch/hs64_debug.bin resume/model.bin llama/llama_scaled_debug.bin llama/gqa1_model.bin; do
         [ -f "$GPU_INPUTS/$f" ] || missing="$missing $f"
     done
     [ -n "$missing" ] || return 0
@@ -107,17 +107,25 @@ find_bench_data() {
 # (test/pytorch_reference.py): small, awkward and tiny at -r 1, small also at -r 0 and 2, GELU's
 # backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
 # epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1, and -ak 2's
-# one-kernel backward; tiny's head size 8 is not one they take). Llama 3 (test/llama_reference.py):
+# one-kernel backward; tiny's head size 8 is not one they take); hs64 (head size 64, two key
+# tiles) also with -ak 1 and, on a Hopper (and the emulated GPU, an H100), with wgmma (-ak 3). Llama 3 (test/llama_reference.py):
 # one key/value head (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama
 # 3.1's RoPE scaling (scaled, T=96: two key tiles, so -ak 2's dq sums two tiles' atomics); fp32,
 # bf16, bf16 -ak 1 and 2; and recompute, -r 1 (RMSNorm, SwiGLU) and -r 2 (the
 # whole layer), which must also give -r 0's gradients bit for bit. Small programs, so they run
 # side by side.
+# true on a Hopper (compute capability 9.x), the emulated GPU's included
+hopper() {
+    [ "$EMU" = 1 ] && return 0
+    case "$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2> /dev/null | head -n 1)" in 9.*) return 0 ;; esac
+    return 1
+}
 pytorch_jobs() {
     local prec cfgs cfg levels r run
     for prec in fp32 bf16; do
-        cfgs="small awkward tiny small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1"
-        [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1 small-ak2 awkward-ak2"
+        cfgs="small awkward tiny hs64 small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1"
+        [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1 small-ak2 awkward-ak2 hs64-ak1"
+        [ $prec = bf16 ] && hopper && cfgs="$cfgs hs64-ak3"
         for cfg in $cfgs; do
             levels="1"
             [ "$cfg" = small ] && levels="0 1 2"
@@ -136,7 +144,7 @@ pytorch_one() {
     local fam=$1 prec=$2 cfg=$3 x=$4 name bin log args f rc nok nfail
     if [ "$fam" = gpt2 ]; then
         local base=${cfg%%-*} ak=0 ge=1 bg=0
-        case "$cfg" in *-ak1) ak=1 ;; *-ak2) ak=2 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
+        case "$cfg" in *-ak1) ak=1 ;; *-ak2) ak=2 ;; *-ak3) ak=3 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
         name="pytorch $cfg -r $x $prec"
         bin=$DEBUG_DIR/test_gpt2_debug_$prec
         log="$LOGDIR/pytorch_${cfg}_r${x}_${prec}.log"

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""kernel_resources.py: every GPU kernel's registers, spills, shared memory and stack at sm_90,
-as ptxas reports them, with its theoretical occupancy on an H100; and the check CI runs on them.
+"""kernel_resources.py: every GPU kernel's registers, spills, shared memory and stack at sm_90a
+(cuda.mk's target on an H100/H200: sm_90 with Hopper's own instructions), as ptxas reports
+them, with its theoretical occupancy on an H100; and the check CI runs on them.
 
     python3 scripts/kernel_resources.py generate [-o FILE] [-j N]
     python3 scripts/kernel_resources.py check [TABLE] [-o NEW] [-j N]
@@ -8,7 +9,7 @@ as ptxas reports them, with its theoretical occupancy on an H100; and the check 
     python3 scripts/kernel_resources.py parse LOG PRECISION [--ptx FILE] [--dyn FILE] [--source NAME]
     python3 scripts/kernel_resources.py occupancy REGS BLOCK SMEM_STATIC SMEM_DYN [BARRIERS]
 
-generate compiles SOURCES (below) for sm_90 only, device code only (nvcc -cubin), fp32 and bf16,
+generate compiles SOURCES (below) for sm_90a only, device code only (nvcc -cubin), fp32 and bf16,
 with -Xptxas -v, and writes one row per kernel instantiation and precision to FILE (default
 dev/results/kernel_resources_sm90.txt). check does the same into a temporary table (or NEW) and
 compares it with TABLE (default the committed one): it exits 1, one line per problem, when a
@@ -53,13 +54,13 @@ TABLE = "dev/results/kernel_resources_sm90.txt"
 # __global__ function of KERNEL_DIRS is in one of these, so a new source cannot be forgotten.
 SOURCES = ["train_gpt.cu", "dev/cuda/attention_kv.cu", "dev/cuda/adamw.cu", "dev/cuda/ceilings.cu", "dev/cuda/attention.cu",
            "dev/cuda/fp8.cu", "dev/cuda/wgmma.cu", "dev/cuda/attention_wgmma.cu"]
-# sources whose device code is for another target than NVCC_FLAGS' sm_90 (cuda.mk's rules): the
-# wgmma check and the attention built on it exist in sm_90a code only
-SOURCE_ARCH = {"dev/cuda/wgmma.cu": "-arch=sm_90a", "dev/cuda/attention_wgmma.cu": "-arch=sm_90a"}
+# sources whose device code is for another target than NVCC_FLAGS' (none now: cuda.mk builds
+# every program for sm_90a on a Hopper; the wgmma kernels exist in that code only)
+SOURCE_ARCH = {}
 KERNEL_DIRS = ["llmc/*.cuh", "llmc/cuda/*.cuh", "dev/cuda/*.cu", "dev/cuda/*.cuh", "data/*.cu", "train_gpt.cu"]
 PRECISIONS = {"fp32": [], "bf16": ["-DENABLE_BF16"]}
 # cuda.mk's NVCC_FLAGS for the device side (-lineinfo kept: the table is of what runs)
-NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "-diag-suppress", "1675", "-arch=sm_90"]
+NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "-diag-suppress", "1675", "-arch=sm_90a"]
 
 # Each kernel's launch, read from its launcher: (threads per block, path, where). The block
 # size is used only when the kernel has no __launch_bounds__ (with one, .maxntid wins and a
@@ -76,12 +77,13 @@ LAUNCH = {
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dq_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),
-    "attention_backward_dkv_wgmma_kernel": (128, "dev", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; sm_90a, dev/cuda/attention_wgmma's backward; 50 / 66 KB of dynamic shared memory not in the table)"),
-    "attention_backward_dq_wgmma_kernel": (128, "dev", "attention_wgmma.cuh: WG_ATT_THREADS x WG (as the dk/dv kernel; 49 / 65 KB of dynamic shared memory not in the table)"),
+    "attention_backward_dkv_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; -ak 3 takes <64,1>; 50 / 66 KB of dynamic shared memory not in the table)"),
+    "attention_backward_dq_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (as the dk/dv kernel; -ak 3 takes <64,1>; 49 / 65 KB of dynamic shared memory not in the table)"),
     "attention_dq_finish_kernel": (256, "option", "attention_mma.cuh attention_backward_mma: 256 (-ak 2's one-kernel backward)"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_forward_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
-    "attention_forward_wgmma_kernel": (128, "dev", "attention_wgmma.cuh: WG_ATT_THREADS (one warpgroup; sm_90a, dev/cuda/attention_wgmma's variant; its 41 KB of dynamic shared memory not in the table)"),
+    "attention_forward_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (-ak 3 takes <64,2>; 41 / 49 KB of dynamic shared memory not in the table)"),
+    "attention_wgmma_probe_kernel": (1, "option", "attention_wgmma.cuh attention_wgmma_problem: <<<1, 1>>> (-ak 3's check for sm_90a code)"),
     "attention_fwd_variant_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS (<128,2,false>: head size 128; the rest dev/cuda/attention --bench)"),
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
     "ceiling_copy_kernel": (512, "dev", "dev/cuda/ceilings.cu ceiling_copy: 512"),
@@ -344,7 +346,7 @@ def nvcc_path():
 
 
 def compile_one(nvcc, source, precision, workdir):
-    """(ptxas log, PTX text) of one source in one precision, device code for sm_90 only."""
+    """(ptxas log, PTX text) of one source in one precision, device code for sm_90a only."""
     keep = os.path.join(workdir, "%s_%s" % (source.replace("/", "_"), precision))
     os.makedirs(keep, exist_ok=True)
     flags = [SOURCE_ARCH.get(source, f) if f.startswith("-arch=") else f for f in NVCC_FLAGS]
@@ -461,7 +463,7 @@ def git_commit():
 
 def format_table(rows):
     lines = [
-        "# Kernel resources at sm_90 (ptxas -v) and theoretical occupancy on an H100, one row per kernel",
+        "# Kernel resources at sm_90a (ptxas -v) and theoretical occupancy on an H100, one row per kernel",
         "# instantiation and precision. Generated by scripts/kernel_resources.py (its docstring explains the",
         "# columns; LAUNCH there says where each block size comes from); test/test_kernel_resources.sh fails",
         "# when a default-path kernel spills or its warps/SM fall below this table's.",

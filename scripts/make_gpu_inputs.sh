@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make_gpu_inputs.sh: prepares, on a machine with PyTorch, the inputs that the trainer checks
 # of scripts/gpu_check.sh need, for a GPU machine that may lack python3-torch:
-#   DIR/pytorch/{small,awkward,tiny}_{model,debug}.bin  PyTorch debug states (test/pytorch_reference.py)
+#   DIR/pytorch/{small,awkward,tiny,hs64}_{model,debug}.bin  PyTorch debug states (test/pytorch_reference.py)
 #   DIR/llama/llama_{gqa1,odd,gqa2,hs128,scaled}_debug.bin  Llama 3's (test/llama_reference.py)
 #   DIR/llama/gqa1_model.bin                            gqa1's random init as a model file (--write-hf,
 #                                                       then ./import_hf, built here): vs_cpu, sanitizers
@@ -20,7 +20,7 @@ mkdir -p "$DIR/pytorch" "$DIR/llama" "$DIR/resume" "$DIR/bench"
 echo '*' > "$DIR/.gitignore"
 
 if "$PY" -c "import torch" 2>/dev/null; then
-    for cfg in small awkward tiny; do
+    for cfg in small awkward tiny hs64; do
         "$PY" test/pytorch_reference.py --config "$cfg" --out "$DIR/pytorch" > "$DIR/pytorch/$cfg.log"
     done
     "$PY" test/llama_reference.py --config all --out "$DIR/llama" > "$DIR/llama/llama_reference.log"

@@ -127,8 +127,9 @@ if ! "$PY" -c "import torch" 2> /dev/null; then
     exit 77
 fi
 INPUTS=build/emu/gpu_inputs
-if [ ! -f "$INPUTS/pytorch/small_debug.bin" ] || [ ! -f "$INPUTS/resume/model.bin" ] ||
-   [ ! -f "$INPUTS/llama/llama_scaled_debug.bin" ] || [ ! -f "$INPUTS/llama/gqa1_model.bin" ]; then
+if [ ! -f "$INPUTS/pytorch/small_debug.bin" ] || [ ! -f "$INPUTS/pytorch/hs64_debug.bin" ] ||
+   [ ! -f "$INPUTS/resume/model.bin" ] || [ ! -f "$INPUTS/llama/llama_scaled_debug.bin" ] ||
+   [ ! -f "$INPUTS/llama/gqa1_model.bin" ]; then
     PYTHON="$PY" bash scripts/make_gpu_inputs.sh "$INPUTS" > "$OUT/make_gpu_inputs.log" 2>&1 ||
         { echo "FAIL scripts/make_gpu_inputs.sh (see $OUT/make_gpu_inputs.log)"; exit 1; }
 fi

@@ -1,7 +1,7 @@
 // test_gpt2_debug.cu: the GPU model against PyTorch, as test_gpt2_debug.cpp does for the
 // CPU. Reads a model file and a debug state written by test/pytorch_reference.py, then
 // checks logits, loss, every gradient tensor and the losses of 10 AdamW steps with clipping.
-// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2]
+// usage: build/test_gpt2_debug_{fp32,bf16} MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2|3]
 //                                         [GELU fusion 0|1|2]
 //
 // Tolerances (TF32 off, so fp32 matmuls are true fp32):
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
     CHECK(bias_grad_epilogue == 0 || bias_grad_epilogue == 1, "bias-gradient epilogue %d", bias_grad_epilogue);
     CHECK(gelu_fusion >= 0 && gelu_fusion <= 2, "GELU fusion %d", gelu_fusion);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
-    CHECK(attention_kernel >= 0 && attention_kernel <= 2, "attention kernel %d", attention_kernel);
+    CHECK(attention_kernel >= 0 && attention_kernel <= 3, "attention kernel %d", attention_kernel);
     const bool bf16 = sizeof(floatX) == 2;
 
     GPT2 host;

@@ -4,7 +4,7 @@
 #   2. the ptxas -v parser on a hand-made log (new and old ptxas formats, an sm_80 entry to
 #      ignore, a non-entry function's properties, spills, .maxntid from PTX, dynamic smem)
 #   3. the comparison on two hand-made tables: every kind of problem, and what is only a note
-#   4. every kernel compiled for sm_90 now, against dev/results/kernel_resources_sm90.txt: fails
+#   4. every kernel compiled for sm_90a now, against dev/results/kernel_resources_sm90.txt: fails
 #      when a default-path kernel spills or its occupancy fell below the table's, or is missing
 #   5. the script's occupancy against NVIDIA's own calculator (cuda_occupancy.h, built with g++
 #      by test/kernel_occupancy_ref.cpp) on 3,000 random launches and every row of the table
@@ -265,7 +265,7 @@ fi
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [ ! -x "$NVCC" ] && ! command -v "$NVCC" > /dev/null; then
     [ $failures -gt 0 ] && { echo "$failures failure(s)"; exit 1; }
-    echo "SKIP: nvcc not found: the kernels' resources at sm_90 are not checked (parts 1-3 passed)"
+    echo "SKIP: nvcc not found: the kernels' resources at sm_90a are not checked (parts 1-3 passed)"
     exit 77
 fi
 export NVCC

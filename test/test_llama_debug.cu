@@ -97,7 +97,7 @@ int main(int argc, char** argv) {
     CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1|2] [recompute 0|1|2]", argv[0]);
     const int attention_kernel = argc >= 3 ? atoi(argv[2]) : 0;
     const int recompute = argc == 4 ? atoi(argv[3]) : 0;
-    CHECK(attention_kernel >= 0 && attention_kernel <= 2, "attention kernel %d", attention_kernel);
+    CHECK(attention_kernel >= 0 && attention_kernel <= 3, "attention kernel %d", attention_kernel);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     const bool bf16 = sizeof(floatX) == 2;
     Llama host;

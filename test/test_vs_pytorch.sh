@@ -8,7 +8,7 @@ require_pytorch
 make -s build/test_gpt2_debug
 out=test/out/pytorch
 mkdir -p "$out"
-for cfg in small awkward tiny; do
+for cfg in small awkward tiny hs64; do
     "$PY" test/pytorch_reference.py --config "$cfg" --out "$out" > "$out/$cfg.log"
     echo "--- $cfg"
     ./build/test_gpt2_debug "$out/${cfg}_model.bin" "$out/${cfg}_debug.bin"

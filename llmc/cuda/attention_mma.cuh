@@ -2,13 +2,12 @@
 // attention_forward and attention_backward in attention.cuh, with every product (Q K^T, P V,
 // dO V^T, dS K, P^T dO, dS^T Q) an mma.sync m16n8k16 of bf16 tiles accumulated in fp32, laid
 // out as flash-attention 2 (Dao, 2023) does it. The bf16 trainer's attention wherever it
-// applies (-ak -1, the default; -ak 1 insists, -ak 0 takes attention.cuh's; -ak 2 is -ak 1 with
-// the one-kernel backward below): it passes PyTorch's debug states on an H200 and on the
-// emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU reference and times it
-// next to the CUDA-core kernels.
+// applies (attention_chosen.cuh: -ak -1, the default; -ak 1 insists, -ak 0 takes attention.cuh's;
+// -ak 2 is -ak 1 with the one-kernel backward below): it passes PyTorch's debug states on an
+// H200 and on the emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU
+// reference and times it next to the CUDA-core kernels.
 // defines: attention_forward_mma(_gqa), attention_backward_mma(_gqa), attention_mma_supported,
-//          attention_forward_chosen, attention_backward_chosen, attention_mma_problem, attention_select,
-//          att_dkv_next_step
+//          attention_mma_problem, att_dkv_next_step
 // Grouped-query attention (Llama) as attention.cuh's: K and V of query head h read in place
 // from its key/value head's columns of the qkv row (att_heads), no repeated copy.
 //
@@ -882,41 +881,3 @@ inline void attention_backward_mma(const CudaContext& ctx, floatX* dqkv, const f
     attention_backward_mma_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NH, C / NH, dq_accum);
 }
 #endif  // ENABLE_BF16
-
-// The trainer's attention: the tensor-core kernels when ctx.attention_mma (-ak 1, bf16 build),
-// else attention.cuh's. NH query heads on NKV key/value heads of HS (GPT-2: NKV = NH).
-inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
-                                     int NH, int NKV, int HS) {
-#ifdef ENABLE_BF16
-    if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
-#endif
-    attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
-}
-
-inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
-#ifdef ENABLE_BF16
-    const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);
-    CHECK(ctx.attention_dq == nullptr || dq_bytes <= ctx.attention_dq_bytes,
-          "-ak 2: dq of B=%d T=%d NH=%d HS=%d does not fit its %zu bytes", B, T, NH, HS, ctx.attention_dq_bytes);
-    if (ctx.attention_mma)
-        return attention_backward_mma_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, ctx.attention_dq);
-#endif
-    attention_backward_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
-}
-
-// -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores, 2 tensor cores
-// with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T times the
-// attention width) it allocates; -1 tensor cores where they apply. Returns why -ak 1 or 2 cannot
-// run here (the caller stops), or nullptr.
-inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
-    const char* problem = attention_mma_problem(*ctx, head_size);
-    if (kernel >= 1 && problem != nullptr) return problem;
-    ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
-    if (kernel == 2) {
-        CHECK(ctx->attention_dq == nullptr, "attention_select: dq already allocated");
-        CHECK_CUDA(cudaMalloc(&ctx->attention_dq, dq_bytes));
-        ctx->attention_dq_bytes = dq_bytes;
-    }
-    return nullptr;
-}

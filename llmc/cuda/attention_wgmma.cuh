@@ -35,11 +35,33 @@
 #include "ptx.cuh"            // defines: ptx_cp_async_*, ptx_fence_proxy_async_shared, ptx_wgmma_*
 #include "wgmma.cuh"          // defines: wgmma_desc, wgmma_sw128_offset
 
-// Why attention_forward_wgmma cannot run here (head size HS); nullptr when it can.
+// *has = 1 where the code running is sm_90a's (wgmma exists in it), 0 where it is another
+// target's (built for plain sm_90, say: ptx.cuh's wgmma would trap). The emulated GPU has wgmma.
+__global__ void attention_wgmma_probe_kernel(int* has) {
+#if defined(GPTRAIN_EMU) || defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    *has = 1;
+#else
+    *has = 0;
+#endif
+}
+
+// Why attention_forward_wgmma / attention_backward_wgmma cannot run here (head size HS); nullptr
+// when they can. The first call on a Hopper launches the probe (one thread, synchronized).
 inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS) {
     if (sizeof(floatX) != 2) return "the wgmma attention is in the bf16 build only";
     if (HS != 64) return "the wgmma attention takes head size 64 only (a 128-byte row)";
-    if (ctx.props.major != 9) return "the wgmma attention needs sm_90 (a Hopper) and a build for sm_90a";
+    if (ctx.props.major != 9) return "the wgmma attention needs sm_90 (a Hopper)";
+    static int built = -1;  // the probe's answer (one device a process)
+    if (built < 0) {
+        int* d_has;
+        CHECK_CUDA(cudaMalloc(&d_has, sizeof(int)));
+        attention_wgmma_probe_kernel<<<1, 1, 0, ctx.stream>>>(d_has);
+        CHECK_LAUNCH();
+        CHECK_CUDA(cudaMemcpyAsync(&built, d_has, sizeof(int), cudaMemcpyDeviceToHost, ctx.stream));
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        CHECK_CUDA(cudaFree(d_has));
+    }
+    if (built == 0) return "this build has no sm_90a code, which wgmma needs (cuda.mk builds it on a Hopper)";
     return nullptr;
 }
 

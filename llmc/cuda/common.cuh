@@ -83,7 +83,8 @@ struct CudaContext {
     bool bias_grad_epilogue;   // bias gradients in the weight gradient's cuBLASLt epilogue (-bg)
     void* bias_grad;           // where that epilogue writes (CUDA_BIAS_GRAD_BYTES), apart from
                                // the workspace, which the same matmul uses
-    bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1 and 2
+    bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1, 2 and 3
+    bool attention_wgmma;      // bf16 on a Hopper: on wgmma (attention_wgmma.cuh), -ak 3
     float* attention_dq;       // -ak 2: the one-kernel backward's fp32 dq (attention_dq_bytes),
                                // nullptr otherwise (attention_select allocates it)
     size_t attention_dq_bytes;
@@ -117,6 +118,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     ctx->bias_grad_epilogue = false;
     CHECK_CUDA(cudaMalloc(&ctx->bias_grad, CUDA_BIAS_GRAD_BYTES));
     ctx->attention_mma = false;
+    ctx->attention_wgmma = false;
     ctx->attention_dq = nullptr;
     ctx->attention_dq_bytes = 0;
     ctx->phases = nullptr;

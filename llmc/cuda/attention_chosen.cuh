@@ -1,0 +1,57 @@
+// attention_chosen.cuh: the trainers' attention, as -ak chooses it: attention.cuh's kernels on
+// CUDA cores (-ak 0, and every head size in the fp32 build), attention_mma.cuh's on tensor cores
+// with mma.sync (-ak 1; -ak 2 with the one-kernel backward; -ak -1, the default, wherever they
+// apply), or attention_wgmma.cuh's on Hopper's wgmma (-ak 3: bf16, head size 64, an H100/H200
+// running a build with sm_90a code; PREDICTED faster, not yet measured on a GPU).
+// defines: attention_forward_chosen, attention_backward_chosen, attention_select
+#pragma once
+#include "common.cuh"           // defines: floatX, CudaContext, CHECK, CHECK_CUDA
+#include "attention.cuh"        // defines: attention_forward_gqa, attention_backward_gqa
+#include "attention_mma.cuh"    // defines: attention_forward_mma_gqa, attention_backward_mma_gqa, attention_mma_problem
+#include "attention_wgmma.cuh"  // defines: attention_forward_wgmma, attention_backward_wgmma, attention_wgmma_problem
+
+// The trainer's attention forward: NH query heads on NKV key/value heads of HS (GPT-2: NKV = NH).
+inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
+                                     int NH, int NKV, int HS) {
+#ifdef ENABLE_BF16
+    // two warpgroups a block (128 queries sharing each key tile's loads): chosen before any
+    // measurement, at the same occupancy as one (dev/cuda/attention_wgmma --bench times both)
+    if (ctx.attention_wgmma) return attention_forward_wgmma<2>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
+    if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
+#endif
+    attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
+}
+
+// and its backward, from the forward's out and lse
+inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
+#ifdef ENABLE_BF16
+    // one warpgroup a block: the two-warpgroup dK/dV kernel holds 169 registers a thread, one
+    // block of 8 warps an SM; one warpgroup's 160 give 3 blocks (12 warps). Not yet measured.
+    if (ctx.attention_wgmma) return attention_backward_wgmma<1>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+    const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);
+    CHECK(ctx.attention_dq == nullptr || dq_bytes <= ctx.attention_dq_bytes,
+          "-ak 2: dq of B=%d T=%d NH=%d HS=%d does not fit its %zu bytes", B, T, NH, HS, ctx.attention_dq_bytes);
+    if (ctx.attention_mma)
+        return attention_backward_mma_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS, ctx.attention_dq);
+#endif
+    attention_backward_gqa(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+}
+
+// -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores (mma.sync), 2
+// tensor cores with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T
+// times the attention width) it allocates, 3 Hopper's wgmma; -1 tensor cores (mma.sync) where they
+// apply. Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
+inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
+    const char* problem =
+        kernel == 3 ? attention_wgmma_problem(*ctx, head_size) : attention_mma_problem(*ctx, head_size);
+    if (kernel >= 1 && problem != nullptr) return problem;
+    ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
+    ctx->attention_wgmma = kernel == 3;
+    if (kernel == 2) {
+        CHECK(ctx->attention_dq == nullptr, "attention_select: dq already allocated");
+        CHECK_CUDA(cudaMalloc(&ctx->attention_dq, dq_bytes));
+        ctx->attention_dq_bytes = dq_bytes;
+    }
+    return nullptr;
+}
