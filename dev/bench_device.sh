@@ -3,14 +3,16 @@
 # (whose build it reuses), in two calls of a few minutes each, every row alternated with the row
 # it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
 # scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
-#   bash dev/bench_device.sh 1              what no GPU has measured yet, first: fp8 beside bf16
+#   bash dev/bench_device.sh 1              what no GPU has measured yet, first: -ak 3 and 2
+#                                           beside -ak 1 at d12 B=64 (and -ak 3 at the 1.2B
+#                                           Llama), the kernels alone (dev/cuda wgmma's checks
+#                                           of the emulated wgmma; attention_wgmma's checks and
+#                                           --bench, forward and backward, beside mma.sync's;
+#                                           attention --bench; classifier, layernorm, encoder
+#                                           too with BENCH_MEMORY_KERNELS=1), fp8 beside bf16
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
-#                                           layer alone from the two; the 1.2B Llama B=8), -ak 2 and 3 beside -ak 1 at d12 B=64, the kernels
-#                                           alone (dev/cuda wgmma's checks of the emulated
-#                                           wgmma; attention_wgmma's checks and --bench,
-#                                           forward and backward, beside mma.sync's; attention --bench; classifier,
-#                                           layernorm, encoder too with BENCH_MEMORY_KERNELS=1),
-#                                           d12 in fp32 (TF32) at B=16
+#                                           layer alone from the two; the 1.2B Llama B=8), d12
+#                                           in fp32 (TF32) at B=16
 #   bash dev/bench_device.sh 2 [LLMC_DIR]   the README's quickstart on the GPU (carry data/bible,
 #                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); the FP8
 #                                           kernels against their CPU references (dev/cuda fp8,
@@ -129,6 +131,8 @@ ak_block() {  # ROWS: d12 (phase 1), d48 (phase 2)
         bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
         bench_short_row d12-ak3 d12 64 gpt2:l2c64 2 -ak 3
         bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
+        # head size 128: -ak 3's forward on wgmma, its backward -ak 1's (the fp8 block's bf16 row is -ak -1's)
+        bench_short_row llama-1.2b-ak3 llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c256h2kv1f128v50257 1 -ak 3
     else
         bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2
         bench_short_row d48-ak3 d48 8 gpt2:l4c64 1 -ak 3
@@ -250,10 +254,10 @@ wait_dev() {  # the dev programs' build, once
     wait "$dev_pid" || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
     dev_pid=""
 }
-if [ "$PHASE" = 1 ]; then
-    fp8_rows_block
+if [ "$PHASE" = 1 ]; then  # what no GPU has measured first: -ak 3 (while the dev programs build), the wgmma kernels
     ak_block d12
     kernels_block
+    fp8_rows_block
     fp32_block
 else
     quickstart_block

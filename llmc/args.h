@@ -51,8 +51,8 @@ struct TrainConfig {
     std::string matmul_algo = "heuristic"; // -ma cuBLASLt algorithm: heuristic (its first answer) | timed (GPU)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128),
                                      //     2 tensor cores with the one-kernel backward (dq by fp32 atomics: not
-                                     //     bitwise reproducible), 3 Hopper's wgmma (bf16, head size 64, sm_90a
-                                     //     build); -1: tensor cores where they apply, else CUDA cores
+                                     //     bitwise reproducible), 3 Hopper's wgmma (bf16, head size 64 or 128,
+                                     //     sm_90a build); -1: tensor cores where they apply, else CUDA cores
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
     int cuda_graphs = 0;             // -cg 1: a micro-step's forward and backward replayed as CUDA graphs (GPU)
     std::string fp8_recipe = "delayed"; // -fp8r FP8 scaling: delayed (amax history) | current (train_gpt_fp8; others ignore it)
@@ -128,7 +128,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-ma", ARG_STRING, matmul_algo, 0, 0,
         "cuBLASLt algorithm per matmul shape: heuristic (its first answer) | timed (fastest of up to 16, saved with checkpoints) (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 3, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16), 2 tensor cores, "
-        "one-kernel backward (dq by atomics), 3 Hopper's wgmma (bf16, head size 64); -1: 1 where it applies"),
+        "one-kernel backward (dq by atomics), 3 wgmma (Hopper, bf16, head size 64/128); -1: 1 where it applies"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; one process, GPT-2)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0,

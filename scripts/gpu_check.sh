@@ -29,8 +29,8 @@
 #   pytorch          GPT-2 and Llama 3 against PyTorch's debug states (logits, loss, every
 #                    gradient, 10 AdamW steps): GPT-2 small/awkward/tiny/hs64, -r 0/1/2, -ge 2,
 #                    bf16 -ak 1/2 (hs64 -ak 1, and -ak 3 on a Hopper); Llama
-#                    gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1/2;
-#                    53 small programs, 8 at a time                                        9 s
+#                    gqa1/odd/gqa2/hs128/scaled, fp32, bf16 -ak 0/1/2 (hs128 -ak 3 on a Hopper);
+#                    54 small programs, 8 at a time                                        9 s
 #   vs_cpu           train_gpt_fp32/_bf16 against train_gpt_cpu, 8 steps with llm.c's flags,
 #                    every loss within 1e-6 (fp32) / 1e-4 (TF32) / 3e-2 (bf16, -ak 0/1/2):
 #                    GPT-2 (5 runs) and Llama 3 (4 runs), side by side                     2 s

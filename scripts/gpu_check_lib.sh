@@ -108,7 +108,8 @@ find_bench_data() {
 # backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
 # epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1, and -ak 2's
 # one-kernel backward; tiny's head size 8 is not one they take); hs64 (head size 64, two key
-# tiles) also with -ak 1 and, on a Hopper (and the emulated GPU, an H100), with wgmma (-ak 3). Llama 3 (test/llama_reference.py):
+# tiles) also with -ak 1 and, on a Hopper (and the emulated GPU, an H100), with wgmma (-ak 3; and
+# Llama's hs128 too). Llama 3 (test/llama_reference.py):
 # one key/value head (gqa1), as many as query heads (odd), 6/2 (gqa2), head size 128 (hs128), Llama
 # 3.1's RoPE scaling (scaled, T=96: two key tiles, so -ak 2's dq sums two tiles' atomics); fp32,
 # bf16, bf16 -ak 1 and 2; and recompute, -r 1 (RMSNorm, SwiGLU) and -r 2 (the
@@ -138,6 +139,7 @@ pytorch_jobs() {
         for cfg in gqa1 odd gqa2 hs128 scaled; do echo "llama ${run% *} $cfg ${run#* }"; done
     done
     echo "llama fp32 gqa1-r1 0"; echo "llama fp32 gqa2-r2 0"; echo "llama bf16 gqa2-r2 1"
+    hopper && echo "llama bf16 hs128 3"  # -ak 3: the wgmma forward at head size 128, mma.sync's backward
 }
 # pytorch_one gpt2 PREC CFG RECOMPUTE | llama PREC CFG[-rR] ATTENTION_KERNEL
 pytorch_one() {

@@ -1,6 +1,6 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
-// on Hopper's warpgroup MMA, head size 64) against llmc/cpu/attention.h's attention_forward_gqa /
-// attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
+// on Hopper's warpgroup MMA: forward at head size 64 and 128, backward at 64) against
+// llmc/cpu/attention.h's attention_forward_gqa / attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
 // another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
 // element never written fails.
@@ -38,8 +38,8 @@ static std::vector<float> ref_lse_gqa(const std::vector<float>& qkv, int B, int 
     return lse;
 }
 
-static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
-    const int HS = 64, C = NH * HS;
+static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int HS = 64) {
+    const int C = NH * HS;
     char what[80];
     snprintf(what, sizeof(what), "B=%d T=%d NH=%d NKV=%d HS=%d", B, T, NH, NKV, HS);
     printf("-- attention_wgmma %s\n", what);
@@ -58,6 +58,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
     CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_lse, n_lse * sizeof(float)));
+    const auto free_all = [&] {
+        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
+    };
     // one warpgroup a block, then two (128 queries sharing the key tiles)
     auto check = [&](const char* op, auto forward) {
         CHECK_CUDA(cudaMemset(d_out, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
@@ -75,6 +78,7 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
     check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     check("attention_forward_wgmma_wg2",
           [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
+    if (HS != 64) return free_all();  // the backward takes head size 64 only
     // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually sits in one)
     auto check_backward = [&](const char* op, auto backward) {
         CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
@@ -102,13 +106,13 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV) {
     check_backward("attention_backward_wgmma_wg2", [&] {
         attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
-    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
+    free_all();
 }
 
 // --bench: beside attention_forward_mma (the trainers' forward) at issue 23's sizes, useful causal
 // FLOPs (attention.cu's count)
-static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
-    const int HS = 64, C = NH * HS;
+static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
+    const int C = NH * HS;
     char what[80];
     snprintf(what, sizeof(what), "B=%d,T=%d,NH=%d,HS=%d", B, T, NH, HS);
     printf("-- attention_wgmma bench %s\n", what);
@@ -122,6 +126,9 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
     CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
+    const auto free_all = [&] {
+        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
+    };
     const int reps = T >= 4096 ? 5 : 10;
     float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
     dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
@@ -129,6 +136,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
+    if (HS != 64) return free_all();  // the backward takes head size 64 only
     // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
     ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
     dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
@@ -138,7 +146,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH) {
     ms = bench_ms(ctx, reps,
                   [&] { attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
     dev_report_tflops("attention_backward_wgmma_wg2", what, 2.5 * fwd_flops, ms);
-    for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
+    free_all();
 }
 #endif
 
@@ -151,13 +159,16 @@ int main(int argc, char** argv) {
     if (const char* problem = attention_wgmma_problem(ctx, 64)) {
         printf("attention_wgmma: %s; nothing checked\n", problem);
     } else if (g_dev_bench) {
-        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 12);  // attention.cu's head size 64 rows
+        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 12, 64);  // attention.cu's rows: GPT-2's C=768
+        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 16, 128);  // and a Llama's C=2048
     } else {
         run_case(ctx, 1, 37, 2, 2);   // one tile, T not a multiple of it
         run_case(ctx, 2, 70, 3, 3);   // two tiles, batch and heads
         run_case(ctx, 1, 193, 2, 2);  // 4 tiles, the last of one row: both stages, every mask
         run_case(ctx, 1, 300, 2, 2);  // two warpgroups: 3 blocks of 128, the last of 44 rows
         run_case(ctx, 1, 150, 4, 1);  // grouped-query: 4 heads on one key/value head
+        run_case(ctx, 1, 100, 2, 2, 128);   // head size 128 (the forward): two tiles, the last partial
+        run_case(ctx, 1, 300, 4, 2, 128);  // and grouped-query over 3 blocks of two warpgroups
     }
 #else
     printf("attention_wgmma: the bf16 build's; nothing checked\n");

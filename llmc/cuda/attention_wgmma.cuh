@@ -1,15 +1,16 @@
 // attention_wgmma.cuh: causal attention on Hopper's warpgroup MMA (wgmma, sm_90a; issue 23,
 // dev/results/NOTES.md (b)), attention_mma.cuh's forward and two-kernel backward with their
-// products moved from mma.sync to wgmma. A first step, variants dev/cuda/attention_wgmma checks
-// against the CPU reference and times beside attention_mma.cuh's: not in the trainers until a
-// Hopper has measured them.
+// products moved from mma.sync to wgmma. A first step, checked by dev/cuda/attention_wgmma
+// against the CPU reference and timed beside attention_mma.cuh's; the trainers take it under
+// -ak 3 (attention_chosen.cuh), not by default until a Hopper has measured it.
 // defines: attention_forward_wgmma, attention_backward_wgmma, attention_wgmma_problem
 //
 // Forward: a block is one warpgroup (4 warps) per (64-query tile, head, batch), heaviest tiles
 // first, or two (WG = 2: 128 queries, each warpgroup its own 64, sharing every key tile's
 // loads). Q, and each 64-key tile's K and V (double-buffered, cp.async as attention_mma.cuh's),
-// sit in shared memory in the 128-byte swizzle (wgmma.cuh: head size 64, one 128-byte row a
-// query or key). Per key tile up to the diagonal:
+// sit in shared memory in the 128-byte swizzle (wgmma.cuh: 64 columns, one 128-byte row, a
+// tile; head size 128 takes two, each product summing or splitting over them). Per key tile up
+// to the diagonal:
 //   S (64 x 64, fp32) = Q K^T: four wgmma.m64n64k16 from descriptors, both operands K-major
 //     (Q's rows and K's rows run along the head); S then sits as wgmma's D: warp w holds rows
 //     16w.., as mma.m16n8k16's C;
@@ -18,15 +19,15 @@
 //   O (64 x 64) += P V: four wgmma with P from registers (the S fragments rounded to bf16 are
 //     wgmma's A fragments, as mma.m16n8k16's C makes its A) and V from its tile, N-major (V's
 //     rows run along the head, the product's n).
-// Backward (below): a dK/dV kernel per (64 WG keys, key/value head) streaming Q and dO, and a
-// dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x 64, four wgmma
-// each) a pair of tiles, as attention_mma.cuh's.
+// Backward (below, head size 64): a dK/dV kernel per (64 WG keys, key/value head) streaming Q
+// and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x
+// 64, four wgmma each) a pair of tiles, as attention_mma.cuh's.
 // Each wgmma group is waited for at once: no overlap of the softmax with the products yet
 // (flash-attention 3's ping-pong of two warpgroups, and its producer warp with TMA, would be the
 // next steps, when a measurement says where the time goes). Every result element has one
 // writer and every sum a fixed order: bitwise reproducible.
-// Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB, dK/dV 50 or
-// 66 KB, dQ 49 or 65 KB.
+// Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
+// 81 or 97 KB), dK/dV 50 or 66 KB, dQ 49 or 65 KB.
 #pragma once
 #include <cstdint>
 #include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
@@ -45,11 +46,12 @@ __global__ void attention_wgmma_probe_kernel(int* has) {
 #endif
 }
 
-// Why attention_forward_wgmma / attention_backward_wgmma cannot run here (head size HS); nullptr
-// when they can. The first call on a Hopper launches the probe (one thread, synchronized).
-inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS) {
+// Why attention_backward_wgmma (backward) or attention_forward_wgmma cannot run here (head size
+// HS); nullptr when it can. The first call on a Hopper launches the probe (one thread, synchronized).
+inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS, bool backward = true) {
     if (sizeof(floatX) != 2) return "the wgmma attention is in the bf16 build only";
-    if (HS != 64) return "the wgmma attention takes head size 64 only (a 128-byte row)";
+    if (backward && HS != 64) return "the wgmma attention's backward takes head size 64 only (a 128-byte row)";
+    if (HS != 64 && HS != 128) return "the wgmma attention takes head sizes 64 and 128 only (one or two 128-byte rows)";
     if (ctx.props.major != 9) return "the wgmma attention needs sm_90 (a Hopper)";
     static int built = -1;  // the probe's answer (one device a process)
     if (built < 0) {
@@ -68,10 +70,10 @@ inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS) {
 #ifdef ENABLE_BF16
 constexpr int WG_ATT_ROWS = 64, WG_ATT_THREADS = 128;  // queries (and keys) a tile; a warpgroup's threads
 constexpr uint32_t WG_ATT_TILE = 64 * 128;              // bytes of a 64 x 64 tile
-// Q (WG tiles), then two stages of K and V, and 1 KB of alignment slack
-constexpr size_t wg_att_fwd_smem(int WG) { return 1024 + (WG + 4) * (size_t)WG_ATT_TILE; }
-// offsets inside the tiles and a row's 64 columns stay int (the lines that say int-bound(wg_att_tile))
-static_assert(8 * WG_ATT_TILE < (1u << 20), "tile offsets");  // int-bound: wg_att_tile
+// Q (WG tiles a 64-column chunk of the head), then two stages of K and V, and 1 KB of alignment slack
+constexpr size_t wg_att_fwd_smem(int HS, int WG) { return 1024 + (WG + 4) * (size_t)(HS / 64) * WG_ATT_TILE; }
+// offsets inside the tiles and a row's columns stay int (the lines that say int-bound(wg_att_tile))
+static_assert(16 * WG_ATT_TILE < (1u << 20), "tile offsets");  // int-bound: wg_att_tile
 
 // the tiles' base: the first 1024-byte boundary in the dynamic shared memory (the swizzle's
 // pattern), as a generic pointer and a shared-window address
@@ -86,16 +88,17 @@ __device__ __forceinline__ WgAttTiles wg_att_tiles() {
     return WgAttTiles{raw + (base - raw_addr), base};
 }
 
-// the copies of rows r0..r0 + 64 TILES - 1 of src (row stride ld) into TILES 64 x 64 tiles, one
-// after the other (so row r at r x 128 bytes, as one tile of 64 TILES rows) in the 128-byte
-// swizzle, 16 bytes a cp.async by THREADS threads; rows at or past T are zeros (their source
-// address row T-1's)
-template <int TILES, int THREADS>
+// the copies of rows r0..r0 + 64 TILES - 1 of src (row stride ld, HS columns) into tiles of 64
+// rows x 64 columns in the 128-byte swizzle: column chunk c (columns 64c..) of row r at
+// c TILES x 8 KB + r x 128 bytes (each chunk as one tile of 64 TILES rows), 16 bytes a cp.async
+// by THREADS threads; rows at or past T are zeros (their source address row T-1's)
+template <int TILES, int THREADS, int HS = 64>
 __device__ inline void wg_att_copy_tile(unsigned char* dst, const floatX* src, size_t ld, int r0, int T) {
-    for (int idx = threadIdx.x; idx < TILES * WG_ATT_ROWS * 8; idx += THREADS) {
-        const int r = idx / 8, u = idx % 8, row = r0 + r;
-        ptx_cp_async_16_zfill(dst + wgmma_sw128_offset(r, 8 * u), src + (size_t)min(row, T - 1) * ld + 8 * u,  // int-bound(wg_att_tile)
-                              row < T ? 16 : 0);
+    constexpr int UNITS = HS / 8;  // 16-byte units a row
+    for (int idx = threadIdx.x; idx < TILES * WG_ATT_ROWS * UNITS; idx += THREADS) {
+        const int r = idx / UNITS, u = idx % UNITS, row = r0 + r;
+        unsigned char* d = dst + (u / 8) * TILES * WG_ATT_TILE + wgmma_sw128_offset(r, 8 * (u % 8));  // int-bound(wg_att_tile)
+        ptx_cp_async_16_zfill(d, src + (size_t)min(row, T - 1) * ld + 8 * u, row < T ? 16 : 0);  // int-bound(wg_att_tile)
     }
 }
 
@@ -107,13 +110,21 @@ __device__ __forceinline__ void wg_att_frag_to_a(uint32_t a[4][4], const float d
         for (int r = 0; r < 4; r++) a[ks][r] = mma_pack_floats(d[8 * ks + 2 * r], d[8 * ks + 2 * r + 1]);
 }
 
-// d (64 x 64) = A B^T over a head of 64: A's and B's 64 rows run along the head (K-major,
-// 128-byte swizzle, tiles at shared-window addresses a and b), four k steps of 16
-__device__ __forceinline__ void wg_att_rows_times_rows(float d[32], uint32_t a, uint32_t b) {
+// d (64 x 64) = A B^T over a head of 64 CH: A's and B's 64 rows run along the head (K-major,
+// 128-byte swizzle), its 64-column chunk c at shared-window addresses a + c a_chunk and
+// b + c b_chunk, four k steps of 16 a chunk
+template <int CH = 1>
+__device__ __forceinline__ void wg_att_rows_times_rows(float d[32], uint32_t a, uint32_t b, uint32_t a_chunk = 0,
+                                                       uint32_t b_chunk = 0) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++)
-        ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, wgmma_desc(a + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B),
-                                              wgmma_desc(b + 32 * ks, 16, 1024, WGMMA_SWIZZLE_128B), ks > 0);
+    for (int c = 0; c < CH; c++) {
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            const uint32_t ak = a + c * a_chunk + 32 * ks, bk = b + c * b_chunk + 32 * ks;
+            ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, wgmma_desc(ak, 16, 1024, WGMMA_SWIZZLE_128B),
+                                                  wgmma_desc(bk, 16, 1024, WGMMA_SWIZZLE_128B), c > 0 || ks > 0);
+        }
+    }
 }
 
 // d (64 x 64) += A M over 64 k: A from registers (wg_att_frag_to_a), M's rows the k (N-major,
@@ -124,17 +135,18 @@ __device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32
         ptx_wgmma_m64n64k16_bf16_f32_rs<1>(d, a[ks], wgmma_desc(m + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
 }
 
-// WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared
+// WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared.
+// Head size 64 or 128 (CH = 1 or 2 chunks of 64 columns, each its own tiles): S sums the chunks'
+// products, and O's chunk c (o[32c..]) is P times V's chunk c.
 template <int HS, int WG>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
 attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
-    static_assert(HS == 64, "head size 64: a 128-byte row");
+    static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
-    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG;
-    // Q (WG tiles), then stage s's K at WG + 2s and V at WG + 1 + 2s
+    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG, CH = HS / 64;
+    constexpr uint32_t KV = CH * WG_ATT_TILE;  // bytes of a key tile's K (or V), its chunks one after the other
+    // Q (chunk c of warpgroup w's at (c WG + w) tiles), then stage s's K at WG CH + 2s CH tiles and V CH on
     const WgAttTiles tl = wg_att_tiles();
-    unsigned char* tiles = tl.ptr;
-    const uint32_t base = tl.addr;
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -145,17 +157,21 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const float scale2 = 1.4426950408889634f / sqrtf((float)HS);  // scores in base 2
 
-    unsigned char* kv_tiles = tiles + WG * WG_ATT_TILE;  // int-bound(wg_att_tile)
-    wg_att_copy_tile<WG, THREADS>(tiles, rows + hd.q, hd.ld, q0, T);
-    wg_att_copy_tile<1, THREADS>(kv_tiles, rows + hd.k, hd.ld, 0, T);
-    wg_att_copy_tile<1, THREADS>(kv_tiles + WG_ATT_TILE, rows + hd.v, hd.ld, 0, T);
+    unsigned char* kv_tiles = tl.ptr + WG * KV;  // int-bound(wg_att_tile)
+    auto copy_kv = [&](int stage, int k0) {
+        unsigned char* dst = kv_tiles + 2 * stage * KV;  // int-bound(wg_att_tile)
+        wg_att_copy_tile<1, THREADS, HS>(dst, rows + hd.k, hd.ld, k0, T);
+        wg_att_copy_tile<1, THREADS, HS>(dst + KV, rows + hd.v, hd.ld, k0, T);
+    };
+    wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
+    copy_kv(0, 0);
     ptx_cp_async_commit();
-    float o[32], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float o[32 * CH], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int v = 0; v < 32; v++) o[v] = 0.0f;
+    for (int v = 0; v < 32 * CH; v++) o[v] = 0.0f;
     // element v of a thread's D fragment: row 16 warp + g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2t + (v & 1)
     const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
-    const uint32_t q_addr = base + wg * WG_ATT_TILE, kv_base = base + WG * WG_ATT_TILE;
+    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, kv_base = tl.addr + WG * KV;
     const int last_tile = (q0 + ROWS - 1) / WG_ATT_ROWS;      // key tiles up to the block's diagonal
     const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / WG_ATT_ROWS;  // and this warpgroup's
 
@@ -164,17 +180,15 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         ptx_fence_proxy_async_shared();  // seen by wgmma's reads
         __syncthreads();                 // everyone's; and the other stage (tile j-1) is read
         if (j < last_tile) {
-            unsigned char* next = kv_tiles + 2 * ((j + 1) & 1) * WG_ATT_TILE;  // int-bound(wg_att_tile)
-            wg_att_copy_tile<1, THREADS>(next, rows + hd.k, hd.ld, (j + 1) * WG_ATT_ROWS, T);
-            wg_att_copy_tile<1, THREADS>(next + WG_ATT_TILE, rows + hd.v, hd.ld, (j + 1) * WG_ATT_ROWS, T);
+            copy_kv((j + 1) & 1, (j + 1) * WG_ATT_ROWS);
             ptx_cp_async_commit();
         }
         if (j > wg_last) continue;  // every key of the tile after this warpgroup's rows (warpgroup-uniform)
-        const uint32_t k_addr = kv_base + 2 * (j & 1) * WG_ATT_TILE, v_addr = k_addr + WG_ATT_TILE;
+        const uint32_t k_addr = kv_base + 2 * (j & 1) * KV, v_addr = k_addr + KV;
         // S = Q K^T, 16 head columns a step
         float s[32];
         ptx_wgmma_fence();
-        wg_att_rows_times_rows(s, q_addr, k_addr);
+        wg_att_rows_times_rows<CH>(s, q_addr, k_addr, WG * WG_ATT_TILE, WG_ATT_TILE);
         ptx_wgmma_commit_group();
         ptx_wgmma_wait_group<0>();
         // scale; mask keys after the row (the diagonal tile only); online softmax
@@ -209,12 +223,13 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
             l[i] = l[i] * corr[i] + sum[i];
         }
 #pragma unroll
-        for (int v = 0; v < 32; v++) o[v] *= corr[(v >> 1) & 1];
+        for (int v = 0; v < 32 * CH; v++) o[v] *= corr[(v >> 1) & 1];
         // O += P V, 16 keys a step: P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
         uint32_t pa[4][4];
         wg_att_frag_to_a(pa, s);
         ptx_wgmma_fence();
-        wg_att_regs_times_tile(o, pa, v_addr);
+#pragma unroll
+        for (int c = 0; c < CH; c++) wg_att_regs_times_tile(o + 32 * c, pa, v_addr + c * WG_ATT_TILE);
         ptx_wgmma_commit_group();
         ptx_wgmma_wait_group<0>();
     }
@@ -227,29 +242,36 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         if (r >= T) continue;
         floatX* dst = out + ((size_t)b * T + r) * C + h * HS + 2 * t;  // int-bound(att_channels)
 #pragma unroll
-        for (int jb = 0; jb < 8; jb++)
+        for (int jb = 0; jb < 8 * CH; jb++)  // column 8 jb + 2t, chunk jb / 8
             *reinterpret_cast<uint32_t*>(dst + 8 * jb) =  // int-bound(wg_att_tile)
                 mma_pack_floats(o[4 * jb + 2 * i] * inv[i], o[4 * jb + 2 * i + 1] * inv[i]);
         if (t == 0) lse[((size_t)b * NH + h) * T + r] = (m[i] + log2f(l[i])) * 0.6931471805599453f;
     }
 }
 
-// The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T).
-// WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile).
+// The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T),
+// head size 64 or 128. WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile).
 template <int WG = 1>
 inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                     int NH, int NKV, int HS) {
     attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
     CHECK(lse != nullptr, "lse must be given");
-    const char* problem = attention_wgmma_problem(ctx, HS);
+    const char* problem = attention_wgmma_problem(ctx, HS, false);
     CHECK(problem == nullptr, "%s (head size %d, sm_%d%d)", problem, HS, ctx.props.major, ctx.props.minor);
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;  // queries a block
     dim3 grid((unsigned)ceil_div(T, rows), NH, B);
-    const size_t smem = wg_att_fwd_smem(WG);
-    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<64, WG>, smem, "attention forward (wgmma)");
-    attention_forward_wgmma_kernel<64, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, NKV,
-                                                                                             hm.kv_magic);
+    const size_t smem = wg_att_fwd_smem(HS, WG);
+#define ATT_WGMMA_FWD(H)                                                                                          \
+    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG>, smem, "attention forward (wgmma)");      \
+    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, \
+                                                                                           NKV, hm.kv_magic)
+    if (HS == 64) {
+        ATT_WGMMA_FWD(64);
+    } else {
+        ATT_WGMMA_FWD(128);
+    }
+#undef ATT_WGMMA_FWD
     CHECK_LAUNCH();
 }
 
