@@ -77,7 +77,7 @@ LAUNCH = {
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dq_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),
-    "attention_backward_dkv_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; -ak 3 takes <64,1>; 50 / 66 KB of dynamic shared memory not in the table)"),
+    "attention_backward_dkv_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; -ak 3 takes <64,1,false>; <64,1,true>, dQ by atomics, is dev/cuda/attention_wgmma's variant; 50 / 66 / 58 KB of dynamic shared memory not in the table)"),
     "attention_backward_dq_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (as the dk/dv kernel; -ak 3 takes <64,1>; 49 / 65 KB of dynamic shared memory not in the table)"),
     "attention_dq_finish_kernel": (256, "option", "attention_mma.cuh attention_backward_mma: 256 (-ak 2's one-kernel backward)"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),

@@ -29,7 +29,7 @@ static void info(const char* what, double value) { printf("info %-34s %.3e\n", w
 
 int main(int argc, char** argv) {
     CHECK(argc >= 3 && argc <= 7,
-          "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2] [GELU fusion 0|1|2] "
+          "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2|3] [GELU fusion 0|1|2] "
           "[bias-gradient epilogue 0|1]",
           argv[0]);
     int recompute = argc >= 4 ? atoi(argv[3]) : 1;

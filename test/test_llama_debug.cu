@@ -2,7 +2,7 @@
 // test_llama_debug.cpp does for the CPU. Reads a debug state written by test/llama_reference.py
 // (read by test/llama_debug_state.h) and checks logits, loss, every gradient tensor and
 // the losses and gradient norms of 10 AdamW steps with clipping.
-// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1|2] [recompute 0|1|2]
+// usage: build/test_llama_debug_{fp32,bf16} DEBUG.bin [attention kernel 0|1|2|3] [recompute 0|1|2]
 // With recompute 1 or 2 (llmc/llama_cuda.cuh) the checks run at that level, and the first
 // backward's gradients must also be -r 0's bit for bit. Attention kernel 2 (-ak 2, dq summed by
 // atomics) loosens that, and the sink's check, to 1% of the largest gradient.
@@ -94,7 +94,7 @@ static void check_sink(LlamaCuda* model, const LlamaDebug& d, const std::vector<
 }
 
 int main(int argc, char** argv) {
-    CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1|2] [recompute 0|1|2]", argv[0]);
+    CHECK(argc >= 2 && argc <= 4, "usage: %s DEBUG.bin [attention kernel 0|1|2|3] [recompute 0|1|2]", argv[0]);
     const int attention_kernel = argc >= 3 ? atoi(argv[2]) : 0;
     const int recompute = argc == 4 ? atoi(argv[3]) : 0;
     CHECK(attention_kernel >= 0 && attention_kernel <= 3, "attention kernel %d", attention_kernel);

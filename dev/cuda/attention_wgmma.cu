@@ -1,6 +1,7 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
-// on Hopper's warpgroup MMA: forward at head size 64 and 128, backward at 64) against
-// llmc/cpu/attention.h's attention_forward_gqa / attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
+// on Hopper's warpgroup MMA: forward at head size 64 and 128, backward at 64, with dQ by its own
+// kernel or by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
+// attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
 // another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
 // element never written fails.
@@ -79,8 +80,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     check("attention_forward_wgmma_wg2",
           [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     if (HS != 64) return free_all();  // the backward takes head size 64 only
-    // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually sits in one)
-    auto check_backward = [&](const char* op, auto backward) {
+    // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually
+    // sits in one); returns what it wrote. Bitwise reproducible unless dQ sums by atomics.
+    auto check_backward = [&](const char* op, auto backward, bool reproducible = true) {
         CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
         backward();
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
@@ -95,17 +97,33 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
             }
             dev_check(op, (w + names[part]).c_str(), g, r, {2e-2, 5e-3, 1e-3});
         }
-        backward();
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        dev_expect(op, (w + " bitwise deterministic").c_str(),
-                   memcmp(dev_download(d_dqkv, n_qkv).data(), got.data(), n_qkv * sizeof(float)) == 0);
+        if (reproducible) {
+            backward();
+            CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+            dev_expect(op, (w + " bitwise deterministic").c_str(),
+                       memcmp(dev_download(d_dqkv, n_qkv).data(), got.data(), n_qkv * sizeof(float)) == 0);
+        }
+        return got;
     };
-    check_backward("attention_backward_wgmma", [&] {
+    const std::vector<float> two = check_backward("attention_backward_wgmma", [&] {
         attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
     check_backward("attention_backward_wgmma_wg2", [&] {
         attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
+    // dQ inside the dK/dV kernel, by atomics: dK and dV are the two-kernel backward's bit for bit
+    float* d_dq_accum;
+    CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
+    const std::vector<float> fused = check_backward(
+        "attention_backward_wgmma_fused",
+        [&] { attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS, d_dq_accum); },
+        false);
+    bool same_kv = true;
+    const size_t ld = (size_t)(NH + 2 * NKV) * HS;
+    for (size_t i = 0; i < n_qkv; i++) same_kv &= i % ld < (size_t)C || memcmp(&fused[i], &two[i], sizeof(float)) == 0;
+    dev_expect("attention_backward_wgmma_fused", (w + " dk and dv bit for bit the two-kernel backward's").c_str(),
+               same_kv);
+    CHECK_CUDA(cudaFree(d_dq_accum));
     free_all();
 }
 
@@ -146,6 +164,13 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     ms = bench_ms(ctx, reps,
                   [&] { attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
     dev_report_tflops("attention_backward_wgmma_wg2", what, 2.5 * fwd_flops, ms);
+    float* d_dq_accum;
+    CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
+    ms = bench_ms(ctx, reps, [&] {
+        attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, d_dq_accum);
+    });
+    dev_report_tflops("attention_backward_wgmma_fused", what, 2.5 * fwd_flops, ms);
+    CHECK_CUDA(cudaFree(d_dq_accum));
     free_all();
 }
 #endif

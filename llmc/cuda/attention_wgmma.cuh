@@ -21,13 +21,14 @@
 //     rows run along the head, the product's n).
 // Backward (below, head size 64): a dK/dV kernel per (64 WG keys, key/value head) streaming Q
 // and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x
-// 64, four wgmma each) a pair of tiles, as attention_mma.cuh's.
+// 64, four wgmma each) a pair of tiles, as attention_mma.cuh's; or (a variant, dq_accum) the
+// dK/dV kernel alone, adding each key tile's dS K to an fp32 dQ by atomics: 5 products.
 // Each wgmma group is waited for at once: no overlap of the softmax with the products yet
 // (flash-attention 3's ping-pong of two warpgroups, and its producer warp with TMA, would be the
 // next steps, when a measurement says where the time goes). Every result element has one
-// writer and every sum a fixed order: bitwise reproducible.
+// writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
-// 81 or 97 KB), dK/dV 50 or 66 KB, dQ 49 or 65 KB.
+// 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics), dQ 49 or 65 KB.
 #pragma once
 #include <cstdint>
 #include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
@@ -283,9 +284,10 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
 // column 8 (v >> 2) + 2t + (v & 1)), and its P (or dS) rounded is the A fragment of the next
 // product (wg_att_frag_to_a).
 
-// K, V (WG tiles each), two stages of (Q, dO), two of (lse2, D) for 64 queries, 1 KB of slack
-constexpr size_t wg_att_dkv_smem(int WG) {
-    return 1024 + (2 * WG + 4) * (size_t)WG_ATT_TILE + sizeof(float) * 2 * 2 * 64;
+// K, V (WG tiles each), two stages of (Q, dO), with dQ the dS^T tile, two stages of (lse2, D)
+// for 64 queries, 1 KB of slack
+constexpr size_t wg_att_dkv_smem(int WG, bool DQ = false) {
+    return 1024 + (2 * WG + 4 + (DQ ? 1 : 0)) * (size_t)WG_ATT_TILE + sizeof(float) * 2 * 2 * 64;
 }
 // Q, dO (WG tiles each), two stages of (K, V), 1 KB of slack
 constexpr size_t wg_att_dq_smem(int WG) { return 1024 + (2 * WG + 4) * (size_t)WG_ATT_TILE; }
@@ -297,17 +299,23 @@ constexpr size_t wg_att_dq_smem(int WG) { return 1024 + (2 * WG + 4) * (size_t)W
 //   P^T, and dS^T = P^T (dP^T - D), with each column's (query's) lse2 and D from shared memory;
 //   dV += P^T dO and dK += dS^T Q (eight wgmma, P^T and dS^T from registers, dO and Q N-major).
 // A warpgroup skips the query tiles wholly before its keys. dK *= 1/sqrt(HS) at the end.
-template <int HS, int WG>
+// DQ (one warpgroup; attention_backward_wgmma with dq_accum): also this key tile's part of dQ,
+// dS K, as flash-attention 2 and 3 do (5 products a pair of tiles instead of 7): dS^T is written
+// to a shared tile (row = key), which is dS's A operand M-major, K's tile N-major; the fp32
+// result is added to dq_accum (B, T, C) by float2 atomics, in whatever order blocks get there.
+template <int HS, int WG, bool DQ = false>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
 attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                    const float* D, int T, int NH, int NKV, int group) {
+                                    const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
     static_assert(HS == 64, "head size 64: a 128-byte row");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
+    static_assert(!DQ || WG == 1, "dQ's tile is written and read by the whole block: one warpgroup");
     constexpr int THREADS = WG_ATT_THREADS * WG, KEYS = WG_ATT_ROWS * WG, Q = WG_ATT_ROWS;
     const WgAttTiles tl = wg_att_tiles();
-    // K at tile 0 (WG), V at WG, stage s's Q at 2 WG + 2s and dO one on; the statistics after them
-    // [stage][lse2 64 | D 64]
-    float* stats = reinterpret_cast<float*>(tl.ptr + (2 * WG + 4) * WG_ATT_TILE);  // int-bound(wg_att_tile)
+    // K at tile 0 (WG), V at WG, stage s's Q at 2 WG + 2s and dO one on, (DQ) dS^T, then the
+    // statistics: [stage][lse2 64 | D 64]
+    constexpr int DS_TILE = 2 * WG + 4;
+    float* stats = reinterpret_cast<float*>(tl.ptr + (DS_TILE + (DQ ? 1 : 0)) * WG_ATT_TILE);  // int-bound(wg_att_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int kvh = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -363,11 +371,15 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
         if (q0 >= wk0) {  // a query tile wholly before this warpgroup's keys is masked (warpgroup-uniform)
             const uint32_t q_addr = tl.addr + (2 * WG + 2 * st) * WG_ATT_TILE, do_addr = q_addr + WG_ATT_TILE;
             float p[32], ds[32];
+            ptx_wgmma_fence_operands(p);
+            ptx_wgmma_fence_operands(ds);
             ptx_wgmma_fence();
             wg_att_rows_times_rows(p, k_addr, q_addr);    // S^T = K Q^T
             wg_att_rows_times_rows(ds, v_addr, do_addr);  // dP^T = V dO^T
             ptx_wgmma_commit_group();
             ptx_wgmma_wait_group<0>();
+            ptx_wgmma_fence_operands(p);
+            ptx_wgmma_fence_operands(ds);
             // the mask on the diagonal tile and on the last (queries past T)
             const bool edge = q0 == wk0 || q0 + Q > T;
             const float* lse2_t = stats + st * 2 * Q;  // int-bound(wg_att_tile)
@@ -382,11 +394,46 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             uint32_t pa[4][4], dsa[4][4];
             wg_att_frag_to_a(pa, p);
             wg_att_frag_to_a(dsa, ds);
+            [[maybe_unused]] float dq[DQ ? 32 : 1];
+            if constexpr (DQ) {
+                // dS^T into its tile: dsa[ks][r] holds row 16 warp + g + 8 (r & 1), columns
+                // 16 ks + 8 (r >> 1) + 2t and one on
+                unsigned char* ds_tile = tl.ptr + DS_TILE * WG_ATT_TILE;  // int-bound(wg_att_tile)
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++)
+#pragma unroll
+                    for (int r = 0; r < 4; r++)
+                        *reinterpret_cast<uint32_t*>(ds_tile + wgmma_sw128_offset(16 * warp + g + 8 * (r & 1),
+                                                                                  16 * ks + 8 * (r >> 1) + 2 * t)) =
+                            dsa[ks][r];
+                ptx_fence_proxy_async_shared();  // the stores above, seen by wgmma's reads
+                __syncthreads();                 // everyone's (the block is one warpgroup)
+            }
             ptx_wgmma_fence();
             wg_att_regs_times_tile(dv, pa, do_addr);  // dV += P^T dO
             wg_att_regs_times_tile(dk, dsa, q_addr);  // dK += dS^T Q
+            if constexpr (DQ) {  // dQ = dS K, 16 keys a step: dS M-major (dS^T's rows), K N-major
+                const uint32_t ds_addr = tl.addr + DS_TILE * WG_ATT_TILE;
+#pragma unroll
+                for (int ks = 0; ks < 4; ks++) {
+                    const uint64_t a = wgmma_desc(ds_addr + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B);
+                    ptx_wgmma_m64n64k16_bf16_f32_ss<1, 1>(
+                        dq, a, wgmma_desc(k_addr + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), ks > 0);
+                }
+            }
             ptx_wgmma_commit_group();
             ptx_wgmma_wait_group<0>();
+            if constexpr (DQ) {  // rows: queries q0 + 16 warp + g + 8i; columns 8 jb + 2t
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    const int qi = q0 + 16 * warp + g + 8 * i;
+                    if (qi >= T) continue;
+                    float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + 2 * t;  // int-bound(att_channels)
+#pragma unroll
+                    for (int jb = 0; jb < 8; jb++)
+                        mma_atomic_add_pair(d + 8 * jb, dq[4 * jb + 2 * i], dq[4 * jb + 2 * i + 1]);  // int-bound(wg_att_tile)
+                }
+            }
         }
         // the other stage's statistics were last read in step j-1; read again after the next barrier
         if (j + 1 < steps && stats_thread) stats[(st ^ 1) * 2 * Q + threadIdx.x] = next_stat;  // int-bound(wg_att_tile)
@@ -504,10 +551,14 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
 
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
 // overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. The dK/dV
-// kernel, then the dQ kernel; bitwise reproducible. WG: warpgroups a block (64 keys or queries each).
+// kernel, then the dQ kernel; bitwise reproducible. WG: warpgroups a block (64 keys or queries
+// each). With dq_accum (B*T*C floats, the caller's, zeroed here; WG = 1): no dQ kernel, the dK/dV
+// kernel adding each key tile's part of dQ by atomics (as attention_backward_mma's -ak 2): not
+// bitwise reproducible.
 template <int WG = 1>
 inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
-                                     const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
+                                     const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
+                                     float* dq_accum = nullptr) {
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const char* problem = attention_wgmma_problem(ctx, HS);
@@ -516,11 +567,27 @@ inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;
     const dim3 grid_kv((unsigned)ceil_div(T, rows), NKV, B), grid_q((unsigned)ceil_div(T, rows), NH, B);
+    if (dq_accum != nullptr) {
+        CHECK(WG == 1, "attention_backward_wgmma: dQ by atomics takes one warpgroup a block (WG=%d)", WG);
+        if constexpr (WG == 1) {
+            const size_t n = (size_t)B * T * NH * HS, smem = wg_att_dkv_smem(1, true);
+            CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
+            attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, 1, true>, smem,
+                                     "attention backward dk/dv/dq (wgmma)");
+            attention_backward_dkv_wgmma_kernel<64, 1, true><<<grid_kv, WG_ATT_THREADS, smem, ctx.stream>>>(
+                dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
+            CHECK_LAUNCH();
+            attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
+                dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
+            CHECK_LAUNCH();
+            return;
+        }
+    }
     const size_t smem_kv = wg_att_dkv_smem(WG), smem_q = wg_att_dq_smem(WG);
     attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, WG>, smem_kv,
                              "attention backward dk/dv (wgmma)");
     attention_backward_dkv_wgmma_kernel<64, WG><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
-        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group);
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, nullptr);
     CHECK_LAUNCH();
     attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<64, WG>, smem_q, "attention backward dq (wgmma)");
     attention_backward_dq_wgmma_kernel<64, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(

@@ -277,6 +277,20 @@ __device__ inline void ptx_wgmma_fence() {
 #endif
 }
 
+// An empty asm that reads and writes each of the N registers: the compiler may neither move them
+// across it nor reorder their uses around it, so a wgmma's accumulators stay where its issue and
+// its wait see them (without it ptxas may copy them and inject warpgroup.arrive/wait, C7517/C7519).
+// Nothing on the emulated GPU.
+template <int N>
+__device__ __forceinline__ void ptx_wgmma_fence_operands(float (&d)[N]) {
+#ifndef GPTRAIN_EMU
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+#else
+    (void)d;
+#endif
+}
+
 // wgmma.commit_group.sync.aligned: the warpgroup's wgmma.mma_async since the last commit become one group
 __device__ inline void ptx_wgmma_commit_group() {
 #ifndef GPTRAIN_EMU
