@@ -116,7 +116,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
     const std::vector<float> fused = check_backward(
         "attention_backward_wgmma_fused",
-        [&] { attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS, d_dq_accum); },
+        [&] {
+            attention_backward_wgmma<1, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS, d_dq_accum);
+        },
         false);
     bool same_kv = true;
     const size_t ld = (size_t)(NH + 2 * NKV) * HS;
@@ -167,7 +169,7 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     float* d_dq_accum;
     CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
     ms = bench_ms(ctx, reps, [&] {
-        attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, d_dq_accum);
+        attention_backward_wgmma<1, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, d_dq_accum);
     });
     dev_report_tflops("attention_backward_wgmma_fused", what, 2.5 * fwd_flops, ms);
     CHECK_CUDA(cudaFree(d_dq_accum));

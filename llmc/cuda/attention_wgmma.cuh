@@ -552,46 +552,42 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
 // overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. The dK/dV
 // kernel, then the dQ kernel; bitwise reproducible. WG: warpgroups a block (64 keys or queries
-// each). With dq_accum (B*T*C floats, the caller's, zeroed here; WG = 1): no dQ kernel, the dK/dV
-// kernel adding each key tile's part of dQ by atomics (as attention_backward_mma's -ak 2): not
-// bitwise reproducible.
-template <int WG = 1>
+// each). DQ_ATOMIC (WG = 1; dq_accum, B*T*C floats, the caller's, zeroed here): no dQ kernel, the
+// dK/dV kernel adding each key tile's part of dQ by atomics (as attention_backward_mma's -ak 2):
+// not bitwise reproducible. A template argument, so that the trainers, which take the two
+// kernels, do not compile this one.
+template <int WG = 1, bool DQ_ATOMIC = false>
 inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                      float* dq_accum = nullptr) {
+    static_assert(!DQ_ATOMIC || WG == 1, "dQ by atomics takes one warpgroup a block");
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
+    CHECK((dq_accum != nullptr) == DQ_ATOMIC, "attention_backward_wgmma: dq_accum %p with DQ_ATOMIC %d",
+          (void*)dq_accum, (int)DQ_ATOMIC);
     const char* problem = attention_wgmma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d, sm_%d%d)", problem, HS, ctx.props.major, ctx.props.minor);
     const float* D = attention_backward_preprocess(ctx, out, dout, B, T, NH, HS);
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;
     const dim3 grid_kv((unsigned)ceil_div(T, rows), NKV, B), grid_q((unsigned)ceil_div(T, rows), NH, B);
-    if (dq_accum != nullptr) {
-        CHECK(WG == 1, "attention_backward_wgmma: dQ by atomics takes one warpgroup a block (WG=%d)", WG);
-        if constexpr (WG == 1) {
-            const size_t n = (size_t)B * T * NH * HS, smem = wg_att_dkv_smem(1, true);
-            CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
-            attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, 1, true>, smem,
-                                     "attention backward dk/dv/dq (wgmma)");
-            attention_backward_dkv_wgmma_kernel<64, 1, true><<<grid_kv, WG_ATT_THREADS, smem, ctx.stream>>>(
-                dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
-            CHECK_LAUNCH();
-            attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
-                dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
-            CHECK_LAUNCH();
-            return;
-        }
-    }
-    const size_t smem_kv = wg_att_dkv_smem(WG), smem_q = wg_att_dq_smem(WG);
-    attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, WG>, smem_kv,
+    const size_t smem_kv = wg_att_dkv_smem(WG, DQ_ATOMIC), smem_q = wg_att_dq_smem(WG);
+    const size_t n = (size_t)B * T * NH * HS;
+    if (DQ_ATOMIC) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
+    attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, WG, DQ_ATOMIC>, smem_kv,
                              "attention backward dk/dv (wgmma)");
-    attention_backward_dkv_wgmma_kernel<64, WG><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
-        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, nullptr);
+    attention_backward_dkv_wgmma_kernel<64, WG, DQ_ATOMIC><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
     CHECK_LAUNCH();
-    attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<64, WG>, smem_q, "attention backward dq (wgmma)");
-    attention_backward_dq_wgmma_kernel<64, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
-        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
+    if (DQ_ATOMIC) {
+        attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
+            dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
+    } else {
+        attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<64, WG>, smem_q,
+                                 "attention backward dq (wgmma)");
+        attention_backward_dq_wgmma_kernel<64, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
+            dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
+    }
     CHECK_LAUNCH();
 }
 #endif  // ENABLE_BF16
