@@ -14,8 +14,8 @@ with -Xptxas -v, and writes one row per kernel instantiation and precision to FI
 dev/results/kernel_resources_sm90.txt). check does the same into a temporary table (or NEW) and
 compares it with TABLE (default the committed one): it exits 1, one line per problem, when a
 kernel on the default path spills, when its occupancy is below the table's, when a default-path
-kernel is missing from the table, or when a kernel has no entry in LAUNCH below (its block size
-and path unknown). compare does the comparison alone, on two tables. parse turns a saved
+kernel is missing from the table, when a kernel has no entry in LAUNCH below (its block size
+and path unknown), or when ptxas says it serialized a kernel's wgmma (wgmma_problems). compare does the comparison alone, on two tables. parse turns a saved
 `ptxas -v` log into table rows and occupancy turns one kernel's resources into its occupancy
 line: test/test_kernel_resources.sh feeds both hand-made inputs whose answers it knows.
 
@@ -82,7 +82,7 @@ LAUNCH = {
     "attention_dq_finish_kernel": (256, "option", "attention_mma.cuh attention_backward_mma: 256 (-ak 2's one-kernel backward)"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_forward_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
-    "attention_forward_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (-ak 3 takes <HS,2>; 41 / 49 KB of dynamic shared memory at head size 64, 81 / 97 KB at 128, not in the table)"),
+    "attention_forward_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (-ak 3 takes <HS,2,true>; 41 / 49 KB of dynamic shared memory at head size 64, 81 / 97 KB at 128, not in the table)"),
     "attention_wgmma_probe_kernel": (1, "option", "attention_wgmma.cuh attention_wgmma_problem: <<<1, 1>>> (-ak 3's check for sm_90a code)"),
     "attention_fwd_variant_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS (<128,2,false>: head size 128; the rest dev/cuda/attention --bench)"),
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
@@ -242,6 +242,21 @@ def parse_ptxas(text):
             cur["barriers"] = int(b.group(1)) if b else 1  # older ptxas does not say; the calculator assumes 1
             cur["smem_static"] = int(s.group(1)) if s else 0
     return [e for e in entries if e["regs"] is not None]
+
+
+def wgmma_problems(text):
+    """One problem a line where ptxas says it serialized the wgmma pipeline of a function, or
+    injected warpgroup.arrive / warpgroup.wait into it ("(C7514) Potential Performance Loss:
+    wgmma.mma_async instructions are serialized ...", "(C7519) warpgroup.arrive is injected ..."):
+    the code runs, but each wgmma waits for the last, the overlap the kernel was written for gone.
+    The usual causes: a wgmma on a path only some threads take, an accumulator or A register
+    touched between the wgmma and its wait (ptx_wgmma_fence_operands pins them)."""
+    out = []
+    for line in text.splitlines():
+        m = re.search(r"\((C75\d\d)\) (.*?) in (?:the )?function '([^']+)'", line)
+        if m:
+            out.append("WGMMA %s %s: %s" % (m.group(1), m.group(3), m.group(2).strip()))
+    return out
 
 
 def parse_maxntid(ptx):
@@ -416,7 +431,9 @@ def build_rows(jobs):
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             outputs = list(pool.map(lambda w: compile_one(nvcc, w[0], w[1], workdir), work))
     rows, seen = [], {}
+    problems = []
     for (source, precision), (log, ptx) in zip(work, outputs):
+        problems += ["%s (%s, %s)" % (line, source, precision) for line in wgmma_problems(log)]
         for row in make_rows(parse_ptxas(log), precision, source, parse_maxntid(ptx), dyn, notes):
             key = (row["kernel"], precision)
             if key in seen:  # the same header in two sources: keep the first (the trainer's)
@@ -428,8 +445,8 @@ def build_rows(jobs):
             seen[key] = row
             rows.append(row)
     compiled = {base_name(r["kernel"])[0] for r in rows}
-    problems = ["UNCOMPILED %s (declared in %s): in none of SOURCES in scripts/kernel_resources.py" % (name, path)
-                for name, path in sorted(declared_kernels().items()) if name not in compiled]
+    problems += ["UNCOMPILED %s (declared in %s): in none of SOURCES in scripts/kernel_resources.py" % (name, path)
+                 for name, path in sorted(declared_kernels().items()) if name not in compiled]
     return sort_rows(rows), notes, problems
 
 
@@ -610,7 +627,10 @@ def main():
         sys.stdout.write(format_table(sort_rows(rows)))
         for line in notes:
             print(line, file=sys.stderr)
-        return 0
+        problems = wgmma_problems(log)
+        for line in problems:
+            print("FAIL " + line, file=sys.stderr)
+        return 1 if problems else 0
     if a.cmd == "compare":
         new = read_table(a.new)
         problems, notes = compare(read_table(a.old), new)

@@ -191,6 +191,26 @@ else
     fail "parse exited non-zero:"; cat "$out/parse_notes.txt"
 fi
 
+# ptxas's wgmma messages (CUDA 13.0's wording; three of a kind it printed for a forward whose
+# wgmma sat on a warpgroup-dependent path): each is a problem, the entries themselves still rows
+cat > "$out/wgmma.log" << 'EOF'
+ptxas info    : (C7520) Potential Performance Loss: wgmma.mma_async instructions are serialized due to program dependence on compiler-inserted WG.AR in divergent path in the function '_Z1aPf'
+ptxas info    : (C7519) warpgroup.arrive is injected in around line 99947 by compiler to allow use of registers in GMMA in function '_Z1bPf'
+ptxas info    : (C7514) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions reading accumulator registers of  a wgmma between start and end of the pipeline stage in the function '_Z1bPf'
+ptxas info    : Compiling entry function '_Z1aPf' for 'sm_90a'
+ptxas info    : Function properties for _Z1aPf
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 128 registers, used 1 barriers
+EOF
+if $KR parse "$out/wgmma.log" bf16 > "$out/wgmma_table.txt" 2> "$out/wgmma_notes.txt"; then
+    fail "parse passed a log in which ptxas serialized wgmma"
+elif [ "$(grep -c '^FAIL WGMMA C75' "$out/wgmma_notes.txt")" = 3 ] && grep -q "C7520 _Z1aPf" "$out/wgmma_notes.txt" \
+        && grep -q "C7519 _Z1bPf" "$out/wgmma_notes.txt" && awk '$1 == "a" { r = $4 } END { exit r != 128 }' "$out/wgmma_table.txt"; then
+    echo "ok: ptxas's serialized or injected wgmma (C7520, C7519, C7514) are problems, one a message"
+else
+    fail "wgmma messages (got):"; cat "$out/wgmma_notes.txt" "$out/wgmma_table.txt"
+fi
+
 # ---------------------------------------------------------------------------------------------
 # 3. the comparison: the recorded table, then a fresh one with one of each problem
 cols="# kernel precision path regs spill_st spill_ld stack barriers smem_static smem_dyn block blocks warps"

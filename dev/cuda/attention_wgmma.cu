@@ -1,7 +1,7 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
-// on Hopper's warpgroup MMA: forward at head size 64 and 128, backward at 64, with dQ by its own
-// kernel or by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
-// attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
+// on Hopper's warpgroup MMA: forward at head size 64 and 128, with and without S and P V in
+// flight together (PIPE), backward at 64, with dQ by its own kernel or by atomics) against
+// llmc/cpu/attention.h's attention_forward_gqa / attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
 // another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
 // element never written fails.
@@ -12,6 +12,23 @@
 #include "../../llmc/cuda/attention_wgmma.cuh"
 
 #ifdef ENABLE_BF16
+// one case's device buffers: qkv and dout uploaded, out, dqkv and lse allocated; freed with it
+struct AttBuffers {
+    floatX *qkv, *dout, *out = nullptr, *dqkv = nullptr;
+    float* lse = nullptr;
+    AttBuffers(const std::vector<float>& qkv_h, const std::vector<float>& dout_h, size_t n_lse)
+        : qkv(dev_upload(qkv_h)), dout(dev_upload(dout_h)) {
+        CHECK_CUDA(cudaMalloc(&out, dout_h.size() * sizeof(floatX)));
+        CHECK_CUDA(cudaMalloc(&dqkv, qkv_h.size() * sizeof(floatX)));
+        CHECK_CUDA(cudaMalloc(&lse, n_lse * sizeof(float)));
+    }
+    AttBuffers(const AttBuffers&) = delete;
+    AttBuffers& operator=(const AttBuffers&) = delete;
+    ~AttBuffers() {
+        for (void* p : {(void*)qkv, (void*)dout, (void*)out, (void*)dqkv, (void*)lse}) CHECK_CUDA(cudaFree(p));
+    }
+};
+
 // lse of every (b, h, t) row in double from the definition, qkv rows [q (NH) | k (NKV) | v (NKV)]
 static std::vector<float> ref_lse_gqa(const std::vector<float>& qkv, int B, int T, int NH, int NKV, int HS) {
     const size_t ld = (size_t)(NH + 2 * NKV) * HS;
@@ -54,14 +71,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     attention_forward_gqa(ref_out.data(), att.data(), qkv.data(), B, T, NH, NKV, HS);
     attention_backward_gqa(ref_dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, NH, NKV, HS);
     const std::vector<float> ref_lse = ref_lse_gqa(qkv, B, T, NH, NKV, HS);
-    floatX *d_qkv = dev_upload(qkv), *d_dout = dev_upload(dout), *d_out, *d_dqkv;
-    float* d_lse;
-    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
-    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
-    CHECK_CUDA(cudaMalloc(&d_lse, n_lse * sizeof(float)));
-    const auto free_all = [&] {
-        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
-    };
+    const AttBuffers buf(qkv, dout, n_lse);
+    floatX *d_qkv = buf.qkv, *d_dout = buf.dout, *d_out = buf.out, *d_dqkv = buf.dqkv;
+    float* d_lse = buf.lse;
     // one warpgroup a block, then two (128 queries sharing the key tiles)
     auto check = [&](const char* op, auto forward) {
         CHECK_CUDA(cudaMemset(d_out, 0xFF, n_out * sizeof(floatX)));  // NaN: a row never written fails
@@ -75,11 +87,26 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         dev_expect(op, (w + " bitwise deterministic").c_str(),
                    memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
+        return got;
     };
-    check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
-    check("attention_forward_wgmma_wg2",
-          [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
-    if (HS != 64) return free_all();  // the backward takes head size 64 only
+    // with PIPE (S and P V in flight together) the same operations in the same order: bit for bit
+    auto same = [&](const char* op, const std::vector<float>& a, const std::vector<float>& b) {
+        dev_expect(op, (w + " out bit for bit without PIPE's").c_str(),
+                   memcmp(a.data(), b.data(), n_out * sizeof(float)) == 0);
+    };
+    const std::vector<float> wg1 = check("attention_forward_wgmma", [&] {
+        attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    });
+    const std::vector<float> wg2 = check("attention_forward_wgmma_wg2", [&] {
+        attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+    });
+    same("attention_forward_wgmma_pipe", wg1, check("attention_forward_wgmma_pipe", [&] {
+             attention_forward_wgmma<1, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+         }));
+    same("attention_forward_wgmma_wg2_pipe", wg2, check("attention_forward_wgmma_wg2_pipe", [&] {
+             attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
+         }));
+    if (HS != 64) return;  // the backward takes head size 64 only
     // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually
     // sits in one); returns what it wrote. Bitwise reproducible unless dQ sums by atomics.
     auto check_backward = [&](const char* op, auto backward, bool reproducible = true) {
@@ -126,7 +153,6 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     dev_expect("attention_backward_wgmma_fused", (w + " dk and dv bit for bit the two-kernel backward's").c_str(),
                same_kv);
     CHECK_CUDA(cudaFree(d_dq_accum));
-    free_all();
 }
 
 // --bench: beside attention_forward_mma (the trainers' forward) at issue 23's sizes, useful causal
@@ -139,16 +165,10 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     const size_t n_qkv = (size_t)B * T * 3 * C, n_out = (size_t)B * T * C;
     const double fwd_flops = 4.0 * ((double)B * NH * T * (T + 1) / 2.0) * HS;
     DevRng rng(7 + T);
-    floatX* d_qkv = dev_upload(rand_vec(rng, n_qkv, 2.0f));
-    floatX* d_dout = dev_upload(rand_vec(rng, n_out));
-    floatX *d_out, *d_dqkv;
-    float* d_lse;
-    CHECK_CUDA(cudaMalloc(&d_out, n_out * sizeof(floatX)));
-    CHECK_CUDA(cudaMalloc(&d_dqkv, n_qkv * sizeof(floatX)));
-    CHECK_CUDA(cudaMalloc(&d_lse, (size_t)B * NH * T * sizeof(float)));
-    const auto free_all = [&] {
-        for (void* p : {(void*)d_qkv, (void*)d_dout, (void*)d_out, (void*)d_dqkv, (void*)d_lse}) CHECK_CUDA(cudaFree(p));
-    };
+    const std::vector<float> qkv = rand_vec(rng, n_qkv, 2.0f), dout = rand_vec(rng, n_out);
+    const AttBuffers buf(qkv, dout, (size_t)B * NH * T);
+    floatX *d_qkv = buf.qkv, *d_dout = buf.dout, *d_out = buf.out, *d_dqkv = buf.dqkv;
+    float* d_lse = buf.lse;
     const int reps = T >= 4096 ? 5 : 10;
     float ms = bench_ms(ctx, reps, [&] { attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH); });
     dev_report_tflops("attention_forward_mma", what, fwd_flops, ms);
@@ -156,7 +176,11 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
-    if (HS != 64) return free_all();  // the backward takes head size 64 only
+    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<1, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_forward_wgmma_pipe", what, fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+    dev_report_tflops("attention_forward_wgmma_wg2_pipe", what, fwd_flops, ms);
+    if (HS != 64) return;  // the backward takes head size 64 only
     // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
     ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
     dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
@@ -173,7 +197,6 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     });
     dev_report_tflops("attention_backward_wgmma_fused", what, 2.5 * fwd_flops, ms);
     CHECK_CUDA(cudaFree(d_dq_accum));
-    free_all();
 }
 #endif
 

@@ -73,6 +73,8 @@ __global__ void __launch_bounds__(128) wgmma_gemm_kernel(float* out, const __nv_
             a[ks][3] = wg_pack(r8[8], r8[9]);
         }
     }
+    ptx_wgmma_fence_operands(d);  // d and a stay in their registers from here to the wait
+    ptx_wgmma_fence_operands(a);
     ptx_wgmma_fence();
     const uint32_t a_base = base, b_base = base + 8192;
 #pragma unroll
@@ -86,7 +88,10 @@ __global__ void __launch_bounds__(128) wgmma_gemm_kernel(float* out, const __nv_
         }
     }
     ptx_wgmma_commit_group();
+    ptx_wgmma_fence_operands(d);
+    ptx_wgmma_fence_operands(a);
     ptx_wgmma_wait_group<0>();
+    ptx_wgmma_fence_operands(d);
     for (int v = 0; v < 32; v++)
         out[(16 * warp + g + 8 * ((v >> 1) & 1)) * 64 + 8 * (v >> 2) + 2 * t + (v & 1)] = d[v];
 }

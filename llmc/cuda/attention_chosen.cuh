@@ -15,9 +15,11 @@
 inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                      int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    // two warpgroups a block (128 queries sharing each key tile's loads): chosen before any
-    // measurement, at the same occupancy as one (dev/cuda/attention_wgmma --bench times both)
-    if (ctx.attention_wgmma) return attention_forward_wgmma<2>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
+    // two warpgroups a block (128 queries sharing each key tile's loads), S of the next key tile
+    // and P V of the last in flight together (PIPE: flash-attention 3's intra-warpgroup overlap;
+    // bit for bit the result without it). Chosen before any measurement, at the same occupancy as
+    // the others (dev/cuda/attention_wgmma --bench times all four)
+    if (ctx.attention_wgmma) return attention_forward_wgmma<2, true>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
     if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
 #endif
     attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);

@@ -540,6 +540,21 @@ __device__ __forceinline__ void mma_atomic_add_pair(float* p, float x, float y) 
 #endif
 }
 
+// 16 rows x 8ND columns of fragments added to fp32 global memory (row stride ld) at rows
+// row0.., columns col0.., by mma_atomic_add_pair; rows at or past T skipped
+template <int ND>
+__device__ inline void mma_atomic_add_rows(float* dst, size_t ld, const float acc[ND][4], int row0, int col0, int T,
+                                           int g, int c) {
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int r = row0 + g + 8 * i;
+        if (r >= T) continue;
+        float* d = dst + (size_t)r * ld + col0 + 2 * c;  // int-bound(mma_tile)
+#pragma unroll
+        for (int nd = 0; nd < ND; nd++) mma_atomic_add_pair(d + nd * 8, acc[nd][2 * i], acc[nd][2 * i + 1]);  // int-bound(mma_tile)
+    }
+}
+
 // The dK/dV kernels' step after (query head h, query tile q0 of `rows` queries), over the query
 // heads of a key/value head's group and for each the query tiles from the key tile's diagonal
 // (k0) on: the next query tile, or the next head's first
@@ -694,15 +709,7 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
                 mma_chunk_times_cols<LD, ND>(dq, a, Ks, t * 16, dc, lane);
             }
             if constexpr (DQ == ATT_DQ_ATOMIC) {
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int qi = q0 + kr + g + 8 * i;
-                    if (qi >= T) continue;
-                    float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + dc + 2 * c;  // int-bound(att_channels)
-#pragma unroll
-                    for (int nd = 0; nd < ND; nd++)
-                        mma_atomic_add_pair(d + nd * 8, dq[nd][2 * i], dq[nd][2 * i + 1]);  // int-bound(mma_tile)
-                }
+                mma_atomic_add_rows<ND>(dq_accum + (size_t)b * T * C + h * HS, C, dq, q0 + kr, dc, T, g, c);  // int-bound(att_channels)
             } else {
                 float* st = dq_stage + warp * 16 * SLD;  // this warp's 16 queries x HS/2 columns; int-bound(mma_tile)
                 if (j > 0) {  // the last tile's reductions have read st

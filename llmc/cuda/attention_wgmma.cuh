@@ -23,9 +23,10 @@
 // and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x
 // 64, four wgmma each) a pair of tiles, as attention_mma.cuh's; or (a variant, dq_accum) the
 // dK/dV kernel alone, adding each key tile's dS K to an fp32 dQ by atomics: 5 products.
-// Each wgmma group is waited for at once: no overlap of the softmax with the products yet
-// (flash-attention 3's ping-pong of two warpgroups, and its producer warp with TMA, would be the
-// next steps, when a measurement says where the time goes). Every result element has one
+// The forward's PIPE variant (-ak 3's) keeps the next tile's S and the last tile's P V in flight
+// together, its softmax overlapping the products (flash-attention 3's intra-warpgroup overlap);
+// the backward waits for each group at once. Flash-attention 3's ping-pong of two warpgroups and
+// its producer warp with TMA would be the next steps, when a measurement says where the time goes. Every result element has one
 // writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
 // 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics), dQ 49 or 65 KB.
@@ -111,6 +112,12 @@ __device__ __forceinline__ void wg_att_frag_to_a(uint32_t a[4][4], const float d
         for (int r = 0; r < 4; r++) a[ks][r] = mma_pack_floats(d[8 * ks + 2 * r], d[8 * ks + 2 * r + 1]);
 }
 
+// a D fragment (d[4 jb..4 jb + 3]: columns 8 jb..) as mma_store_rows's acc[jb][4]
+template <int N>
+__device__ __forceinline__ const float (*wg_att_blocks(const float (&d)[N]))[4] {
+    return reinterpret_cast<const float(*)[4]>(d);
+}
+
 // d (64 x 64) = A B^T over a head of 64 CH: A's and B's 64 rows run along the head (K-major,
 // 128-byte swizzle), its 64-column chunk c at shared-window addresses a + c a_chunk and
 // b + c b_chunk, four k steps of 16 a chunk
@@ -139,8 +146,21 @@ __device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32
 // WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared.
 // Head size 64 or 128 (CH = 1 or 2 chunks of 64 columns, each its own tiles): S sums the chunks'
 // products, and O's chunk c (o[32c..]) is P times V's chunk c.
-template <int HS, int WG>
-__global__ void __launch_bounds__(WG_ATT_THREADS * WG)
+// Key tile j's O += P V is issued one step late, at step j + 1, beside S of tile j + 1: O is
+// rescaled by tile j + 1's correction after it (the same operations on O in the same order as
+// rescaling first and adding P V then: bitwise the same result). Without PIPE each group is
+// waited for before the next is issued; with PIPE (flash-attention 3's intra-warpgroup overlap)
+// S of tile j + 1 and P V of tile j are in flight together, and the softmax of S runs while the
+// tensor cores still work on P V. Both keep the previous tile's P in registers (pa) and, so that
+// K of tile j and V of tile j - 1 are resident together, copy K j + 1 and V j as one cp.async
+// group at step j (into the stages of K j - 1 and V j - 2, read by then), two stages as before.
+// Every wgmma is on a block-uniform path (a warpgroup-dependent one makes ptxas serialize them,
+// C7520): the first and last steps are peeled, and a warpgroup past its diagonal takes the
+// block's last key tile wholly masked rather than skipping it (P = 0: O and l unchanged, bit for
+// bit; it would only wait at the barrier otherwise).
+// (At head size 64, at most 128 registers: 16 warps an SM.)
+template <int HS, int WG, bool PIPE = false>
+__global__ void __launch_bounds__(WG_ATT_THREADS * WG, HS == 64 ? 4 / WG : 1)
 attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
     static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
@@ -159,40 +179,58 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     const float scale2 = 1.4426950408889634f / sqrtf((float)HS);  // scores in base 2
 
     unsigned char* kv_tiles = tl.ptr + WG * KV;  // int-bound(wg_att_tile)
-    auto copy_kv = [&](int stage, int k0) {
-        unsigned char* dst = kv_tiles + 2 * stage * KV;  // int-bound(wg_att_tile)
-        wg_att_copy_tile<1, THREADS, HS>(dst, rows + hd.k, hd.ld, k0, T);
-        wg_att_copy_tile<1, THREADS, HS>(dst + KV, rows + hd.v, hd.ld, k0, T);
+    // key tile j's K (part 0) or V (part 1) into its stage, j & 1
+    auto copy_part = [&](int part, int j) {
+        const floatX* src = rows + (part == 0 ? hd.k : hd.v);
+        wg_att_copy_tile<1, THREADS, HS>(kv_tiles + (2 * (j & 1) + part) * KV, src, hd.ld, j * WG_ATT_ROWS, T);  // int-bound(wg_att_tile)
     };
     wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
-    copy_kv(0, 0);
+    copy_part(0, 0);
     ptx_cp_async_commit();
     float o[32 * CH], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int v = 0; v < 32 * CH; v++) o[v] = 0.0f;
+    uint32_t pa[4][4];  // the last tile's P, rounded: the A fragments of its O += P V
     // element v of a thread's D fragment: row 16 warp + g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2t + (v & 1)
     const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
     const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, kv_base = tl.addr + WG * KV;
     const int last_tile = (q0 + ROWS - 1) / WG_ATT_ROWS;      // key tiles up to the block's diagonal
     const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / WG_ATT_ROWS;  // and this warpgroup's
 
-    for (int j = 0; j <= last_tile; j++) {
-        ptx_cp_async_wait<0>();          // this thread's copies of tile j
+    // step j's wait and barrier (K j and V j - 1 everyone's; K j - 1 and V j - 2, whose stages
+    // the copies take, read), then K j + 1's and V j's copies
+    auto step_tiles = [&](int j) {
+        ptx_cp_async_wait<0>();          // this thread's copies
         ptx_fence_proxy_async_shared();  // seen by wgmma's reads
-        __syncthreads();                 // everyone's; and the other stage (tile j-1) is read
-        if (j < last_tile) {
-            copy_kv((j + 1) & 1, (j + 1) * WG_ATT_ROWS);
+        __syncthreads();
+        if (j <= last_tile) {
+            if (j < last_tile) copy_part(0, j + 1);
+            copy_part(1, j);
             ptx_cp_async_commit();
         }
-        if (j > wg_last) continue;  // every key of the tile after this warpgroup's rows (warpgroup-uniform)
-        const uint32_t k_addr = kv_base + 2 * (j & 1) * KV, v_addr = k_addr + KV;
-        // S = Q K^T, 16 head columns a step
-        float s[32];
+    };
+    // S = Q K^T of key tile j, 16 head columns a step; and O += P V of key tile j, P in pa
+    auto issue_s = [&](float (&s)[32], int j) {
+        ptx_wgmma_fence_operands(s);
         ptx_wgmma_fence();
-        wg_att_rows_times_rows<CH>(s, q_addr, k_addr, WG * WG_ATT_TILE, WG_ATT_TILE);
+        wg_att_rows_times_rows<CH>(s, q_addr, kv_base + 2 * (j & 1) * KV, WG * WG_ATT_TILE, WG_ATT_TILE);
         ptx_wgmma_commit_group();
-        ptx_wgmma_wait_group<0>();
-        // scale; mask keys after the row (the diagonal tile only); online softmax
+        ptx_wgmma_fence_operands(s);
+    };
+    auto issue_pv = [&](int j) {
+        const uint32_t v_addr = kv_base + (2 * (j & 1) + 1) * KV;
+        ptx_wgmma_fence_operands(o);
+        ptx_wgmma_fence_operands(pa);
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int c = 0; c < CH; c++) wg_att_regs_times_tile(o + 32 * c, pa, v_addr + c * WG_ATT_TILE);
+        ptx_wgmma_commit_group();
+        ptx_wgmma_fence_operands(o);
+        ptx_wgmma_fence_operands(pa);
+    };
+    // scale; mask keys after the row (this warpgroup's diagonal tile, and every key of a tile
+    // past it: P = 0 there, O and l unchanged bit for bit); online softmax; corr, O's rescale
+    auto softmax = [&](float (&s)[32], int j, float (&corr)[2]) {
         const int k0 = j * WG_ATT_ROWS;
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
@@ -202,7 +240,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
             s[v] = x;
             mx[i] = fmaxf(mx[i], x);
         }
-        float corr[2], sum[2] = {0.0f, 0.0f};
+        float sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
@@ -223,36 +261,61 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
             sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
             l[i] = l[i] * corr[i] + sum[i];
         }
+    };
+
+    // step 0: S of key tile 0 (O is zero: no rescale)
+    float s[32], corr[2];
+    step_tiles(0);
+    issue_s(s, 0);
+    ptx_wgmma_wait_group<0>();
+    ptx_wgmma_fence_operands(s);
+    softmax(s, 0, corr);
+    wg_att_frag_to_a(pa, s);  // P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
+    // step j: S of key tile j and P V of tile j - 1, every warpgroup the block's key tiles (no
+    // wgmma on a path only some take)
+    for (int j = 1; j <= last_tile; j++) {
+        step_tiles(j);
+        if constexpr (PIPE) {
+            issue_s(s, j);
+            issue_pv(j - 1);
+            ptx_wgmma_wait_group<1>();  // S; P V may still run
+            ptx_wgmma_fence_operands(s);
+            softmax(s, j, corr);
+            ptx_wgmma_wait_group<0>();  // P V, which reads pa
+            ptx_wgmma_fence_operands(o);
+        } else {
+            issue_pv(j - 1);
+            ptx_wgmma_wait_group<0>();
+            ptx_wgmma_fence_operands(o);
+            issue_s(s, j);
+            ptx_wgmma_wait_group<0>();
+            ptx_wgmma_fence_operands(s);
+            softmax(s, j, corr);
+        }
 #pragma unroll
         for (int v = 0; v < 32 * CH; v++) o[v] *= corr[(v >> 1) & 1];
-        // O += P V, 16 keys a step: P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
-        uint32_t pa[4][4];
         wg_att_frag_to_a(pa, s);
-        ptx_wgmma_fence();
-#pragma unroll
-        for (int c = 0; c < CH; c++) wg_att_regs_times_tile(o + 32 * c, pa, v_addr + c * WG_ATT_TILE);
-        ptx_wgmma_commit_group();
-        ptx_wgmma_wait_group<0>();
     }
+    // the last step: P V of the last key tile
+    step_tiles(last_tile + 1);
+    issue_pv(last_tile);
+    ptx_wgmma_wait_group<0>();
+    ptx_wgmma_fence_operands(o);
 
     // O /= l; lse in natural log
     const float inv[2] = {1.0f / l[0], 1.0f / l[1]};
+    mma_store_rows<8 * CH>(out + (size_t)b * T * C + h * HS, C, wg_att_blocks(o), row0 - g, 0, T, inv, g, t);  // int-bound(att_channels)
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int r = row0 + 8 * i;
-        if (r >= T) continue;
-        floatX* dst = out + ((size_t)b * T + r) * C + h * HS + 2 * t;  // int-bound(att_channels)
-#pragma unroll
-        for (int jb = 0; jb < 8 * CH; jb++)  // column 8 jb + 2t, chunk jb / 8
-            *reinterpret_cast<uint32_t*>(dst + 8 * jb) =  // int-bound(wg_att_tile)
-                mma_pack_floats(o[4 * jb + 2 * i] * inv[i], o[4 * jb + 2 * i + 1] * inv[i]);
-        if (t == 0) lse[((size_t)b * NH + h) * T + r] = (m[i] + log2f(l[i])) * 0.6931471805599453f;
+        if (t == 0 && r < T) lse[((size_t)b * NH + h) * T + r] = (m[i] + log2f(l[i])) * 0.6931471805599453f;
     }
 }
 
 // The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T),
-// head size 64 or 128. WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile).
-template <int WG = 1>
+// head size 64 or 128. WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile);
+// PIPE: S of the next key tile and P V of the last in flight together (the kernel says how).
+template <int WG = 1, bool PIPE = false>
 inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                     int NH, int NKV, int HS) {
     attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
@@ -264,9 +327,9 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
     dim3 grid((unsigned)ceil_div(T, rows), NH, B);
     const size_t smem = wg_att_fwd_smem(HS, WG);
 #define ATT_WGMMA_FWD(H)                                                                                          \
-    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG>, smem, "attention forward (wgmma)");      \
-    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, \
-                                                                                           NKV, hm.kv_magic)
+    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG, PIPE>, smem, "attention forward (wgmma)"); \
+    attention_forward_wgmma_kernel<H, WG, PIPE><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T,  \
+                                                                                                 NH, NKV, hm.kv_magic)
     if (HS == 64) {
         ATT_WGMMA_FWD(64);
     } else {
@@ -423,16 +486,9 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             }
             ptx_wgmma_commit_group();
             ptx_wgmma_wait_group<0>();
-            if constexpr (DQ) {  // rows: queries q0 + 16 warp + g + 8i; columns 8 jb + 2t
-#pragma unroll
-                for (int i = 0; i < 2; i++) {
-                    const int qi = q0 + 16 * warp + g + 8 * i;
-                    if (qi >= T) continue;
-                    float* d = dq_accum + ((size_t)b * T + qi) * C + h * HS + 2 * t;  // int-bound(att_channels)
-#pragma unroll
-                    for (int jb = 0; jb < 8; jb++)
-                        mma_atomic_add_pair(d + 8 * jb, dq[4 * jb + 2 * i], dq[4 * jb + 2 * i + 1]);  // int-bound(wg_att_tile)
-                }
+            if constexpr (DQ) {  // rows: queries q0 + 16 warp..
+                float* dq_head = dq_accum + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
+                mma_atomic_add_rows<8>(dq_head, C, wg_att_blocks(dq), q0 + 16 * warp, 0, T, g, t);
             }
         }
         // the other stage's statistics were last read in step j-1; read again after the next barrier
@@ -441,19 +497,9 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
         q0 = q0_next;
     }
     floatX* dst = dqkv + (size_t)b * T * kv.ld;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int key = key0 + 8 * i;
-        if (key >= T) continue;
-        floatX* drow = dst + (size_t)key * kv.ld + 2 * t;  // int-bound(wg_att_tile)
-#pragma unroll
-        for (int jb = 0; jb < 8; jb++) {
-            *reinterpret_cast<uint32_t*>(drow + kv.k + 8 * jb) =  // int-bound(wg_att_tile)
-                mma_pack_floats(dk[4 * jb + 2 * i] * scale, dk[4 * jb + 2 * i + 1] * scale);
-            *reinterpret_cast<uint32_t*>(drow + kv.v + 8 * jb) =  // int-bound(wg_att_tile)
-                mma_pack_floats(dv[4 * jb + 2 * i], dv[4 * jb + 2 * i + 1]);
-        }
-    }
+    const float k_mult[2] = {scale, scale}, v_mult[2] = {1.0f, 1.0f};
+    mma_store_rows<8>(dst + kv.k, kv.ld, wg_att_blocks(dk), key0 - g, 0, T, k_mult, g, t);
+    mma_store_rows<8>(dst + kv.v, kv.ld, wg_att_blocks(dv), key0 - g, 0, T, v_mult, g, t);
 }
 
 // dQ of 64 WG queries of a head (warpgroup w its own 64), over the key tiles up to the block's
@@ -537,16 +583,8 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
         ptx_wgmma_commit_group();
         ptx_wgmma_wait_group<0>();
     }
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int r = row0 + 8 * i;
-        if (r >= T) continue;
-        floatX* drow = dqkv + ((size_t)b * T + r) * hd.ld + hd.q + 2 * t;  // int-bound(wg_att_tile)
-#pragma unroll
-        for (int jb = 0; jb < 8; jb++)
-            *reinterpret_cast<uint32_t*>(drow + 8 * jb) =  // int-bound(wg_att_tile)
-                mma_pack_floats(dq[4 * jb + 2 * i] * scale, dq[4 * jb + 2 * i + 1] * scale);
-    }
+    const float mult[2] = {scale, scale};
+    mma_store_rows<8>(dqkv + (size_t)b * T * hd.ld + hd.q, hd.ld, wg_att_blocks(dq), row0 - g, 0, T, mult, g, t);
 }
 
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)

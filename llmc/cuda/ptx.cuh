@@ -290,6 +290,18 @@ __device__ __forceinline__ void ptx_wgmma_fence_operands(float (&d)[N]) {
     (void)d;
 #endif
 }
+// the same for A fragments held in registers (R k steps of N registers)
+template <int R, int N>
+__device__ __forceinline__ void ptx_wgmma_fence_operands(uint32_t (&a)[R][N]) {
+#ifndef GPTRAIN_EMU
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int i = 0; i < N; i++) asm volatile("" : "+r"(a[r][i])::"memory");
+#else
+    (void)a;
+#endif
+}
 
 // wgmma.commit_group.sync.aligned: the warpgroup's wgmma.mma_async since the last commit become one group
 __device__ inline void ptx_wgmma_commit_group() {
