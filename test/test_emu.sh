@@ -117,6 +117,8 @@ for order in forward reverse; do
         EMU_RACECHECK=1 EMU_ORDER=$order
     expect_stop race/races cross_stream_copy "race: .*cudaMemcpyAsync.* hazard between streams" EMU_RACECHECK=1 EMU_ORDER=$order
 done
+# a wgmma's A registers rewritten before its wait: stopped at the wait, with or without the race check
+expect_stop races wgmma_a_regs "wgmma.mma_async: .*A fragment registers changed between a wgmma and"
 # a cp.async may land as soon as it is issued: then the early issue shows in the data too
 expect_stop races cp_async_war "ran to the end: wrong results" EMU_ORDER=reverse
 echo "     (the race check's part here: $((SECONDS - race_start)) s)"

@@ -20,7 +20,9 @@
 #include <cstring>
 #include <vector>
 #include <cuda_runtime.h>
-#include "../llmc/cuda/ptx.cuh"  // defines: ptx_cp_async_16, ptx_cp_async_commit, ptx_cp_async_wait
+#include <cuda_bf16.h>
+#include "../llmc/cuda/ptx.cuh"    // defines: ptx_cp_async_16, ptx_cp_async_commit, ptx_cp_async_wait, ptx_wgmma_*
+#include "../llmc/cuda/wgmma.cuh"  // defines: wgmma_desc, wgmma_sw128_offset
 
 static int failures = 0;
 static void check(bool ok, const char* what) {
@@ -181,7 +183,7 @@ static bool run_swap(bool bug) {
 // behavior": operations of different streams may run in any order or at the same time; a
 // stream's later work waits for another's only through an event it waits for
 // (cudaStreamWaitEvent) or a synchronisation. A kernel on stream b reads what one on stream a
-// writes, and (5) a copy on stream b reads it back, without the wait. (The two-order check
+// writes, and (the fifth case) a copy on stream b reads it back, without the wait. (The two-order check
 // serialised the streams, in the order of the calls, so the reads always came after.)
 
 __global__ void produce_kernel(float* buf, int n) {
@@ -230,6 +232,75 @@ static bool run_streams(bool bug, bool copy) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 5. wgmma's A fragment in registers (sm_90a). PTX ISA, "wgmma.mma_async": the operation may
+// read its registers any time before the wgmma.wait_group that completes it, and accessing the
+// accumulator or A's registers before that wait is undefined. A pipelined kernel that builds
+// the next product's A fragment in the registers of the one in flight (the attention forward's
+// P, kept a step) is this bug; the emulated wgmma takes A at the issue, so no thread order
+// would show it in the data. One warpgroup: D (64 x 64) = A (64 x 16) B (16 x 64), A from
+// registers, B's columns as the rows of a 128-byte-swizzled tile (K-major), small integers:
+// exact in bf16 and in the fp32 sums. BUG: A's first register rewritten before the wait.
+
+__device__ inline float wgmma_test_a(int m, int k) { return (float)((m + 2 * k) % 5 - 2); }
+__device__ inline float wgmma_test_b(int k, int n) { return (float)((3 * k + n) % 7 - 3); }
+__device__ inline uint32_t wgmma_test_pack(float lo, float hi) {
+    const __nv_bfloat16 l = __float2bfloat16(lo), h = __float2bfloat16(hi);
+    return (uint32_t)*reinterpret_cast<const uint16_t*>(&l) | ((uint32_t)*reinterpret_cast<const uint16_t*>(&h) << 16);
+}
+
+template <bool BUG>
+__global__ void wgmma_regs_kernel(float* out) {
+    extern __shared__ float4 wgmma_test_smem4[];
+    unsigned char* raw = reinterpret_cast<unsigned char*>(wgmma_test_smem4);
+    const uint32_t raw_addr = ptx_shared_address(raw), base = (raw_addr + 1023u) & ~1023u;  // the swizzle's pattern
+    unsigned char* tile = raw + (base - raw_addr);
+    for (int i = threadIdx.x; i < 64 * 64; i += 128) {  // row n, column k: B (k, n), zero past k 16
+        const int n = i / 64, k = i % 64;
+        const __nv_bfloat16 v = __float2bfloat16(k < 16 ? wgmma_test_b(k, n) : 0.0f);
+        *reinterpret_cast<__nv_bfloat16*>(tile + wgmma_sw128_offset(n, k)) = v;
+    }
+    ptx_fence_proxy_async_shared();  // the stores, seen by wgmma's reads
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, m = 16 * warp + g;
+    // mma.m16n8k16's A fragment of rows 16 warp..: (g, 2t..), (g + 8, 2t..), (g, 2t + 8..), (g + 8, 2t + 8..)
+    uint32_t a[4] = {wgmma_test_pack(wgmma_test_a(m, 2 * t), wgmma_test_a(m, 2 * t + 1)),
+                     wgmma_test_pack(wgmma_test_a(m + 8, 2 * t), wgmma_test_a(m + 8, 2 * t + 1)),
+                     wgmma_test_pack(wgmma_test_a(m, 2 * t + 8), wgmma_test_a(m, 2 * t + 9)),
+                     wgmma_test_pack(wgmma_test_a(m + 8, 2 * t + 8), wgmma_test_a(m + 8, 2 * t + 9))};
+    float d[32];
+    ptx_wgmma_fence();
+    ptx_wgmma_m64n64k16_bf16_f32_rs<0>(d, a, wgmma_desc(base, 16, 1024, WGMMA_SWIZZLE_128B), 0);
+    ptx_wgmma_commit_group();
+    if (BUG) a[0] = 0;  // the next fragment, written into the registers of the product in flight
+    ptx_wgmma_wait_group<0>();
+    if (!BUG) a[0] = 0;  // after the wait: allowed
+    for (int v = 0; v < 32; v++)
+        out[(m + 8 * ((v >> 1) & 1)) * 64 + 8 * (v >> 2) + 2 * t + (v & 1)] = d[v] + (float)a[0];
+}
+
+static bool run_wgmma_regs(bool bug) {
+    float *d_out, host[64 * 64];
+    CHECK_OK(cudaMalloc(&d_out, sizeof(host)));
+    const size_t smem = 64 * 128 + 1024;
+    if (bug) {
+        wgmma_regs_kernel<true><<<1, 128, smem>>>(d_out);
+    } else {
+        wgmma_regs_kernel<false><<<1, 128, smem>>>(d_out);
+    }
+    CHECK_OK(cudaGetLastError());
+    CHECK_OK(cudaMemcpy(host, d_out, sizeof(host), cudaMemcpyDeviceToHost));
+    cudaFree(d_out);
+    bool ok = true;
+    for (int m = 0; m < 64; m++)
+        for (int n = 0; n < 64; n++) {
+            float want = 0.0f;
+            for (int k = 0; k < 16; k++) want += (float)(((m + 2 * k) % 5 - 2) * ((3 * k + n) % 7 - 3));
+            ok &= host[m * 64 + n] == want;
+        }
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------
 
 struct Case {
     const char* name;
@@ -247,6 +318,7 @@ static const Case CASES[] = {
      "a kernel reads another stream's kernel's output after cudaStreamWaitEvent"},
     {"cross_stream_copy", [](bool bug) { return run_streams(bug, true); },
      "a copy reads another stream's kernel's output after cudaStreamWaitEvent"},
+    {"wgmma_a_regs", run_wgmma_regs, "wgmma's A registers rewritten only after the wait that completes it"},
 };
 
 int main(int argc, char** argv) {

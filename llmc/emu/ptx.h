@@ -357,7 +357,8 @@ inline void bulk_wait_group(int n) {
 // kernel that writes an operand's shared memory, or reads D, before that wait gets different
 // numbers in different orders; a thread's operations run in their issue order (each adds into
 // the D of the one before). Its A registers are taken at the issue (the warp exchanges them
-// there). Sums in fp32 in k order, as mma_m16n8k16_bf16_f32's. Per-thread groups as cp.async's.
+// there), and the wait stops the program if they have changed since (wgmma_wait_group). Sums in
+// fp32 in k order, as mma_m16n8k16_bf16_f32's. Per-thread groups as cp.async's.
 
 inline uint32_t shared_address(const void* p) {
     const char* base = static_cast<const char*>(shared_dynamic_ptr());
@@ -393,6 +394,8 @@ struct WgmmaOp {
     float* d;            // the issuing thread's 32 accumulators
     bool a_in_regs;      // else a_desc
     float a[16][16];     // a_in_regs: the warp's 16 rows of A
+    const uint32_t* a_src;  // a_in_regs: the issuing thread's 4 A registers, and their bits at the issue
+    uint32_t a_issued[4];
     uint64_t a_desc, b_desc;
     int accumulate, trans_a, trans_b;
     int warp, lane;      // warp within the warpgroup, lane
@@ -463,6 +466,8 @@ inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64
     WgmmaOp op;
     op.d = d;
     op.a_in_regs = a_regs != nullptr;
+    op.a_src = a_regs;
+    for (int i = 0; i < 4; i++) op.a_issued[i] = a_regs != nullptr ? a_regs[i] : 0;
     op.a_desc = a_desc;
     op.b_desc = b_desc;
     op.accumulate = accumulate;
@@ -510,9 +515,22 @@ inline void wgmma_commit_group() {
     async_commit(wgmma_threads);
 }
 
+// The wait: each operation it completes lands (if it has not), after the check that its A
+// registers still hold what they held at the issue. The PTX ISA's wgmma.mma_async section makes
+// accessing the accumulator or the registers of A's fragments before the wgmma.wait_group that
+// completes the operation undefined; writing A early is a bug the emulated wgmma, which takes A
+// at the issue, would otherwise not show in any order (an early write of the accumulator shows:
+// it lands into it at the issue or at the wait).
 inline void wgmma_wait_group(int n) {
     std::lock_guard<std::mutex> lock(cp_async_mutex);
-    async_wait(wgmma_threads, n, wgmma_land);
+    async_wait(wgmma_threads, n, [](WgmmaOp& op) {
+        if (op.a_in_regs && memcmp(op.a_src, op.a_issued, sizeof(op.a_issued)) != 0)
+            fatal("wgmma.mma_async: %s: its A fragment registers changed between a wgmma and the "
+                  "wgmma.wait_group that completes it (0x%08x 0x%08x 0x%08x 0x%08x at the issue, 0x%08x 0x%08x "
+                  "0x%08x 0x%08x now): undefined in the PTX ISA", ptx_where().text, op.a_issued[0], op.a_issued[1], op.a_issued[2], op.a_issued[3], op.a_src[0], op.a_src[1],
+                  op.a_src[2], op.a_src[3]);
+        wgmma_land(op);
+    });
 }
 
 // To be called on the emulated thread as it arrives at __syncthreads: its copies that were to
