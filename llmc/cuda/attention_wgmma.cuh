@@ -26,8 +26,9 @@
 // The forward's PIPE variant (-ak 3's) keeps the next tile's S and the last tile's P V in flight
 // together, its softmax overlapping the products (flash-attention 3's intra-warpgroup overlap);
 // the backward waits for each group at once. Flash-attention 3's ping-pong of two warpgroups and
-// its producer warp with TMA would be the next steps, when a measurement says where the time goes. Every result element has one
-// writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
+// its producer warp with TMA would be the next steps, when a measurement says where the time
+// goes. Every result element has one writer and every sum a fixed order: bitwise reproducible
+// (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
 // 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics), dQ 49 or 65 KB.
 #pragma once
