@@ -1,7 +1,8 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
 // on Hopper's warpgroup MMA: forward at head size 64 and 128, with and without S and P V in
-// flight together (PIPE), backward at 64, with dQ by its own kernel or by atomics) against
-// llmc/cpu/attention.h's attention_forward_gqa / attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
+// flight together (PIPE), backward at 64 and 128, two kernels (with and without PIPE) or, at
+// 64, dQ by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
+// attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
 // another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
 // element never written fails.
@@ -106,7 +107,6 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     same("attention_forward_wgmma_wg2_pipe", wg2, check("attention_forward_wgmma_wg2_pipe", [&] {
              attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
          }));
-    if (HS != 64) return;  // the backward takes head size 64 only
     // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually
     // sits in one); returns what it wrote. Bitwise reproducible unless dQ sums by atomics.
     auto check_backward = [&](const char* op, auto backward, bool reproducible = true) {
@@ -135,9 +135,23 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     const std::vector<float> two = check_backward("attention_backward_wgmma", [&] {
         attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
-    check_backward("attention_backward_wgmma_wg2", [&] {
+    const std::vector<float> two_wg2 = check_backward("attention_backward_wgmma_wg2", [&] {
         attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
+    // with PIPE (each kernel's products overlapping its elementwise work): bit for bit
+    auto same_backward = [&](const char* op, const std::vector<float>& a, const std::vector<float>& b) {
+        dev_expect(op, (w + " dqkv bit for bit without PIPE's").c_str(),
+                   memcmp(a.data(), b.data(), n_qkv * sizeof(float)) == 0);
+    };
+    same_backward("attention_backward_wgmma_pipe", two, check_backward("attention_backward_wgmma_pipe", [&] {
+                      attention_backward_wgmma<1, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH,
+                                                               NKV, HS);
+                  }));
+    same_backward("attention_backward_wgmma_wg2_pipe", two_wg2, check_backward("attention_backward_wgmma_wg2_pipe", [&] {
+                      attention_backward_wgmma<2, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH,
+                                                               NKV, HS);
+                  }));
+    if (HS != 64) return;  // dQ by atomics at head size 64 only
     // dQ inside the dK/dV kernel, by atomics: dK and dV are the two-kernel backward's bit for bit
     float* d_dq_accum;
     CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
@@ -180,7 +194,6 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     dev_report_tflops("attention_forward_wgmma_pipe", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2_pipe", what, fwd_flops, ms);
-    if (HS != 64) return;  // the backward takes head size 64 only
     // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
     ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
     dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
@@ -190,6 +203,15 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     ms = bench_ms(ctx, reps,
                   [&] { attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
     dev_report_tflops("attention_backward_wgmma_wg2", what, 2.5 * fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] {
+        attention_backward_wgmma<1, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS);
+    });
+    dev_report_tflops("attention_backward_wgmma_pipe", what, 2.5 * fwd_flops, ms);
+    ms = bench_ms(ctx, reps, [&] {
+        attention_backward_wgmma<2, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS);
+    });
+    dev_report_tflops("attention_backward_wgmma_wg2_pipe", what, 2.5 * fwd_flops, ms);
+    if (HS != 64) return;  // dQ by atomics at head size 64 only
     float* d_dq_accum;
     CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));
     ms = bench_ms(ctx, reps, [&] {
@@ -217,8 +239,10 @@ int main(int argc, char** argv) {
         run_case(ctx, 1, 193, 2, 2);  // 4 tiles, the last of one row: both stages, every mask
         run_case(ctx, 1, 300, 2, 2);  // two warpgroups: 3 blocks of 128, the last of 44 rows
         run_case(ctx, 1, 150, 4, 1);  // grouped-query: 4 heads on one key/value head
-        run_case(ctx, 1, 100, 2, 2, 128);   // head size 128 (the forward): two tiles, the last partial
-        run_case(ctx, 1, 300, 4, 2, 128);  // and grouped-query over 3 blocks of two warpgroups
+        run_case(ctx, 1, 100, 2, 2, 128);  // head size 128: two tiles, the last partial
+        // and grouped-query over 3 blocks of two warpgroups (--quick, CI's emulated runs: two query
+        // heads on one key/value head rather than four on two, half the work)
+        run_case(ctx, 1, 300, g_dev_quick ? 2 : 4, g_dev_quick ? 1 : 2, 128);
     }
 #else
     printf("attention_wgmma: the bf16 build's; nothing checked\n");

@@ -1,9 +1,8 @@
 // attention_chosen.cuh: the trainers' attention, as -ak chooses it: attention.cuh's kernels on
 // CUDA cores (-ak 0, and every head size in the fp32 build), attention_mma.cuh's on tensor cores
 // with mma.sync (-ak 1; -ak 2 with the one-kernel backward; -ak -1, the default, wherever they
-// apply), or attention_wgmma.cuh's on Hopper's wgmma (-ak 3: bf16, head size 64 or 128 (its
-// backward at 64 only: attention_mma.cuh's at 128), an H100/H200 running a build with sm_90a code;
-// PREDICTED faster, not yet measured on a GPU).
+// apply), or attention_wgmma.cuh's on Hopper's wgmma (-ak 3: bf16, head size 64 or 128, an
+// H100/H200 running a build with sm_90a code; PREDICTED faster, not yet measured on a GPU).
 // defines: attention_forward_chosen, attention_backward_chosen, attention_select
 #pragma once
 #include "common.cuh"           // defines: floatX, CudaContext, CHECK, CHECK_CUDA
@@ -29,10 +28,12 @@ inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float*
 inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    // one warpgroup a block: the two-warpgroup dK/dV kernel holds 169 registers a thread, one
-    // block of 8 warps an SM; one warpgroup's 160 give 3 blocks (12 warps). Not yet measured.
-    if (ctx.attention_wgmma && HS == 64)
-        return attention_backward_wgmma<1>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+    // one warpgroup a block: at head size 64 the two-warpgroup dK/dV kernel holds 193 registers a
+    // thread, one block of 8 warps an SM; one warpgroup's 168 give 3 blocks (12 warps). PIPE (the
+    // products overlapping the elementwise work; bit for bit the result without it), at the same
+    // 3 blocks an SM as without. Not yet measured.
+    if (ctx.attention_wgmma)
+        return attention_backward_wgmma<1, false, true>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
     const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);
     CHECK(ctx.attention_dq == nullptr || dq_bytes <= ctx.attention_dq_bytes,
           "-ak 2: dq of B=%d T=%d NH=%d HS=%d does not fit its %zu bytes", B, T, NH, HS, ctx.attention_dq_bytes);
@@ -47,8 +48,8 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 // times the attention width) it allocates, 3 Hopper's wgmma; -1 tensor cores (mma.sync) where they
 // apply. Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
 inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
-    const char* problem = attention_mma_problem(*ctx, head_size);  // -ak 3's backward where wgmma's is not
-    if (kernel == 3 && problem == nullptr) problem = attention_wgmma_problem(*ctx, head_size, false);
+    const char* problem = attention_mma_problem(*ctx, head_size);
+    if (kernel == 3 && problem == nullptr) problem = attention_wgmma_problem(*ctx, head_size);
     if (kernel >= 1 && problem != nullptr) return problem;
     ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
     ctx->attention_wgmma = kernel == 3;

@@ -19,20 +19,24 @@
 //   O (64 x 64) += P V: four wgmma with P from registers (the S fragments rounded to bf16 are
 //     wgmma's A fragments, as mma.m16n8k16's C makes its A) and V from its tile, N-major (V's
 //     rows run along the head, the product's n).
-// Backward (below, head size 64): a dK/dV kernel per (64 WG keys, key/value head) streaming Q
-// and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products (64 x 64 x
-// 64, four wgmma each) a pair of tiles, as attention_mma.cuh's; or (a variant, dq_accum) the
-// dK/dV kernel alone, adding each key tile's dS K to an fp32 dQ by atomics: 5 products.
+// Backward (below, head size 64 or 128): a dK/dV kernel per (64 WG keys, key/value head)
+// streaming Q and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products
+// (64 x 64 x HS, four wgmma a 64-column chunk) a pair of tiles, as attention_mma.cuh's; or (a
+// variant at head size 64, dq_accum) the dK/dV kernel alone, adding each key tile's dS K to an
+// fp32 dQ by atomics: 5 products.
 // The forward's PIPE variant (-ak 3's) keeps the next tile's S and the last tile's P V in flight
 // together, its softmax overlapping the products (flash-attention 3's intra-warpgroup overlap);
-// the backward waits for each group at once. Flash-attention 3's ping-pong of two warpgroups and
-// its producer warp with TMA would be the next steps, when a measurement says where the time
-// goes. Every result element has one writer and every sum a fixed order: bitwise reproducible
-// (but the variant's dQ).
+// the backward's PIPE (-ak 3's too) keeps the dQ kernel's next S and dP and last dS K in flight
+// together, and runs the dK/dV kernel's dP^T while P^T is made and its dV while dS^T is.
+// Flash-attention 3's ping-pong of two warpgroups and its producer warp with TMA would be the
+// next steps, when a measurement says where the time goes. Every result element has one writer
+// and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
-// 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics), dQ 49 or 65 KB.
+// 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
+// 73 KB (113 or 145 KB).
 #pragma once
 #include <cstdint>
+#include <type_traits>
 #include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"      // defines: attention_check, att_heads, att_kv_head, att_head_map
 #include "attention_mma.cuh"  // defines: mma_pack_floats, attention_mma_smem_limit, att_dkv_next_step
@@ -49,11 +53,10 @@ __global__ void attention_wgmma_probe_kernel(int* has) {
 #endif
 }
 
-// Why attention_backward_wgmma (backward) or attention_forward_wgmma cannot run here (head size
-// HS); nullptr when it can. The first call on a Hopper launches the probe (one thread, synchronized).
-inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS, bool backward = true) {
+// Why attention_forward_wgmma and attention_backward_wgmma cannot run here (head size HS);
+// nullptr when they can. The first call on a Hopper launches the probe (one thread, synchronized).
+inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS) {
     if (sizeof(floatX) != 2) return "the wgmma attention is in the bf16 build only";
-    if (backward && HS != 64) return "the wgmma attention's backward takes head size 64 only (a 128-byte row)";
     if (HS != 64 && HS != 128) return "the wgmma attention takes head sizes 64 and 128 only (one or two 128-byte rows)";
     if (ctx.props.major != 9) return "the wgmma attention needs sm_90 (a Hopper)";
     static int built = -1;  // the probe's answer (one device a process)
@@ -142,6 +145,29 @@ __device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32
 #pragma unroll
     for (int ks = 0; ks < 4; ks++)
         ptx_wgmma_m64n64k16_bf16_f32_rs<1>(d, a[ks], wgmma_desc(m + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
+}
+
+// A step of the one-late pipelines (the forward's P V, the dQ kernel's dS K): issue_next issues
+// this key tile's products, issue_last the last tile's product into the accumulator, and work
+// makes this tile's operand of its own late product from the first products' results. With
+// PIPE both groups are in flight together and work runs while the last tile's product still
+// does (it must not write that product's A registers); without, each group is waited for
+// before the next is issued. Each lambda fences its own operands.
+template <bool PIPE, class Next, class Last, class Work>
+__device__ __forceinline__ void wg_att_late_step(Next issue_next, Last issue_last, Work work) {
+    if constexpr (PIPE) {
+        issue_next();
+        issue_last();
+        ptx_wgmma_wait_group<1>();  // this tile's products; the last tile's may still run
+        work();
+        ptx_wgmma_wait_group<0>();
+    } else {
+        issue_last();
+        ptx_wgmma_wait_group<0>();
+        issue_next();
+        ptx_wgmma_wait_group<0>();
+        work();
+    }
 }
 
 // WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared.
@@ -276,23 +302,12 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     // wgmma on a path only some take)
     for (int j = 1; j <= last_tile; j++) {
         step_tiles(j);
-        if constexpr (PIPE) {
-            issue_s(s, j);
-            issue_pv(j - 1);
-            ptx_wgmma_wait_group<1>();  // S; P V may still run
-            ptx_wgmma_fence_operands(s);
-            softmax(s, j, corr);
-            ptx_wgmma_wait_group<0>();  // P V, which reads pa
-            ptx_wgmma_fence_operands(o);
-        } else {
-            issue_pv(j - 1);
-            ptx_wgmma_wait_group<0>();
-            ptx_wgmma_fence_operands(o);
-            issue_s(s, j);
-            ptx_wgmma_wait_group<0>();
-            ptx_wgmma_fence_operands(s);
-            softmax(s, j, corr);
-        }
+        wg_att_late_step<PIPE>([&] { issue_s(s, j); }, [&] { issue_pv(j - 1); },
+                               [&] {
+                                   ptx_wgmma_fence_operands(s);
+                                   softmax(s, j, corr);
+                               });
+        ptx_wgmma_fence_operands(o);  // P V's, complete
 #pragma unroll
         for (int v = 0; v < 32 * CH; v++) o[v] *= corr[(v >> 1) & 1];
         wg_att_frag_to_a(pa, s);
@@ -321,7 +336,7 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
                                     int NH, int NKV, int HS) {
     attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
     CHECK(lse != nullptr, "lse must be given");
-    const char* problem = attention_wgmma_problem(ctx, HS, false);
+    const char* problem = attention_wgmma_problem(ctx, HS);
     CHECK(problem == nullptr, "%s (head size %d, sm_%d%d)", problem, HS, ctx.props.major, ctx.props.minor);
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;  // queries a block
@@ -348,13 +363,13 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
 // column 8 (v >> 2) + 2t + (v & 1)), and its P (or dS) rounded is the A fragment of the next
 // product (wg_att_frag_to_a).
 
-// K, V (WG tiles each), two stages of (Q, dO), with dQ the dS^T tile, two stages of (lse2, D)
-// for 64 queries, 1 KB of slack
-constexpr size_t wg_att_dkv_smem(int WG, bool DQ = false) {
-    return 1024 + (2 * WG + 4 + (DQ ? 1 : 0)) * (size_t)WG_ATT_TILE + sizeof(float) * 2 * 2 * 64;
+// K, V (WG tiles a 64-column chunk of the head each), two stages of (Q, dO), with dQ the dS^T
+// tile, two stages of (lse2, D) for 64 queries, 1 KB of slack
+constexpr size_t wg_att_dkv_smem(int HS, int WG, bool DQ = false) {
+    return 1024 + ((2 * WG + 4) * (size_t)(HS / 64) + (DQ ? 1 : 0)) * WG_ATT_TILE + sizeof(float) * 2 * 2 * 64;
 }
-// Q, dO (WG tiles each), two stages of (K, V), 1 KB of slack
-constexpr size_t wg_att_dq_smem(int WG) { return 1024 + (2 * WG + 4) * (size_t)WG_ATT_TILE; }
+// Q, dO (WG tiles a chunk each), three stages of K and two of V, 1 KB of slack
+constexpr size_t wg_att_dq_smem(int HS, int WG) { return 1024 + (2 * WG + 5) * (size_t)(HS / 64) * WG_ATT_TILE; }
 
 // dK and dV of 64 WG keys of a key/value head (warpgroup w its own 64), summed over the query
 // heads of its group and, for each, the 64-query tiles from the block's diagonal on (a step: a
@@ -363,22 +378,29 @@ constexpr size_t wg_att_dq_smem(int WG) { return 1024 + (2 * WG + 4) * (size_t)W
 //   P^T, and dS^T = P^T (dP^T - D), with each column's (query's) lse2 and D from shared memory;
 //   dV += P^T dO and dK += dS^T Q (eight wgmma, P^T and dS^T from registers, dO and Q N-major).
 // A warpgroup skips the query tiles wholly before its keys. dK *= 1/sqrt(HS) at the end.
-// DQ (one warpgroup; attention_backward_wgmma with dq_accum): also this key tile's part of dQ,
-// dS K, as flash-attention 2 and 3 do (5 products a pair of tiles instead of 7): dS^T is written
-// to a shared tile (row = key), which is dS's A operand M-major, K's tile N-major; the fp32
-// result is added to dq_accum (B, T, C) by float2 atomics, in whatever order blocks get there.
-template <int HS, int WG, bool DQ = false>
-__global__ void __launch_bounds__(WG_ATT_THREADS * WG)
+// Head size 128 (CH = 2 chunks of 64 columns, each its own tiles, as the forward's): S^T and dP^T
+// sum the chunks' products, and dV's (dK's) chunk c is P^T (dS^T) times dO's (Q's) chunk c: 128
+// accumulators a thread, 2 blocks an SM.
+// PIPE: S^T is a group apart from dP^T, so that P^T is made while dP^T still runs, and dV += P^T
+// dO is issued at once, in flight while dS^T is made (the same products in the same order: bit
+// for bit the result without it). (At head size 64, one warpgroup, at most 168 registers: 3
+// blocks an SM.)
+// DQ (one warpgroup, head size 64; attention_backward_wgmma with dq_accum): also this key tile's
+// part of dQ, dS K, as flash-attention 2 and 3 do (5 products a pair of tiles instead of 7): dS^T
+// is written to a shared tile (row = key), which is dS's A operand M-major, K's tile N-major; the
+// fp32 result is added to dq_accum (B, T, C) by float2 atomics, in whatever order blocks get there.
+template <int HS, int WG, bool DQ = false, bool PIPE = false>
+__global__ void __launch_bounds__(WG_ATT_THREADS * WG, HS == 64 && WG == 1 && !DQ ? 3 : 1)
 attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                     const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
-    static_assert(HS == 64, "head size 64: a 128-byte row");
+    static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
-    static_assert(!DQ || WG == 1, "dQ's tile is written and read by the whole block: one warpgroup");
-    constexpr int THREADS = WG_ATT_THREADS * WG, KEYS = WG_ATT_ROWS * WG, Q = WG_ATT_ROWS;
+    static_assert(!DQ || (WG == 1 && HS == 64), "dQ's tile is written and read by the whole block: one warpgroup");
+    constexpr int THREADS = WG_ATT_THREADS * WG, KEYS = WG_ATT_ROWS * WG, Q = WG_ATT_ROWS, CH = HS / 64;
     const WgAttTiles tl = wg_att_tiles();
-    // K at tile 0 (WG), V at WG, stage s's Q at 2 WG + 2s and dO one on, (DQ) dS^T, then the
-    // statistics: [stage][lse2 64 | D 64]
-    constexpr int DS_TILE = 2 * WG + 4;
+    // K at tile 0 (chunk c of warpgroup w's at c WG + w), V at WG CH, stage s's Q at 2 WG CH + 2s CH
+    // (chunk c c on) and dO CH on, (DQ) dS^T, then the statistics: [stage][lse2 64 | D 64]
+    constexpr int STAGE0 = 2 * WG * CH, DS_TILE = STAGE0 + 4 * CH;
     float* stats = reinterpret_cast<float*>(tl.ptr + (DS_TILE + (DQ ? 1 : 0)) * WG_ATT_TILE);  // int-bound(wg_att_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
     const int kvh = blockIdx.y, b = blockIdx.z;
@@ -394,9 +416,9 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
     const int steps = group * ((T - k0 + Q - 1) / Q);  // (query head, query tile) pairs
     auto copy_q_do = [&](int stage, int h, int q0) {
-        unsigned char* dst = tl.ptr + (2 * WG + 2 * stage) * WG_ATT_TILE;  // int-bound(wg_att_tile)
-        wg_att_copy_tile<1, THREADS>(dst, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
-        wg_att_copy_tile<1, THREADS>(dst + WG_ATT_TILE, drows + h * HS, C, q0, T);  // int-bound(att_channels)
+        unsigned char* dst = tl.ptr + (STAGE0 + 2 * CH * stage) * WG_ATT_TILE;  // int-bound(wg_att_tile)
+        wg_att_copy_tile<1, THREADS, HS>(dst, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
+        wg_att_copy_tile<1, THREADS, HS>(dst + CH * WG_ATT_TILE, drows + h * HS, C, q0, T);  // int-bound(att_channels)
     };
     // thread r < 64 keeps lse2 of the step's query r, thread 64 + r its D; queries past T get 0
     // (their Q and dO rows are zeros, and P is masked there)
@@ -408,16 +430,16 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
         return threadIdx.x >= Q ? D[at] : lse[at] * 1.4426950408889634f;
     };
 
-    wg_att_copy_tile<WG, THREADS>(tl.ptr, rows + kv.k, kv.ld, k0, T);
-    wg_att_copy_tile<WG, THREADS>(tl.ptr + WG * WG_ATT_TILE, rows + kv.v, kv.ld, k0, T);  // int-bound(wg_att_tile)
+    wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + kv.k, kv.ld, k0, T);
+    wg_att_copy_tile<WG, THREADS, HS>(tl.ptr + WG * CH * WG_ATT_TILE, rows + kv.v, kv.ld, k0, T);  // int-bound(wg_att_tile)
     int h = kvh * group, q0 = k0;  // step j's
     copy_q_do(0, h, q0);
     ptx_cp_async_commit();
     if (stats_thread) stats[threadIdx.x] = stat_of(h, q0);
-    float dk[32], dv[32];
+    float dk[32 * CH], dv[32 * CH];
 #pragma unroll
-    for (int v = 0; v < 32; v++) dk[v] = dv[v] = 0.0f;
-    const uint32_t k_addr = tl.addr + wg * WG_ATT_TILE, v_addr = k_addr + WG * WG_ATT_TILE;
+    for (int v = 0; v < 32 * CH; v++) dk[v] = dv[v] = 0.0f;
+    const uint32_t k_addr = tl.addr + wg * WG_ATT_TILE, v_addr = k_addr + WG * CH * WG_ATT_TILE;
 
     for (int j = 0; j < steps; j++) {
         const int st = j & 1;
@@ -433,31 +455,56 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             if (stats_thread) next_stat = stat_of(h_next, q0_next);  // a load in flight, stored at the step's end
         }
         if (q0 >= wk0) {  // a query tile wholly before this warpgroup's keys is masked (warpgroup-uniform)
-            const uint32_t q_addr = tl.addr + (2 * WG + 2 * st) * WG_ATT_TILE, do_addr = q_addr + WG_ATT_TILE;
-            float p[32], ds[32];
-            ptx_wgmma_fence_operands(p);
-            ptx_wgmma_fence_operands(ds);
-            ptx_wgmma_fence();
-            wg_att_rows_times_rows(p, k_addr, q_addr);    // S^T = K Q^T
-            wg_att_rows_times_rows(ds, v_addr, do_addr);  // dP^T = V dO^T
-            ptx_wgmma_commit_group();
-            ptx_wgmma_wait_group<0>();
-            ptx_wgmma_fence_operands(p);
-            ptx_wgmma_fence_operands(ds);
+            const uint32_t q_addr = tl.addr + (STAGE0 + 2 * CH * st) * WG_ATT_TILE, do_addr = q_addr + CH * WG_ATT_TILE;
             // the mask on the diagonal tile and on the last (queries past T)
             const bool edge = q0 == wk0 || q0 + Q > T;
             const float* lse2_t = stats + st * 2 * Q;  // int-bound(wg_att_tile)
             const float* D_t = lse2_t + Q;
-#pragma unroll
-            for (int v = 0; v < 32; v++) {
-                const int jq = 8 * (v >> 2) + 2 * t + (v & 1), qi = q0 + jq, key = key0 + 8 * ((v >> 1) & 1);
-                const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[v] * scale2 - lse2_t[jq]) : 0.0f;
-                p[v] = pv;
-                ds[v] = pv * (ds[v] - D_t[jq]);
-            }
+            float p[32], ds[32];
             uint32_t pa[4][4], dsa[4][4];
-            wg_att_frag_to_a(pa, p);
-            wg_att_frag_to_a(dsa, ds);
+            auto make_p = [&] {  // P^T from S^T, then its A fragments
+#pragma unroll
+                for (int v = 0; v < 32; v++) {
+                    const int jq = 8 * (v >> 2) + 2 * t + (v & 1), qi = q0 + jq, key = key0 + 8 * ((v >> 1) & 1);
+                    p[v] = !edge || (key <= qi && qi < T) ? exp2f(p[v] * scale2 - lse2_t[jq]) : 0.0f;
+                }
+                wg_att_frag_to_a(pa, p);
+            };
+            auto make_ds = [&] {  // dS^T = P^T (dP^T - D) from dP^T, then its A fragments
+#pragma unroll
+                for (int v = 0; v < 32; v++) ds[v] = p[v] * (ds[v] - D_t[8 * (v >> 2) + 2 * t + (v & 1)]);
+                wg_att_frag_to_a(dsa, ds);
+            };
+            auto issue_dv = [&] {  // dV += P^T dO
+#pragma unroll
+                for (int c = 0; c < CH; c++) wg_att_regs_times_tile(dv + 32 * c, pa, do_addr + c * WG_ATT_TILE);
+            };
+            ptx_wgmma_fence_operands(p);
+            ptx_wgmma_fence_operands(ds);
+            ptx_wgmma_fence();
+            wg_att_rows_times_rows<CH>(p, k_addr, q_addr, WG * WG_ATT_TILE, WG_ATT_TILE);  // S^T = K Q^T
+            if constexpr (PIPE) ptx_wgmma_commit_group();  // S^T a group apart: P^T made while dP^T runs
+            wg_att_rows_times_rows<CH>(ds, v_addr, do_addr, WG * WG_ATT_TILE, WG_ATT_TILE);  // dP^T = V dO^T
+            ptx_wgmma_commit_group();
+            if constexpr (PIPE) {
+                ptx_wgmma_wait_group<1>();  // S^T; dP^T may still run
+                ptx_wgmma_fence_operands(p);
+                make_p();
+                ptx_wgmma_fence_operands(dv);
+                ptx_wgmma_fence_operands(pa);
+                ptx_wgmma_fence();
+                issue_dv();  // in flight while dS^T is made
+                ptx_wgmma_commit_group();
+                ptx_wgmma_wait_group<1>();  // dP^T; dV's may still run
+                ptx_wgmma_fence_operands(ds);
+                make_ds();
+            } else {
+                ptx_wgmma_wait_group<0>();
+                ptx_wgmma_fence_operands(p);
+                ptx_wgmma_fence_operands(ds);
+                make_p();
+                make_ds();
+            }
             [[maybe_unused]] float dq[DQ ? 32 : 1];
             if constexpr (DQ) {
                 // dS^T into its tile: dsa[ks][r] holds row 16 warp + g + 8 (r & 1), columns
@@ -474,8 +521,9 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
                 __syncthreads();                 // everyone's (the block is one warpgroup)
             }
             ptx_wgmma_fence();
-            wg_att_regs_times_tile(dv, pa, do_addr);  // dV += P^T dO
-            wg_att_regs_times_tile(dk, dsa, q_addr);  // dK += dS^T Q
+            if constexpr (!PIPE) issue_dv();
+#pragma unroll
+            for (int c = 0; c < CH; c++) wg_att_regs_times_tile(dk + 32 * c, dsa, q_addr + c * WG_ATT_TILE);  // dK += dS^T Q
             if constexpr (DQ) {  // dQ = dS K, 16 keys a step: dS M-major (dS^T's rows), K N-major
                 const uint32_t ds_addr = tl.addr + DS_TILE * WG_ATT_TILE;
 #pragma unroll
@@ -499,23 +547,33 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
     }
     floatX* dst = dqkv + (size_t)b * T * kv.ld;
     const float k_mult[2] = {scale, scale}, v_mult[2] = {1.0f, 1.0f};
-    mma_store_rows<8>(dst + kv.k, kv.ld, wg_att_blocks(dk), key0 - g, 0, T, k_mult, g, t);
-    mma_store_rows<8>(dst + kv.v, kv.ld, wg_att_blocks(dv), key0 - g, 0, T, v_mult, g, t);
+    mma_store_rows<8 * CH>(dst + kv.k, kv.ld, wg_att_blocks(dk), key0 - g, 0, T, k_mult, g, t);
+    mma_store_rows<8 * CH>(dst + kv.v, kv.ld, wg_att_blocks(dv), key0 - g, 0, T, v_mult, g, t);
 }
 
 // dQ of 64 WG queries of a head (warpgroup w its own 64), over the key tiles up to the block's
 // diagonal: S = Q K^T and dP = dO V^T (eight wgmma from descriptors), dS = P (dP - D) with the
 // thread's two rows' lse2 and D in registers, dQ += dS K (four wgmma, dS from registers, K
-// N-major). A warpgroup skips the key tiles wholly after its queries. dQ *= 1/sqrt(HS) at the end.
-template <int HS, int WG>
+// N-major). dQ *= 1/sqrt(HS) at the end. Head size 128 as the dK/dV kernel's: S and dP sum two
+// chunks' products, dQ's chunk c is dS times K's chunk c.
+// Key tile j's dQ += dS K is issued one step late, at step j + 1, beside S and dP of tile j + 1
+// (as the forward's P V): K in three stages, so that K j - 1 is resident beside tile j's K and V
+// and tile j + 1's copies, V in two. The same products on dQ in the same order either way: bit
+// for bit. Without PIPE each group is waited for before the next is issued; with PIPE, S and dP
+// of tile j + 1 and dS K of tile j are in flight together, and dS of tile j + 1 is made while dS
+// K still works. Every wgmma is on a block-uniform path: the first and last steps are peeled,
+// and a warpgroup past its diagonal takes the block's last key tile wholly masked (dS = 0).
+template <int HS, int WG, bool PIPE = false>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
 attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                    const float* D, int T, int NH, int NKV, unsigned kv_magic) {
-    static_assert(HS == 64, "head size 64: a 128-byte row");
+    static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
-    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG;
+    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG, CH = HS / 64;
+    constexpr uint32_t KV = CH * WG_ATT_TILE;  // bytes of a key tile's K (or V), its chunks one after the other
     const WgAttTiles tl = wg_att_tiles();
-    // Q at tile 0 (WG), dO at WG, stage s's K at 2 WG + 2s and V one on
+    // Q at tile 0 (chunk c of warpgroup w's at c WG + w), dO at WG CH, then key tile j's K at
+    // stage j % 3 of three, and its V at stage j % 2 of two after them
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
     const int C = NH * HS;
@@ -526,17 +584,17 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
-    unsigned char* kv_tiles = tl.ptr + 2 * WG * WG_ATT_TILE;  // int-bound(wg_att_tile)
-    auto copy_kv = [&](int stage, int k0) {
-        unsigned char* dst = kv_tiles + 2 * stage * WG_ATT_TILE;  // int-bound(wg_att_tile)
-        wg_att_copy_tile<1, THREADS>(dst, rows + hd.k, hd.ld, k0, T);
-        wg_att_copy_tile<1, THREADS>(dst + WG_ATT_TILE, rows + hd.v, hd.ld, k0, T);
+    unsigned char* k_tiles = tl.ptr + 2 * WG * KV;  // int-bound(wg_att_tile)
+    unsigned char* v_tiles = k_tiles + 3 * KV;      // int-bound(wg_att_tile)
+    auto copy_kv = [&](int j) {
+        wg_att_copy_tile<1, THREADS, HS>(k_tiles + (j % 3) * KV, rows + hd.k, hd.ld, j * WG_ATT_ROWS, T);  // int-bound(wg_att_tile)
+        wg_att_copy_tile<1, THREADS, HS>(v_tiles + (j & 1) * KV, rows + hd.v, hd.ld, j * WG_ATT_ROWS, T);  // int-bound(wg_att_tile)
     };
 
-    wg_att_copy_tile<WG, THREADS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
+    wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
     const floatX* drows = dout + (size_t)b * T * C + h * HS;  // int-bound(att_channels)
-    wg_att_copy_tile<WG, THREADS>(tl.ptr + WG * WG_ATT_TILE, drows, C, q0, T);  // int-bound(wg_att_tile)
-    copy_kv(0, 0);
+    wg_att_copy_tile<WG, THREADS, HS>(tl.ptr + WG * KV, drows, C, q0, T);  // int-bound(wg_att_tile)
+    copy_kv(0);
     ptx_cp_async_commit();
     float lse2[2], Dr[2];  // rows past T: any finite value (their dQ is never stored)
 #pragma unroll
@@ -546,46 +604,88 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
         lse2[i] = qi < T ? lse[at] * 1.4426950408889634f : 0.0f;
         Dr[i] = qi < T ? D[at] : 0.0f;
     }
-    float dq[32];
+    float dq[32 * CH];
 #pragma unroll
-    for (int v = 0; v < 32; v++) dq[v] = 0.0f;
-    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, do_addr = q_addr + WG * WG_ATT_TILE;
-    const uint32_t kv_base = tl.addr + 2 * WG * WG_ATT_TILE;
+    for (int v = 0; v < 32 * CH; v++) dq[v] = 0.0f;
+    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, do_addr = q_addr + WG * KV;
+    const uint32_t k_base = tl.addr + 2 * WG * KV, v_base = k_base + 3 * KV;
     const int last_tile = (q0 + ROWS - 1) / WG_ATT_ROWS;                  // key tiles up to the block's diagonal
     const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / WG_ATT_ROWS;  // and this warpgroup's
 
-    for (int j = 0; j <= last_tile; j++) {
+    // step j's wait and barrier (tile j everyone's; K j - 2's and V j - 1's stages, which the
+    // copies take, read), then tile j + 1's copies
+    auto step_tiles = [&](int j) {
         ptx_cp_async_wait<0>();
         ptx_fence_proxy_async_shared();
-        __syncthreads();  // tile j is everyone's; the other stage (tile j-1) is read
+        __syncthreads();
         if (j < last_tile) {
-            copy_kv((j + 1) & 1, (j + 1) * WG_ATT_ROWS);
+            copy_kv(j + 1);
             ptx_cp_async_commit();
         }
-        if (j > wg_last) continue;  // every key of the tile after this warpgroup's rows (warpgroup-uniform)
-        const uint32_t k_addr = kv_base + 2 * (j & 1) * WG_ATT_TILE, v_addr = k_addr + WG_ATT_TILE;
-        float s[32], dp[32];
+    };
+    // S = Q K^T and dP = dO V^T of key tile j; and dQ += dS K of key tile j, dS in dsa
+    uint32_t dsa[4][4];
+    auto issue_s_dp = [&](float (&s)[32], float (&dp)[32], int j) {
+        const uint32_t k_addr = k_base + (j % 3) * KV, v_addr = v_base + (j & 1) * KV;
+        ptx_wgmma_fence_operands(s);
+        ptx_wgmma_fence_operands(dp);
         ptx_wgmma_fence();
-        wg_att_rows_times_rows(s, q_addr, k_addr);    // S = Q K^T
-        wg_att_rows_times_rows(dp, do_addr, v_addr);  // dP = dO V^T
+        wg_att_rows_times_rows<CH>(s, q_addr, k_addr, WG * WG_ATT_TILE, WG_ATT_TILE);
+        wg_att_rows_times_rows<CH>(dp, do_addr, v_addr, WG * WG_ATT_TILE, WG_ATT_TILE);
         ptx_wgmma_commit_group();
-        ptx_wgmma_wait_group<0>();
+        ptx_wgmma_fence_operands(s);
+        ptx_wgmma_fence_operands(dp);
+    };
+    auto issue_dq = [&](int j) {
+        const uint32_t k_addr = k_base + (j % 3) * KV;
+        ptx_wgmma_fence_operands(dq);
+        ptx_wgmma_fence_operands(dsa);
+        ptx_wgmma_fence();
+#pragma unroll
+        for (int c = 0; c < CH; c++) wg_att_regs_times_tile(dq + 32 * c, dsa, k_addr + c * WG_ATT_TILE);
+        ptx_wgmma_commit_group();
+        ptx_wgmma_fence_operands(dq);
+        ptx_wgmma_fence_operands(dsa);
+    };
+    // dS = P (dP - D) into s, P masked after the row (this warpgroup's diagonal tile, and every
+    // key of a tile past it)
+    auto make_ds = [&](float (&s)[32], const float (&dp)[32], int j) {
         const int k0 = j * WG_ATT_ROWS;
 #pragma unroll
         for (int v = 0; v < 32; v++) {
             const int i = (v >> 1) & 1, key = k0 + 8 * (v >> 2) + 2 * t + (v & 1);
             const float p = j < wg_last || key <= row0 + 8 * i ? exp2f(s[v] * scale2 - lse2[i]) : 0.0f;
-            s[v] = p * (dp[v] - Dr[i]);  // dS
+            s[v] = p * (dp[v] - Dr[i]);
         }
-        uint32_t dsa[4][4];
+    };
+
+    // step 0: S and dP of key tile 0
+    float s[32], dp[32];
+    step_tiles(0);
+    issue_s_dp(s, dp, 0);
+    ptx_wgmma_wait_group<0>();
+    ptx_wgmma_fence_operands(s);
+    ptx_wgmma_fence_operands(dp);
+    make_ds(s, dp, 0);
+    wg_att_frag_to_a(dsa, s);
+    // step j: S and dP of key tile j, dS K of tile j - 1
+    for (int j = 1; j <= last_tile; j++) {
+        step_tiles(j);
+        wg_att_late_step<PIPE>([&] { issue_s_dp(s, dp, j); }, [&] { issue_dq(j - 1); },
+                               [&] {
+                                   ptx_wgmma_fence_operands(s);
+                                   ptx_wgmma_fence_operands(dp);
+                                   make_ds(s, dp, j);
+                               });
+        ptx_wgmma_fence_operands(dq);  // dS K's, complete
         wg_att_frag_to_a(dsa, s);
-        ptx_wgmma_fence();
-        wg_att_regs_times_tile(dq, dsa, k_addr);  // dQ += dS K
-        ptx_wgmma_commit_group();
-        ptx_wgmma_wait_group<0>();
     }
+    // the last step: dS K of the last key tile
+    issue_dq(last_tile);
+    ptx_wgmma_wait_group<0>();
+    ptx_wgmma_fence_operands(dq);
     const float mult[2] = {scale, scale};
-    mma_store_rows<8>(dqkv + (size_t)b * T * hd.ld + hd.q, hd.ld, wg_att_blocks(dq), row0 - g, 0, T, mult, g, t);
+    mma_store_rows<8 * CH>(dqkv + (size_t)b * T * hd.ld + hd.q, hd.ld, wg_att_blocks(dq), row0 - g, 0, T, mult, g, t);
 }
 
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
@@ -594,13 +694,16 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
 // each). DQ_ATOMIC (WG = 1; dq_accum, B*T*C floats, the caller's, zeroed here): no dQ kernel, the
 // dK/dV kernel adding each key tile's part of dQ by atomics (as attention_backward_mma's -ak 2):
 // not bitwise reproducible. A template argument, so that the trainers, which take the two
-// kernels, do not compile this one.
-template <int WG = 1, bool DQ_ATOMIC = false>
+// kernels, do not compile this one. PIPE: each kernel's products overlapping its softmax-like
+// work (the kernels say how; bit for bit the result without it).
+template <int WG = 1, bool DQ_ATOMIC = false, bool PIPE = false>
 inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                      float* dq_accum = nullptr) {
     static_assert(!DQ_ATOMIC || WG == 1, "dQ by atomics takes one warpgroup a block");
+    static_assert(!DQ_ATOMIC || !PIPE, "PIPE is the two-kernel backward's");
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
+    CHECK(!DQ_ATOMIC || HS == 64, "attention_backward_wgmma: dQ by atomics takes head size 64 only (HS %d)", HS);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     CHECK((dq_accum != nullptr) == DQ_ATOMIC, "attention_backward_wgmma: dq_accum %p with DQ_ATOMIC %d",
           (void*)dq_accum, (int)DQ_ATOMIC);
@@ -610,23 +713,33 @@ inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;
     const dim3 grid_kv((unsigned)ceil_div(T, rows), NKV, B), grid_q((unsigned)ceil_div(T, rows), NH, B);
-    const size_t smem_kv = wg_att_dkv_smem(WG, DQ_ATOMIC), smem_q = wg_att_dq_smem(WG);
     const size_t n = (size_t)B * T * NH * HS;
     if (DQ_ATOMIC) CHECK_CUDA(cudaMemsetAsync(dq_accum, 0, n * sizeof(float), ctx.stream));
-    attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<64, WG, DQ_ATOMIC>, smem_kv,
-                             "attention backward dk/dv (wgmma)");
-    attention_backward_dkv_wgmma_kernel<64, WG, DQ_ATOMIC><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
-        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
-    CHECK_LAUNCH();
-    if (DQ_ATOMIC) {
-        attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
-            dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
+    auto launch = [&](auto head_size) {
+        constexpr int H = decltype(head_size)::value;
+        const size_t smem_kv = wg_att_dkv_smem(H, WG, DQ_ATOMIC), smem_q = wg_att_dq_smem(H, WG);
+        attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC, PIPE>, smem_kv,
+                                 "attention backward dk/dv (wgmma)");
+        attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC, PIPE><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
+            dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
+        CHECK_LAUNCH();
+        if (DQ_ATOMIC) {
+            attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
+                dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
+        } else {
+            attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<H, WG, PIPE>, smem_q,
+                                     "attention backward dq (wgmma)");
+            attention_backward_dq_wgmma_kernel<H, WG, PIPE><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
+                dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
+        }
+        CHECK_LAUNCH();
+    };
+    if constexpr (DQ_ATOMIC) {
+        launch(std::integral_constant<int, 64>{});
+    } else if (HS == 64) {
+        launch(std::integral_constant<int, 64>{});
     } else {
-        attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<64, WG>, smem_q,
-                                 "attention backward dq (wgmma)");
-        attention_backward_dq_wgmma_kernel<64, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
-            dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
+        launch(std::integral_constant<int, 128>{});
     }
-    CHECK_LAUNCH();
 }
 #endif  // ENABLE_BF16
