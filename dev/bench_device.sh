@@ -131,7 +131,7 @@ ak_block() {  # ROWS: d12 (phase 1), d48 (phase 2)
         bench_short_row d12-ak1 d12 64 gpt2:l2c64 2 -ak 1
         bench_short_row d12-ak3 d12 64 gpt2:l2c64 2 -ak 3
         bench_short_row d12-ak2 d12 64 gpt2:l2c64 2 -ak 2
-        # head size 128: -ak 3's forward and backward on wgmma (the fp8 block's bf16 row is -ak -1's)
+        # head size 128: -ak 3's backward on wgmma (the fp8 block's bf16 row is -ak -1's)
         bench_short_row llama-1.2b-ak3 llama3:l16c2048h16kv8f8192v50257 8 llama3:l2c256h2kv1f128v50257 1 -ak 3
     else
         bench_short_row d48-ak2 d48 8 gpt2:l4c64 1 -ak 2

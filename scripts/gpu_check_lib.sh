@@ -139,7 +139,7 @@ pytorch_jobs() {
         for cfg in gqa1 odd gqa2 hs128 scaled; do echo "llama ${run% *} $cfg ${run#* }"; done
     done
     echo "llama fp32 gqa1-r1 0"; echo "llama fp32 gqa2-r2 0"; echo "llama bf16 gqa2-r2 1"
-    hopper && echo "llama bf16 hs128 3"  # -ak 3: the wgmma forward at head size 128, mma.sync's backward
+    hopper && echo "llama bf16 hs128 3"  # -ak 3: the wgmma backward at head size 128, mma.sync's forward
 }
 # pytorch_one gpt2 PREC CFG RECOMPUTE | llama PREC CFG[-rR] ATTENTION_KERNEL
 pytorch_one() {

@@ -1,8 +1,10 @@
 // attention_chosen.cuh: the trainers' attention, as -ak chooses it: attention.cuh's kernels on
 // CUDA cores (-ak 0, and every head size in the fp32 build), attention_mma.cuh's on tensor cores
 // with mma.sync (-ak 1; -ak 2 with the one-kernel backward; -ak -1, the default, wherever they
-// apply), or attention_wgmma.cuh's on Hopper's wgmma (-ak 3: bf16, head size 64 or 128, an
-// H100/H200 running a build with sm_90a code; PREDICTED faster, not yet measured on a GPU).
+// apply), or, under -ak 3 (bf16, head size 64 or 128, an H100/H200 running a build with sm_90a
+// code), attention_wgmma.cuh's on Hopper's wgmma where an H200 measured them faster than
+// mma.sync (2026-11-28, dev/results/2026-11-28_gpu_h200_wgmma.md, T=1024): the forward at head
+// size 64 (182 TFLOP/s against 164), the backward at 128 (142 against 119); mma.sync's elsewhere.
 // defines: attention_forward_chosen, attention_backward_chosen, attention_select
 #pragma once
 #include "common.cuh"           // defines: floatX, CudaContext, CHECK, CHECK_CUDA
@@ -14,11 +16,10 @@
 inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                      int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    // two warpgroups a block (128 queries sharing each key tile's loads), S of the next key tile
-    // and P V of the last in flight together (PIPE: flash-attention 3's intra-warpgroup overlap;
-    // bit for bit the result without it). Chosen before any measurement, at the same occupancy as
-    // the others (dev/cuda/attention_wgmma --bench times all four)
-    if (ctx.attention_wgmma) return attention_forward_wgmma<2, true>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
+    // one warpgroup a block, without PIPE: the fastest of the four at T=1024 on the H200 (182
+    // TFLOP/s; PIPE 180, two warpgroups 178 and 177). At head size 128 mma.sync's forward ran
+    // faster (220 against 203-205)
+    if (ctx.attention_wgmma && HS == 64) return attention_forward_wgmma<1>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
     if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
 #endif
     attention_forward_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
@@ -28,12 +29,11 @@ inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float*
 inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                       const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
-    // one warpgroup a block: at head size 64 the two-warpgroup dK/dV kernel holds 193 registers a
-    // thread, one block of 8 warps an SM; one warpgroup's 168 give 3 blocks (12 warps). PIPE (the
-    // products overlapping the elementwise work; bit for bit the result without it), at the same
-    // 3 blocks an SM as without. Not yet measured.
-    if (ctx.attention_wgmma)
-        return attention_backward_wgmma<1, false, true>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
+    // head size 128: one warpgroup a block, without PIPE, the fastest at T=1024 on the H200 (142
+    // TFLOP/s; PIPE 140, two warpgroups 138 and 139; mma.sync 119). At 64 mma.sync's backward ran
+    // faster (121 against 116)
+    if (ctx.attention_wgmma && HS == 128)
+        return attention_backward_wgmma<1>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
     const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);
     CHECK(ctx.attention_dq == nullptr || dq_bytes <= ctx.attention_dq_bytes,
           "-ak 2: dq of B=%d T=%d NH=%d HS=%d does not fit its %zu bytes", B, T, NH, HS, ctx.attention_dq_bytes);
@@ -45,8 +45,8 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 
 // -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores (mma.sync), 2
 // tensor cores with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T
-// times the attention width) it allocates, 3 Hopper's wgmma; -1 tensor cores (mma.sync) where they
-// apply. Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
+// times the attention width) it allocates, 3 Hopper's wgmma where it measured faster (mma.sync
+// elsewhere); -1 tensor cores (mma.sync) where they apply. Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
 inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
     const char* problem = attention_mma_problem(*ctx, head_size);
     if (kernel == 3 && problem == nullptr) problem = attention_wgmma_problem(*ctx, head_size);

@@ -2,7 +2,8 @@
 // dev/results/NOTES.md (b)), attention_mma.cuh's forward and two-kernel backward with their
 // products moved from mma.sync to wgmma. A first step, checked by dev/cuda/attention_wgmma
 // against the CPU reference and timed beside attention_mma.cuh's; the trainers take it under
-// -ak 3 (attention_chosen.cuh), not by default until a Hopper has measured it.
+// -ak 3 (attention_chosen.cuh) where an H200 measured it faster (2026-11-28: the forward at head
+// size 64, the backward at 128), not by default.
 // defines: attention_forward_wgmma, attention_backward_wgmma, attention_wgmma_problem
 //
 // Forward: a block is one warpgroup (4 warps) per (64-query tile, head, batch), heaviest tiles
@@ -24,12 +25,13 @@
 // (64 x 64 x HS, four wgmma a 64-column chunk) a pair of tiles, as attention_mma.cuh's; or (a
 // variant at head size 64, dq_accum) the dK/dV kernel alone, adding each key tile's dS K to an
 // fp32 dQ by atomics: 5 products.
-// The forward's PIPE variant (-ak 3's) keeps the next tile's S and the last tile's P V in flight
+// The forward's PIPE variant keeps the next tile's S and the last tile's P V in flight
 // together, its softmax overlapping the products (flash-attention 3's intra-warpgroup overlap);
-// the backward's PIPE (-ak 3's too) keeps the dQ kernel's next S and dP and last dS K in flight
+// the backward's PIPE keeps the dQ kernel's next S and dP and last dS K in flight
 // together, and runs the dK/dV kernel's dP^T while P^T is made and its dV while dS^T is.
-// Flash-attention 3's ping-pong of two warpgroups and its producer warp with TMA would be the
-// next steps, when a measurement says where the time goes. Every result element has one writer
+// Measured on the H200, PIPE changed nothing (within 2% either way, forward and backward): the
+// next steps would be flash-attention 3's ping-pong of two warpgroups and its producer warp with
+// TMA. Every result element has one writer
 // and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
 // 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
@@ -399,7 +401,7 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
     constexpr int THREADS = WG_ATT_THREADS * WG, KEYS = WG_ATT_ROWS * WG, Q = WG_ATT_ROWS, CH = HS / 64;
     const WgAttTiles tl = wg_att_tiles();
     // K at tile 0 (chunk c of warpgroup w's at c WG + w), V at WG CH, stage s's Q at 2 WG CH + 2s CH
-    // (chunk c c on) and dO CH on, (DQ) dS^T, then the statistics: [stage][lse2 64 | D 64]
+    // (its chunk c at c on) and dO CH on, (DQ) dS^T, then the statistics: [stage][lse2 64 | D 64]
     constexpr int STAGE0 = 2 * WG * CH, DS_TILE = STAGE0 + 4 * CH;
     float* stats = reinterpret_cast<float*>(tl.ptr + (DS_TILE + (DQ ? 1 : 0)) * WG_ATT_TILE);  // int-bound(wg_att_tile)
     const int kt = blockIdx.x;  // the first key tiles see the most queries: launched first
