@@ -46,7 +46,8 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 // -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores (mma.sync), 2
 // tensor cores with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T
 // times the attention width) it allocates, 3 Hopper's wgmma where it measured faster (mma.sync
-// elsewhere); -1 tensor cores (mma.sync) where they apply. Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
+// elsewhere); -1 tensor cores (mma.sync) where they apply. Returns why -ak 1, 2 or 3 cannot run
+// here (the caller stops), or nullptr.
 inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
     const char* problem = attention_mma_problem(*ctx, head_size);
     if (kernel == 3 && problem == nullptr) problem = attention_wgmma_problem(*ctx, head_size);
