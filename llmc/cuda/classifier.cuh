@@ -14,6 +14,16 @@
 
 constexpr int CLASSIFIER_BLOCK = 512;
 
+// The threads a block takes for rows of `width` values: one 16-byte group a thread, in whole
+// warps, at most CLASSIFIER_BLOCK (every real vocabulary: 50,304 columns are 6,288 groups of 8).
+// A small vocabulary leaves the rest out rather than idle in every shuffle and barrier: on the
+// emulated GPU, where each thread costs, 512 threads a row of 384 were half a small Llama's step
+// (2026-11-28). The rows' sums then run in another order: a shape's bits are still its own.
+inline int classifier_block(int width) {
+    const int groups = (width + x128::size - 1) / x128::size;
+    return std::min(CLASSIFIER_BLOCK, (groups + 31) / 32 * 32);
+}
+
 // (m, s) pairs stand for s * exp(m): the sum of exp(x - m) over the values seen, m their
 // max. Merging rescales both to the larger max; an empty pair is (-inf, 0).
 __device__ inline void softmax_merge(float& m, float& s, float m2, float s2) {
@@ -159,7 +169,7 @@ inline void classifier_forward_backward(const CudaContext& ctx, floatX* logits, 
     CHECK(is_aligned16(logits), "logits=%p not 16-byte aligned", (void*)logits);
     CHECK(N < (1 << 30), "N=%d", N);
     const int grid = rows_in_flight > 0 ? std::min(N, rows_in_flight) : N;
-    classifier_kernel<<<grid, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
+    classifier_kernel<<<grid, classifier_block(Vp), 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
                                                                  write_dlogits);
     CHECK_LAUNCH();
 }
@@ -174,7 +184,7 @@ inline void classifier_tp_stats(const CudaContext& ctx, const floatX* logits, co
     CHECK(N > 0 && Vl > 0 && Vl % x128::size == 0 && v0 >= 0, "N=%d Vl=%d v0=%d", N, Vl, v0);
     CHECK(is_aligned16(logits), "logits=%p not 16-byte aligned", (const void*)logits);
     const int real = std::max(0, std::min(Vl, V - v0));
-    classifier_tp_stats_kernel<<<N, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, targets, mine, N, real, Vl, v0);
+    classifier_tp_stats_kernel<<<N, classifier_block(Vl), 0, ctx.stream>>>(logits, targets, mine, N, real, Vl, v0);
     CHECK_LAUNCH();
 }
 // classifier_tp_finish: losses (N), and with write_dlogits this rank's columns of dlogits in
@@ -184,7 +194,7 @@ inline void classifier_tp_finish(const CudaContext& ctx, floatX* logits, float* 
                                  bool write_dlogits) {
     CHECK(N > 0 && tp >= 1 && Vl % x128::size == 0, "N=%d tp=%d Vl=%d", N, tp, Vl);
     const int real = std::max(0, std::min(Vl, V - v0));
-    classifier_tp_finish_kernel<<<N, CLASSIFIER_BLOCK, 0, ctx.stream>>>(logits, losses, targets, all, tp, dloss, N, V,
+    classifier_tp_finish_kernel<<<N, classifier_block(Vl), 0, ctx.stream>>>(logits, losses, targets, all, tp, dloss, N, V,
                                                                         real, Vl, v0, write_dlogits);
     CHECK_LAUNCH();
 }

@@ -2,16 +2,27 @@
 // defines: global_norm_squared, GLOBAL_NORM_BLOCKS
 // CPU reference: gpt2_grad_norm in llmc/gpt2.h (which takes the square root of this sum)
 //
-// Two stages, no atomics: a fixed grid of GLOBAL_NORM_BLOCKS blocks, each summing a fixed,
+// Two stages, no atomics: a grid of up to GLOBAL_NORM_BLOCKS blocks, each summing a fixed,
 // strided set of elements into one partial; then one block adds the partials in order.
-// The grid does not depend on the GPU, so the result is the same bits on every device.
+// The grid depends on n alone (global_norm_blocks), not on the GPU, so the result is the same
+// bits on every device. A buffer of fewer than GLOBAL_NORM_BLOCKS x 512 threads x 16 bytes
+// (2.1M values in bf16, 1M in fp32) takes fewer blocks, each thread at least one 16-byte group:
+// 512 blocks over a small model's gradients would be mostly idle threads (on the emulated GPU,
+// where every thread costs, they were a third of a small Llama's step, 2026-11-28).
 // Several buffers (or ZeRO shards) chain with accumulate = true; the square root is taken
 // by the caller after any all-reduce across processes.
 #pragma once
+#include <algorithm>
 #include "common.cuh"
 
 constexpr int GLOBAL_NORM_BLOCKS = 512;
 constexpr int GLOBAL_NORM_THREADS = 512;
+
+// the partials kernel's grid for n values: one 16-byte group a thread, at most GLOBAL_NORM_BLOCKS
+inline int global_norm_blocks(size_t n) {
+    const size_t per_block = (size_t)GLOBAL_NORM_THREADS * x128::size;
+    return (int)std::min<size_t>(GLOBAL_NORM_BLOCKS, (n + per_block - 1) / per_block);
+}
 
 // partials[blockIdx.x] = sum of squares of this block's elements
 __global__ void __launch_bounds__(GLOBAL_NORM_THREADS)
@@ -52,8 +63,9 @@ inline void global_norm_squared(const CudaContext& ctx, float* out, const floatX
     CHECK(is_aligned16(data), "data=%p not 16-byte aligned", (const void*)data);
     CHECK(ctx.workspace_bytes >= GLOBAL_NORM_BLOCKS * sizeof(float), "workspace %zu bytes", ctx.workspace_bytes);
     float* partials = (float*)ctx.workspace;
-    global_norm_partials_kernel<<<GLOBAL_NORM_BLOCKS, GLOBAL_NORM_THREADS, 0, ctx.stream>>>(partials, data, n);
+    const int blocks = global_norm_blocks(n);
+    global_norm_partials_kernel<<<blocks, GLOBAL_NORM_THREADS, 0, ctx.stream>>>(partials, data, n);
     CHECK_LAUNCH();
-    global_norm_finish_kernel<<<1, 512, 0, ctx.stream>>>(out, partials, GLOBAL_NORM_BLOCKS, accumulate);
+    global_norm_finish_kernel<<<1, 512, 0, ctx.stream>>>(out, partials, blocks, accumulate);
     CHECK_LAUNCH();
 }
