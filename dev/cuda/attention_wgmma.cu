@@ -1,7 +1,6 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
-// on Hopper's warpgroup MMA: forward at head size 64 and 128, with and without S and P V in
-// flight together (PIPE), backward at 64 and 128, two kernels (with and without PIPE) or, at
-// 64, dQ by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
+// on Hopper's warpgroup MMA: forward at head size 64 and 128, one or two warpgroups a block;
+// backward at 64 and 128, two kernels or, at 64, dQ by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
 // attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
 // another GPU it says why and checks nothing. Every output is prefilled with NaN bytes, so an
@@ -57,8 +56,8 @@ static std::vector<float> ref_lse_gqa(const std::vector<float>& qkv, int B, int 
     return lse;
 }
 
-// every: all the variants; else (--quick's larger cases) the plain ones with one and two
-// warpgroups forward and one backward, the trainers' (the emulated race check's time)
+// every: all the variants; else (--quick's larger cases) the forward with one and two warpgroups
+// and the backward with one, the trainers' (the emulated race check's time)
 static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int HS = 64, bool every = true) {
     const int C = NH * HS;
     char what[80];
@@ -92,25 +91,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
                    memcmp(dev_download(d_out, n_out).data(), got.data(), n_out * sizeof(float)) == 0);
         return got;
     };
-    // with PIPE (S and P V in flight together) the same operations in the same order: bit for bit
-    auto same = [&](const char* op, const std::vector<float>& a, const std::vector<float>& b) {
-        dev_expect(op, (w + " out bit for bit without PIPE's").c_str(),
-                   memcmp(a.data(), b.data(), n_out * sizeof(float)) == 0);
-    };
-    const std::vector<float> wg1 = check("attention_forward_wgmma", [&] {
-        attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-    });
-    const std::vector<float> wg2 = check("attention_forward_wgmma_wg2", [&] {
-        attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-    });
-    if (every) {
-        same("attention_forward_wgmma_pipe", wg1, check("attention_forward_wgmma_pipe", [&] {
-                 attention_forward_wgmma<1, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-             }));
-        same("attention_forward_wgmma_wg2_pipe", wg2, check("attention_forward_wgmma_wg2_pipe", [&] {
-                 attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS);
-             }));
-    }
+    check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
+    check("attention_forward_wgmma_wg2",
+          [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually
     // sits in one); returns what it wrote. Bitwise reproducible unless dQ sums by atomics.
     auto check_backward = [&](const char* op, auto backward, bool reproducible = true) {
@@ -140,22 +123,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
         attention_backward_wgmma<1>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
     if (!every) return;
-    const std::vector<float> two_wg2 = check_backward("attention_backward_wgmma_wg2", [&] {
+    check_backward("attention_backward_wgmma_wg2", [&] {
         attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NKV, HS);
     });
-    // with PIPE (each kernel's products overlapping its elementwise work): bit for bit
-    auto same_backward = [&](const char* op, const std::vector<float>& a, const std::vector<float>& b) {
-        dev_expect(op, (w + " dqkv bit for bit without PIPE's").c_str(),
-                   memcmp(a.data(), b.data(), n_qkv * sizeof(float)) == 0);
-    };
-    same_backward("attention_backward_wgmma_pipe", two, check_backward("attention_backward_wgmma_pipe", [&] {
-                      attention_backward_wgmma<1, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH,
-                                                               NKV, HS);
-                  }));
-    same_backward("attention_backward_wgmma_wg2_pipe", two_wg2, check_backward("attention_backward_wgmma_wg2_pipe", [&] {
-                      attention_backward_wgmma<2, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH,
-                                                               NKV, HS);
-                  }));
     if (HS != 64) return;  // dQ by atomics at head size 64 only
     // dQ inside the dK/dV kernel, by atomics: dK and dV are the two-kernel backward's bit for bit
     float* d_dq_accum;
@@ -195,10 +165,6 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
-    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<1, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
-    dev_report_tflops("attention_forward_wgmma_pipe", what, fwd_flops, ms);
-    ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2, true>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
-    dev_report_tflops("attention_forward_wgmma_wg2_pipe", what, fwd_flops, ms);
     // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
     ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
     dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
@@ -208,14 +174,6 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     ms = bench_ms(ctx, reps,
                   [&] { attention_backward_wgmma<2>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS); });
     dev_report_tflops("attention_backward_wgmma_wg2", what, 2.5 * fwd_flops, ms);
-    ms = bench_ms(ctx, reps, [&] {
-        attention_backward_wgmma<1, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS);
-    });
-    dev_report_tflops("attention_backward_wgmma_pipe", what, 2.5 * fwd_flops, ms);
-    ms = bench_ms(ctx, reps, [&] {
-        attention_backward_wgmma<2, false, true>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS);
-    });
-    dev_report_tflops("attention_backward_wgmma_wg2_pipe", what, 2.5 * fwd_flops, ms);
     if (HS != 64) return;  // dQ by atomics at head size 64 only
     float* d_dq_accum;
     CHECK_CUDA(cudaMalloc(&d_dq_accum, n_out * sizeof(float)));

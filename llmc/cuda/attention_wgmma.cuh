@@ -25,14 +25,14 @@
 // (64 x 64 x HS, four wgmma a 64-column chunk) a pair of tiles, as attention_mma.cuh's; or (a
 // variant at head size 64, dq_accum) the dK/dV kernel alone, adding each key tile's dS K to an
 // fp32 dQ by atomics: 5 products.
-// The forward's PIPE variant keeps the next tile's S and the last tile's P V in flight
-// together, its softmax overlapping the products (flash-attention 3's intra-warpgroup overlap);
-// the backward's PIPE keeps the dQ kernel's next S and dP and last dS K in flight
-// together, and runs the dK/dV kernel's dP^T while P^T is made and its dV while dS^T is.
-// Measured on the H200, PIPE changed nothing (within 2% either way, forward and backward): the
-// next steps would be flash-attention 3's ping-pong of two warpgroups and its producer warp with
-// TMA. Every result element has one writer
-// and every sum a fixed order: bitwise reproducible (but the variant's dQ).
+// The forward and the dQ kernel issue each key tile's last product (P V, dS K) one step late,
+// beside the next tile's first ones: the order flash-attention 3's intra-warpgroup overlap
+// needs. That overlap itself (both groups in flight, the softmax running while the tensor cores
+// work; in the dK/dV kernel, P^T made while dP^T runs) was a variant here until 2026-11-28: on
+// the H200 it changed nothing, within 2% either way, forward and backward
+// (dev/results/2026-11-28_gpu_h200_wgmma.md), and it was removed. The next steps would be
+// flash-attention 3's ping-pong of two warpgroups and its producer warp with TMA. Every result
+// element has one writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
 // 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
 // 73 KB (113 or 145 KB).
@@ -149,27 +149,20 @@ __device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32
         ptx_wgmma_m64n64k16_bf16_f32_rs<1>(d, a[ks], wgmma_desc(m + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
 }
 
-// A step of the one-late pipelines (the forward's P V, the dQ kernel's dS K): issue_next issues
-// this key tile's products, issue_last the last tile's product into the accumulator, and work
-// makes this tile's operand of its own late product from the first products' results. With
-// PIPE both groups are in flight together and work runs while the last tile's product still
-// does (it must not write that product's A registers); without, each group is waited for
-// before the next is issued. Each lambda fences its own operands.
-template <bool PIPE, class Next, class Last, class Work>
+// A step of the one-late pipelines (the forward's P V, the dQ kernel's dS K): issue_last issues
+// the last tile's product into the accumulator, issue_next this key tile's products, each waited
+// for before the next is issued, and work makes this tile's operand of its own late product from
+// the first products' results. Overlapping them (issue_next, issue_last, wait for the first
+// group, work) would leave work beside the last tile's product, which reads work's A registers:
+// the emulator stops a program that writes them before the wait. Each lambda fences its own
+// operands.
+template <class Next, class Last, class Work>
 __device__ __forceinline__ void wg_att_late_step(Next issue_next, Last issue_last, Work work) {
-    if constexpr (PIPE) {
-        issue_next();
-        issue_last();
-        ptx_wgmma_wait_group<1>();  // this tile's products; the last tile's may still run
-        work();
-        ptx_wgmma_wait_group<0>();
-    } else {
-        issue_last();
-        ptx_wgmma_wait_group<0>();
-        issue_next();
-        ptx_wgmma_wait_group<0>();
-        work();
-    }
+    issue_last();
+    ptx_wgmma_wait_group<0>();
+    issue_next();
+    ptx_wgmma_wait_group<0>();
+    work();
 }
 
 // WG warpgroups a block, each its own 64 queries of the block's 64 WG, the key tiles shared.
@@ -177,18 +170,16 @@ __device__ __forceinline__ void wg_att_late_step(Next issue_next, Last issue_las
 // products, and O's chunk c (o[32c..]) is P times V's chunk c.
 // Key tile j's O += P V is issued one step late, at step j + 1, beside S of tile j + 1: O is
 // rescaled by tile j + 1's correction after it (the same operations on O in the same order as
-// rescaling first and adding P V then: bitwise the same result). Without PIPE each group is
-// waited for before the next is issued; with PIPE (flash-attention 3's intra-warpgroup overlap)
-// S of tile j + 1 and P V of tile j are in flight together, and the softmax of S runs while the
-// tensor cores still work on P V. Both keep the previous tile's P in registers (pa) and, so that
-// K of tile j and V of tile j - 1 are resident together, copy K j + 1 and V j as one cp.async
+// rescaling first and adding P V then: bitwise the same result). Each group is waited for before
+// the next is issued (wg_att_late_step). The previous tile's P stays in registers (pa) and, so
+// that K of tile j and V of tile j - 1 are resident together, copy K j + 1 and V j as one cp.async
 // group at step j (into the stages of K j - 1 and V j - 2, read by then), two stages as before.
 // Every wgmma is on a block-uniform path (a warpgroup-dependent one makes ptxas serialize them,
 // C7520): the first and last steps are peeled, and a warpgroup past its diagonal takes the
 // block's last key tile wholly masked rather than skipping it (P = 0: O and l unchanged, bit for
 // bit; it would only wait at the barrier otherwise).
 // (At head size 64, at most 128 registers: 16 warps an SM.)
-template <int HS, int WG, bool PIPE = false>
+template <int HS, int WG>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG, HS == 64 ? 4 / WG : 1)
 attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
     static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
@@ -304,7 +295,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     // wgmma on a path only some take)
     for (int j = 1; j <= last_tile; j++) {
         step_tiles(j);
-        wg_att_late_step<PIPE>([&] { issue_s(s, j); }, [&] { issue_pv(j - 1); },
+        wg_att_late_step([&] { issue_s(s, j); }, [&] { issue_pv(j - 1); },
                                [&] {
                                    ptx_wgmma_fence_operands(s);
                                    softmax(s, j, corr);
@@ -332,8 +323,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
 
 // The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T),
 // head size 64 or 128. WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile);
-// PIPE: S of the next key tile and P V of the last in flight together (the kernel says how).
-template <int WG = 1, bool PIPE = false>
+template <int WG = 1>
 inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                     int NH, int NKV, int HS) {
     attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
@@ -345,8 +335,8 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
     dim3 grid((unsigned)ceil_div(T, rows), NH, B);
     const size_t smem = wg_att_fwd_smem(HS, WG);
 #define ATT_WGMMA_FWD(H)                                                                                          \
-    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG, PIPE>, smem, "attention forward (wgmma)"); \
-    attention_forward_wgmma_kernel<H, WG, PIPE><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T,  \
+    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG>, smem, "attention forward (wgmma)"); \
+    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T,  \
                                                                                                  NH, NKV, hm.kv_magic)
     if (HS == 64) {
         ATT_WGMMA_FWD(64);
@@ -383,15 +373,12 @@ constexpr size_t wg_att_dq_smem(int HS, int WG) { return 1024 + (2 * WG + 5) * (
 // Head size 128 (CH = 2 chunks of 64 columns, each its own tiles, as the forward's): S^T and dP^T
 // sum the chunks' products, and dV's (dK's) chunk c is P^T (dS^T) times dO's (Q's) chunk c: 128
 // accumulators a thread, 2 blocks an SM.
-// PIPE: S^T is a group apart from dP^T, so that P^T is made while dP^T still runs, and dV += P^T
-// dO is issued at once, in flight while dS^T is made (the same products in the same order: bit
-// for bit the result without it). (At head size 64, one warpgroup, at most 168 registers: 3
-// blocks an SM.)
+// (At head size 64, one warpgroup, at most 168 registers: 3 blocks an SM.)
 // DQ (one warpgroup, head size 64; attention_backward_wgmma with dq_accum): also this key tile's
 // part of dQ, dS K, as flash-attention 2 and 3 do (5 products a pair of tiles instead of 7): dS^T
 // is written to a shared tile (row = key), which is dS's A operand M-major, K's tile N-major; the
 // fp32 result is added to dq_accum (B, T, C) by float2 atomics, in whatever order blocks get there.
-template <int HS, int WG, bool DQ = false, bool PIPE = false>
+template <int HS, int WG, bool DQ = false>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG, HS == 64 && WG == 1 && !DQ ? 3 : 1)
 attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                     const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
@@ -485,28 +472,13 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             ptx_wgmma_fence_operands(ds);
             ptx_wgmma_fence();
             wg_att_rows_times_rows<CH>(p, k_addr, q_addr, WG * WG_ATT_TILE, WG_ATT_TILE);  // S^T = K Q^T
-            if constexpr (PIPE) ptx_wgmma_commit_group();  // S^T a group apart: P^T made while dP^T runs
             wg_att_rows_times_rows<CH>(ds, v_addr, do_addr, WG * WG_ATT_TILE, WG_ATT_TILE);  // dP^T = V dO^T
             ptx_wgmma_commit_group();
-            if constexpr (PIPE) {
-                ptx_wgmma_wait_group<1>();  // S^T; dP^T may still run
-                ptx_wgmma_fence_operands(p);
-                make_p();
-                ptx_wgmma_fence_operands(dv);
-                ptx_wgmma_fence_operands(pa);
-                ptx_wgmma_fence();
-                issue_dv();  // in flight while dS^T is made
-                ptx_wgmma_commit_group();
-                ptx_wgmma_wait_group<1>();  // dP^T; dV's may still run
-                ptx_wgmma_fence_operands(ds);
-                make_ds();
-            } else {
-                ptx_wgmma_wait_group<0>();
-                ptx_wgmma_fence_operands(p);
-                ptx_wgmma_fence_operands(ds);
-                make_p();
-                make_ds();
-            }
+            ptx_wgmma_wait_group<0>();
+            ptx_wgmma_fence_operands(p);
+            ptx_wgmma_fence_operands(ds);
+            make_p();
+            make_ds();
             [[maybe_unused]] float dq[DQ ? 32 : 1];
             if constexpr (DQ) {
                 // dS^T into its tile: dsa[ks][r] holds row 16 warp + g + 8 (r & 1), columns
@@ -523,7 +495,7 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
                 __syncthreads();                 // everyone's (the block is one warpgroup)
             }
             ptx_wgmma_fence();
-            if constexpr (!PIPE) issue_dv();
+            issue_dv();
 #pragma unroll
             for (int c = 0; c < CH; c++) wg_att_regs_times_tile(dk + 32 * c, dsa, q_addr + c * WG_ATT_TILE);  // dK += dS^T Q
             if constexpr (DQ) {  // dQ = dS K, 16 keys a step: dS M-major (dS^T's rows), K N-major
@@ -560,12 +532,10 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
 // chunks' products, dQ's chunk c is dS times K's chunk c.
 // Key tile j's dQ += dS K is issued one step late, at step j + 1, beside S and dP of tile j + 1
 // (as the forward's P V): K in three stages, so that K j - 1 is resident beside tile j's K and V
-// and tile j + 1's copies, V in two. The same products on dQ in the same order either way: bit
-// for bit. Without PIPE each group is waited for before the next is issued; with PIPE, S and dP
-// of tile j + 1 and dS K of tile j are in flight together, and dS of tile j + 1 is made while dS
-// K still works. Every wgmma is on a block-uniform path: the first and last steps are peeled,
+// and tile j + 1's copies, V in two. The same products on dQ in the same order as issuing it at
+// once: bit for bit. Each group is waited for before the next is issued (wg_att_late_step). Every wgmma is on a block-uniform path: the first and last steps are peeled,
 // and a warpgroup past its diagonal takes the block's last key tile wholly masked (dS = 0).
-template <int HS, int WG, bool PIPE = false>
+template <int HS, int WG>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
 attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
                                    const float* D, int T, int NH, int NKV, unsigned kv_magic) {
@@ -673,7 +643,7 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
     // step j: S and dP of key tile j, dS K of tile j - 1
     for (int j = 1; j <= last_tile; j++) {
         step_tiles(j);
-        wg_att_late_step<PIPE>([&] { issue_s_dp(s, dp, j); }, [&] { issue_dq(j - 1); },
+        wg_att_late_step([&] { issue_s_dp(s, dp, j); }, [&] { issue_dq(j - 1); },
                                [&] {
                                    ptx_wgmma_fence_operands(s);
                                    ptx_wgmma_fence_operands(dp);
@@ -696,14 +666,12 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
 // each). DQ_ATOMIC (WG = 1; dq_accum, B*T*C floats, the caller's, zeroed here): no dQ kernel, the
 // dK/dV kernel adding each key tile's part of dQ by atomics (as attention_backward_mma's -ak 2):
 // not bitwise reproducible. A template argument, so that the trainers, which take the two
-// kernels, do not compile this one. PIPE: each kernel's products overlapping its softmax-like
-// work (the kernels say how; bit for bit the result without it).
-template <int WG = 1, bool DQ_ATOMIC = false, bool PIPE = false>
+// kernels, do not compile this one.
+template <int WG = 1, bool DQ_ATOMIC = false>
 inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                      const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS,
                                      float* dq_accum = nullptr) {
     static_assert(!DQ_ATOMIC || WG == 1, "dQ by atomics takes one warpgroup a block");
-    static_assert(!DQ_ATOMIC || !PIPE, "PIPE is the two-kernel backward's");
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(!DQ_ATOMIC || HS == 64, "attention_backward_wgmma: dQ by atomics takes head size 64 only (HS %d)", HS);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
@@ -720,18 +688,18 @@ inline void attention_backward_wgmma(const CudaContext& ctx, floatX* dqkv, const
     auto launch = [&](auto head_size) {
         constexpr int H = decltype(head_size)::value;
         const size_t smem_kv = wg_att_dkv_smem(H, WG, DQ_ATOMIC), smem_q = wg_att_dq_smem(H, WG);
-        attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC, PIPE>, smem_kv,
+        attention_mma_smem_limit(ctx, attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC>, smem_kv,
                                  "attention backward dk/dv (wgmma)");
-        attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC, PIPE><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
+        attention_backward_dkv_wgmma_kernel<H, WG, DQ_ATOMIC><<<grid_kv, WG_ATT_THREADS * WG, smem_kv, ctx.stream>>>(
             dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, dq_accum);
         CHECK_LAUNCH();
         if (DQ_ATOMIC) {
             attention_dq_finish_kernel<<<(unsigned)ceil_div(n, 256), 256, 0, ctx.stream>>>(
                 dqkv, dq_accum, n, NH * HS, (size_t)(NH + 2 * NKV) * HS, 1.0f / sqrtf((float)HS));
         } else {
-            attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<H, WG, PIPE>, smem_q,
+            attention_mma_smem_limit(ctx, attention_backward_dq_wgmma_kernel<H, WG>, smem_q,
                                      "attention backward dq (wgmma)");
-            attention_backward_dq_wgmma_kernel<H, WG, PIPE><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
+            attention_backward_dq_wgmma_kernel<H, WG><<<grid_q, WG_ATT_THREADS * WG, smem_q, ctx.stream>>>(
                 dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);
         }
         CHECK_LAUNCH();
