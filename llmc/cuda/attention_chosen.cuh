@@ -17,8 +17,8 @@ inline void attention_forward_chosen(const CudaContext& ctx, floatX* out, float*
                                      int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
     // one warpgroup a block: the fastest of the four variants then at T=1024 on the H200 (182
-    // TFLOP/s; with the since removed PIPE 180, two warpgroups 178 and 177). At head size 128 mma.sync's forward ran
-    // faster (220 against 203-205)
+    // TFLOP/s; with the since removed PIPE 180, two warpgroups 178 and 177). At head size 128
+    // mma.sync's forward ran faster (220 against 203-205)
     if (ctx.attention_wgmma && HS == 64) return attention_forward_wgmma<1>(ctx, out, lse, qkv, B, T, NH, NKV, HS);
     if (ctx.attention_mma) return attention_forward_mma_gqa(ctx, out, lse, qkv, B, T, NH, NKV, HS);
 #endif
@@ -30,8 +30,8 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
                                       const floatX* out, const float* lse, int B, int T, int NH, int NKV, int HS) {
 #ifdef ENABLE_BF16
     // head size 128: one warpgroup a block, the fastest at T=1024 on the H200 (142 TFLOP/s; with
-    // the since removed PIPE 140, two warpgroups 138 and 139; mma.sync 119). At 64 mma.sync's backward ran
-    // faster (121 against 116)
+    // the since removed PIPE 140, two warpgroups 138 and 139; mma.sync 119). At 64 mma.sync's
+    // backward ran faster (121 against 116)
     if (ctx.attention_wgmma && HS == 128)
         return attention_backward_wgmma<1>(ctx, dqkv, dout, qkv, out, lse, B, T, NH, NKV, HS);
     const size_t dq_bytes = (size_t)B * T * NH * HS * sizeof(float);

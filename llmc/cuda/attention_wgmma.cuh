@@ -296,10 +296,10 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     for (int j = 1; j <= last_tile; j++) {
         step_tiles(j);
         wg_att_late_step([&] { issue_s(s, j); }, [&] { issue_pv(j - 1); },
-                               [&] {
-                                   ptx_wgmma_fence_operands(s);
-                                   softmax(s, j, corr);
-                               });
+                         [&] {
+                             ptx_wgmma_fence_operands(s);
+                             softmax(s, j, corr);
+                         });
         ptx_wgmma_fence_operands(o);  // P V's, complete
 #pragma unroll
         for (int v = 0; v < 32 * CH; v++) o[v] *= corr[(v >> 1) & 1];
@@ -334,10 +334,10 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
     constexpr int rows = WG_ATT_ROWS * WG;  // queries a block
     dim3 grid((unsigned)ceil_div(T, rows), NH, B);
     const size_t smem = wg_att_fwd_smem(HS, WG);
-#define ATT_WGMMA_FWD(H)                                                                                          \
+#define ATT_WGMMA_FWD(H)                                                                                   \
     attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG>, smem, "attention forward (wgmma)"); \
-    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T,  \
-                                                                                                 NH, NKV, hm.kv_magic)
+    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, \
+                                                                                           NKV, hm.kv_magic)
     if (HS == 64) {
         ATT_WGMMA_FWD(64);
     } else {
@@ -533,8 +533,9 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
 // Key tile j's dQ += dS K is issued one step late, at step j + 1, beside S and dP of tile j + 1
 // (as the forward's P V): K in three stages, so that K j - 1 is resident beside tile j's K and V
 // and tile j + 1's copies, V in two. The same products on dQ in the same order as issuing it at
-// once: bit for bit. Each group is waited for before the next is issued (wg_att_late_step). Every wgmma is on a block-uniform path: the first and last steps are peeled,
-// and a warpgroup past its diagonal takes the block's last key tile wholly masked (dS = 0).
+// once: bit for bit. Each group is waited for before the next is issued (wg_att_late_step).
+// Every wgmma is on a block-uniform path: the first and last steps are peeled, and a warpgroup
+// past its diagonal takes the block's last key tile wholly masked (dS = 0).
 template <int HS, int WG>
 __global__ void __launch_bounds__(WG_ATT_THREADS * WG)
 attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
@@ -644,11 +645,11 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
     for (int j = 1; j <= last_tile; j++) {
         step_tiles(j);
         wg_att_late_step([&] { issue_s_dp(s, dp, j); }, [&] { issue_dq(j - 1); },
-                               [&] {
-                                   ptx_wgmma_fence_operands(s);
-                                   ptx_wgmma_fence_operands(dp);
-                                   make_ds(s, dp, j);
-                               });
+                         [&] {
+                             ptx_wgmma_fence_operands(s);
+                             ptx_wgmma_fence_operands(dp);
+                             make_ds(s, dp, j);
+                         });
         ptx_wgmma_fence_operands(dq);  // dS K's, complete
         wg_att_frag_to_a(dsa, s);
     }

@@ -194,7 +194,7 @@ inline void classifier_tp_finish(const CudaContext& ctx, floatX* logits, float* 
                                  bool write_dlogits) {
     CHECK(N > 0 && tp >= 1 && Vl % x128::size == 0, "N=%d tp=%d Vl=%d", N, tp, Vl);
     const int real = std::max(0, std::min(Vl, V - v0));
-    classifier_tp_finish_kernel<<<N, classifier_block(Vl), 0, ctx.stream>>>(logits, losses, targets, all, tp, dloss, N, V,
-                                                                        real, Vl, v0, write_dlogits);
+    classifier_tp_finish_kernel<<<N, classifier_block(Vl), 0, ctx.stream>>>(logits, losses, targets, all, tp, dloss,
+                                                                            N, V, real, Vl, v0, write_dlogits);
     CHECK_LAUNCH();
 }
