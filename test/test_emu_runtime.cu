@@ -6,6 +6,7 @@
 // Each check prints PASS/FAIL; the exit code is the number of failures (capped).
 #include <cstdio>
 #include <cstring>
+#include <thread>
 #include <vector>
 #include <cuda_runtime.h>
 
@@ -299,6 +300,33 @@ int main(int argc, char** argv) {
         cudaGraphDestroy(g);
         cudaStreamDestroy(s);
         cudaFree(d);
+    }
+    {
+        // emu::device_range, what cp.async and ldmatrix ask of each lane's address (and answer
+        // from a memo while no allocation comes or goes): inside one allocation only, and an
+        // allocation freed or made shows at once, on every host thread
+        char *a = nullptr, *b = nullptr, *c = nullptr;
+        OK(cudaMalloc(&a, 1000));
+        OK(cudaMalloc(&b, 1000));
+        check(emu::device_range(a, 1000) && emu::device_range(a + 999, 1) && emu::device_range(b + 16, 16),
+              "device_range: inside an allocation");
+        check(!emu::device_range(a, 1001) && !emu::device_range(a + 1000, 1) && !emu::device_range(a - 1, 2),
+              "device_range: across an allocation's end or start, or past it: not inside");
+        check(emu::device_range(a + 8, 8), "device_range: inside again");
+        OK(cudaFree(a));
+        check(!emu::device_range(a + 8, 8) && emu::device_range(b, 1000), "device_range: a freed allocation is gone");
+        OK(cudaMalloc(&c, 64));
+        check(emu::device_range(c, 64) && !emu::device_range(c, 65), "device_range: a new allocation is known at once");
+        bool other = false;
+        std::thread t([&] { other = emu::device_range(c, 64) && emu::device_range(b, 1); });
+        t.join();
+        check(other, "device_range: on another host thread");
+        check(emu::device_range(b, 1), "device_range: b still inside");
+        std::thread u([&] { other = cudaFree(b) == cudaSuccess; });
+        u.join();
+        check(other && !emu::device_range(b, 1) && emu::device_range(c, 1),
+              "device_range: a free on another host thread shows here");
+        OK(cudaFree(c));
     }
     printf("%d failed\n", failures);
     return failures > 100 ? 100 : failures;

@@ -15,9 +15,11 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdarg>
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <memory>
@@ -93,6 +95,7 @@ struct Runtime {
     std::mutex mu;
     std::condition_variable cv;
     std::map<uintptr_t, size_t> device;  // base -> bytes
+    std::atomic<uint64_t> device_gen{0};  // changes with device (under mu): device_range's memos
     std::map<uintptr_t, size_t> pinned;
     size_t device_bytes = 0;
     std::set<Stream*> streams;
@@ -374,7 +377,40 @@ static bool in_allocation(const std::map<uintptr_t, size_t>& m, const void* p, s
     --it;
     return a >= it->first && a + bytes <= it->first + it->second;
 }
-bool device_range(const void* p, size_t bytes) { return in_allocation(rt()->device, p, bytes); }
+
+// device_range's last answer on this host thread: the span around the address that is one
+// allocation, or a gap between allocations, while no allocation has come or gone (ldmatrix and
+// cp.async ask at every lane: the lock and the map's search were a tenth of an emulated step)
+struct RangeMemo {
+    uint64_t gen = ~0ull;
+    uintptr_t lo = 0, hi = 0;
+    bool allocation = false;
+};
+static thread_local RangeMemo tls_range_memo;
+
+bool device_range(const void* p, size_t bytes) {
+    Runtime* r = rt();
+    if (bytes == 0) return in_allocation(r->device, p, 0);
+    const uintptr_t a = (uintptr_t)p;
+    RangeMemo& m = tls_range_memo;
+    if (m.gen == r->device_gen.load(std::memory_order_acquire) && a >= m.lo && a - m.lo <= m.hi - m.lo &&
+        bytes <= m.hi - a)
+        return m.allocation;
+    std::lock_guard<std::mutex> lk(r->mu);
+    m.gen = r->device_gen.load(std::memory_order_relaxed);
+    auto it = r->device.upper_bound(a);
+    const bool after_one = it != r->device.begin();
+    if (after_one && a - std::prev(it)->first < std::prev(it)->second) {
+        m.lo = std::prev(it)->first;
+        m.hi = m.lo + std::prev(it)->second;
+        m.allocation = true;
+    } else {
+        m.lo = after_one ? std::prev(it)->first + std::prev(it)->second : 0;
+        m.hi = it != r->device.end() ? it->first : UINTPTR_MAX;
+        m.allocation = false;
+    }
+    return m.allocation && bytes <= m.hi - a;
+}
 static bool pinned_range(const void* p, size_t bytes) { return in_allocation(rt()->pinned, p, bytes); }
 
 static Stream* capturing(cudaStream_t s) {
@@ -477,6 +513,7 @@ cudaError_t cudaMalloc(void** p, size_t bytes) {
     memset(m, 0xff, rounded);  // never-written device memory reads as NaN
     std::lock_guard<std::mutex> lk(r->mu);
     r->device[(uintptr_t)m] = bytes;
+    r->device_gen.fetch_add(1, std::memory_order_release);
     r->device_bytes += rounded;
     *p = m;
     return cudaSuccess;
@@ -492,6 +529,7 @@ cudaError_t cudaFree(void* p) {
     if (r->racecheck) r->race.host_knows(race_clock(nullptr), true);
     r->device_bytes -= std::max<size_t>(256, (it->second + 255) / 256 * 256);
     r->device.erase(it);
+    r->device_gen.fetch_add(1, std::memory_order_release);
     lk.unlock();
     if (r->racecheck) race_device_free(p);
     else free(p);

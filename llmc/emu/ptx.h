@@ -82,16 +82,21 @@ inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4], uint32_t b0, 
         return ptx_bf16_bits_to_float((uint16_t)(reg_pair_lo_hi >> (16 * half)));
     };
     const int lane = lane_id(), g = lane >> 2, t = lane % 4;
-    for (int j = 0; j < 4; j++) {  // dj, laid out as cj
-        const int row = j < 2 ? g : g + 8, col = t * 2 + (j & 1);
-        float acc = mine.c[j];
+    // the lane's two rows of A (g, g + 8) and two columns of B (2t, 2t + 1), fetched once
+    float arow[2][16], bcol[2][16];
+    for (int i = 0; i < 2; i++)
         for (int k = 0; k < 16; k++) {
+            const int row = g + 8 * i, col = t * 2 + i;
             const int ia = 4 * (k >= 8) + 2 * (row >= 8) + (k & 1);
             const int ib = 2 * (k >= 8) + (k & 1);
-            const float av = elem(frag((row % 8) * 4 + (k % 8) / 2)->a[ia / 2], ia & 1);
-            const float bv = elem(frag(col * 4 + (k % 8) / 2)->b[ib / 2], ib & 1);
-            acc += av * bv;
+            arow[i][k] = elem(frag((row % 8) * 4 + (k % 8) / 2)->a[ia / 2], ia & 1);
+            bcol[i][k] = elem(frag(col * 4 + (k % 8) / 2)->b[ib / 2], ib & 1);
         }
+    for (int j = 0; j < 4; j++) {  // dj, laid out as cj: row g + 8 (j >= 2), column 2t + (j & 1)
+        const float* av = arow[j >> 1];
+        const float* bv = bcol[j & 1];
+        float acc = mine.c[j];
+        for (int k = 0; k < 16; k++) acc += av[k] * bv[k];
         d[j] = acc;
     }
 }
@@ -421,13 +426,21 @@ inline float wgmma_operand(uint64_t desc, bool mn_major, int mn, int k, const ch
 inline void wgmma_land(WgmmaOp& op) {
     if (op.landed) return;
     const int g = op.lane >> 2, t = op.lane % 4;
+    // the lane's accumulator v is (row g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2 t + (v & 1)):
+    // its two rows of A and sixteen columns of B, each element read once (and checked once)
+    float a[2][16], b[16][16];
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 16; k++)
+            a[i][k] = op.a_in_regs ? op.a[g + 8 * i][k]
+                                   : wgmma_operand(op.a_desc, op.trans_a != 0, 16 * op.warp + g + 8 * i, k, "A");
+    for (int j = 0; j < 16; j++)
+        for (int k = 0; k < 16; k++)
+            b[j][k] = wgmma_operand(op.b_desc, op.trans_b != 0, 8 * (j >> 1) + 2 * t + (j & 1), k, "B");
     for (int v = 0; v < 32; v++) {
-        const int r = g + 8 * ((v >> 1) & 1), row = 16 * op.warp + r, col = 8 * (v >> 2) + 2 * t + (v & 1);
+        const float* av = a[(v >> 1) & 1];
+        const float* bv = b[(v >> 2) * 2 + (v & 1)];
         float acc = op.accumulate ? op.d[v] : 0.0f;
-        for (int k = 0; k < 16; k++) {
-            const float av = op.a_in_regs ? op.a[r][k] : wgmma_operand(op.a_desc, op.trans_a != 0, row, k, "A");
-            acc += av * wgmma_operand(op.b_desc, op.trans_b != 0, col, k, "B");
-        }
+        for (int k = 0; k < 16; k++) acc += av[k] * bv[k];
         op.d[v] = acc;
     }
     op.landed = true;
