@@ -131,6 +131,9 @@ if [ "$EMU" = 1 ]; then
     SFX=_emu DEV_DIR=build/emu/asan/cuda DEV_ARGS=--quick DEBUG_DIR=build/emu SLOW=4
     NSTEPS=4 NEVERY=2 NRESUME=2  # the trainer runs: steps, checkpoint every, resumed from
     export EMU_DEVICES=2  # two emulated devices, so two ranks can each have one (NCCL)
+    # OpenMP's idle threads sleep instead of spinning: the emulated programs run two at a
+    # time and each has its stream threads besides (a spinning team cost a third of the time)
+    export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 else
     SFX="" DEV_DIR=build/cuda DEV_ARGS="" DEBUG_DIR=build SLOW=1
     NSTEPS=30 NEVERY=5 NRESUME=10

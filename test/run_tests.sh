@@ -3,6 +3,10 @@
 # anything else (fail). Ends with the one summary line CI reads: "N passed, N failed, N skipped".
 set -u
 cd "$(dirname "$0")/.."
+# OpenMP's idle threads sleep instead of spinning: tests run processes side by side (ranks,
+# parallel checks, an emulated GPU's stream threads) on few cores, where a spinning team only
+# takes the CPU from the others. Two emulated debug-state checks side by side: 9.6 s -> 6.6 s.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 pass=0; failn=0; skip=0; failed=()
 for t in test/test_*.sh; do
     [ -n "${TEST_ONLY:-}" ] && [[ "$t" != *"$TEST_ONLY"* ]] && continue
