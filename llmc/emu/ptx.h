@@ -159,7 +159,9 @@ inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row)
 // check (EMU_RACECHECK=1) stops it in any order: it counts a copy as writing its destination
 // from the issue until the wait.
 // The pending copies of each running emulated thread live in a table keyed by its ThreadState,
-// under a mutex as streams run kernels on several host threads.
+// one table per host thread: a block runs to its end on one host thread, so no other thread
+// ever looks at its threads' entries, and no lock is needed (a global one, held while a wgmma
+// landed, had the host threads of a grid queue on it).
 
 struct CpAsyncCopy {
     void* dst;
@@ -170,7 +172,7 @@ struct CpAsyncCopy {
     bool landed;
 };
 // One running thread's asynchronous operations of one kind (cp.async copies, bulk reductions,
-// wgmma), and the tables of them by thread, which cp_async_mutex guards.
+// wgmma), and the tables of them by thread (thread_local, see above).
 template <typename Op>
 struct AsyncThread {
     std::vector<Op> open;                // issued, not yet committed
@@ -179,7 +181,6 @@ struct AsyncThread {
 };
 template <typename Op>
 using AsyncThreads = std::unordered_map<const ThreadState*, AsyncThread<Op>>;
-inline std::mutex cp_async_mutex;
 
 // commit_group: the running thread's open operations become its newest group (an empty one
 // if there are none)
@@ -213,7 +214,7 @@ inline size_t async_drop(AsyncThreads<Op>& threads) {
     return n;
 }
 
-inline AsyncThreads<CpAsyncCopy> cp_async_threads;
+inline thread_local AsyncThreads<CpAsyncCopy> cp_async_threads;
 inline std::atomic<bool> cp_async_used{false};  // set at the first cp.async: until then no thread has any
 
 // the running emulated thread's number in its grid (block-major), which salts cp_async_landing
@@ -245,7 +246,6 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
     race_cp_async_issue(dst, (size_t)bytes, src, (size_t)src_bytes);
     const ThreadState* t = tls_thread;
     const uint64_t thread = ptx_thread_serial();
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     cp_async_used.store(true, std::memory_order_relaxed);
     AsyncThread<CpAsyncCopy>& s = cp_async_threads[t];
     CpAsyncCopy c{dst, src, (uint32_t)bytes, (uint32_t)src_bytes, cp_async_landing(thread * 1000003 + s.issued++),
@@ -255,12 +255,10 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
 }
 
 inline void cp_async_commit_group() {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     async_commit(cp_async_threads);
 }
 
 inline void cp_async_wait_group(int n) {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     async_wait(cp_async_threads, n, [](CpAsyncCopy& c) {
         cp_async_land(c);
         race_cp_async_done(c.dst, c.bytes);
@@ -294,7 +292,7 @@ struct BulkReduce {
     uint32_t bytes;
     bool landed;
 };
-inline AsyncThreads<BulkReduce> bulk_threads;  // under cp_async_mutex
+inline thread_local AsyncThreads<BulkReduce> bulk_threads;
 inline std::atomic<bool> bulk_used{false};
 
 inline void bulk_land(BulkReduce& r) {
@@ -317,7 +315,6 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
               ptx_where().text, bytes, (void*)dst);
     const ThreadState* t = tls_thread;
     const uint64_t thread = ptx_thread_serial();
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     bulk_used.store(true, std::memory_order_relaxed);
     AsyncThread<BulkReduce>& s = bulk_threads[t];
     BulkReduce r{dst, src, bytes, false};
@@ -326,14 +323,12 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
 }
 
 inline void bulk_commit_group() {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     bulk_used.store(true, std::memory_order_relaxed);  // (an entry made here is dropped at the thread's exit)
     async_commit(bulk_threads);
 }
 
 // wait_group N and wait_group.read N alike: every committed group but the newest N is done
 inline void bulk_wait_group(int n) {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     async_wait(bulk_threads, n, bulk_land);
 }
 
@@ -406,7 +401,7 @@ struct WgmmaOp {
     int warp, lane;      // warp within the warpgroup, lane
     bool landed;
 };
-inline AsyncThreads<WgmmaOp> wgmma_threads;  // under cp_async_mutex
+inline thread_local AsyncThreads<WgmmaOp> wgmma_threads;
 inline std::atomic<bool> wgmma_used{false};
 
 inline float wgmma_operand(uint64_t desc, bool mn_major, int mn, int k, const char* which) {
@@ -508,7 +503,6 @@ inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64
         }
     }
     const uint64_t thread = ptx_thread_serial();
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     wgmma_used.store(true, std::memory_order_relaxed);
     AsyncThread<WgmmaOp>& s = wgmma_threads[th];
     if (cp_async_landing(thread * 1000003 + 131 + s.issued++) == CP_ASYNC_AT_ISSUE) {
@@ -523,7 +517,6 @@ inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64
 }
 
 inline void wgmma_commit_group() {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     wgmma_used.store(true, std::memory_order_relaxed);
     async_commit(wgmma_threads);
 }
@@ -535,7 +528,6 @@ inline void wgmma_commit_group() {
 // at the issue, would otherwise not show in any order (an early write of the accumulator shows:
 // it lands into it at the issue or at the wait).
 inline void wgmma_wait_group(int n) {
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     async_wait(wgmma_threads, n, [](WgmmaOp& op) {
         if (op.a_in_regs && memcmp(op.a_src, op.a_issued, sizeof(op.a_issued)) != 0)
             fatal("wgmma.mma_async: %s: its A fragment registers changed between a wgmma and the "
@@ -550,7 +542,6 @@ inline void wgmma_wait_group(int n) {
 // land by then (CP_ASYNC_AT_BARRIER) do; they stay pending until their wait all the same.
 inline void ptx_thread_barrier() {
     if (!cp_async_used.load(std::memory_order_relaxed)) return;
-    std::lock_guard<std::mutex> lock(cp_async_mutex);
     auto it = cp_async_threads.find(tls_thread);
     if (it == cp_async_threads.end()) return;
     for (CpAsyncCopy& c : it->second.open)
@@ -568,7 +559,6 @@ inline void ptx_thread_exit() {
     // each kind in use: the thread's operations never waited for, its entry dropped
     auto drop = [](const std::atomic<bool>& used, auto& threads) -> size_t {
         if (!used.load(std::memory_order_relaxed)) return 0;  // every thread ends here: keep it cheap
-        std::lock_guard<std::mutex> lock(cp_async_mutex);
         return async_drop(threads);
     };
     if (size_t pending = drop(wgmma_used, wgmma_threads))
