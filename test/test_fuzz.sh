@@ -13,13 +13,13 @@
 # report are printed. Leak detection is off: a rejection unwinds past memory that the normal
 # build, which exits there, never frees.
 # First, a target with a planted bug must be caught, so that a quiet run means something.
-# FUZZ_SECONDS per target (default 14), FUZZ_JOBS targets at a time (default: the cores),
+# FUZZ_SECONDS per target (default 10), FUZZ_JOBS targets at a time (default: the cores),
 # FUZZ_TARGETS to run only some (e.g. "state bpe").
 # Exit 0 pass, 77 skip (no clang++ or no libFuzzer, with the reason), else fail.
 set -u
 cd "$(dirname "$0")/.."
 CXX=${FUZZ_CXX:-clang++}
-SECONDS_EACH=${FUZZ_SECONDS:-14}
+SECONDS_EACH=${FUZZ_SECONDS:-10}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -std=c++17 -DGPTRAIN_FUZZ"
 TARGETS=${FUZZ_TARGETS:-"checkpoint state dataloader tokenizer evalset safetensors import_hf bpe tiktoken args side_files"}
