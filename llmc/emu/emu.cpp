@@ -380,7 +380,7 @@ static bool in_allocation(const std::map<uintptr_t, size_t>& m, const void* p, s
 
 // device_range's last answer on this host thread: the span around the address that is one
 // allocation, or a gap between allocations, while no allocation has come or gone (ldmatrix and
-// cp.async ask at every lane: the lock and the map's search were a tenth of an emulated step)
+// cp.async ask at every lane, which took the runtime's lock and searched the map each time)
 struct RangeMemo {
     uint64_t gen = ~0ull;
     uintptr_t lo = 0, hi = 0;

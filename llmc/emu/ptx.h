@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <unordered_map>
 #include <vector>
 #include "emu.h"
