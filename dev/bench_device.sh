@@ -96,7 +96,7 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
         if [ -x "build/cuda/${k}_bf16" ]; then
             timeout 120 "build/cuda/${k}_bf16" --bench > "$LOGDIR/${k}_bench.log" 2>&1
             say "(rc $?)"
-            grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 40 | tee -a "$SUMMARY" > /dev/null
+            grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 60 | tee -a "$SUMMARY" > /dev/null
         fi
     done
     archive

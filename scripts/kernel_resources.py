@@ -75,6 +75,7 @@ LAUNCH = {
     "attention_backward_dkdv_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dkv_mma_kernel": (256, "default", "attention_mma.cuh: MMA_ATT_DKV_THREADS (<HS,1>: -ak 2's one-kernel backward; <HS,2>: dev/cuda/attention's bulk-reduction dq, its dynamic shared memory 8 x 16 x (HS/2 + 8) floats more than the table's)"),
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
+    "attention_backward_dkv_mma_w32_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_DKV_W32_THREADS (the launcher's choice without dq_accum at head sizes 48 and 64 where 3 blocks fit an SM: an H100/H200)"),
     "attention_backward_dq_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),
     "attention_backward_dkv_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; -ak 3 takes <64,1,false>; <64,1,true>, dQ by atomics, is dev/cuda/attention_wgmma's variant; 50 / 66 / 58 KB of dynamic shared memory not in the table)"),
@@ -131,6 +132,7 @@ DYNAMIC_SMEM = {
     "attention_forward_mma_kernel": "mma_att_fwd_smem",
     "attention_backward_dq_mma_kernel": "mma_att_dq_smem",
     "attention_backward_dkv_mma_kernel": "mma_att_dkv_smem",
+    "attention_backward_dkv_mma_w32_kernel": "mma_att_dkv_smem",
 }
 DYNAMIC_SMEM_HEADER = "llmc/cuda/attention_mma.cuh"  # declares all of them (bf16 build: mma_att_*)
 

@@ -165,9 +165,17 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         std::vector<float> got_mma = dev_download(d_dqkv, n_qkv);
         check_dqkv("attention_backward_mma", w, got_mma, ref_dqkv, (size_t)B * T, C, tb);
-        attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH);
+        // a second run, into a NaN-filled dqkv, must give the same bits: the dk/dv kernel the
+        // launcher did not choose where there is one (16 keys a warp, or 32 at head sizes up to
+        // 64: the same sums in the same order), else the same launch again (deterministic)
+        const int other_keys = attention_mma_dkv_warp_keys(ctx, HS) == 32 ? 16 : 32;
+        const bool other = other_keys == 16 || HS <= 64;
+        CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
+        attention_backward_mma_launch<false>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, nullptr,
+                                             other ? other_keys : 0);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        dev_expect("attention_backward_mma", (w + " bitwise deterministic").c_str(),
+        dev_expect(other ? ("attention_backward_mma_keys" + std::to_string(other_keys)).c_str() : "attention_backward_mma",
+                   (w + (other ? " dqkv bit for bit attention_backward_mma's" : " bitwise deterministic")).c_str(),
                    memcmp(dev_download(d_dqkv, n_qkv).data(), got_mma.data(), n_qkv * sizeof(float)) == 0);
         if (bench) {
             float ms = bench_ms(ctx, 10, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
@@ -256,6 +264,13 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
         ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
         dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
+        for (int keys : {16, 32}) {  // the dk/dv kernels by name (the launcher takes one of them above)
+            if (keys == 32 && HS > 64) continue;
+            ms = bench_ms(ctx, reps, [&] {
+                attention_backward_mma_launch<false>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, nullptr, keys);
+            });
+            dev_report_tflops(("attention_backward_mma_keys" + std::to_string(keys)).c_str(), what, 2.5 * fwd_flops, ms);
+        }
         float* d_dq_accum;
         CHECK_CUDA(cudaMalloc(&d_dq_accum, (size_t)B * T * C * sizeof(float)));
         ms = bench_ms(ctx, reps, [&] {

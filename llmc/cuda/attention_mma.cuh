@@ -7,7 +7,7 @@
 // H200 and on the emulated GPU (llmc/emu). dev/cuda/attention.cu checks it against the CPU
 // reference and times it next to the CUDA-core kernels.
 // defines: attention_forward_mma(_gqa), attention_backward_mma(_gqa), attention_mma_supported,
-//          attention_mma_problem, att_dkv_next_step
+//          attention_mma_problem, attention_mma_dkv_warp_keys, att_dkv_next_step
 // Grouped-query attention (Llama) as attention.cuh's: K and V of query head h read in place
 // from its key/value head's columns of the qkv row (att_heads), no repeated copy.
 //
@@ -43,7 +43,9 @@
 //     dK += dS^T Q for keys 16(w%4).. and head columns (HS/2)(w/4).. . Each thread holds HS/2
 //     accumulators instead of HS, and K and V are read from shared memory, not held: the
 //     kernel that held both (4 warps, each 16 keys over the whole head) spilled at HS=128
-//     with 255 registers and held 232 at HS=64.
+//     with 255 registers and held 232 at HS=64. At head sizes 48 and 64, where three blocks fit an
+//     SM (an H100/H200), the same with 4 warps of 32 keys: each fragment loaded feeds two row
+//     blocks, a third fewer shared-memory reads (attention_dkv_mma_tile says more).
 //   dq: a block of 4 warps per 64-query tile, over the key tiles up to the diagonal, each in
 //     two halves of 32 keys: S = Q K^T and dP = dO V^T for the half (Q and dO read from their
 //     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
@@ -56,7 +58,8 @@
 // Shared memory at HS=64 / 128: forward 5 tiles, 46,080 / 87,040 bytes; dq 6 tiles, 55,296 /
 // 104,448; dk/dv 6 tiles and P^T, dS^T, 74,752 / 123,904: above the 48 KB default mostly, so
 // the launchers raise the kernels' limit. ptxas (CUDA 13.0, sm_90), no spills at any head size;
-// registers at HS=64: forward 104, dq 103, dk/dv 126; at HS=128: 128, 130, 128.
+// registers at HS=64: forward 104, dq 103, dk/dv 126 (32 keys a warp: 168, its __launch_bounds__'
+// cap for 3 blocks); at HS=128: 128, 130, 128.
 #pragma once
 #include <cstdint>
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
@@ -81,6 +84,7 @@ constexpr int MMA_ATT_ROWS = 64;        // queries per tile
 constexpr int MMA_ATT_KEYS = 64;        // keys per tile
 constexpr int MMA_ATT_THREADS = 128;    // forward and dq: 4 warps of 16 queries
 constexpr int MMA_ATT_DKV_THREADS = 256;  // dk/dv: 8 warps, 4 of 16 keys x 2 halves (of queries, of the head)
+constexpr int MMA_ATT_DKV_W32_THREADS = 128;  // its variant: 4 warps, 2 of 32 keys x 2 halves
 constexpr int MMA_ATT_PLD = MMA_ATT_ROWS + 8;  // row stride of the P^T and dS^T tiles
 
 // Indices into shared memory, and into a thread's fragment arrays, stay int: the largest
@@ -166,37 +170,60 @@ __device__ inline void mma_ldsm_b_cols1(uint32_t b[2], const floatX* tile, int k
     ptx_ldmatrix_x2_trans(b, tile + (k0 + (lane & 15)) * LD + n0);  // lanes 16..31: not read; int-bound(mma_tile)
 }
 
-// s (16 x 8NB) += A (16 x 16, k chunk k0) M^T, where rows n0..n0+8NB-1 of the tile M are the
-// columns of s
-template <int LD, int NB>
-__device__ inline void mma_chunk_times_rows(float s[NB][4], const uint32_t a[4], const floatX* M, int n0, int k0,
-                                            int lane) {
+// s (16MI x 8NB, MI row blocks of 16) += A (16MI x 16, k chunk k0: one fragment a block) M^T,
+// where rows n0..n0+8NB-1 of the tile M are the columns of s. Each B fragment loaded feeds the
+// MI row blocks: MI = 2 halves the loads a product takes.
+template <int LD, int NB, int MI>
+__device__ inline void mma_chunks_times_rows(float s[MI][NB][4], const uint32_t a[MI][4], const floatX* M, int n0,
+                                             int k0, int lane) {
     static_assert(NB % 2 == 0, "8-column blocks go in pairs");
 #pragma unroll
     for (int nb = 0; nb < NB; nb += 2) {
         uint32_t b[4];
         mma_ldsm_b_rows<LD>(b, M, n0 + nb * 8, k0, lane);
-        ptx_mma_m16n8k16_bf16_f32(s[nb], a, b[0], b[1]);
-        ptx_mma_m16n8k16_bf16_f32(s[nb + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            ptx_mma_m16n8k16_bf16_f32(s[mi][nb], a[mi], b[0], b[1]);
+            ptx_mma_m16n8k16_bf16_f32(s[mi][nb + 1], a[mi], b[2], b[3]);
+        }
     }
 }
-
-// acc (16 x 8ND) += A (16 x 16, k chunk k0) M[k0..k0+15][n0..n0+8ND-1]
-template <int LD, int ND>
-__device__ inline void mma_chunk_times_cols(float acc[ND][4], const uint32_t a[4], const floatX* M, int k0, int n0,
+// one row block
+template <int LD, int NB>
+__device__ inline void mma_chunk_times_rows(float s[NB][4], const uint32_t a[4], const floatX* M, int n0, int k0,
                                             int lane) {
+    mma_chunks_times_rows<LD, NB, 1>(reinterpret_cast<float(*)[NB][4]>(s), reinterpret_cast<const uint32_t(*)[4]>(a),
+                                     M, n0, k0, lane);
+}
+
+// acc (16MI x 8ND) += A (16MI x 16, k chunk k0) M[k0..k0+15][n0..n0+8ND-1], each B fragment
+// feeding the MI row blocks
+template <int LD, int ND, int MI>
+__device__ inline void mma_chunks_times_cols(float acc[MI][ND][4], const uint32_t a[MI][4], const floatX* M, int k0,
+                                             int n0, int lane) {
 #pragma unroll
     for (int nd = 0; nd + 1 < ND; nd += 2) {
         uint32_t b[4];
         mma_ldsm_b_cols<LD>(b, M, k0, n0 + nd * 8, lane);
-        ptx_mma_m16n8k16_bf16_f32(acc[nd], a, b[0], b[1]);
-        ptx_mma_m16n8k16_bf16_f32(acc[nd + 1], a, b[2], b[3]);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            ptx_mma_m16n8k16_bf16_f32(acc[mi][nd], a[mi], b[0], b[1]);
+            ptx_mma_m16n8k16_bf16_f32(acc[mi][nd + 1], a[mi], b[2], b[3]);
+        }
     }
     if (ND % 2 == 1) {
         uint32_t b[2];
         mma_ldsm_b_cols1<LD>(b, M, k0, n0 + (ND - 1) * 8, lane);
-        ptx_mma_m16n8k16_bf16_f32(acc[ND - 1], a, b[0], b[1]);
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) ptx_mma_m16n8k16_bf16_f32(acc[mi][ND - 1], a[mi], b[0], b[1]);
     }
+}
+// one row block
+template <int LD, int ND>
+__device__ inline void mma_chunk_times_cols(float acc[ND][4], const uint32_t a[4], const floatX* M, int k0, int n0,
+                                            int lane) {
+    mma_chunks_times_cols<LD, ND, 1>(reinterpret_cast<float(*)[ND][4]>(acc),
+                                     reinterpret_cast<const uint32_t(*)[4]>(a), M, k0, n0, lane);
 }
 
 // the A fragment of 16-column chunk t of a 16 x 8NB fp32 accumulator (blocks 2t and 2t+1),
@@ -573,19 +600,33 @@ enum AttDq { ATT_DQ_NONE = 0, ATT_DQ_ATOMIC = 1, ATT_DQ_BULK = 2 };
 
 // dk and dv of one 64-key tile: for each query tile from the diagonal on, phase 1 writes
 // P^T and dS^T (64 keys x 64 queries, bf16) to shared memory, phase 2 accumulates dv += P^T dO
-// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. DQ != ATT_DQ_NONE (attention_backward_mma
-// with dq_accum): phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32, (B, T, C)),
-// for warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..: ATT_DQ_ATOMIC by atomics from
-// the fragments, ATT_DQ_BULK by writing them to the warp's part of a shared-memory tile and one
-// bulk reduction a query row (HS/2 floats), issued by lanes 0..15, which wait for the last tile's
-// to have read the tile before it is written again.
-template <int HS, int DQ>
-__global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
-attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                  const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
+// and dk += dS^T Q from them; dk *= 1/sqrt(HS) at the end. WK keys a warp: 16 (8 warps,
+// attention_backward_dkv_mma_kernel) or 32 (4 warps, attention_backward_dkv_mma_w32_kernel); warp
+// w takes keys WK(w % (64/WK)).. in both phases, in phase 1 the queries 32(w / (64/WK)).. and in
+// phase 2 the head columns (HS/2)(w / (64/WK)).. . A warp's tile of 32 keys x 32 queries (or
+// columns) loads each of its fragments for two row blocks of 16: a third fewer shared-memory
+// reads a pair of tiles (128 KB against 192 at head size 64: an H200's profile found the 16-key
+// kernel bound by them, 2026-11-26), for twice the accumulators a thread (dk and dv of 32 keys x
+// HS/2, 64 registers at head size 64). Every element sums the same products in the same order
+// either way, so both give the same bits. DQ != ATT_DQ_NONE (attention_backward_mma with
+// dq_accum; WK = 16 only): phase 3 adds this key tile's part of dq, dS K, to dq_accum (fp32,
+// (B, T, C)), for warp w the queries 16(w%4).. and head columns (HS/2)(w/4)..: ATT_DQ_ATOMIC by
+// atomics from the fragments, ATT_DQ_BULK by writing them to the warp's part of a shared-memory
+// tile and one bulk reduction a query row (HS/2 floats), issued by lanes 0..15, which wait for the
+// last tile's to have read the tile before it is written again.
+template <int HS, int DQ, int WK>
+__device__ __forceinline__ void attention_dkv_mma_tile(floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                                       const float* lse, const float* D, int T, int NH, int NKV,
+                                                       int group, float* dq_accum) {
+    static_assert(WK == 16 || WK == 32, "16 or 32 keys a warp");
+    static_assert(DQ == ATT_DQ_NONE || WK == 16, "dq inside the dk/dv kernel: 16 keys a warp");
+    constexpr int KW = MMA_ATT_KEYS / WK;   // warps along the keys; twice as many in the block
+    constexpr int THREADS = 2 * KW * 32;
+    constexpr int MI = WK / 16;             // row blocks of 16 keys a warp
     constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, PLD = MMA_ATT_PLD;
     constexpr int NB = MMA_ATT_ROWS / 2 / 8;  // phase 1: 8-query blocks of a warp's 32 queries
     constexpr int ND = HS / 2 / 8;            // phase 2: 8-column blocks of a warp's HS/2 columns
+    static_assert(THREADS >= 2 * MMA_ATT_ROWS, "a thread a row statistic");
     extern __shared__ float4 mma_att_smem4[];
     floatX* Ks = reinterpret_cast<floatX*>(mma_att_smem4);
     floatX* Vs = Ks + TILE;
@@ -603,9 +644,9 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     const floatX* rows = qkv + (size_t)b * T * kv.ld;
     const int k0 = kt * MMA_ATT_KEYS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int kr = (warp & 3) * 16;           // this warp's 16 keys (both phases)
-    const int qc = (warp >> 2) * (MMA_ATT_ROWS / 2);  // phase 1: its 32 queries
-    const int dc = (warp >> 2) * (HS / 2);    // phase 2: its HS/2 head columns
+    const int kr = (warp % KW) * WK;                   // this warp's WK keys (both phases)
+    const int qc = (warp / KW) * (MMA_ATT_ROWS / 2);   // phase 1: its 32 queries
+    const int dc = (warp / KW) * (HS / 2);             // phase 2: its HS/2 head columns
     const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
     // A step is a (query head, query tile): the heads of the group in turn (one, NKV = NH), for
     // each the query tiles from the diagonal on; counted, not divided out of the step's index
@@ -613,8 +654,8 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     const int steps = group * ((T - k0 + MMA_ATT_ROWS - 1) / MMA_ATT_ROWS);
     // Q and dO of step (h, q0) into a stage
     auto copy_q_do = [&](floatX* stage, int h, int q0) {
-        mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(stage, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
-        mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(stage + TILE, dout + (size_t)b * T * C + h * HS, C, q0, T);  // int-bound(att_channels)
+        mma_att_copy_tile<HS, THREADS>(stage, rows + h * HS, kv.ld, q0, T);  // int-bound(att_channels)
+        mma_att_copy_tile<HS, THREADS>(stage + TILE, dout + (size_t)b * T * C + h * HS, C, q0, T);  // int-bound(att_channels)
     };
     // the row statistics of step (h, q0): thread r < 64 loads lse2 of its row r, thread 64 + r
     // its D; rows past T get 0 (their Q and dO rows are zeros, and P is masked there)
@@ -627,15 +668,18 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     };
     float* const stats_dst = (stats_d ? D_s : lse2_s) + (threadIdx.x & 63);  // stage 0's slot
 
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Ks, rows + kv.k, kv.ld, k0, T);
-    mma_att_copy_tile<HS, MMA_ATT_DKV_THREADS>(Vs, rows + kv.v, kv.ld, k0, T);
+    mma_att_copy_tile<HS, THREADS>(Ks, rows + kv.k, kv.ld, k0, T);
+    mma_att_copy_tile<HS, THREADS>(Vs, rows + kv.v, kv.ld, k0, T);
     int h = kvh * group, q0 = k0;  // step j's
     copy_q_do(QdO, h, q0);
     ptx_cp_async_commit();
     if (stats_thread) stats_dst[0] = stats_of(h, q0);
-    float dk[ND][4], dv[ND][4];
-    mma_zero<ND>(dk);
-    mma_zero<ND>(dv);
+    float dk[MI][ND][4], dv[MI][ND][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        mma_zero<ND>(dk[mi]);
+        mma_zero<ND>(dv[mi]);
+    }
 
     for (int j = 0; j < steps; j++) {
         const int st = j & 1;
@@ -653,39 +697,48 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         const floatX* dOs = Qs + TILE;
 
         // phase 1: S^T = K Q^T, dP^T = V dO^T for keys kr.., queries qc..
-        float p[NB][4], ds[NB][4];
-        mma_zero<NB>(p);
-        mma_zero<NB>(ds);
+        float p[MI][NB][4], ds[MI][NB][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            mma_zero<NB>(p[mi]);
+            mma_zero<NB>(ds[mi]);
+        }
 #pragma unroll
         for (int kc = 0; kc < KC; kc++) {
-            uint32_t a[4];
-            mma_ldsm_a<LD>(a, Ks, kr, kc * 16, lane);
-            mma_chunk_times_rows<LD, NB>(p, a, Qs, qc, kc * 16, lane);
-            mma_ldsm_a<LD>(a, Vs, kr, kc * 16, lane);
-            mma_chunk_times_rows<LD, NB>(ds, a, dOs, qc, kc * 16, lane);
+            uint32_t a[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) mma_ldsm_a<LD>(a[mi], Ks, kr + 16 * mi, kc * 16, lane);
+            mma_chunks_times_rows<LD, NB, MI>(p, a, Qs, qc, kc * 16, lane);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) mma_ldsm_a<LD>(a[mi], Vs, kr + 16 * mi, kc * 16, lane);
+            mma_chunks_times_rows<LD, NB, MI>(ds, a, dOs, qc, kc * 16, lane);
         }
-        // element e of block nb: key k0 + kr + g + 8 (e >> 1), query q0 + qc + nb*8 + 2c + (e & 1);
-        // the mask only on the diagonal tile and the last one (rows past T)
+        // element e of block nb of row block mi: key k0 + kr + 16 mi + g + 8 (e >> 1), query
+        // q0 + qc + nb*8 + 2c + (e & 1); the mask only on the diagonal tile and the last one (rows past T)
         const bool edge = q0 == k0 || q0 + MMA_ATT_ROWS > T;
         const float* lse2_t = lse2_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
         const float* D_t = D_s + st * MMA_ATT_ROWS;  // int-bound(mma_tile)
 #pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
+        for (int mi = 0; mi < MI; mi++) {
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int jq = qc + nb * 8 + 2 * c + (e & 1), qi = q0 + jq, key = k0 + kr + g + 8 * (e >> 1);
-                const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[nb][e] * scale2 - lse2_t[jq]) : 0.0f;
-                p[nb][e] = pv;
-                ds[nb][e] = pv * (ds[nb][e] - D_t[jq]);
+            for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int jq = qc + nb * 8 + 2 * c + (e & 1), qi = q0 + jq;
+                    const int key = k0 + kr + 16 * mi + g + 8 * (e >> 1);
+                    const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[mi][nb][e] * scale2 - lse2_t[jq]) : 0.0f;
+                    p[mi][nb][e] = pv;
+                    ds[mi][nb][e] = pv * (ds[mi][nb][e] - D_t[jq]);
+                }
             }
-        }
 #pragma unroll
-        for (int nb = 0; nb < NB; nb++) {
+            for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const int off = (kr + g + 8 * i) * PLD + qc + nb * 8 + 2 * c;
-                *reinterpret_cast<uint32_t*>(Ps + off) = mma_pack_floats(p[nb][2 * i], p[nb][2 * i + 1]);  // int-bound(mma_tile)
-                *reinterpret_cast<uint32_t*>(dSs + off) = mma_pack_floats(ds[nb][2 * i], ds[nb][2 * i + 1]);  // int-bound(mma_tile)
+                for (int i = 0; i < 2; i++) {
+                    const int off = (kr + 16 * mi + g + 8 * i) * PLD + qc + nb * 8 + 2 * c;
+                    *reinterpret_cast<uint32_t*>(Ps + off) = mma_pack_floats(p[mi][nb][2 * i], p[mi][nb][2 * i + 1]);  // int-bound(mma_tile)
+                    *reinterpret_cast<uint32_t*>(dSs + off) = mma_pack_floats(ds[mi][nb][2 * i], ds[mi][nb][2 * i + 1]);  // int-bound(mma_tile)
+                }
             }
         }
         __syncthreads();  // P^T and dS^T are whole
@@ -693,11 +746,13 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
         // phase 2: dv += P^T dO, dk += dS^T Q for keys kr.., head columns dc.., 16 queries at a time
 #pragma unroll
         for (int t = 0; t < MMA_ATT_ROWS / 16; t++) {
-            uint32_t a[4];
-            mma_ldsm_a<PLD>(a, Ps, kr, t * 16, lane);
-            mma_chunk_times_cols<LD, ND>(dv, a, dOs, t * 16, dc, lane);
-            mma_ldsm_a<PLD>(a, dSs, kr, t * 16, lane);
-            mma_chunk_times_cols<LD, ND>(dk, a, Qs, t * 16, dc, lane);
+            uint32_t a[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) mma_ldsm_a<PLD>(a[mi], Ps, kr + 16 * mi, t * 16, lane);
+            mma_chunks_times_cols<LD, ND, MI>(dv, a, dOs, t * 16, dc, lane);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) mma_ldsm_a<PLD>(a[mi], dSs, kr + 16 * mi, t * 16, lane);
+            mma_chunks_times_cols<LD, ND, MI>(dk, a, Qs, t * 16, dc, lane);
         }
         if constexpr (DQ != ATT_DQ_NONE) {  // phase 3: dq (queries kr.. of this query tile, columns dc..) += dS K
             float dq[ND][4];
@@ -742,8 +797,30 @@ attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX
     }
     floatX* dst = dqkv + (size_t)b * T * kv.ld;
     const float mk[2] = {scale, scale}, mv[2] = {1.0f, 1.0f};
-    mma_store_rows<ND>(dst + kv.k, kv.ld, dk, k0 + kr, dc, T, mk, g, c);
-    mma_store_rows<ND>(dst + kv.v, kv.ld, dv, k0 + kr, dc, T, mv, g, c);
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        mma_store_rows<ND>(dst + kv.k, kv.ld, dk[mi], k0 + kr + 16 * mi, dc, T, mk, g, c);
+        mma_store_rows<ND>(dst + kv.v, kv.ld, dv[mi], k0 + kr + 16 * mi, dc, T, mv, g, c);
+    }
+}
+
+// 16 keys a warp, 8 warps: the trainers' (and with DQ, -ak 2's)
+template <int HS, int DQ>
+__global__ void __launch_bounds__(MMA_ATT_DKV_THREADS)
+attention_backward_dkv_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                  const float* D, int T, int NH, int NKV, int group, float* dq_accum) {
+    attention_dkv_mma_tile<HS, DQ, 16>(dqkv, dout, qkv, lse, D, T, NH, NKV, group, dq_accum);
+}
+
+// 32 keys a warp, 4 warps, for head sizes up to 64 (at 128, dk and dv alone would be 128
+// registers): 3 blocks an SM (12 warps) on an H100/H200, by registers and shared memory alike,
+// where the 16-key kernel runs 2 of 8 warps; dev/cuda/attention's variant, timed beside it
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_DKV_W32_THREADS, 3)
+attention_backward_dkv_mma_w32_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                      const float* D, int T, int NH, int NKV, int group) {
+    static_assert(HS <= 64, "32 keys a warp: head sizes up to 64");
+    attention_dkv_mma_tile<HS, ATT_DQ_NONE, 32>(dqkv, dout, qkv, lse, D, T, NH, NKV, group, nullptr);
 }
 
 // dispatches a templated launch on the head sizes the tensor-core kernels take
@@ -820,6 +897,16 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
     dqkv[bt * ld + col] = from_float<floatX>(dq_accum[i] * scale);
 }
 
+// The keys a warp of the dk/dv kernel the backward takes (without dq_accum) at head size HS: 32 at
+// head sizes 48 and 64 where three of its blocks fit an SM's shared memory (an H100/H200: 12 warps
+// an SM, against the 16-key kernel's 16, for a third fewer shared-memory reads; PREDICTED faster,
+// not yet measured), else 16 (an A100 would run two blocks of 4 warps; at head sizes 16 and 32 the
+// 16-key kernel holds 24 warps an SM).
+inline int attention_mma_dkv_warp_keys(const CudaContext& ctx, int HS) {
+    const size_t per_block = mma_att_dkv_smem(HS) + CUDA_SMEM_RESERVED_PER_BLOCK;
+    return HS >= 48 && HS <= 64 && ctx.props.sharedMemPerMultiprocessor >= 3 * per_block ? 32 : 16;
+}
+
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
 // overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. Without dq_accum: the dk/dv
 // kernel, then the dq kernel, bitwise reproducible. With dq_accum (B*T*C floats, the caller's,
@@ -830,10 +917,12 @@ __global__ void attention_dq_finish_kernel(floatX* dqkv, const float* dq_accum, 
 // float2 atomics since, not yet measured). BULK (dev/cuda/attention's variant, sm_90): the
 // atomics replaced by the TMA unit's bulk reductions; only the dev program instantiates it (a
 // non-template caller here would compile its kernels into every trainer).
+// warp_keys, the dk/dv kernel's keys a warp without dq_accum: 16, 32 (head sizes up to 64), or 0:
+// attention_mma_dkv_warp_keys's choice. Either gives the same bits.
 template <bool BULK>
 inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                           const floatX* out, const float* lse, int B, int T, int NH, int NKV,
-                                          int HS, float* dq_accum) {
+                                          int HS, float* dq_accum, int warp_keys = 0) {
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const char* problem = attention_mma_problem(ctx, HS);
@@ -848,6 +937,10 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
               "dq by bulk reductions needs a dq buffer and sm_90 (this GPU: sm_%d%d)", ctx.props.major, ctx.props.minor);
     }
     const size_t smem_kv = mma_att_dkv_smem(HS, BULK), smem_q = mma_att_dq_smem(HS);
+    CHECK(warp_keys == 0 || warp_keys == 16 || warp_keys == 32, "warp_keys %d: 0, 16 or 32", warp_keys);
+    CHECK(warp_keys != 32 || (dq_accum == nullptr && HS <= 64),
+          "the dk/dv kernel of 32 keys a warp: head size up to 64 (%d), no dq buffer", HS);
+    if (warp_keys == 0) warp_keys = dq_accum == nullptr ? attention_mma_dkv_warp_keys(ctx, HS) : 16;
     constexpr int DQ_MODE = BULK ? ATT_DQ_BULK : ATT_DQ_ATOMIC;  // with dq_accum (dependent on BULK: the
                                                                  // bulk kernels compile only where BULK is true)
     const size_t n = (size_t)B * T * C;
@@ -856,18 +949,38 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     attention_mma_smem_limit(ctx, attention_backward_dkv_mma_kernel<H, DQ>, smem_kv, "attention backward dk/dv"); \
     attention_backward_dkv_mma_kernel<H, DQ><<<grid_kv, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(         \
         dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, DQ_ACCUM)
+#define ATT_MMA_DQ(H)                                                                                        \
+    attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq");     \
+    attention_backward_dq_mma_kernel<H><<<grid_q, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                    \
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic)
 #define ATT_MMA_BWD(H)                                                                                       \
     if (dq_accum != nullptr) {                                                                               \
         ATT_MMA_DKV(H, DQ_MODE, dq_accum);                                                                   \
     } else {                                                                                                 \
         ATT_MMA_DKV(H, ATT_DQ_NONE, nullptr);                                                                \
         CHECK_LAUNCH();                                                                                      \
-        attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq"); \
-        attention_backward_dq_mma_kernel<H><<<grid_q, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                \
-            dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic);                                               \
+        ATT_MMA_DQ(H);                                                                                       \
     }
-    ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
+#define ATT_MMA_BWD_W32(H)                                                                                   \
+    attention_mma_smem_limit(ctx, attention_backward_dkv_mma_w32_kernel<H>, smem_kv, "attention backward dk/dv"); \
+    attention_backward_dkv_mma_w32_kernel<H><<<grid_kv, MMA_ATT_DKV_W32_THREADS, smem_kv, ctx.stream>>>(     \
+        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group);                                                      \
+    CHECK_LAUNCH();                                                                                          \
+    ATT_MMA_DQ(H)
+    if (warp_keys == 32) {
+        switch (HS) {
+            case 16: ATT_MMA_BWD_W32(16); break;
+            case 32: ATT_MMA_BWD_W32(32); break;
+            case 48: ATT_MMA_BWD_W32(48); break;
+            case 64: ATT_MMA_BWD_W32(64); break;
+            default: CHECK(false, "head size %d: the dk/dv kernel of 32 keys a warp takes 16, 32, 48 and 64", HS);
+        }
+    } else {
+        ATTENTION_MMA_DISPATCH(HS, ATT_MMA_BWD)
+    }
+#undef ATT_MMA_BWD_W32
 #undef ATT_MMA_BWD
+#undef ATT_MMA_DQ
 #undef ATT_MMA_DKV
     CHECK_LAUNCH();
     if (dq_accum == nullptr) return;

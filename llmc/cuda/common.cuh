@@ -103,6 +103,9 @@ constexpr size_t CUDA_BIAS_GRAD_BYTES = 256u << 10;
 inline size_t cuda_context_bytes(const CudaContext& ctx) { return ctx.workspace_bytes + CUDA_BIAS_GRAD_BYTES; }
 // the dynamic shared memory a launch may use without cudaFuncSetAttribute raising it
 constexpr size_t CUDA_SMEM_DEFAULT_LIMIT = 48u << 10;
+// the shared memory an SM sets aside for each resident block on sm_80 and newer
+// (cudaDeviceProp::reservedSharedMemPerBlock), beside what the block itself asks for
+constexpr size_t CUDA_SMEM_RESERVED_PER_BLOCK = 1u << 10;
 
 inline void cuda_context_init(CudaContext* ctx, int device) {
     CHECK_CUDA(cudaSetDevice(device));
