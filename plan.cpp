@@ -73,7 +73,7 @@ static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
     ARG("-prec", ARG_STRING, prec, 0, 0, "bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: plus its FP8 scratch)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0, "train_gpt_fp8's scaling: delayed | current (its amax history)"),
     ARG("-ma", ARG_STRING, matmul_algo, 0, 0, "the trainer's -ma: heuristic | timed (plus its scratch outputs)"),
-    ARG("-ak", ARG_INT, attention_kernel, -1, 2, "the trainer's -ak: 2 adds its one-kernel attention backward's dq"),
+    ARG("-ak", ARG_INT, attention_kernel, -1, 3, "the trainer's -ak: 2 adds its one-kernel attention backward's dq"),
     ARG("-tp", ARG_INT, tp, -1, 1024, "tensor-parallel ranks, inside a node (a PLAN; -1: search 1, 2, 4, 8)"),
     ARG("-pp", ARG_INT, pp, -1, 1 << 16, "pipeline stages (a PLAN; -1: search)"),
     ARG("-vp", ARG_INT, vp, -1, 1 << 16, "virtual stages a pipeline rank, interleaved 1F1B (a PLAN; -1: search)"),

@@ -301,7 +301,8 @@ int main(int argc, char** argv) {
         model_delete(host);
         free(host_shard);
         const auto& mc = model.config;
-        // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes);
+        // -ak -1 (the default): the tensor-core attention wherever it applies (bf16, its head sizes),
+        // on a Hopper with sm_90a code -ak 3's wgmma where it measured faster;
         // -ak 2 also allocates the one-kernel backward's fp32 dq, which the memory plan counted
         const int head_size = mc.channels / mc.num_heads;
         const char* mma_problem = attention_select(&ctx, cfg.attention_kernel, head_size,

@@ -129,7 +129,7 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
         "cuBLASLt algorithm per matmul shape: heuristic (its first answer) | timed (fastest of up to 16, saved with checkpoints) (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 3, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16), 2 tensor cores, "
         "one-kernel backward (dq by atomics), 3 wgmma where it measured faster (Hopper, bf16, head size 64/128); "
-        "-1: 1 where it applies"),
+        "-1: 3 where it applies, else 1 where it applies"),
     ARG("-pb", ARG_INT, phase_breakdown, 0, 1, "1: time per phase of the step, printed at the end"),
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; one process, GPT-2)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0,

@@ -1,10 +1,11 @@
 // attention_chosen.cuh: the trainers' attention, as -ak chooses it: attention.cuh's kernels on
 // CUDA cores (-ak 0, and every head size in the fp32 build), attention_mma.cuh's on tensor cores
-// with mma.sync (-ak 1; -ak 2 with the one-kernel backward; -ak -1, the default, wherever they
-// apply), or, under -ak 3 (bf16, head size 64 or 128, an H100/H200 running a build with sm_90a
-// code), attention_wgmma.cuh's on Hopper's wgmma where an H200 measured them faster than
-// mma.sync (2026-11-28, dev/results/2026-11-28_gpu_h200_wgmma.md, T=1024): the forward at head
-// size 64 (182 TFLOP/s against 164), the backward at 128 (142 against 119); mma.sync's elsewhere.
+// with mma.sync (-ak 1; -ak 2 with the one-kernel backward), or, under -ak 3 (bf16, head size 64
+// or 128, an H100/H200 running a build with sm_90a code), attention_wgmma.cuh's on Hopper's wgmma
+// where an H200 measured them faster than mma.sync (2026-11-28,
+// dev/results/2026-11-28_gpu_h200_wgmma.md, T=1024): the forward at head size 64 (182 TFLOP/s
+// against 164), the backward at 128 (142 against 119); mma.sync's elsewhere. -ak -1, the default:
+// -ak 3 where it applies, else -ak 1 where that applies, else attention.cuh's.
 // defines: attention_forward_chosen, attention_backward_chosen, attention_select
 #pragma once
 #include "common.cuh"           // defines: floatX, CudaContext, CHECK, CHECK_CUDA
@@ -46,14 +47,17 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 // -ak `kernel` for attention of head size `head_size`: 0 CUDA cores, 1 tensor cores (mma.sync), 2
 // tensor cores with the one-kernel backward, whose fp32 dq of dq_bytes (attention_dq_bytes: B*T
 // times the attention width) it allocates, 3 Hopper's wgmma where it measured faster (mma.sync
-// elsewhere); -1 tensor cores (mma.sync) where they apply. Returns why -ak 1, 2 or 3 cannot run
-// here (the caller stops), or nullptr.
+// elsewhere); -1 3 where 3 applies, else 1 where 1 does, else 0 (on the H200, 3, with wgmma both
+// ways then, trained d12 0.9%, d48 1.7% and the 1.2B Llama 1.7% faster than 1, 2026-11-28).
+// Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
 inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
     const char* problem = attention_mma_problem(*ctx, head_size);
-    if (kernel == 3 && problem == nullptr) problem = attention_wgmma_problem(*ctx, head_size);
+    const bool wgmma = (kernel == 3 || kernel == -1) && problem == nullptr &&
+                       attention_wgmma_problem(*ctx, head_size) == nullptr;
+    if (kernel == 3 && problem == nullptr && !wgmma) problem = attention_wgmma_problem(*ctx, head_size);
     if (kernel >= 1 && problem != nullptr) return problem;
     ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
-    ctx->attention_wgmma = kernel == 3;
+    ctx->attention_wgmma = wgmma;
     if (kernel == 2) {
         CHECK(ctx->attention_dq == nullptr, "attention_select: dq already allocated");
         CHECK_CUDA(cudaMalloc(&ctx->attention_dq, dq_bytes));
