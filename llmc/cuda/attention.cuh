@@ -466,12 +466,15 @@ inline void attention_check(int B, int T, int NH, int NKV, int HS, const void* a
     CHECK(is_aligned16(a) && is_aligned16(b) && is_aligned16(c), "pointers %p %p %p not 16-byte aligned", a, b, c);
 }
 
-// the head sizes from 16 up, as switch cases (attention_mma.cuh's dispatch takes these too)
-#define ATTENTION_CASES_16_TO_128(CALL)                                                       \
+// the head sizes from 16 up, as switch cases (attention_mma.cuh's dispatches take these too; its
+// dk/dv kernel of 32 keys a warp only those up to 64)
+#define ATTENTION_CASES_16_TO_64(CALL)                                                        \
     case 16: CALL(16); break;                                                                 \
     case 32: CALL(32); break;                                                                 \
     case 48: CALL(48); break;                                                                 \
-    case 64: CALL(64); break;                                                                 \
+    case 64: CALL(64); break;
+#define ATTENTION_CASES_16_TO_128(CALL)                                                       \
+    ATTENTION_CASES_16_TO_64(CALL)                                                            \
     case 80: CALL(80); break;                                                                 \
     case 96: CALL(96); break;                                                                 \
     case 128: CALL(128); break;

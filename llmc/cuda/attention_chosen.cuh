@@ -52,12 +52,13 @@ inline void attention_backward_chosen(const CudaContext& ctx, floatX* dqkv, cons
 // Returns why -ak 1, 2 or 3 cannot run here (the caller stops), or nullptr.
 inline const char* attention_select(CudaContext* ctx, int kernel, int head_size, size_t dq_bytes) {
     const char* problem = attention_mma_problem(*ctx, head_size);
-    const bool wgmma = (kernel == 3 || kernel == -1) && problem == nullptr &&
-                       attention_wgmma_problem(*ctx, head_size) == nullptr;
-    if (kernel == 3 && problem == nullptr && !wgmma) problem = attention_wgmma_problem(*ctx, head_size);
+    // why -ak 3's kernels cannot run (asked by 3 and by -1 alone: the probe launches a kernel)
+    const char* wgmma_problem =
+        problem == nullptr && (kernel == 3 || kernel == -1) ? attention_wgmma_problem(*ctx, head_size) : problem;
+    if (kernel == 3) problem = wgmma_problem;
     if (kernel >= 1 && problem != nullptr) return problem;
     ctx->attention_mma = kernel >= 1 || (kernel == -1 && problem == nullptr);
-    ctx->attention_wgmma = wgmma;
+    ctx->attention_wgmma = (kernel == 3 || kernel == -1) && wgmma_problem == nullptr;
     if (kernel == 2) {
         CHECK(ctx->attention_dq == nullptr, "attention_select: dq already allocated");
         CHECK_CUDA(cudaMalloc(&ctx->attention_dq, dq_bytes));

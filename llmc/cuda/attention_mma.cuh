@@ -63,7 +63,7 @@
 #pragma once
 #include <cstdint>
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
-#include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_128
+#include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_64/128
 #include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
@@ -969,10 +969,7 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     ATT_MMA_DQ(H)
     if (warp_keys == 32) {
         switch (HS) {
-            case 16: ATT_MMA_BWD_W32(16); break;
-            case 32: ATT_MMA_BWD_W32(32); break;
-            case 48: ATT_MMA_BWD_W32(48); break;
-            case 64: ATT_MMA_BWD_W32(64); break;
+            ATTENTION_CASES_16_TO_64(ATT_MMA_BWD_W32)
             default: CHECK(false, "head size %d: the dk/dv kernel of 32 keys a warp takes 16, 32, 48 and 64", HS);
         }
     } else {
