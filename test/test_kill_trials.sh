@@ -64,23 +64,44 @@ wait_for_step() {  # until stdout $1 shows step >= $2 or process $3 is gone (up 
     for _ in $(seq 1 6000); do
         kill -0 "$3" 2>/dev/null || return 0
         [ "$(last_step "$1")" -ge "$2" ] && return 0
-        sleep 0.01
+        nap 0.01
     done
     fail "trial $trial: step $2 not reached in 60 s"
 }
-wait_for_write() {  # until process $3 writes a file of the checkpoint at step $2 (newer than marker $1), or is gone
-    local c p
-    c=$(printf %08d "$2")
+wait_for_write() {  # until process $3 is inside the write of checkpoint $2 (files newer than marker $1), or gone
+    # inside: a .tmp file of it, or a renamed file without its DONE marker; when its DONE
+    # marker is there already (the poll came too late: the write takes about 30 ms here),
+    # the next checkpoint's write is the aim
+    local c=$2 n p
     for _ in $(seq 1 6000); do
         kill -0 "$3" 2>/dev/null || return 0
-        for p in "$d/model_$c.bin.tmp" "$d/state_${c}_00000.bin.tmp" "$d/DONE_$c.tmp" "$d/DONE_$c"; do
+        n=$(printf %08d "$c")
+        for p in "$d/model_$n.bin.tmp" "$d/state_${n}_00000.bin.tmp" "$d/DONE_$n.tmp"; do
             [ "$p" -nt "$1" ] && return 0
         done
-        sleep 0.002
+        if [ "$d/DONE_$n" -nt "$1" ]; then
+            c=$((c + 4))
+        elif [ "$d/model_$n.bin" -nt "$1" ] || [ "$d/state_${n}_00000.bin" -nt "$1" ]; then
+            return 0
+        fi
+        nap 0.002
     done
-    fail "trial $trial: no write of checkpoint $2 seen in 6000 polls"
+    fail "trial $trial: no write of checkpoint $2 or later seen in 6000 polls"
 }
-rand_sleep() { sleep "$(printf '0.%03d' $((RANDOM % $1)))"; }  # 0 .. $1-1 ms
+# a pause without a fork: a read that times out on a pipe nobody writes to (an external
+# sleep costs milliseconds of its own on a busy machine, and the writes aimed at are short)
+exec {nap_fd}<> <(:)
+nap() { read -rt "$1" -u $nap_fd || :; }
+rand_sleep() { local t; printf -v t '0.%03d' $((RANDOM % $1)); nap "$t"; }  # 0 .. $1-1 ms
+usec_now() { echo "${EPOCHREALTIME//[!0-9]/}"; }
+start_sleep() {  # 0 .. $1-1 ms, cut short when stdout $2 shows a step or process $3 is gone
+    local end=$(( $(usec_now) + (RANDOM % $1) * 1000 ))
+    while [ "$(usec_now)" -lt $end ]; do
+        kill -0 "$3" 2>/dev/null || return 0
+        [ "$(last_step "$2")" -gt 0 ] && return 0
+        nap 0.002
+    done
+}
 
 d=$out/killed
 mkdir -p "$d"
@@ -106,14 +127,28 @@ while :; do
         # otherwise draw too few write kills, or sleep past the short writes
         forced=0
         [ $mid_write -eq 0 ] && [ $killed -ge $((kills / 2)) ] && r=9 && forced=1
+        # a kill that lands after a checkpoint's DONE marker moves the run on by a checkpoint
+        # (4 steps), twice the schedule's pace: once the newest complete checkpoint is past
+        # the schedule, the kill aims where it completes none, the start or the moment the
+        # resumed run's first write begins, or the run would finish with kills to spare
+        # (seed 577522 once finished after 26 of 36)
+        ahead=0
+        if [ $newest -ge $target ]; then
+            ahead=1 forced=1; [ $r -ge 2 ] && r=9
+        fi
         if [ $r -lt 2 ]; then
-            how=start; rand_sleep 150                 # starting up, resuming, cutting the logs back
+            how=start; start_sleep 150 "$so" $pid     # starting up, resuming, cutting the logs back
         elif [ $r -lt 5 ]; then
             how=train; wait_for_step "$so" $target $pid; rand_sleep 30
         else
-            how=write; wait_for_step "$so" $target $pid
-            s=$(last_step "$so")
-            wait_for_write "$mark" $(( (s + 3) / 4 * 4 )) $pid
+            how=write
+            if [ $ahead -eq 1 ]; then
+                c=$((newest + 4))
+            else
+                wait_for_step "$so" $target $pid
+                s=$(last_step "$so"); c=$(( (s + 3) / 4 * 4 ))
+            fi
+            wait_for_write "$mark" $c $pid
             [ $forced -eq 1 ] || rand_sleep $((2 * pause_ms))
         fi
         kill -9 $pid 2>/dev/null || true
