@@ -71,16 +71,21 @@ build/emu/asan/obj/%.o: llmc/emu/%.cpp $(EMU_LIB_HDRS)
 	@mkdir -p $(dir $@)
 	$(EMU_CXX) $(EMU_FLAGS) $(EMU_SAN_FLAGS) -c -o $@ $<
 
+# A program's dependency file is written under a .tmp name and renamed when whole: a make that
+# reads build/emu/deps/*.d while another builds (test/run_tests.sh builds emu-all in the
+# background while tests call make) sees the old file or the new one, never half of one.
+EMU_DEP = build/emu/deps/$(subst /,_,$(1)).d
+EMU_DEP_DONE = sed -i 's\#$(EMU_SRC)/\#\#g' $(EMU_DEP).tmp && mv $(EMU_DEP).tmp $(EMU_DEP)
 # EMU_BUILD(output, rewritten source, extra flags, objects)
 EMU_BUILD = @mkdir -p $(dir $(1)) build/emu/deps && echo "emu: $(1)" && \
-	$(EMU_CXX) $(EMU_FLAGS) $(3) -MMD -MP -MT $(1) -MF build/emu/deps/$(subst /,_,$(1)).d -x c++ $(2) -x none $(4) \
-	    -o $(1) $(EMU_LDLIBS) && sed -i 's\#$(EMU_SRC)/\#\#g' build/emu/deps/$(subst /,_,$(1)).d
+	$(EMU_CXX) $(EMU_FLAGS) $(3) -MMD -MP -MT $(1) -MF $(EMU_DEP).tmp -x c++ $(2) -x none $(4) \
+	    -o $(1) $(EMU_LDLIBS) && $(EMU_DEP_DONE)
 # EMU_RACE_BUILD(output, rewritten source, extra flags, extra libraries): compiled with the
 # instrumentation, then linked in a second step, without it, so that no libtsan comes in
 EMU_RACE_BUILD = @mkdir -p $(dir $(1)) build/emu/deps && echo "emu: $(1)" && \
-	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE_FLAGS) $(3) -MMD -MP -MT $(1) -MF build/emu/deps/$(subst /,_,$(1)).d \
+	$(EMU_CXX) $(EMU_FLAGS) $(EMU_RACE_FLAGS) $(3) -MMD -MP -MT $(1) -MF $(EMU_DEP).tmp \
 	    -c -x c++ $(2) -o $(1).o && $(EMU_CXX) $(EMU_FLAGS) $(1).o $(EMU_OBJS) $(4) -o $(1) $(EMU_LDLIBS) && \
-	rm -f $(1).o && sed -i 's\#$(EMU_SRC)/\#\#g' build/emu/deps/$(subst /,_,$(1)).d
+	rm -f $(1).o && $(EMU_DEP_DONE)
 
 train_gpt_fp32_emu: $(EMU_OBJS) $(EMU_DEPS)
 	$(call EMU_BUILD,$@,$(EMU_SRC)/train_gpt.cu,$(EMU_MP_FLAGS),$(EMU_OBJS) $(EMU_MP_LIBS))
