@@ -8,7 +8,7 @@
 #                                           Llama), the kernels alone (dev/cuda wgmma's checks
 #                                           of the emulated wgmma; attention_wgmma's checks and
 #                                           --bench, forward and backward, beside mma.sync's;
-#                                           attention --bench; classifier, layernorm, encoder
+#                                           attention and classifier --bench; layernorm, encoder
 #                                           too with BENCH_MEMORY_KERNELS=1), fp8 beside bf16
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
 #                                           layer alone from the two; the 1.2B Llama B=8), d12
@@ -234,8 +234,9 @@ ncu_block() {
 }
 
 # the dev programs (and llm.c) build in the background while the first rows run; the memory-bound
-# kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1
-KERNELS="attention"
+# kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1, but for the
+# classifier, whose row-in-shared-memory kernel no GPU has timed yet (dev/results/NOTES.md (e4))
+KERNELS="attention classifier"
 [ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then

@@ -89,6 +89,7 @@ LAUNCH = {
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),
     "ceiling_copy_kernel": (512, "dev", "dev/cuda/ceilings.cu ceiling_copy: 512"),
     "classifier_kernel": (512, "default", "classifier.cuh: CLASSIFIER_BLOCK"),
+    "classifier_smem_kernel": (512, "dev", "classifier.cuh: CLASSIFIER_BLOCK (dev/cuda/classifier until a GPU times it; Vp values of dynamic shared memory not in the table: 2 blocks an SM at GPT-2's 50,304 in bf16)"),
     "classifier_tp_finish_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
     "classifier_tp_stats_kernel": (512, "option", "classifier.cuh: CLASSIFIER_BLOCK (-tp: the vocab-parallel classifier)"),
     "column_sums_finish_kernel": (512, "default", "common.cuh column_sums_finish: dim3(32, FINISH_SPLIT)"),

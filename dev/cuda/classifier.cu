@@ -1,5 +1,6 @@
 // classifier.cu: llmc/cuda/classifier.cuh against llmc/cpu/crossentropy.h, the vocab-parallel
-// one (-tp) over simulated ranks too, then a benchmark (--bench: with the grid's choices side by side).
+// one (-tp) over simulated ranks too, the row-in-shared-memory kernel against the two-pass one bit for bit,
+// then a benchmark (--bench: with the grid's choices and the row in shared memory side by side).
 // The padded columns V..Vp are filled with large values: if the kernel let them into the
 // softmax the losses would be far off.
 // Tolerances: losses are fp32 in both builds (the CPU sums in double, the GPU in fp32 over
@@ -65,8 +66,21 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, i
     CHECK_CUDA(cudaMemset(d_losses, 0, N * sizeof(float)));
     classifier_forward_backward(ctx, d_logits, d_losses, d_targets, dloss, N, V, Vp, true, rows_in_flight);
     CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    dev_check("classifier", (w + " losses").c_str(), dev_download_f32(d_losses, N), ref_losses, t_loss);
-    dev_check("classifier", (w + " dlogits").c_str(), dev_download(d_logits, (size_t)N * Vp), ref_d, t_d);
+    const std::vector<float> losses = dev_download_f32(d_losses, N), d = dev_download(d_logits, (size_t)N * Vp);
+    dev_check("classifier", (w + " losses").c_str(), losses, ref_losses, t_loss);
+    dev_check("classifier", (w + " dlogits").c_str(), d, ref_d, t_d);
+    // the row kept in shared memory (classifier_smem_kernel, where a row fits it): the same bits
+    if (classifier_smem_fits(ctx, Vp)) {
+        floatX* d_again = dev_upload(logits);
+        CHECK_CUDA(cudaMemset(d_losses, 0, N * sizeof(float)));
+        classifier_forward_backward(ctx, d_again, d_losses, d_targets, dloss, N, V, Vp, true, rows_in_flight, true);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        dev_check("classifier", (w + " losses, row in shared memory = two passes").c_str(), dev_download_f32(d_losses, N),
+                  losses, {0, 0});
+        dev_check("classifier", (w + " dlogits, row in shared memory = two passes").c_str(),
+                  dev_download(d_again, (size_t)N * Vp), d, {0, 0});
+        CHECK_CUDA(cudaFree(d_again));
+    }
 
     if (bench) {
         floatX* d_fresh = dev_upload(logits);
@@ -77,6 +91,13 @@ static void run_case(const CudaContext& ctx, int N, int V, int Vp, bool bench, i
             classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true);
         });
         dev_report_gbs("classifier", "gpt2", 3.0 * bytes, ms);
+        // the row in shared memory: the same bytes counted (3 x), so that GB/s compare as times do
+        if (classifier_smem_fits(ctx, Vp)) {
+            ms = bench_ms(ctx, 10, [&] {
+                classifier_forward_backward(ctx, d_fresh, d_losses, d_targets, dloss, N, V, Vp, true, 0, true);
+            });
+            dev_report_gbs("classifier", "gpt2_row_in_smem", 3.0 * bytes, ms);
+        }
         // the grid's other choices (--bench): a quarter, half, all and twice the L2 cache's
         // worth of rows in flight, each block taking rows gridDim.x apart
         const int l2_rows = (int)((size_t)ctx.props.l2CacheSize / (Vp * sizeof(floatX)));

@@ -5,7 +5,8 @@
 // row there, measured slower on an H200 (2026-11-26, 8192 rows of 50304: one block a row
 // 0.75 ms; twice, once, half and a quarter the L2's worth of rows 0.81, 0.88, 1.08 and
 // 1.55 ms): the occupancy it costs outweighs the reads it saves.
-// defines: classifier_forward_backward, classifier_tp_stats, classifier_tp_finish (-tp: vocab-parallel)
+// defines: classifier_forward_backward, classifier_smem_fits, classifier_tp_stats, classifier_tp_finish
+// (-tp: vocab-parallel)
 // CPU reference: llmc/cpu/crossentropy.h (crossentropy_forward + crossentropy_backward)
 #pragma once
 #include <algorithm>
@@ -33,25 +34,25 @@ __device__ inline void softmax_merge(float& m, float& s, float m2, float s2) {
     m = M;
 }
 
-// The block's online max m and sum s of exp(x - m) over x[0..V) (16-byte aligned; the loads may
-// read up to 7 values past V within the row), left in *m_out and *s_out for every thread.
-// shared: CLASSIFIER_BLOCK / 32 pairs and one more for the result; safe to reuse for the next
-// row once every thread has read the result (warp 0 reads the pairs before its second barrier).
-__device__ inline void block_softmax_stats(const floatX* x, int V, float* shared_m, float* shared_s, float* m_out,
-                                           float* s_out) {
-    float m = -INFINITY, s = 0.0f;
-    for (int c = threadIdx.x * x128::size; c < V; c += blockDim.x * x128::size) {
-        x128 v = load128(x + c);
-        for (int k = 0; k < x128::size && c + k < V; k++) {
-            float f = to_float(v[k]);
-            if (f > m) {
-                s = s * expf(m - f) + 1.0f;  // expf(-inf) = 0 for the first value
-                m = f;
-            } else {
-                s += expf(f - m);
-            }
+// One thread's online max m and sum s of exp(x - m), taking in the values of group v (columns
+// c..c+7 of a row of V real ones, those from V on left out).
+__device__ inline void thread_softmax_stats(const x128& v, int c, int V, float& m, float& s) {
+    for (int k = 0; k < x128::size && c + k < V; k++) {
+        float f = to_float(v[k]);
+        if (f > m) {
+            s = s * expf(m - f) + 1.0f;  // expf(-inf) = 0 for the first value
+            m = f;
+        } else {
+            s += expf(f - m);
         }
     }
+}
+
+// The block's (m, s) from every thread's, left in *m_out and *s_out for every thread.
+// shared: CLASSIFIER_BLOCK / 32 pairs and one more for the result; safe to reuse for the next
+// row once every thread has read the result (warp 0 reads the pairs before its second barrier).
+__device__ inline void block_softmax_merge(float m, float s, float* shared_m, float* shared_s, float* m_out,
+                                           float* s_out) {
     for (int o = 16; o > 0; o >>= 1) {
         float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
         softmax_merge(m, s, m2, s2);
@@ -79,18 +80,31 @@ __device__ inline void block_softmax_stats(const floatX* x, int V, float* shared
     *s_out = shared_s[num_warps];
 }
 
+// The block's online max m and sum s of exp(x - m) over x[0..V) (16-byte aligned; the loads may
+// read up to 7 values past V within the row), left in *m_out and *s_out for every thread.
+__device__ inline void block_softmax_stats(const floatX* x, int V, float* shared_m, float* shared_s, float* m_out,
+                                           float* s_out) {
+    float m = -INFINITY, s = 0.0f;
+    for (int c = threadIdx.x * x128::size; c < V; c += blockDim.x * x128::size)
+        thread_softmax_stats(load128(x + c), c, V, m, s);
+    block_softmax_merge(m, s, shared_m, shared_s, m_out, s_out);
+}
+
+// Column j (j0 + j of the vocabulary) of dlogits from its logit f: (softmax - onehot(target))
+// * dloss for the V real columns, 0 for the padding.
+__device__ inline floatX dlogit(float f, int j, int V, int j0, int target, float lse, float dloss) {
+    float p = j < V ? expf(f - lse) : 0.0f;
+    float indicator = j0 + j == target ? 1.0f : 0.0f;
+    return from_float<floatX>(j < V ? (p - indicator) * dloss : 0.0f);
+}
+
 // Pass 2 over one row of Vp columns, in place: logit j (column j0 + j of the vocabulary) :=
 // (softmax - onehot(target)) * dloss for the V real columns, 0 for the padding.
 __device__ inline void dlogits_row(floatX* x, int V, int Vp, int j0, int target, float lse, float dloss) {
     for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
         x128 v = c < V ? load128(x + c) : x128::zeros();
         x128 g;
-        for (int k = 0; k < x128::size; k++) {
-            int j = c + k;
-            float p = j < V ? expf(to_float(v[k]) - lse) : 0.0f;
-            float indicator = j0 + j == target ? 1.0f : 0.0f;
-            g[k] = from_float<floatX>(j < V ? (p - indicator) * dloss : 0.0f);
-        }
+        for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, j0, target, lse, dloss);
         store128cs(x + c, g);
     }
 }
@@ -116,6 +130,52 @@ classifier_kernel(floatX* logits, float* losses, const int* targets, float dloss
         // pass 2: dlogits, in place
         if (write_dlogits) dlogits_row(x, V, Vp, 0, target, lse, dloss);
     }
+}
+
+// classifier_kernel with each row kept in shared memory (Vp values of dynamic shared memory): pass 1
+// stores the groups it loads there and pass 2 takes them back, so the logits are read once, not
+// twice (a 100 KB row of GPT-2's: classifier_kernel's second read finds it in L2 only in part).
+// A thread takes back only the groups it stored (the same columns in both passes), so the row's
+// copy needs no barrier of its own, and the next row may overwrite it at once. The same sums in
+// the same order: the same bits. Two blocks an SM at GPT-2's 50,304 in bf16 on an H100/H200.
+__global__ void __launch_bounds__(CLASSIFIER_BLOCK)
+classifier_smem_kernel(floatX* logits, float* losses, const int* targets, float dloss, int N, int V, int Vp,
+                       bool write_dlogits) {
+    // the row's copy, then block_softmax_merge's pairs (all of it dynamic: classifier_smem_bytes)
+    extern __shared__ float4 classifier_smem4[];  // float4: 16-byte aligned, as the 16-byte accesses need
+    floatX* kept = reinterpret_cast<floatX*>(classifier_smem4);
+    float* shared_m = reinterpret_cast<float*>(kept + Vp);  // Vp values of floatX: a multiple of 16 bytes
+    float* shared_s = shared_m + CLASSIFIER_BLOCK / 32 + 1;
+    for (int row = blockIdx.x; row < N; row += gridDim.x) {
+        floatX* x = logits + (size_t)row * Vp;
+        const int target = targets[row];
+        const bool target_ok = target >= 0 && target < V;
+        float target_logit = (threadIdx.x == 0 && target_ok) ? to_float(x[target]) : 0.0f;
+        float m = -INFINITY, s = 0.0f;
+        for (int c = threadIdx.x * x128::size; c < V; c += blockDim.x * x128::size) {
+            x128 v = load128(x + c);
+            if (write_dlogits) store128(kept + c, v);
+            thread_softmax_stats(v, c, V, m, s);
+        }
+        block_softmax_merge(m, s, shared_m, shared_s, &m, &s);  // every read of the row is done after it
+        const float lse = m + logf(s);
+        if (threadIdx.x == 0) losses[row] = target_ok ? lse - target_logit : NAN;
+        if (!write_dlogits) continue;
+        for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
+            x128 v = c < V ? load128(kept + c) : x128::zeros();
+            x128 g;
+            for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, 0, target, lse, dloss);
+            store128cs(x + c, g);
+        }
+    }
+}
+
+// classifier_smem_kernel's dynamic shared memory for rows of Vp values, and whether a block has it
+inline size_t classifier_smem_bytes(int Vp) {
+    return (size_t)Vp * sizeof(floatX) + 2 * sizeof(float) * (CLASSIFIER_BLOCK / 32 + 1);
+}
+inline bool classifier_smem_fits(const CudaContext& ctx, int Vp) {
+    return classifier_smem_bytes(Vp) <= ctx.props.sharedMemPerBlockOptin;
 }
 
 // -tp, vocab-parallel: this rank holds columns [v0, v0 + Vl) of the padded vocabulary, the first
@@ -160,17 +220,26 @@ classifier_tp_finish_kernel(floatX* logits, float* losses, const int* targets, c
 // Writes losses; with write_dlogits also overwrites logits with dlogits, each row scaled
 // by dloss (1 / (B*T*grad_accum_steps) for a mean loss). rows_in_flight > 0 sets the grid,
 // each block then taking rows gridDim.x apart (dev/cuda/classifier times the choices; the
-// result does not depend on it).
+// result does not depend on it). in_smem: classifier_smem_kernel where a row fits it (the same
+// bits; not the default until a GPU has timed it: dev/cuda/classifier --bench).
 inline void classifier_forward_backward(const CudaContext& ctx, floatX* logits, float* losses,
                                         const int* targets, float dloss, int N, int V, int Vp,
-                                        bool write_dlogits, int rows_in_flight = 0) {
+                                        bool write_dlogits, int rows_in_flight = 0, bool in_smem = false) {
     CHECK(N > 0 && V > 0 && V <= Vp, "N=%d V=%d Vp=%d", N, V, Vp);
     CHECK(Vp % x128::size == 0, "Vp=%d must be a multiple of %d", Vp, x128::size);
     CHECK(is_aligned16(logits), "logits=%p not 16-byte aligned", (void*)logits);
     CHECK(N < (1 << 30), "N=%d", N);
     const int grid = rows_in_flight > 0 ? std::min(N, rows_in_flight) : N;
-    classifier_kernel<<<grid, classifier_block(Vp), 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
-                                                                 write_dlogits);
+    const int block = classifier_block(Vp);
+    if (in_smem && classifier_smem_fits(ctx, Vp)) {
+        const size_t smem = classifier_smem_bytes(Vp);
+        CHECK_CUDA(
+            cudaFuncSetAttribute(classifier_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        classifier_smem_kernel<<<grid, block, smem, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp,
+                                                                  write_dlogits);
+    } else {
+        classifier_kernel<<<grid, block, 0, ctx.stream>>>(logits, losses, targets, dloss, N, V, Vp, write_dlogits);
+    }
     CHECK_LAUNCH();
 }
 
