@@ -35,14 +35,15 @@ unset GPTRAIN_FAULT_INJECT
 # one thread: on a busy machine OpenMP's spinning threads slow the runs many times over
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 
-steps=${KILL_TRIALS_STEPS:-80}     # checkpoints every 4 steps: 20 of them, each 3 files
+every=4                            # steps between checkpoints (-n)
+steps=${KILL_TRIALS_STEPS:-80}     # 20 checkpoints, each 3 files
 kills=${KILL_TRIALS_KILLS:-36}
 pause_ms=8                         # slow_write: each checkpoint file waits this long before its rename
 seed=${KILL_TRIALS_SEED:-$(( $(date +%s%N) % 1000000 ))}
 RANDOM=$seed
 echo "kill schedule seed $seed (KILL_TRIALS_SEED=$seed reproduces the schedule)"
 flags="-e $out/model.bin -i $out/markov_train_*.bin -j $out/markov_val_*.bin -b 4 -t 32 -d 256
-       -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 10 -m 2 -s 0 -x $steps -n 4"
+       -l 2e-3 -u 3 -q 0.1 -c 0.1 -v 10 -m 2 -s 0 -x $steps -n $every"
 final=$(printf %08d $steps)
 
 # the uninterrupted runs: ref prunes like the killed run; all keeps every checkpoint, to
@@ -80,7 +81,7 @@ wait_for_write() {  # until process $3 is inside the write of checkpoint $2 (fil
             [ "$p" -nt "$1" ] && return 0
         done
         if [ "$d/DONE_$n" -nt "$1" ]; then
-            c=$((c + 4))
+            c=$((c + every))
         elif [ "$d/model_$n.bin" -nt "$1" ] || [ "$d/state_${n}_00000.bin" -nt "$1" ]; then
             return 0
         fi
@@ -120,7 +121,7 @@ while :; do
     how=none
     if [ $killed -lt $kills ]; then
         # spread the kills over the run; which kind of moment is drawn from the schedule
-        target=$(( (killed + 1) * (steps - 4) / (kills + 1) + RANDOM % 3 ))
+        target=$(( (killed + 1) * (steps - every) / (kills + 1) + RANDOM % 3 ))
         r=$((RANDOM % 10))
         # the second half of the kills aims at checkpoint writes, the moment one starts, until
         # one has landed inside one: a short schedule (the emulated GPU's 6 kills) could
@@ -128,7 +129,7 @@ while :; do
         forced=0
         [ $mid_write -eq 0 ] && [ $killed -ge $((kills / 2)) ] && r=9 && forced=1
         # a kill that lands after a checkpoint's DONE marker moves the run on by a checkpoint
-        # (4 steps), twice the schedule's pace: once the newest complete checkpoint is past
+        # ($every steps), twice the schedule's pace: once the newest complete checkpoint is past
         # the schedule, the kill aims where it completes none, the start or the moment the
         # resumed run's first write begins, or the run would finish with kills to spare
         # (seed 577522 once finished after 26 of 36)
@@ -143,10 +144,10 @@ while :; do
         else
             how=write
             if [ $ahead -eq 1 ]; then
-                c=$((newest + 4))
+                c=$((newest + every))
             else
                 wait_for_step "$so" $target $pid
-                s=$(last_step "$so"); c=$(( (s + 3) / 4 * 4 ))
+                s=$(last_step "$so"); c=$(( (s + every - 1) / every * every ))
             fi
             wait_for_write "$mark" $c $pid
             [ $forced -eq 1 ] || rand_sleep $((2 * pause_ms))
