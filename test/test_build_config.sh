@@ -6,7 +6,8 @@
 # (-q: exit 1 when something must be rebuilt) on binaries made to look up to date:
 #   train_gpt_cpu built with NO_MPI=1 is out of date once MPI is found (when mpicxx is here);
 #   train_gpt_bf16 built with NO_NCCL=1 is out of date once NCCL is found (when nccl.h is);
-#   both for other flags (CXXFLAGS, CUDA_ARCH_FLAGS); the emulated trainers for another EMU_FLAGS;
+#   both for other flags (CXXFLAGS, CUDA_ARCH_FLAGS); train_gpt_bf16 compiled for the compile
+#   check (CUDA_COMPILE_CHECK=1) once a normal build asks; the emulated trainers for another EMU_FLAGS;
 #   and an unchanged configuration leaves them up to date.
 set -u
 cd "$(dirname "$0")/.."
@@ -53,6 +54,16 @@ built train_gpt_bf16
 up_to_date train_gpt_bf16 CUDA_ARCH_FLAGS="-gencode arch=compute_80,code=sm_80" &&
     fail "train_gpt_bf16 is kept for another GPU architecture"
 echo "ok   another GPU architecture rebuilds train_gpt_bf16"
+# CI's compile check (scripts/test.sh without a GPU) compiles the device code for compiling speed:
+# a build with the full optimization must not keep its binary
+built train_gpt_bf16 CUDA_COMPILE_CHECK=1
+up_to_date train_gpt_bf16 CUDA_COMPILE_CHECK=1 || fail "train_gpt_bf16 rebuilt with an unchanged CUDA_COMPILE_CHECK=1"
+if "$nvcc_dir/nvcc" --help 2> /dev/null | grep -q -- --Ofast-compile; then
+    up_to_date train_gpt_bf16 && fail "train_gpt_bf16 compiled for the compile check is kept by a normal build"
+    echo "ok   a normal build rebuilds what the compile check (CUDA_COMPILE_CHECK=1) compiled"
+else
+    echo "skip nvcc without -Ofc: the compile check builds as a normal build does"
+fi
 
 built train_gpt_bf16_emu
 up_to_date train_gpt_bf16_emu EMU_FLAGS=-O0 && fail "train_gpt_bf16_emu is kept under other EMU_FLAGS"
