@@ -36,11 +36,11 @@ EMU_WARN := -Wall -Wno-unknown-pragmas -Wno-unused-function -Wno-unused-paramete
 EMU_DEBUG ?= -g1
 EMU_FLAGS ?= -std=c++17 -O2 $(EMU_DEBUG) -march=native -fopenmp -fno-strict-aliasing $(EMU_WARN) -I llmc/emu/include -include llmc/emu/emu.h
 # UBSan without pointer-overflow (a pointer sum that wraps the address space): that check alone
-# took 30% of the ASan builds' compile time (dev/cuda/attention: 37 s, 26 s without it; about 150
-# of CI's 1020 CPU-seconds of emulated builds, 2026-11-29). Used, a wrapped pointer reads or
-# writes outside its allocation, which ASan reports (or the access faults); the int arithmetic
-# that would wrap it is still checked (signed-integer-overflow), and test_int_widening checks the
-# widening before it.
+# took 30% of the ASan builds' compile time (dev/cuda/attention bf16: 37 s, 26 s without it; the
+# ASan builds are about half of make emu-all's 1020 CPU-seconds, 2026-11-29). Used, a wrapped
+# pointer reads or writes outside its allocation, which ASan reports (or the access faults); the
+# int arithmetic that would wrap it is still checked (signed-integer-overflow), and
+# test_int_widening checks the widening before it.
 EMU_SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize=pointer-overflow -fno-omit-frame-pointer \
                  -fno-sanitize-recover=undefined
 # every load, store and __atomic builtin calls llmc/emu/race_tsan.cpp (function entries need not)

@@ -7,12 +7,13 @@ cd "$(dirname "$0")/.."
 # parallel checks, an emulated GPU's stream threads) on few cores, where a spinning team only
 # takes the CPU from the others. Two emulated debug-state checks side by side: 9.6 s -> 6.6 s.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-# The tests start more than 200 mpirun jobs, all on this one machine. Open MPI's start-up there is
-# mostly discovery that a single machine does not need: hwloc reading every PCI device's config
-# space (a trap to the hypervisor on a VM) and the network transports' probes. Shared memory
-# (vader) is the transport Open MPI picks on one machine anyway. 4 ranks of an empty MPI program:
-# 0.69 s without these, 0.36 s with them (2026-11-29, this AMD EPYC VM); test_model_parallel
-# 137 s -> 113 s. A value set in the environment is kept.
+# The tests start over 160 mpirun jobs (106 checks of test_model_parallel, 60 jobs of four other
+# tests), all on this one machine. Open MPI's start-up there is mostly discovery that one machine
+# does not need: hwloc reading every PCI device's config space (a trap to the hypervisor on a
+# VM) and the network transports' probes. Shared memory (vader) is the transport Open MPI picks
+# on one machine anyway. 4 ranks of an empty MPI program: 0.69 s without these, 0.36 s with them
+# (2026-11-29, this AMD EPYC VM); test_model_parallel 137 s -> 113 s. A value set in the
+# environment is kept.
 export HWLOC_COMPONENTS=${HWLOC_COMPONENTS:--pci,-linuxio}
 export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1} OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader}
 pass=0; failn=0; skip=0; failed=()
