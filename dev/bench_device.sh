@@ -9,7 +9,10 @@
 #                                           of the emulated wgmma; attention_wgmma's checks and
 #                                           --bench, forward and backward, beside mma.sync's;
 #                                           attention and classifier --bench; layernorm, encoder
-#                                           too with BENCH_MEMORY_KERNELS=1), fp8 beside bf16
+#                                           too with BENCH_MEMORY_KERNELS=1), PyTorch's attention
+#                                           at the same sizes (dev/bench_sdpa.py), Nsight Compute's
+#                                           sections of each attention kernel (stall reasons,
+#                                           pipes, bank conflicts), fp8 beside bf16
 #                                           (four and eight 8B-shaped Llama layers B=4, and a
 #                                           layer alone from the two; the 1.2B Llama B=8), d12
 #                                           in fp32 (TF32) at B=16
@@ -99,6 +102,29 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
             grep -E "^RESULT|^--|TFLOP|GB/s" "$LOGDIR/${k}_bench.log" | head -n 60 | tee -a "$SUMMARY" > /dev/null
         fi
     done
+    archive
+}
+# PyTorch's own attention (FlashAttention-2's kernels, cuDNN's) at the kernels' sizes: the yardstick
+# issue 23 names, timed on the same GPU minutes from ours
+sdpa_block() {
+    say "== PyTorch's scaled_dot_product_attention at the same sizes (dev/bench_sdpa.py)"
+    [ "$EMU" = 1 ] && { say "(rehearsal: no PyTorch on a GPU)"; return; }
+    timeout 120 python3 dev/bench_sdpa.py > "$LOGDIR/sdpa.log" 2>&1
+    say "(rc $?)"
+    grep -E "^bench_sdpa|^RESULT|^SKIP" "$LOGDIR/sdpa.log" | head -n 30 | tee -a "$SUMMARY" > /dev/null
+    archive
+}
+# where the attention kernels lose time (issue 23: none reaches 250 forward / 200 backward):
+# Nsight Compute's detailed sections of one launch of each, d12's and the 1.2B Llama's shapes
+ncu_attention_block() {
+    say "== Nsight Compute: each attention kernel once at T=1024, head size 64 (B=16 NH=12) and 128 (B=16 NH=16)"
+    [ "$EMU" = 1 ] && { say "(rehearsal: no ncu)"; return; }
+    wait_dev
+    [ -x build/cuda/attention_wgmma_bf16 ] || return 0
+    NCU_TIMEOUT=150 NCU_KERNELS='^attention_(forward|backward_dkv|backward_dq)' bash scripts/ncu_profile.sh \
+        "$LOGDIR/ncu_attention" -- build/cuda/attention_wgmma_bf16 --profile > "$LOGDIR/ncu_attention.log" 2>&1
+    say "(rc $?)"
+    [ -f "$LOGDIR/ncu_attention/ncu_summary.txt" ] && cat "$LOGDIR/ncu_attention/ncu_summary.txt" >> "$SUMMARY"
     archive
 }
 # A layer of the 8B-shaped rows alone (issue 26's target is on 8B-shaped layers): the difference
@@ -258,6 +284,8 @@ wait_dev() {  # the dev programs' build, once
 if [ "$PHASE" = 1 ]; then  # what no GPU has measured first: -ak 3 (while the dev programs build), the wgmma kernels
     ak_block d12
     kernels_block
+    sdpa_block
+    ncu_attention_block
     fp8_rows_block
     fp32_block
 else

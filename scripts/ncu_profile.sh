@@ -3,6 +3,14 @@
 #
 #   bash scripts/ncu_profile.sh OUTDIR -- TRAINER_COMMAND...
 #   e.g. bash scripts/ncu_profile.sh out/ncu -- ./train_gpt_bf16 -e d12 -b 16 -t 1024 -x 2 -v 0 -s 0 -n 0 -i ... -j ...
+#   NCU_KERNELS=REGEX bash scripts/ncu_profile.sh OUTDIR -- COMMAND...
+#
+# With NCU_KERNELS (a regular expression over kernel names as ncu's "function" base prints them),
+# one pass instead: every launch of a matching kernel profiled with the "detailed" set into
+# OUTDIR/ncu_kernels.ncu-rep, its details pages in OUTDIR/ncu_kernels_details.txt, and a line per
+# launch (scripts/ncu_top.py --launches: duration, SM and issue %, the tensor pipe's %, shared-
+# memory bank conflicts, the three largest stall reasons) in OUTDIR/ncu_summary.txt. For a short
+# command that launches each kernel of interest once or twice (a dev/cuda program's --profile).
 #
 # Pass 1 runs the command under ncu timing every kernel launch (gpu__time_duration.sum, one
 # replay pass, no other counters) into OUTDIR/ncu_pass1.csv; scripts/ncu_top.py sums it per
@@ -58,6 +66,33 @@ echo "command: ${CMD[*]}"
 counters_refused() {  # FILE...
     grep -h -m 1 -E "LibraryNotLoaded|ERR_NVGPUCTRPERM|Failed to initialize the profiler" "$@" 2> /dev/null
 }
+
+# ---------------------------------------------------------------------------------------
+# NCU_KERNELS: every launch of the kernels it matches, in one pass
+if [ -n "${NCU_KERNELS:-}" ]; then
+    rep="$OUTDIR/ncu_kernels"
+    rm -f "$rep.ncu-rep"
+    t0=$(date +%s)
+    timeout -k 10 "$TIMEOUT" "$NCU_BIN" --clock-control none --set detailed --kernel-name-base function \
+        -k "regex:$NCU_KERNELS" --export "$rep" --force-overwrite "${CMD[@]}" < /dev/null > "$rep.log" 2>&1
+    rc=$?
+    echo "kernels matching $NCU_KERNELS: exit $rc, $(( $(date +%s) - t0 )) s (the command's output in $rep.log)"
+    why=$(counters_refused "$rep.log")
+    if [ -n "$why" ]; then
+        echo "ncu: the GPU's performance counters cannot be read here, no profiles ($why)"
+        exit 77
+    fi
+    if [ $rc -ne 0 ] || [ ! -s "$rep.ncu-rep" ]; then
+        [ $rc -eq 124 ] && echo "timed out after ${TIMEOUT} s (NCU_TIMEOUT)"
+        tail -n 5 "$rep.log"
+        exit 1
+    fi
+    "$NCU_BIN" --import "$rep.ncu-rep" --csv --page raw --print-units base --print-kernel-base demangled \
+        > "$OUTDIR/ncu_kernels_raw.csv" 2>> "$rep.log"
+    "$NCU_BIN" --import "$rep.ncu-rep" --page details > "$OUTDIR/ncu_kernels_details.txt" 2>> "$rep.log"
+    "$PY" "$HERE/ncu_top.py" --launches "$OUTDIR/ncu_kernels_raw.csv" | tee "$OUTDIR/ncu_summary.txt"
+    exit "${PIPESTATUS[0]}"
+fi
 
 # ---------------------------------------------------------------------------------------
 # pass 1: every launch's duration

@@ -3,6 +3,7 @@
 
     python3 scripts/ncu_top.py PASS1.csv [--out-dir DIR] [--top 15]
     python3 scripts/ncu_top.py --details NCU_DETAILS.txt
+    python3 scripts/ncu_top.py --launches RAW.csv
 
 The first form reads what `ncu --metrics gpu__time_duration.sum --csv --page raw` wrote
 (scripts/ncu_profile.sh's pass 1): a header row naming "Kernel Name" and the metric, a
@@ -16,7 +17,16 @@ regular expressions matching exactly that name, for `ncu -k regex:...`).
 The second form reads one kernel's `ncu --page details` text and prints one tab-separated
 line: duration (value and unit), Compute (SM) Throughput %, Memory Throughput %, DRAM
 Throughput %, Achieved Occupancy %, Registers Per Thread; "n/a" for any line not found.
-Standard library only.
+
+The third reads `ncu --import REPORT --csv --page raw --print-units base` of a report whose
+launches were profiled with a section set (dev/bench_device.sh's attention kernels, "detailed"):
+a header row, a units row, one row per launch, a column per metric. It prints a line per
+launch: kernel (cut to 60 characters), duration in us, Compute (SM) throughput %, issue slots
+busy %, the busiest tensor pipe's % (the largest column named sm__pipe_tensor..._pct_of_peak_
+sustained_active, whichever pipes this GPU's ncu names), shared-memory bank conflicts per
+shared-memory wavefront, and the three largest stall reasons in warp cycles per issued
+instruction (columns smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio). A
+metric the report lacks prints as "-". Standard library only.
 """
 import argparse
 import csv
@@ -151,16 +161,75 @@ def read_details(lines):
     return [found.get(key, "n/a") for _, key in DETAIL_LINES]
 
 
+# ---------------------------------------------------------------------------------------
+# every profiled launch of a report: throughput, pipes, shared memory, stall reasons
+
+STALL = re.compile(r"^smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio$")
+TENSOR = re.compile(r"^sm__pipe_tensor\w*\.avg\.pct_of_peak_sustained_active$")
+LAUNCH_COLUMNS = {"duration": "gpu__time_duration.sum", "sm": "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "issue": "smsp__issue_active.avg.pct_of_peak_sustained_active",
+                  "conflicts": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+                  "wavefronts": "l1tex__data_pipe_lsu_wavefronts_mem_shared.sum"}
+
+
+def read_launches(lines):
+    """[(kernel, {metric: float})] per launch row of a raw page. Raises ValueError without a
+    header row naming the kernel."""
+    rows = csv.reader(line for line in lines if not line.startswith("=="))
+    header = None
+    units = None
+    out = []
+    for row in rows:
+        if header is None:
+            if NAME_COLUMN in row:
+                header = row
+            continue
+        if units is None and len(row) > header.index(NAME_COLUMN) and row[header.index(NAME_COLUMN)] == "":
+            units = row
+            continue
+        if len(row) != len(header) or row[header.index(NAME_COLUMN)] == "":
+            continue
+        values = {}
+        for col, cell in zip(header, row):
+            v = parse_number(cell)
+            if v is None:
+                continue
+            if col == LAUNCH_COLUMNS["duration"] and units is not None:
+                v *= UNIT_NS.get(units[header.index(col)].strip().lower(), 1.0)
+            values[col] = v
+        out.append((row[header.index(NAME_COLUMN)], values))
+    if header is None:
+        raise ValueError(f"no header row with \"{NAME_COLUMN}\"")
+    return out
+
+
+def launch_line(name, values):
+    """One printed line for a launch (see the module's docstring)."""
+    def pct(key):
+        v = values.get(LAUNCH_COLUMNS[key])
+        return "-" if v is None else f"{v:.1f}"
+    dur = values.get(LAUNCH_COLUMNS["duration"])
+    tensor = [v for col, v in values.items() if TENSOR.match(col)]
+    conf, wave = values.get(LAUNCH_COLUMNS["conflicts"]), values.get(LAUNCH_COLUMNS["wavefronts"])
+    stalls = sorted(((v, STALL.match(col).group(1)) for col, v in values.items() if STALL.match(col)),
+                    key=lambda vr: (-vr[0], vr[1]))
+    return (f"{short(name):<{NAME_WIDTH}} {'-' if dur is None else f'{dur / 1e3:.1f}':>9} {pct('sm'):>6} "
+            f"{pct('issue'):>6} {'-' if not tensor else f'{max(tensor):.1f}':>7} "
+            f"{'-' if conf is None or not wave else f'{conf / wave:.2f}':>9}  "
+            + (", ".join(f"{r} {v:.1f}" for v, r in stalls[:3]) if stalls else "-"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("csv", nargs="?", help="ncu --csv --page raw output with " + METRIC)
     ap.add_argument("--out-dir", help="write top.tsv and top3.txt here")
     ap.add_argument("--top", type=int, default=15, help="rows to print (default 15)")
     ap.add_argument("--details", metavar="TXT", help="summarize one kernel's --page details text instead")
+    ap.add_argument("--launches", metavar="CSV", help="a line per launch of a report's --page raw instead")
     a = ap.parse_args()
-    path = a.details or a.csv
+    path = a.details or a.launches or a.csv
     if path is None:
-        ap.error("give a CSV file or --details TXT")
+        ap.error("give a CSV file, --details TXT or --launches CSV")
     try:
         with open(path, encoding="utf-8", errors="replace", newline="") as fh:
             lines = fh.read().splitlines()
@@ -169,6 +238,20 @@ def main():
         return 1
     if a.details:
         print("\t".join(read_details(lines)))
+        return 0
+    if a.launches:
+        try:
+            launches = read_launches(lines)
+        except ValueError as e:
+            print(f"error: {path}: {e}", file=sys.stderr)
+            return 1
+        if not launches:
+            print(f"error: {path}: no launches", file=sys.stderr)
+            return 1
+        print(f"{'kernel':<{NAME_WIDTH}} {'us':>9} {'SM %':>6} {'issue%':>6} {'tensor%':>7} {'conflicts':>9}  "
+              "stalls (warp cycles per issued instruction)")
+        for name, values in launches:
+            print(launch_line(name, values))
         return 0
     try:
         kernels = read_durations(lines)

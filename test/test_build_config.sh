@@ -58,11 +58,22 @@ echo "ok   another GPU architecture rebuilds train_gpt_bf16"
 # a build with the full optimization must not keep its binary
 built train_gpt_bf16 CUDA_COMPILE_CHECK=1
 up_to_date train_gpt_bf16 CUDA_COMPILE_CHECK=1 || fail "train_gpt_bf16 rebuilt with an unchanged CUDA_COMPILE_CHECK=1"
-if "$nvcc_dir/nvcc" --help 2> /dev/null | grep -q -- --Ofast-compile; then
+check_stamp=$(cat build/.config-cuda)
+make -q train_gpt_bf16 > /dev/null 2>&1  # rewrites the stamp for a normal build
+if [ "$check_stamp" != "$(cat build/.config-cuda)" ]; then  # cuda.mk found nvcc's -Ofc
     up_to_date train_gpt_bf16 && fail "train_gpt_bf16 compiled for the compile check is kept by a normal build"
     echo "ok   a normal build rebuilds what the compile check (CUDA_COMPILE_CHECK=1) compiled"
 else
     echo "skip nvcc without -Ofc: the compile check builds as a normal build does"
+fi
+# CUDA_COMPILE_CHECK=auto (scripts/test.sh's) is the compile check exactly where no GPU is found
+built train_gpt_bf16 CUDA_COMPILE_CHECK=1
+if nvidia-smi -L > /dev/null 2>&1; then
+    up_to_date train_gpt_bf16 CUDA_COMPILE_CHECK=auto && fail "CUDA_COMPILE_CHECK=auto kept the compile check's binary on a GPU machine"
+    echo "ok   CUDA_COMPILE_CHECK=auto builds normally where a GPU is found"
+else
+    up_to_date train_gpt_bf16 CUDA_COMPILE_CHECK=auto || fail "CUDA_COMPILE_CHECK=auto is not the compile check without a GPU"
+    echo "ok   CUDA_COMPILE_CHECK=auto is the compile check where no GPU is found"
 fi
 
 built train_gpt_bf16_emu

@@ -169,6 +169,7 @@ fake="$out/fake_ncu"
 cat > "$fake" << 'EOF'
 #!/usr/bin/env bash
 echo "$*" >> "$FAKE_NCU_CALLS"
+all=" $* "
 log="" export="" import=""
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -181,7 +182,10 @@ while [ $# -gt 0 ]; do
         *) break ;;
     esac
 done
-if [ -n "$import" ]; then cat "$FAKE_NCU_DETAILS"; exit 0; fi
+if [ -n "$import" ]; then
+    case "$all" in *" raw "*) cat "$FAKE_NCU_RAW" ;; *) cat "$FAKE_NCU_DETAILS" ;; esac
+    exit 0
+fi
 if [ "${FAKE_NCU_REFUSE:-0}" = 1 ]; then
     echo "==ERROR== Failed to initialize the profiler: LibraryNotLoaded" > "${log:-/dev/stdout}"
     "$@"; exit 1
@@ -221,4 +225,34 @@ rc=0; NCU=/nonexistent/ncu bash scripts/ncu_profile.sh "$out/prof3" -- true > "$
 rc=0; NCU="$fake" bash scripts/ncu_profile.sh "$out/prof4" -- false > "$out/cmdfail.txt" 2>&1 || rc=$?
 [ $rc -eq 1 ] || fail "a failing command: exit $rc, want 1"
 echo "ok   exit 77 without counters or without ncu; 1 when the command fails"
+
+# ---------------------------------------------------------------------------------------
+# a report's launches (ncu_top.py --launches), alone and through ncu_profile.sh's NCU_KERNELS:
+# two launches, a units row (us), a metric missing from the second ("n/a"), numbers with
+# thousands separators; the expected lines worked out by hand from the fixture's numbers
+cat > "$out/raw.csv" << 'EOF'
+==PROF== Connected to process
+"ID","Kernel Name","gpu__time_duration.sum","sm__throughput.avg.pct_of_peak_sustained_elapsed","smsp__issue_active.avg.pct_of_peak_sustained_active","sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active","sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active","l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared.sum","smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio","smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio","smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio","smsp__average_warps_issue_stalled_wait_per_issue_active.ratio"
+"","","usecond","%","%","%","%","","","ratio","ratio","ratio","ratio"
+"0","void attention_backward_dkv_wgmma_kernel<64, 1, false>(__nv_bfloat16*, const float*, int)","1,234.5","45.5","30.25","0","38.5","1,000","4,000","2.5","0.5","1.25","3"
+"1","attention_backward_dq_mma_kernel<64>","800","60","n/a","55.5","0","0","2000","0.1","0.2","0.3","0.05"
+EOF
+{
+    printf '%-60s %9s %6s %6s %7s %9s  %s\n' kernel us "SM %" issue% tensor% conflicts "stalls (warp cycles per issued instruction)"
+    printf '%-60s %9s %6s %6s %7s %9s  %s\n' "void attention_backward_dkv_wgmma_kernel<64, 1, false>(__..." 1234.5 45.5 30.2 38.5 0.25 \
+        "wait 3.0, barrier 2.5, math_pipe_throttle 1.2"
+    printf '%-60s %9s %6s %6s %7s %9s  %s\n' "attention_backward_dq_mma_kernel<64>" 800.0 60.0 - 55.5 0.00 \
+        "math_pipe_throttle 0.3, long_scoreboard 0.2, barrier 0.1"
+} > "$out/launches_want.txt"
+"$PY" scripts/ncu_top.py --launches "$out/raw.csv" > "$out/launches_got.txt" || fail "--launches exit status"
+diff "$out/launches_want.txt" "$out/launches_got.txt" || fail "--launches lines"
+: > "$FAKE_NCU_CALLS"
+FAKE_NCU_RAW="$out/raw.csv" NCU_KERNELS="^attention_(backward|forward)" NCU="$fake" \
+    bash scripts/ncu_profile.sh "$out/prof5" -- true > "$out/kernels.txt" 2>&1 || { cat "$out/kernels.txt"; fail "NCU_KERNELS: exit status"; }
+[ "$(grep -c -- '--export' "$FAKE_NCU_CALLS")" = 1 ] || fail "NCU_KERNELS: not one profiling pass"
+grep -qF -- "--set detailed --kernel-name-base function -k regex:^attention_(backward|forward) --export $out/prof5/ncu_kernels " \
+    "$FAKE_NCU_CALLS" || fail "NCU_KERNELS: the profiling call: $(head -n 1 "$FAKE_NCU_CALLS")"
+diff "$out/launches_want.txt" "$out/prof5/ncu_summary.txt" || fail "NCU_KERNELS: ncu_summary.txt"
+[ -s "$out/prof5/ncu_kernels_details.txt" ] || fail "NCU_KERNELS: no details pages"
+echo "ok   a report's launches: duration, SM, issue, tensor pipe, bank conflicts, top stalls (NCU_KERNELS too)"
 echo "PASS"

@@ -194,8 +194,12 @@ int main(int argc, char** argv) {
     if (const char* problem = attention_wgmma_problem(ctx, 64)) {
         printf("attention_wgmma: %s; nothing checked\n", problem);
     } else if (g_dev_bench) {
-        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 12, 64);  // attention.cu's rows: GPT-2's C=768
-        for (int T : {1024, 4096}) bench_case(ctx, 16384 / T, T, 16, 128);  // and a Llama's C=2048
+        // attention.cu's rows: GPT-2's C=768 and a Llama's C=2048 (--profile: T=1024 only)
+        for (int HS : {64, 128}) {
+            for (int T : {1024, 4096}) {
+                if (T == 1024 || !g_dev_profile) bench_case(ctx, 16384 / T, T, HS == 64 ? 12 : 16, HS);
+            }
+        }
     } else {
         run_case(ctx, 1, 37, 2, 2);   // one tile, T not a multiple of it
         run_case(ctx, 2, 70, 3, 3);   // two tiles, batch and heads

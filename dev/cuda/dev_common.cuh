@@ -111,13 +111,17 @@ inline DevTol tol_for(DevTol fp32, DevTol bf16) {
 static int g_dev_failures = 0;  // this program's count of failed checks
 static bool g_dev_quick = false;  // --quick: only the small cases (for compute-sanitizer)
 static bool g_dev_bench = false;  // --bench: only the benchmarks, at sizes no CPU reference checks
+// --profile: --bench's first sizes (a program says which), each timed function run once, without
+// warm-ups: a short run for Nsight Compute to profile every kernel launch of (dev/bench_device.sh)
+static bool g_dev_profile = false;
 
 // Parses the dev programs' one flag; anything else is an error.
 inline void dev_parse_args(int argc, char** argv) {
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) g_dev_quick = true;
         else if (strcmp(argv[i], "--bench") == 0) g_dev_bench = true;
-        else fail("unknown argument %s (usage: %s [--quick | --bench])", argv[i], argv[0]);
+        else if (strcmp(argv[i], "--profile") == 0) g_dev_bench = g_dev_profile = true;
+        else fail("unknown argument %s (usage: %s [--quick | --bench | --profile])", argv[i], argv[0]);
     }
 }
 
@@ -164,14 +168,16 @@ inline bool dev_expect(const char* op, const char* what, bool ok) {
 }
 
 // ---------------------------------------------------------------------------------------
-// benchmark: median milliseconds over reps runs of f() on ctx.stream, after 2 warm-ups
+// benchmark: median milliseconds over reps runs of f() on ctx.stream, after 2 warm-ups (with
+// --profile: one run, no warm-up)
 
 template <typename F>
 inline float bench_ms(const CudaContext& ctx, int reps, F f) {
     cudaEvent_t start, stop;
     CHECK_CUDA(cudaEventCreate(&start));
     CHECK_CUDA(cudaEventCreate(&stop));
-    for (int i = 0; i < 2; i++) f();
+    if (g_dev_profile) reps = 1;
+    for (int i = 0; i < (g_dev_profile ? 0 : 2); i++) f();
     std::vector<float> times;
     for (int i = 0; i < reps; i++) {
         CHECK_CUDA(cudaEventRecord(start, ctx.stream));
