@@ -77,6 +77,7 @@ LAUNCH = {
     "attention_backward_dq_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_backward_dkv_mma_w32_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_DKV_W32_THREADS (the launcher's choice without dq_accum at head sizes 48 and 64 where 3 blocks fit an SM: an H100/H200)"),
     "attention_backward_dq_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
+    "attention_backward_dq_mma_qreg_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
     "attention_backward_preprocess_kernel": (256, "default", "attention.cuh attention_backward_preprocess: 256"),
     "attention_backward_dkv_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (WG warpgroups: the __launch_bounds__ gives each instance's; -ak 3 takes <64,1,false>; <64,1,true>, dQ by atomics, is dev/cuda/attention_wgmma's variant; 50 / 66 / 58 KB of dynamic shared memory not in the table)"),
     "attention_backward_dq_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (as the dk/dv kernel; -ak 3 takes <64,1>; 49 / 65 KB of dynamic shared memory not in the table)"),
@@ -132,6 +133,7 @@ DYNAMIC_SMEM = {
     "attention_backward_dq_kernel": "attention_dq_smem",
     "attention_forward_mma_kernel": "mma_att_fwd_smem",
     "attention_backward_dq_mma_kernel": "mma_att_dq_smem",
+    "attention_backward_dq_mma_qreg_kernel": "mma_att_dq_smem",
     "attention_backward_dkv_mma_kernel": "mma_att_dkv_smem",
     "attention_backward_dkv_mma_w32_kernel": "mma_att_dkv_smem",
 }

@@ -165,16 +165,20 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int HS, bool 
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
         std::vector<float> got_mma = dev_download(d_dqkv, n_qkv);
         check_dqkv("attention_backward_mma", w, got_mma, ref_dqkv, (size_t)B * T, C, tb);
-        // a second run, into a NaN-filled dqkv, must give the same bits: the dk/dv kernel the
-        // launcher did not choose where there is one (16 keys a warp, or 32 at head sizes up to
-        // 64: the same sums in the same order), else the same launch again (deterministic)
+        // a second run, into a NaN-filled dqkv, must give the same bits: the dk/dv and dq kernels
+        // the launcher did not choose where there are such (16 keys a warp, or 32 at head sizes
+        // up to 64; dq with or without Q and dO in registers at 64: the same sums in the same
+        // order), else the same launch again (deterministic)
         const int other_keys = attention_mma_dkv_warp_keys(ctx, HS) == 32 ? 16 : 32;
         const bool other = other_keys == 16 || HS <= 64;
+        const int other_qreg = HS == 64 ? !attention_mma_dq_qreg(HS) : 0;
         CHECK_CUDA(cudaMemset(d_dqkv, 0xFF, n_qkv * sizeof(floatX)));
         attention_backward_mma_launch<false>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, nullptr,
-                                             other ? other_keys : 0);
+                                             other ? other_keys : 0, other_qreg);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        dev_expect(other ? ("attention_backward_mma_keys" + std::to_string(other_keys)).c_str() : "attention_backward_mma",
+        const std::string other_name = "attention_backward_mma_keys" + std::to_string(other_keys) +
+                                       (HS == 64 ? (other_qreg ? "_dq_qreg" : "_dq_plain") : "");
+        dev_expect(other ? other_name.c_str() : "attention_backward_mma",
                    (w + (other ? " dqkv bit for bit attention_backward_mma's" : " bitwise deterministic")).c_str(),
                    memcmp(dev_download(d_dqkv, n_qkv).data(), got_mma.data(), n_qkv * sizeof(float)) == 0);
         if (bench) {
@@ -264,12 +268,18 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
         attention_forward_mma(ctx, d_out, d_lse, d_qkv, B, T, C, NH);
         ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
         dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);
-        for (int keys : {16, 32}) {  // the dk/dv kernels by name (the launcher takes one of them above)
-            if (keys == 32 && HS > 64) continue;
-            ms = bench_ms(ctx, reps, [&] {
-                attention_backward_mma_launch<false>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS, nullptr, keys);
-            });
-            dev_report_tflops(("attention_backward_mma_keys" + std::to_string(keys)).c_str(), what, 2.5 * fwd_flops, ms);
+        // the dk/dv kernels by name, with each dq kernel (the launcher takes one pair above)
+        for (int keys : {16, 32}) {
+            for (int qreg : {0, 1}) {
+                if ((keys == 32 && HS > 64) || (qreg == 1 && HS != 64)) continue;
+                ms = bench_ms(ctx, reps, [&] {
+                    attention_backward_mma_launch<false>(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, NH, NH, HS,
+                                                         nullptr, keys, qreg);
+                });
+                const std::string name = "attention_backward_mma_keys" + std::to_string(keys) +
+                                         (HS == 64 ? (qreg ? "_dq_qreg" : "_dq_plain") : "");
+                dev_report_tflops(name.c_str(), what, 2.5 * fwd_flops, ms);
+            }
         }
         float* d_dq_accum;
         CHECK_CUDA(cudaMalloc(&d_dq_accum, (size_t)B * T * C * sizeof(float)));

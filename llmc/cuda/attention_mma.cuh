@@ -48,7 +48,8 @@
 //     blocks, a third fewer shared-memory reads (attention_dkv_mma_tile says more).
 //   dq: a block of 4 warps per 64-query tile, over the key tiles up to the diagonal, each in
 //     two halves of 32 keys: S = Q K^T and dP = dO V^T for the half (Q and dO read from their
-//     tiles), dS, dq += dS K (K read .trans). Halves keep S and dP at 16 registers each.
+//     tiles; at HS=64 their fragments held in registers instead, QREG), dS, dq += dS K (K read
+//     .trans). Halves keep S and dP at 16 registers each.
 // Every output element has one writer, and every sum runs in a fixed order (tiles ascending,
 // 16-wide k chunks ascending, the mma's k), so results are bitwise reproducible.
 // (attention_backward_mma with dq_accum, -ak 2: no dq kernel, each dk/dv block adding its dS K to an fp32
@@ -467,10 +468,13 @@ attention_fwd_variant_kernel(floatX* out, float* lse, const floatX* qkv, int T, 
 
 // dq of one 64-query tile: for each key tile up to the diagonal, in halves of 32 keys,
 // S = Q K^T, dP = dO V^T, dq += dS K; dq *= 1/sqrt(HS) at the end (the scale inside S).
-template <int HS>
-__global__ void __launch_bounds__(MMA_ATT_THREADS)
-attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
-                                 const float* D, int T, int NH, int NKV, unsigned kv_magic) {
+// QREG: the warp's A fragments of Q and dO loaded from shared memory once, held in registers
+// (KC x 8 of them), not at every half of every key tile: a quarter fewer shared-memory reads
+// (the B fragments of K and V, and K's in dS K, remain); the same products in the same order.
+template <int HS, bool QREG>
+__device__ __forceinline__ void attention_backward_dq_mma_tile(floatX* dqkv, const floatX* dout, const floatX* qkv,
+                                                               const float* lse, const float* D, int T, int NH,
+                                                               int NKV, unsigned kv_magic) {
     constexpr int LD = HS + 8, TILE = MMA_ATT_KEYS * LD, KC = HS / 16, ND = HS / 8;
     constexpr int HALF = MMA_ATT_KEYS / 2, NB = HALF / 8;  // 32 keys, 4 blocks of 8, at a time
     extern __shared__ float4 mma_att_smem4[];
@@ -507,6 +511,7 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     }
     float dq[ND][4];
     mma_zero<ND>(dq);
+    uint32_t qreg[QREG ? KC : 1][4], doreg[QREG ? KC : 1][4];
 
     for (int j = 0; j <= qt; j++) {
         ptx_cp_async_wait<0>();
@@ -516,6 +521,15 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
             mma_att_copy_tile<HS, MMA_ATT_THREADS>(next, kv_rows, hd.ld, (j + 1) * MMA_ATT_KEYS, T);
             mma_att_copy_tile<HS, MMA_ATT_THREADS>(next + TILE, kv_rows + NKV * HS, hd.ld, (j + 1) * MMA_ATT_KEYS, T);  // int-bound(att_channels)
             ptx_cp_async_commit();
+        }
+        if constexpr (QREG) {
+            if (j == 0) {
+#pragma unroll
+                for (int kc = 0; kc < KC; kc++) {
+                    mma_ldsm_a<LD>(qreg[kc], Qs, r0, kc * 16, lane);
+                    mma_ldsm_a<LD>(doreg[kc], dOs, r0, kc * 16, lane);
+                }
+            }
         }
         const floatX* Ks = smem + (j & 1) * 2 * TILE;  // int-bound(mma_tile)
         const floatX* Vs = Ks + TILE;
@@ -527,11 +541,16 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
             mma_zero<NB>(dp);
 #pragma unroll
             for (int kc = 0; kc < KC; kc++) {
-                uint32_t a[4];
-                mma_ldsm_a<LD>(a, Qs, r0, kc * 16, lane);
-                mma_chunk_times_rows<LD, NB>(s, a, Ks, n0, kc * 16, lane);
-                mma_ldsm_a<LD>(a, dOs, r0, kc * 16, lane);
-                mma_chunk_times_rows<LD, NB>(dp, a, Vs, n0, kc * 16, lane);
+                if constexpr (QREG) {
+                    mma_chunk_times_rows<LD, NB>(s, qreg[kc], Ks, n0, kc * 16, lane);
+                    mma_chunk_times_rows<LD, NB>(dp, doreg[kc], Vs, n0, kc * 16, lane);
+                } else {
+                    uint32_t a[4];
+                    mma_ldsm_a<LD>(a, Qs, r0, kc * 16, lane);
+                    mma_chunk_times_rows<LD, NB>(s, a, Ks, n0, kc * 16, lane);
+                    mma_ldsm_a<LD>(a, dOs, r0, kc * 16, lane);
+                    mma_chunk_times_rows<LD, NB>(dp, a, Vs, n0, kc * 16, lane);
+                }
             }
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
@@ -552,6 +571,21 @@ attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX*
     }
     const float mult[2] = {scale, scale};
     mma_store_rows<ND>(dqkv + (size_t)b * T * hd.ld + hd.q, hd.ld, dq, q0 + r0, 0, T, mult, g, c);
+}
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS)
+attention_backward_dq_mma_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                 const float* D, int T, int NH, int NKV, unsigned kv_magic) {
+    attention_backward_dq_mma_tile<HS, false>(dqkv, dout, qkv, lse, D, T, NH, NKV, kv_magic);
+}
+// QREG, at head size 64: capped at 128 registers, so that 4 blocks fit an SM as the plain
+// kernel's (103 registers; with Q and dO held, 130 uncapped, 128 capped, no spill)
+template <int HS>
+__global__ void __launch_bounds__(MMA_ATT_THREADS, 4)
+attention_backward_dq_mma_qreg_kernel(floatX* dqkv, const floatX* dout, const floatX* qkv, const float* lse,
+                                      const float* D, int T, int NH, int NKV, unsigned kv_magic) {
+    static_assert(HS <= 64, "Q and dO in registers: head sizes up to 64");
+    attention_backward_dq_mma_tile<HS, true>(dqkv, dout, qkv, lse, D, T, NH, NKV, kv_magic);
 }
 
 // p[0] += x, p[1] += y (p 8-byte aligned, in global memory). From compute capability 9.0 one
@@ -907,6 +941,31 @@ inline int attention_mma_dkv_warp_keys(const CudaContext& ctx, int HS) {
     return HS >= 48 && HS <= 64 && ctx.props.sharedMemPerMultiprocessor >= 3 * per_block ? 32 : 16;
 }
 
+// Whether the dq kernel the backward takes at head size HS holds Q's and dO's fragments in
+// registers (QREG): at head size 64, where it fits 128 registers and so as many blocks an SM as
+// the plain kernel (4 on an H100/H200; at 16 to 48 it would hold fewer than the plain kernel's 5
+// to 7). PREDICTED faster by a quarter fewer shared-memory reads; not yet measured.
+inline bool attention_mma_dq_qreg(int HS) { return HS == 64; }
+
+// the dq kernel at head size H (QREG compiled at head size 64 only)
+template <int H>
+inline void attention_backward_dq_mma_run(const CudaContext& ctx, bool qreg, dim3 grid, size_t smem, floatX* dqkv,
+                                          const floatX* dout, const floatX* qkv, const float* lse, const float* D,
+                                          int T, int NH, int NKV, unsigned kv_magic) {
+    if constexpr (H == 64) {
+        if (qreg) {
+            attention_mma_smem_limit(ctx, attention_backward_dq_mma_qreg_kernel<H>, smem, "attention backward dq");
+            attention_backward_dq_mma_qreg_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(
+                dqkv, dout, qkv, lse, D, T, NH, NKV, kv_magic);
+            return;
+        }
+    }
+    CHECK(!qreg, "the dq kernel with Q and dO in registers takes head size 64 (%d)", H);
+    attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem, "attention backward dq");
+    attention_backward_dq_mma_kernel<H><<<grid, MMA_ATT_THREADS, smem, ctx.stream>>>(dqkv, dout, qkv, lse, D, T, NH,
+                                                                                     NKV, kv_magic);
+}
+
 // The same contract as attention_backward_gqa (attention.cuh): dqkv (B,T,(NH+2NKV)*HS)
 // overwritten, from dout, qkv and the forward's out and lse; D in ctx.workspace. Without dq_accum: the dk/dv
 // kernel, then the dq kernel, bitwise reproducible. With dq_accum (B*T*C floats, the caller's,
@@ -918,11 +977,12 @@ inline int attention_mma_dkv_warp_keys(const CudaContext& ctx, int HS) {
 // atomics replaced by the TMA unit's bulk reductions; only the dev program instantiates it (a
 // non-template caller here would compile its kernels into every trainer).
 // warp_keys, the dk/dv kernel's keys a warp without dq_accum: 16, 32 (head sizes up to 64), or 0:
-// attention_mma_dkv_warp_keys's choice. Either gives the same bits.
+// attention_mma_dkv_warp_keys's choice. Either gives the same bits. dq_qreg, the dq kernel's
+// variant: 0 plain, 1 QREG (head size 64), -1 attention_mma_dq_qreg's choice; the same bits.
 template <bool BULK>
 inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, const floatX* dout, const floatX* qkv,
                                           const floatX* out, const float* lse, int B, int T, int NH, int NKV,
-                                          int HS, float* dq_accum, int warp_keys = 0) {
+                                          int HS, float* dq_accum, int warp_keys = 0, int dq_qreg = -1) {
     attention_check(B, T, NH, NKV, HS, dqkv, dout, qkv);
     CHECK(is_aligned16(out) && lse != nullptr, "out=%p lse=%p", (const void*)out, (const void*)lse);
     const char* problem = attention_mma_problem(ctx, HS);
@@ -941,6 +1001,8 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     CHECK(warp_keys != 32 || (dq_accum == nullptr && HS <= 64),
           "the dk/dv kernel of 32 keys a warp: head size up to 64 (%d), no dq buffer", HS);
     if (warp_keys == 0) warp_keys = dq_accum == nullptr ? attention_mma_dkv_warp_keys(ctx, HS) : 16;
+    CHECK(dq_qreg >= -1 && dq_qreg <= 1, "dq_qreg %d: -1, 0 or 1", dq_qreg);
+    const bool qreg = dq_qreg < 0 ? attention_mma_dq_qreg(HS) : dq_qreg == 1;
     constexpr int DQ_MODE = BULK ? ATT_DQ_BULK : ATT_DQ_ATOMIC;  // with dq_accum (dependent on BULK: the
                                                                  // bulk kernels compile only where BULK is true)
     const size_t n = (size_t)B * T * C;
@@ -950,9 +1012,7 @@ inline void attention_backward_mma_launch(const CudaContext& ctx, floatX* dqkv, 
     attention_backward_dkv_mma_kernel<H, DQ><<<grid_kv, MMA_ATT_DKV_THREADS, smem_kv, ctx.stream>>>(         \
         dqkv, dout, qkv, lse, D, T, NH, NKV, hm.group, DQ_ACCUM)
 #define ATT_MMA_DQ(H)                                                                                        \
-    attention_mma_smem_limit(ctx, attention_backward_dq_mma_kernel<H>, smem_q, "attention backward dq");     \
-    attention_backward_dq_mma_kernel<H><<<grid_q, MMA_ATT_THREADS, smem_q, ctx.stream>>>(                    \
-        dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic)
+    attention_backward_dq_mma_run<H>(ctx, qreg, grid_q, smem_q, dqkv, dout, qkv, lse, D, T, NH, NKV, hm.kv_magic)
 #define ATT_MMA_BWD(H)                                                                                       \
     if (dq_accum != nullptr) {                                                                               \
         ATT_MMA_DKV(H, DQ_MODE, dq_accum);                                                                   \
