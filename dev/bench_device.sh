@@ -261,8 +261,9 @@ ncu_block() {
 
 # the dev programs (and llm.c) build in the background while the first rows run; the memory-bound
 # kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1, but for the
-# classifier, whose row-in-shared-memory kernel no GPU has timed yet (dev/results/NOTES.md (e4))
-KERNELS="attention classifier"
+# classifier and LayerNorm, whose row-in-shared-memory kernel and register one pass no GPU has
+# timed yet (dev/results/NOTES.md (e4), (e5))
+KERNELS="attention classifier layernorm"
 [ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then

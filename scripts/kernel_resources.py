@@ -111,7 +111,7 @@ LAUNCH = {
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
     "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
-    "layernorm_backward_fused_kernel": (256, "dev", "layernorm.cuh layernorm_backward: LN_BWD_WARPS * 32 (one pass)"),
+    "layernorm_backward_onepass_kernel": (256, "default", "layernorm.cuh layernorm_backward: LN_BWD_WARPS * 32 (one pass; dynamic shared memory 8 x 2C floats, not in this table)"),
     "layernorm_backward_partials_kernel": (256, "default", "layernorm.cuh layernorm_backward: <= 256"),
     "layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
     "matmul_bias_partials_kernel": (256, "default", "matmul.cuh matmul_bias_backward: <= 256"),

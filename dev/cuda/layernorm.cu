@@ -62,7 +62,7 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
               ref2_rstd, t_stat);
 
     // backward from the CPU's mean/rstd (so it is checked on its own), by both paths: two
-    // passes (dinp, then the column partials) and one (both at once)
+    // passes (dinp, then the column partials) and one (both at once, where C fits it)
     CHECK_CUDA(cudaMemcpy(d_mean, ref_mean.data(), N * sizeof(float), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(d_rstd, ref_rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
     std::vector<float> r_dinp = dinp, r_dw = dw, r_db = db;
@@ -73,6 +73,7 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
     const LayernormBackwardPath paths[2] = {LN_BWD_TWO_PASS, LN_BWD_ONE_PASS};
     const char* names[2] = {"layernorm_backward_2pass", "layernorm_backward_1pass"};
     for (int p = 0; p < 2; p++) {
+        if (paths[p] == LN_BWD_ONE_PASS && !layernorm_backward_onepass_fits(C)) continue;
         const std::string wp = std::string(what);
         dev_upload_into(d_dinp, dinp);
         dev_upload_into(d_dw, dw);
@@ -103,6 +104,7 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
         // both paths counted as the two passes move: dinp's reads dout, inp, dinp and writes
         // dinp, the partials' reads dout and inp again (the one pass moves 4 of those 6)
         for (int p = 0; p < 2; p++) {
+            if (paths[p] == LN_BWD_ONE_PASS && !layernorm_backward_onepass_fits(C)) continue;
             ms = bench_ms(ctx, 20, [&] {
                 layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, paths[p]);
             });
@@ -123,7 +125,10 @@ int main(int argc, char** argv) {
     run_case(ctx, 3 * 37, 768, false);
     run_case(ctx, 5, 1600, false);       // C not a multiple of 32 * 8: the lanes' last pass is partial
     run_case(ctx, 1000, 48, false);      // 63 chunks: column_sums_finish's 16 rows walk unequal counts
-    run_case(ctx, 70, 1600, false);      // the one pass: 3 chunks of 32 rows, the last of 6 (d48's C)
+    run_case(ctx, 70, 1600, false);      // 3 chunks of 32 rows, the last of 6 (d48's C: two passes)
+    run_case(ctx, 333, 1024, false);     // d24's C, past the one pass: two passes
+    run_case(ctx, 100, 520, false);      // C = 65 16-byte units: the last load of the row by one lane
+    run_case(ctx, 130, 384, false);      // 3 loads a lane in fp32 (the one pass's largest C there), 2 in bf16
     if (g_dev_bench) {
         run_case(ctx, 64 * 1024, 768, true);  // GPT-2 124M, B=64 T=1024
         run_case(ctx, 8 * 1024, 1600, true);  // GPT-2 1.5B, B=8 T=1024
