@@ -1,29 +1,30 @@
 #!/usr/bin/env bash
 # bench_device.sh: the benchmarks a lent GPU window runs after scripts/gpu_check.sh's short check
-# (whose build it reuses), in two calls of a few minutes each, every row alternated with the row
-# it is compared with so that both run on the same warm GPU minutes apart. Each gptrain row is
-# scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
-#   bash dev/bench_device.sh 1              what no GPU has measured yet, first: -ak 3 and 2
-#                                           beside -ak 1 at d12 B=64 (and -ak 3 at the 1.2B
-#                                           Llama), the kernels alone (dev/cuda wgmma's checks
-#                                           of the emulated wgmma; attention_wgmma's checks and
-#                                           --bench, forward and backward, beside mma.sync's;
-#                                           attention and classifier --bench; layernorm, encoder
-#                                           too with BENCH_MEMORY_KERNELS=1), PyTorch's attention
-#                                           at the same sizes (dev/bench_sdpa.py), Nsight Compute's
-#                                           sections of each attention kernel (stall reasons,
-#                                           pipes, bank conflicts), fp8 beside bf16
-#                                           (four and eight 8B-shaped Llama layers B=4, and a
-#                                           layer alone from the two; the 1.2B Llama B=8), d12
-#                                           in fp32 (TF32) at B=16
-#   bash dev/bench_device.sh 2 [LLMC_DIR]   the README's quickstart on the GPU (carry data/bible,
-#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); the FP8
-#                                           kernels against their CPU references (dev/cuda fp8,
-#                                           fp8_linear) and their layer rates; d12 B=64 (two
-#                                           rounds) and d48 B=8 beside llm.c built from LLMC_DIR
-#                                           without cuDNN; -ak 2 and 3 at d48; -ma timed beside -ma
-#                                           heuristic; dev/bench_flags.sh's d12 rows; Nsight
-#                                           Compute's kernel table of the 1.2B Llama
+# (whose build it reuses), in three calls of about five minutes each, every row alternated with
+# the row it is compared with so that both run on the same warm GPU minutes apart. Each gptrain
+# row is scripts/gpu_check_lib.sh's bench_short_row (random init, the median step after the 3rd).
+#   bash dev/bench_device.sh 1              issue 23's attention and memory-bound kernels, what no
+#                                           GPU has measured yet first: -ak 3 and 2 beside -ak 1
+#                                           at d12 B=64 (and -ak 3 at the 1.2B Llama), the kernels
+#                                           alone (dev/cuda wgmma's checks of the emulated wgmma;
+#                                           attention_wgmma's checks and --bench, forward and
+#                                           backward, beside mma.sync's; attention, classifier and
+#                                           layernorm --bench; encoder too with
+#                                           BENCH_MEMORY_KERNELS=1), PyTorch's attention at the same
+#                                           sizes (dev/bench_sdpa.py), Nsight Compute's sections of
+#                                           each attention kernel (stall reasons, pipes, bank
+#                                           conflicts)
+#   bash dev/bench_device.sh 2 [LLMC_DIR]   issue 26's fp8 beside bf16 (four and eight 8B-shaped
+#                                           Llama layers B=4, and a layer alone from the two; the
+#                                           1.2B Llama B=8), the FP8 kernels against their CPU
+#                                           references (dev/cuda fp8, fp8_linear) and their layer
+#                                           rates; d12 in fp32 (TF32) at B=16; d12 B=64 (two rounds)
+#                                           and d48 B=8 beside llm.c built from LLMC_DIR without
+#                                           cuDNN; -ak 2 and 3 at d48
+#   bash dev/bench_device.sh 3              the README's quickstart on the GPU (carry data/bible,
+#                                           data/gpt2_tokenizer.bin, data/gpt2_vocab); -ma timed
+#                                           beside -ma heuristic; dev/bench_flags.sh's d12 rows;
+#                                           Nsight Compute's kernel table of the 1.2B Llama
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
 # .git/info/exclude ignores and carry it), with the one CUDA 13 change the shared record gives
 # (cudaMemAdvise's location argument). Its d12/d48 run as the shared record ran them: -v 1000 -m 2
@@ -31,7 +32,8 @@
 # Writes $OUT/bench_device_N.txt and $OUT/bench_device_N_logs.tar.gz (or ./bench_device_out/).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-PHASE=${1:?usage: bench_device.sh 1|2 [LLMC_DIR]}
+PHASE=${1:?usage: bench_device.sh 1|2|3 [LLMC_DIR]}
+case "$PHASE" in 1 | 2 | 3) ;; *) echo "bench_device.sh: phase 1, 2 or 3, not $PHASE" >&2; exit 2 ;; esac
 LLMC_DIR=${2:-.speed/llmc}
 LOGDIR=${GPU_CHECK_LOGDIR:-$PWD/bench_device_out}/phase$PHASE
 rm -rf "$LOGDIR"
@@ -268,10 +270,12 @@ KERNELS="attention classifier layernorm"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then
     dev_bins=()
-    if [ "$PHASE" = 1 ]; then dev_names="$KERNELS wgmma attention_wgmma"; else dev_names="fp8 fp8_linear"; fi
+    case "$PHASE" in 1) dev_names="$KERNELS wgmma attention_wgmma" ;; 2) dev_names="fp8 fp8_linear" ;; *) dev_names="" ;; esac
     for k in $dev_names; do dev_bins+=("build/cuda/${k}_bf16"); done
-    make -s -f cuda.mk "${dev_bins[@]}" -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
-    dev_pid=$!
+    if [ ${#dev_bins[@]} -gt 0 ]; then
+        make -s -f cuda.mk "${dev_bins[@]}" -j"$JOBS" > "$LOGDIR/build_dev.log" 2>&1 &
+        dev_pid=$!
+    fi
     if [ "$PHASE" = 2 ] && [ -f "$LLMC_DIR/train_gpt2.cu" ]; then
         (cd "$LLMC_DIR" && make train_gpt2cu USE_CUDNN=0 NO_MULTI_GPU=1 NO_USE_MPI=1) > "$LOGDIR/build_llmc.log" 2>&1 &
         llmc_pid=$!
@@ -282,20 +286,25 @@ wait_dev() {  # the dev programs' build, once
     wait "$dev_pid" || say "dev programs: build failed: $(grep -m 3 error "$LOGDIR/build_dev.log")"
     dev_pid=""
 }
-if [ "$PHASE" = 1 ]; then  # what no GPU has measured first: -ak 3 (while the dev programs build), the wgmma kernels
-    ak_block d12
-    kernels_block
-    sdpa_block
-    ncu_attention_block
-    fp8_rows_block
-    fp32_block
-else
-    quickstart_block
-    fp8_checks_block
-    llmc_block
-    ak_block d48
-    ma_block
-    flags_block
-    ncu_block
-fi
+case "$PHASE" in
+    1)  # what no GPU has measured first: -ak 3 (while the dev programs build), the kernels
+        ak_block d12
+        kernels_block
+        sdpa_block
+        ncu_attention_block
+        ;;
+    2)
+        fp8_rows_block
+        fp8_checks_block
+        fp32_block
+        llmc_block
+        ak_block d48
+        ;;
+    3)
+        quickstart_block
+        ma_block
+        flags_block
+        ncu_block
+        ;;
+esac
 say "== bench_device $PHASE done"
