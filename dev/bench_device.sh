@@ -124,6 +124,10 @@ ncu_attention_block() {
     [ "$EMU" = 1 ] && { say "(rehearsal: no ncu)"; return; }
     wait_dev
     [ -x build/cuda/attention_wgmma_bf16 ] || return 0
+    # and their machine code, for reading without a GPU (this machine has no disassembler)
+    for k in attention attention_wgmma; do
+        timeout 60 cuobjdump -sass "build/cuda/${k}_bf16" > "$LOGDIR/${k}_bf16.sass" 2>&1 || say "cuobjdump ${k}_bf16: rc $?"
+    done
     NCU_TIMEOUT=150 NCU_KERNELS='^attention_(forward|backward_dkv|backward_dq)' bash scripts/ncu_profile.sh \
         "$LOGDIR/ncu_attention" -- build/cuda/attention_wgmma_bf16 --profile > "$LOGDIR/ncu_attention.log" 2>&1
     say "(rc $?)"
