@@ -22,8 +22,8 @@
 // earlier one pass, which added each row into its warp's column sums in shared memory, measured
 // slower than the two on an H200 (2026-11-26, N=65536 C=768: 0.258 ms against 0.188; N=8192
 // C=1600: 0.093 against 0.069); this one keeps the sums in registers and touches shared memory
-// once a block. PREDICTED at d12 B=64: 25 LayerNorm backwards, 7.0 ms a step (Nsight Compute,
-// 2026-11-26), to about 3-4 ms; not yet measured (dev/cuda/layernorm --bench times both paths).
+// once a block. PREDICTED -0.5 to -2 ms of d12's B=64 step (25 backwards of 0.188 ms each by the
+// two passes; dev/results/NOTES.md (e5)); not yet measured (dev/cuda/layernorm --bench times both).
 #pragma once
 #include <algorithm>
 #include "common.cuh"
@@ -276,7 +276,7 @@ inline void fused_residual_layernorm_forward(const CudaContext& ctx, floatX* res
     CHECK_LAUNCH();
 }
 
-// Whether the one pass takes C (its sums in registers: C up to 32 lanes x 4 x x128::size)
+// Whether the one pass takes C (its sums in registers: C up to 32 lanes x LN_BWD_MAX_CHUNKS x x128::size)
 inline bool layernorm_backward_onepass_fits(int C) { return C <= 32 * LN_BWD_MAX_CHUNKS * (int)x128::size; }
 
 // Accumulates (+=) into dinp (N,C), dweight, dbias (C), given dout (N,C), the forward's
