@@ -313,7 +313,8 @@ inline void layernorm_backward(const CudaContext& ctx, floatX* dinp, floatX* dwe
     chunks = (int)ceil_div(N, rows_per_chunk);
     float* scratch = (float*)ctx.workspace;
     if (one_pass) {
-        const int ch = (int)ceil_div(C, 32 * (int)x128::size);  // 16-byte loads a lane a row
+        constexpr int ROW_UNITS = 32 * (int)x128::size;  // columns a warp's 16-byte loads cover
+        const int ch = (C + ROW_UNITS - 1) / ROW_UNITS;   // 16-byte loads a lane a row
 #define LN_BWD_ONEPASS(CH)                                                                                  \
     case CH:                                                                                                \
         if (onepass_smem > CUDA_SMEM_DEFAULT_LIMIT)                                                         \
