@@ -177,27 +177,28 @@ def read_launches(lines):
     header row naming the kernel."""
     rows = csv.reader(line for line in lines if not line.startswith("=="))
     header = None
-    units = None
+    name_col = None
+    scale = {}  # column -> factor to nanoseconds (the duration's, from the units row)
     out = []
     for row in rows:
         if header is None:
             if NAME_COLUMN in row:
-                header = row
+                header, name_col = row, row.index(NAME_COLUMN)
             continue
-        if units is None and len(row) > header.index(NAME_COLUMN) and row[header.index(NAME_COLUMN)] == "":
-            units = row
+        if len(row) != len(header):
             continue
-        if len(row) != len(header) or row[header.index(NAME_COLUMN)] == "":
+        if not scale and not out and row[name_col] == "":  # the units row right under the header
+            scale = {col: UNIT_NS.get(unit.strip().lower(), 1.0)
+                     for col, unit in zip(header, row) if col == LAUNCH_COLUMNS["duration"]}
+            continue
+        if row[name_col] == "":
             continue
         values = {}
         for col, cell in zip(header, row):
             v = parse_number(cell)
-            if v is None:
-                continue
-            if col == LAUNCH_COLUMNS["duration"] and units is not None:
-                v *= UNIT_NS.get(units[header.index(col)].strip().lower(), 1.0)
-            values[col] = v
-        out.append((row[header.index(NAME_COLUMN)], values))
+            if v is not None:
+                values[col] = v * scale.get(col, 1.0)
+        out.append((row[name_col], values))
     if header is None:
         raise ValueError(f"no header row with \"{NAME_COLUMN}\"")
     return out
@@ -217,6 +218,19 @@ def launch_line(name, values):
             f"{pct('issue'):>6} {'-' if not tensor else f'{max(tensor):.1f}':>7} "
             f"{'-' if conf is None or not wave else f'{conf / wave:.2f}':>9}  "
             + (", ".join(f"{r} {v:.1f}" for v, r in stalls[:3]) if stalls else "-"))
+
+
+def parsed(reader, lines, path, none_found):
+    """reader(lines), or None after one error line (no header row, or nothing found)."""
+    try:
+        found = reader(lines)
+    except ValueError as e:
+        print(f"error: {path}: {e}", file=sys.stderr)
+        return None
+    if not found:
+        print(f"error: {path}: {none_found}", file=sys.stderr)
+        return None
+    return found
 
 
 def main():
@@ -240,26 +254,16 @@ def main():
         print("\t".join(read_details(lines)))
         return 0
     if a.launches:
-        try:
-            launches = read_launches(lines)
-        except ValueError as e:
-            print(f"error: {path}: {e}", file=sys.stderr)
-            return 1
-        if not launches:
-            print(f"error: {path}: no launches", file=sys.stderr)
+        launches = parsed(read_launches, lines, path, "no launches")
+        if launches is None:
             return 1
         print(f"{'kernel':<{NAME_WIDTH}} {'us':>9} {'SM %':>6} {'issue%':>6} {'tensor%':>7} {'conflicts':>9}  "
               "stalls (warp cycles per issued instruction)")
         for name, values in launches:
             print(launch_line(name, values))
         return 0
-    try:
-        kernels = read_durations(lines)
-    except ValueError as e:
-        print(f"error: {path}: {e}", file=sys.stderr)
-        return 1
-    if not kernels:
-        print(f"error: {path}: no kernel launches with a {METRIC} value", file=sys.stderr)
+    kernels = parsed(read_durations, lines, path, f"no kernel launches with a {METRIC} value")
+    if kernels is None:
         return 1
     table = ranked(kernels)
     print_table(table, a.top)

@@ -93,6 +93,26 @@ __global__ void fused_residual_layernorm_forward_kernel(floatX* residual, floatX
     layernorm_row(out, mean, rstd, residual + base, weight, bias, row, C, lane);
 }
 
+// The backward's arithmetic on a row's 16-byte chunk at columns c.. (both paths, in the same
+// order): the sums of g = dout*w and g*xhat over the lane's columns, then dinp += rstd * (g -
+// mean(g) - xhat * mean(g * xhat)).
+__device__ inline void layernorm_backward_add_sums(const x128& d, const x128& x, const x128& w, float m, float r,
+                                                   float& sum_g, float& sum_gx) {
+    for (int k = 0; k < x128::size; k++) {
+        float g = to_float(d[k]) * to_float(w[k]);
+        sum_g += g;
+        sum_gx += g * ((to_float(x[k]) - m) * r);
+    }
+}
+__device__ inline void layernorm_backward_add_dinp(x128& di, const x128& d, const x128& x, const x128& w, float m,
+                                                   float r, float mean_g, float mean_gx) {
+    for (int k = 0; k < x128::size; k++) {
+        float xhat = (to_float(x[k]) - m) * r;
+        float v = r * (to_float(d[k]) * to_float(w[k]) - mean_g - xhat * mean_gx);
+        di[k] = from_float<floatX>(to_float(di[k]) + v);
+    }
+}
+
 // One row of the backward for one warp: dinp[row] += rstd * (g - mean(g) - xhat * mean(g * xhat))
 __device__ inline void layernorm_backward_row(floatX* dinp, const floatX* dout, const floatX* inp,
                                               const floatX* weight, const float* mean, const float* rstd,
@@ -100,24 +120,15 @@ __device__ inline void layernorm_backward_row(floatX* dinp, const floatX* dout, 
     const size_t base = (size_t)row * C;
     const float m = mean[row], r = rstd[row];
     float sum_g = 0.0f, sum_gx = 0.0f;
-    for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
-        x128 d = load128(dout + base + c), x = load128(inp + base + c), w = load128(weight + c);
-        for (int k = 0; k < x128::size; k++) {
-            float g = to_float(d[k]) * to_float(w[k]);
-            sum_g += g;
-            sum_gx += g * ((to_float(x[k]) - m) * r);
-        }
-    }
+    for (int c = lane * x128::size; c < C; c += 32 * x128::size)
+        layernorm_backward_add_sums(load128(dout + base + c), load128(inp + base + c), load128(weight + c), m, r,
+                                    sum_g, sum_gx);
     const float mean_g = warp_reduce_sum(sum_g) / C;
     const float mean_gx = warp_reduce_sum(sum_gx) / C;
     for (int c = lane * x128::size; c < C; c += 32 * x128::size) {
-        x128 d = load128(dout + base + c), x = load128(inp + base + c), w = load128(weight + c);
         x128 di = load128(dinp + base + c);
-        for (int k = 0; k < x128::size; k++) {
-            float xhat = (to_float(x[k]) - m) * r;
-            float v = r * (to_float(d[k]) * to_float(w[k]) - mean_g - xhat * mean_gx);
-            di[k] = from_float<floatX>(to_float(di[k]) + v);
-        }
+        layernorm_backward_add_dinp(di, load128(dout + base + c), load128(inp + base + c), load128(weight + c), m, r,
+                                    mean_g, mean_gx);
         store128(dinp + base + c, di);
     }
 }
@@ -163,7 +174,7 @@ __global__ void layernorm_backward_partials_kernel(float* scratch, const floatX*
 // scratch[b] (2C: dout*xhat, then dout). dinp's arithmetic is layernorm_backward_row's, in its
 // order.
 constexpr int LN_BWD_WARPS = 8;
-// 16-byte loads a lane a row: C up to 32 x 3 x x128::size (ptxas, sm_90a, bf16: 120 registers at
+// 16-byte loads a lane a row: C up to 32 x 3 x x128::size (ptxas, sm_90a, bf16: 119 registers at
 // 3, 2 blocks an SM; at 4, 154 and one block)
 constexpr int LN_BWD_MAX_CHUNKS = 3;
 inline size_t layernorm_backward_onepass_smem(int C) { return (size_t)LN_BWD_WARPS * 2 * C * sizeof(float); }
@@ -193,12 +204,8 @@ layernorm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* do
             const int c = (k * 32 + lane) * V;
             if (c >= C) continue;
             di[k] = load128(dinp + base + c);
-            const x128 d = load128(dout + base + c), x = load128(inp + base + c), w = load128(weight + c);
-            for (int i = 0; i < V; i++) {
-                const float g = to_float(d[i]) * to_float(w[i]);
-                sum_g += g;
-                sum_gx += g * ((to_float(x[i]) - m) * r);
-            }
+            layernorm_backward_add_sums(load128(dout + base + c), load128(inp + base + c), load128(weight + c), m, r,
+                                        sum_g, sum_gx);
         }
         const float mean_g = warp_reduce_sum(sum_g) / C;
         const float mean_gx = warp_reduce_sum(sum_gx) / C;
@@ -206,15 +213,14 @@ layernorm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* do
         for (int k = 0; k < CH; k++) {
             const int c = (k * 32 + lane) * V;
             if (c >= C) continue;
-            const x128 d = load128cs(dout + base + c), x = load128cs(inp + base + c), w = load128(weight + c);
+            const x128 d = load128cs(dout + base + c), x = load128cs(inp + base + c);
+            layernorm_backward_add_dinp(di[k], d, x, load128(weight + c), m, r, mean_g, mean_gx);
+            store128(dinp + base + c, di[k]);
             for (int i = 0; i < V; i++) {
-                const float dk = to_float(d[i]), xhat = (to_float(x[i]) - m) * r;
-                const float v = r * (dk * to_float(w[i]) - mean_g - xhat * mean_gx);
-                di[k][i] = from_float<floatX>(to_float(di[k][i]) + v);
-                dw[k][i] += dk * xhat;
+                const float dk = to_float(d[i]);
+                dw[k][i] += dk * ((to_float(x[i]) - m) * r);
                 db[k][i] += dk;
             }
-            store128(dinp + base + c, di[k]);
         }
     }
     float* sum_dw = ln_sums + (size_t)warp * 2 * C;
