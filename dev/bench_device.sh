@@ -8,8 +8,8 @@
 #                                           at d12 B=64 (and -ak 3 at the 1.2B Llama), the kernels
 #                                           alone (dev/cuda wgmma's checks of the emulated wgmma;
 #                                           attention_wgmma's checks and --bench, forward and
-#                                           backward, beside mma.sync's; attention, classifier and
-#                                           layernorm --bench; encoder too with
+#                                           backward, beside mma.sync's; attention, classifier,
+#                                           layernorm and rmsnorm --bench; encoder too with
 #                                           BENCH_MEMORY_KERNELS=1), PyTorch's attention at the same
 #                                           sizes (dev/bench_sdpa.py), Nsight Compute's sections of
 #                                           each attention kernel (stall reasons, pipes, bank
@@ -274,10 +274,10 @@ ncu_block() {
 
 # the dev programs (and llm.c) build in the background while the first rows run; the memory-bound
 # kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1, but for the
-# classifier and LayerNorm, whose row-in-shared-memory kernel and register one pass no GPU has
-# timed yet (dev/results/NOTES.md (e4), (e5))
-KERNELS="attention classifier layernorm"
-[ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm encoder"
+# classifier, LayerNorm and RMSNorm, whose row-in-shared-memory kernel and register one pass no
+# GPU has timed yet (dev/results/NOTES.md (e4), (e5), (e6))
+KERNELS="attention classifier layernorm rmsnorm"
+[ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm rmsnorm encoder"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then
     dev_bins=()

@@ -67,7 +67,7 @@ NVCC_FLAGS = ["-std=c++17", "-O3", "-lineinfo", "-diag-suppress", "1675", "-arch
 # different number here is reported). "<= 256": the launcher takes min(256, the 16-byte channel
 # groups rounded up to 32), and the table records the cap, 256. Smaller widths launch fewer:
 # at C = 768 (GPT-2 124M) 192 threads in fp32 and 96 in bf16, where encoder_backward_wte_kernel
-# holds 60 and 63 warps instead of 64 and fp32's layernorm_backward_partials_kernel 36 instead of 40.
+# holds 60 and 63 warps instead of 64 and fp32's norm_backward_partials_kernel 36 instead of 40.
 LAUNCH = {
     "accumulate_kernel": (256, "option", "common.cuh accumulate: 256 (-bg 1's bias gradients, -z 2's slices)"),
     "adamw_kernel": (512, "default", "adamw.cuh adamw_update: block = 512"),
@@ -110,13 +110,11 @@ LAUNCH = {
     "gelu_forward_kernel": (256, "default", "gelu.cuh: 256 (-r 1, where -r 0 does not fit, recomputes GELU with it)"),
     "global_norm_finish_kernel": (512, "default", "global_norm.cuh global_norm_squared: 512"),
     "global_norm_partials_kernel": (512, "default", "global_norm.cuh: GLOBAL_NORM_THREADS"),
-    "layernorm_backward_dinp_kernel": (256, "default", "layernorm.cuh layernorm_backward: 256"),
-    "layernorm_backward_onepass_kernel": (256, "default", "layernorm.cuh layernorm_backward: LN_BWD_WARPS * 32 (one pass; dynamic shared memory 8 x 2C floats, not in this table)"),
-    "layernorm_backward_partials_kernel": (256, "default", "layernorm.cuh layernorm_backward: <= 256"),
     "layernorm_forward_kernel": (256, "default", "layernorm.cuh: 256"),
     "matmul_bias_partials_kernel": (256, "default", "matmul.cuh matmul_bias_backward: <= 256"),
-    "rmsnorm_backward_dinp_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: 256 (Llama)"),
-    "rmsnorm_backward_partials_kernel": (256, "default", "rmsnorm.cuh rmsnorm_backward: <= 256 (Llama)"),
+    "norm_backward_dinp_kernel": (256, "default", "norm_backward.cuh norm_backward: 256 (the two passes: LayerNorm and RMSNorm rows wider than the one pass takes)"),
+    "norm_backward_onepass_kernel": (256, "default", "norm_backward.cuh norm_backward: NORM_BWD_WARPS * 32 (<LN,CH,TW>; dynamic shared memory 8/TW x 2C floats for LayerNorm, x C for RMSNorm, at most 48 KiB, not in this table)"),
+    "norm_backward_partials_kernel": (256, "default", "norm_backward.cuh norm_backward: <= 256 (the two passes)"),
     "rmsnorm_forward_kernel": (256, "default", "rmsnorm.cuh rmsnorm_forward: 256 (Llama)"),
     "rope_rotate_kernel": (256, "default", "rope.cuh rope_launch: 256 (Llama)"),
     "sp_permute_kernel": (256, "option", "sequence_parallel.cuh sp_permute: 256 (-sp: rows between NCCL's rank order and (b, t) order)"),

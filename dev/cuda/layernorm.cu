@@ -70,10 +70,11 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
                        ref_mean.data(), ref_rstd.data(), N, C);
     floatX* d_dw2 = dev_upload(dw);
     floatX* d_db2 = dev_upload(db);
-    const LayernormBackwardPath paths[2] = {LN_BWD_TWO_PASS, LN_BWD_ONE_PASS};
+    const NormBackwardPath paths[2] = {NORM_BWD_TWO_PASS, NORM_BWD_ONE_PASS};
+    const bool one_pass_fits = norm_onepass_plan(ctx, C, true).fits;
     const char* names[2] = {"layernorm_backward_2pass", "layernorm_backward_1pass"};
     for (int p = 0; p < 2; p++) {
-        if (paths[p] == LN_BWD_ONE_PASS && !layernorm_backward_onepass_fits(C)) continue;
+        if (paths[p] == NORM_BWD_ONE_PASS && !one_pass_fits) continue;
         const std::string wp = std::string(what);
         dev_upload_into(d_dinp, dinp);
         dev_upload_into(d_dw, dw);
@@ -104,7 +105,7 @@ static void run_case(const CudaContext& ctx, int N, int C, bool bench) {
         // both paths counted as the two passes move: dinp's reads dout, inp, dinp and writes
         // dinp, the partials' reads dout and inp again (the one pass moves 4 of those 6)
         for (int p = 0; p < 2; p++) {
-            if (paths[p] == LN_BWD_ONE_PASS && !layernorm_backward_onepass_fits(C)) continue;
+            if (paths[p] == NORM_BWD_ONE_PASS && !one_pass_fits) continue;
             ms = bench_ms(ctx, 20, [&] {
                 layernorm_backward(ctx, d_dinp, d_dw2, d_db2, d_dout, d_inp, d_w, d_mean, d_rstd, N, C, paths[p]);
             });
@@ -121,14 +122,20 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     dev_print_device(ctx, "layernorm");
-    run_case(ctx, 3 * 37, 48, false);
-    run_case(ctx, 3 * 37, 768, false);
-    run_case(ctx, 5, 1600, false);       // C not a multiple of 32 * 8: the lanes' last pass is partial
+    // the one pass's plans (norm_backward.cuh: TW warps a row, CH loads a lane; bf16 / fp32)
+    run_case(ctx, 3 * 37, 48, false);    // 1 warp, 1 load (6 or 12 of 32 lanes)
+    run_case(ctx, 3 * 37, 768, false);   // 1 warp, 3 loads / 2 warps, 3 loads
+    run_case(ctx, 5, 1600, false);       // 4 warps, 2 loads / 8 warps, 2 loads; 5 rows: a team idles (bf16)
     run_case(ctx, 1000, 48, false);      // 63 chunks: column_sums_finish's 16 rows walk unequal counts
-    run_case(ctx, 70, 1600, false);      // 3 chunks of 32 rows, the last of 6 (d48's C: two passes)
-    run_case(ctx, 333, 1024, false);     // d24's C, past the one pass: two passes
+    run_case(ctx, 70, 1600, false);      // d48's C; 3 chunks of 32 rows, the last of 6 (two passes)
+    run_case(ctx, 333, 1024, false);     // d24's C: 2 warps, 2 loads / 4 warps, 2 loads
     run_case(ctx, 100, 520, false);      // C = 65 16-byte units: the last load of the row by one lane
-    run_case(ctx, 130, 384, false);      // 3 loads a lane in fp32 (the one pass's largest C there), 2 in bf16
+    run_case(ctx, 130, 384, false);      // 1 warp, 2 loads / 1 warp, 3 loads (fp32's widest for one warp)
+    run_case(ctx, 37, 1280, false);      // d36's C: 2 warps, 3 loads / 4 warps, 3 loads
+    run_case(ctx, 11, 2400, false);      // 4 warps, 3 loads / 8 warps, 3 loads
+    run_case(ctx, 21, 4096, false);      // 8 warps, 2 loads / past the one pass (fp32's widest 3072)
+    run_case(ctx, 7, 4104, false);       // 8 warps, 3 loads / past the one pass
+    run_case(ctx, 9, 6160, false);       // past the one pass in both (bf16's widest 6144)
     if (g_dev_bench) {
         run_case(ctx, 64 * 1024, 768, true);  // GPT-2 124M, B=64 T=1024
         run_case(ctx, 8 * 1024, 1600, true);  // GPT-2 1.5B, B=8 T=1024

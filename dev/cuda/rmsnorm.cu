@@ -36,30 +36,43 @@ static void run_case(const CudaContext& ctx, int N, int C, float eps, bool bench
     dev_check("rmsnorm_forward", (std::string(what) + " out").c_str(), dev_download(d_out, NC), ref, t_out);
     dev_check("rmsnorm_forward", (std::string(what) + " rstd").c_str(), dev_download_f32(d_rstd, N), ref_rstd, t_stat);
 
-    // backward from the CPU's rstd (so it is checked on its own)
+    // backward from the CPU's rstd (so it is checked on its own), by both paths: two passes
+    // (dinp, then the column partials) and one (both at once, where C fits it)
     CHECK_CUDA(cudaMemcpy(d_rstd, ref_rstd.data(), N * sizeof(float), cudaMemcpyHostToDevice));
-    rmsnorm_backward(ctx, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
     std::vector<float> r_dinp = dinp, r_dw = dw;
     rmsnorm_backward(r_dinp.data(), r_dw.data(), dout.data(), inp.data(), w.data(), ref_rstd.data(), N, C);
-    std::vector<float> got_dw = dev_download(d_dw, C);
-    dev_check("rmsnorm_backward", (std::string(what) + " dinp").c_str(), dev_download(d_dinp, NC), r_dinp, t_bwd);
-    dev_check("rmsnorm_backward", (std::string(what) + " dweight").c_str(), got_dw, r_dw, t_bwd);
-
-    // determinism of the weight gradient
     floatX* d_dw2 = dev_upload(dw);
-    rmsnorm_backward(ctx, d_dinp, d_dw2, d_dout, d_inp, d_w, d_rstd, N, C);
-    CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-    std::vector<float> again = dev_download(d_dw2, C);
-    dev_expect("rmsnorm_backward", (std::string(what) + " dweight bitwise deterministic").c_str(),
-               memcmp(again.data(), got_dw.data(), C * sizeof(float)) == 0);
+    const NormBackwardPath paths[2] = {NORM_BWD_TWO_PASS, NORM_BWD_ONE_PASS};
+    const char* names[2] = {"rmsnorm_backward_2pass", "rmsnorm_backward_1pass"};
+    const bool one_pass_fits = norm_onepass_plan(ctx, C, false).fits;
+    for (int p = 0; p < 2; p++) {
+        if (paths[p] == NORM_BWD_ONE_PASS && !one_pass_fits) continue;
+        dev_upload_into(d_dinp, dinp);
+        dev_upload_into(d_dw, dw);
+        rmsnorm_backward(ctx, d_dinp, d_dw, d_dout, d_inp, d_w, d_rstd, N, C, paths[p]);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> got_dw = dev_download(d_dw, C);
+        dev_check(names[p], (std::string(what) + " dinp").c_str(), dev_download(d_dinp, NC), r_dinp, t_bwd);
+        dev_check(names[p], (std::string(what) + " dweight").c_str(), got_dw, r_dw, t_bwd);
+        // determinism of the weight gradient
+        dev_upload_into(d_dw2, dw);
+        rmsnorm_backward(ctx, d_dinp, d_dw2, d_dout, d_inp, d_w, d_rstd, N, C, paths[p]);
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        std::vector<float> again = dev_download(d_dw2, C);
+        dev_expect(names[p], (std::string(what) + " dweight bitwise deterministic").c_str(),
+                   memcmp(again.data(), got_dw.data(), C * sizeof(float)) == 0);
+    }
 
     if (bench) {
         float ms = bench_ms(ctx, 20, [&] { rmsnorm_forward(ctx, d_out, d_rstd, d_inp, d_w, N, C, eps); });
         dev_report_gbs("rmsnorm_forward", "llama", 2.0 * NC * sizeof(floatX), ms);
-        ms = bench_ms(ctx, 20, [&] { rmsnorm_backward(ctx, d_dinp, d_dw2, d_dout, d_inp, d_w, d_rstd, N, C); });
-        // dinp pass: read dout, inp, dinp, write dinp; partials pass: read dout, inp again
-        dev_report_gbs("rmsnorm_backward", "llama", 6.0 * NC * sizeof(floatX), ms);
+        // both paths counted as the two passes move: dinp's reads dout, inp, dinp and writes
+        // dinp, the partials' reads dout and inp again (the one pass moves 4 of those 6)
+        for (int p = 0; p < 2; p++) {
+            if (paths[p] == NORM_BWD_ONE_PASS && !one_pass_fits) continue;
+            ms = bench_ms(ctx, 20, [&] { rmsnorm_backward(ctx, d_dinp, d_dw2, d_dout, d_inp, d_w, d_rstd, N, C, paths[p]); });
+            dev_report_gbs(names[p], "llama", 6.0 * NC * sizeof(floatX), ms);
+        }
     }
     for (floatX* p : {d_inp, d_w, d_dout, d_dinp, d_dw, d_out, d_dw2}) CHECK_CUDA(cudaFree(p));
     CHECK_CUDA(cudaFree(d_rstd));
@@ -70,10 +83,19 @@ int main(int argc, char** argv) {
     CudaContext ctx;
     cuda_context_init(&ctx, 0);
     dev_print_device(ctx, "rmsnorm");
-    run_case(ctx, 3 * 37, 48, 1e-5f, false);
-    run_case(ctx, 5, 1600, 1e-6f, false);    // C not a multiple of 32 * 8: the lanes' last pass is partial
-    run_case(ctx, 1000, 64, 1e-5f, false);   // 63 chunks: column_sums_finish's rows walk unequal counts
-    if (!g_dev_quick) run_case(ctx, 8 * 1024, 4096, 1e-5f, true);  // Llama 3 8B's width, B=8 T=1024
+    // the one pass's plans (norm_backward.cuh: TW warps a row, CH loads a lane; bf16 / fp32)
+    run_case(ctx, 3 * 37, 48, 1e-5f, false);   // 1 warp, 1 load
+    run_case(ctx, 5, 1600, 1e-6f, false);      // 4 warps, 2 loads / 8 warps, 2 loads; C not a multiple of 32 * 8
+    run_case(ctx, 1000, 64, 1e-5f, false);     // 63 chunks: column_sums_finish's rows walk unequal counts
+    run_case(ctx, 77, 2048, 1e-5f, false);     // the 1.2B Llama's C: 4 warps, 2 loads / 8 warps, 2 loads
+    run_case(ctx, 19, 4096, 1e-5f, false);     // Llama 3 8B's C: 8 warps, 2 loads / past the one pass
+    run_case(ctx, 40, 720, 1e-5f, false);      // 1 warp, 3 loads / 2 warps, 3 loads
+    if (g_dev_bench) {
+        run_case(ctx, 8 * 1024, 2048, 1e-5f, true);  // the 1.2B Llama, B=8 T=1024
+        run_case(ctx, 8 * 1024, 4096, 1e-5f, true);  // Llama 3 8B's width, B=8 T=1024
+    } else if (!g_dev_quick) {
+        run_case(ctx, 8 * 1024, 4096, 1e-5f, true);
+    }
     cuda_context_free(&ctx);
     return dev_finish("rmsnorm");
 }
