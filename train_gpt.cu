@@ -213,7 +213,10 @@ int main(int argc, char** argv) {
     // -1 (the default): forward and backward, each where cuBLASLt offers the epilogue (an H200
     // passed PyTorch's debug states with it, and it saves GELU's backward pass)
     ctx.gelu_fusion = cfg.gelu_fusion == -1 ? 2 : cfg.gelu_fusion;
-    ctx.bias_grad_epilogue = cfg.bias_grad_epilogue == 1;  // where cuBLASLt offers it
+    // -1 (the default): fc's bias gradient in the GELU backward's epilogue, which reads what the
+    // bias-gradient pass would (PREDICTED to save that pass over fc's (B*T, 4C) output gradient;
+    // not measured yet); each where cuBLASLt offers the epilogue
+    ctx.bias_grad_epilogue = cfg.bias_grad_epilogue == -1 ? 2 : cfg.bias_grad_epilogue;
     // -ma timed: each matmul shape's algorithm the fastest of cuBLASLt's candidates, timed at
     // first use; off by default until a GPU shows that it pays (llmc/cuda/matmul_algos.cuh). The
     // layout goes into the choices' files (a resume under another one times again); the scratch
@@ -370,7 +373,9 @@ int main(int argc, char** argv) {
                ctx.props.totalGlobalMem / 1073741824.0, PRECISION_NAME,
                sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
                ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
-               ctx.bias_grad_epilogue ? "in the matmul epilogue" : "by their own pass",
+               ctx.bias_grad_epilogue == 1   ? "in the weight gradients' matmul epilogue"
+               : ctx.bias_grad_epilogue == 2 ? (ctx.gelu_fusion == 2 ? "fc's in the GELU backward's epilogue, the others by their own pass" : "by their own pass (fc's epilogue needs -ge 2)")
+                                             : "by their own pass",
                ctx.attention_dq != nullptr ? "tensor cores, one-kernel backward" :
                ctx.attention_wgmma ? "tensor cores, wgmma" : ctx.attention_mma ? "tensor cores" : "CUDA cores",
                peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");

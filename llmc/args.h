@@ -47,7 +47,7 @@ struct TrainConfig {
     int tf32 = 1;                    // -f  TF32 matmuls (GPU)
     int master_weights = 1;          // -w  fp32 master weights (GPU bf16)
     int gelu_fusion = -1;            // -ge GELU in the cuBLASLt epilogue: 0 off, 1 forward, 2 forward and backward (GPU; -1: 2)
-    int bias_grad_epilogue = 0;      // -bg 1: bias gradients in the weight gradient's cuBLASLt epilogue (GPU)
+    int bias_grad_epilogue = -1;     // -bg bias gradients in cuBLASLt epilogues: 0 off, 1 the weight gradients', 2 fc's in the GELU backward's (GPU; -1: 2)
     std::string matmul_algo = "heuristic"; // -ma cuBLASLt algorithm: heuristic (its first answer) | timed (GPU)
     int attention_kernel = -1;       // -ak attention: 0 CUDA cores, 1 tensor cores (GPU bf16, head size 16..128),
                                      //     2 tensor cores with the one-kernel backward (dq by fp32 atomics: not
@@ -124,7 +124,8 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-f", ARG_INT, tf32, 0, 1, "TF32 matmuls (GPU)"),
     ARG("-w", ARG_INT, master_weights, 0, 1, "fp32 master weights (GPU)"),
     ARG("-ge", ARG_INT, gelu_fusion, -1, 2, "GELU in the matmul epilogue: 0 off, 1 forward, 2 also backward (GPU); -1: 2"),
-    ARG("-bg", ARG_INT, bias_grad_epilogue, 0, 1, "1: bias gradients in the weight gradient's matmul epilogue (GPU)"),
+    ARG("-bg", ARG_INT, bias_grad_epilogue, -1, 2, "bias gradients in matmul epilogues: 0 off (a pass each), 1 the weight "
+        "gradients', 2 fc's in the GELU backward's (with -ge 2; the others a pass each) (GPU); -1: 2"),
     ARG("-ma", ARG_STRING, matmul_algo, 0, 0,
         "cuBLASLt algorithm per matmul shape: heuristic (its first answer) | timed (fastest of up to 16, saved with checkpoints) (GPU)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 3, "attention: 0 CUDA cores, 1 tensor cores (GPU bf16), 2 tensor cores, "

@@ -548,11 +548,13 @@ inline void gpt2_cuda_backward_launches(GPT2Cuda* model, GradSinkOf<floatX>* sin
         if (model->recompute >= 1 && !act_in_cast) gelu_forward(ctx, la.fch_gelu, la.fch, (size_t)N * H);
         // residual3 = residual2 + fcproj(gelu(fc(ln2(residual2))))
         phase_mark(ctx, PHASE_MATMUL);
-        // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2)
-        linear_backward(ctx, slot(3), a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N, H, C,
-                        false, act_in_cast ? nullptr : la.fch, Act{}, gelu);
-        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw, N, C, H, false, nullptr,
-                        gelu);
+        // dfch: through fcproj and back through the GELU (in the matmul's epilogue with -ge 2), and
+        // with it fc's bias gradient, the column sums of dfch (in the same epilogue with -bg 2)
+        const bool fc_bias_taken =
+            linear_backward(ctx, slot(3), a.dfch, lg.fcprojw, lg.fcprojb, ts.whole(a.dres), la.fch_gelu, lp.fcprojw, N,
+                            H, C, false, act_in_cast ? nullptr : la.fch, Act{}, gelu, act_in_cast ? nullptr : lg.fcb);
+        linear_backward(ctx, slot(2), a.dtmp, lg.fcw, fc_bias_taken ? nullptr : lg.fcb, a.dfch, ts.whole(la.ln2), lp.fcw,
+                        N, C, H, false, nullptr, gelu);
         ts.sum(a.dtmp, dtmpr);
         phase_mark(ctx, PHASE_LAYERNORM);
         ln_backward(lg.ln2w, lg.ln2b, la.residual2, lp.ln2w, la.ln2_mean, la.ln2_rstd);

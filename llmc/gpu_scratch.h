@@ -145,9 +145,10 @@ inline size_t linears_fp8_bytes(const ModelConfig& mc, int num_layers, size_t BT
 // ---------------------------------------------------------------------------------------
 // -ma timed (llmc/cuda/matmul_algos.cuh): the candidates of a product run into scratch outputs,
 // allocated for its timing and freed after: D (m,n); with the GELU forward epilogue its aux (m,n);
-// with the bias-gradient epilogue the bias gradient (n); value_bytes a value (floatX).
-inline size_t matmul_timing_scratch_bytes(size_t m, size_t n, bool aux_out, bool bias_out, size_t value_bytes) {
-    return (m * n * (aux_out ? 2 : 1) + (bias_out ? n : 0)) * value_bytes;
+// with a bias-gradient epilogue the bias gradient (bias_out values: BGRADB's n, DGELU_BGRAD's m);
+// value_bytes a value (floatX).
+inline size_t matmul_timing_scratch_bytes(size_t m, size_t n, bool aux_out, size_t bias_out, size_t value_bytes) {
+    return (m * n * (aux_out ? 2 : 1) + bias_out) * value_bytes;
 }
 
 // The largest of those over every cuBLASLt product of a training step at BT rows (-tp: a rank's
@@ -155,23 +156,25 @@ inline size_t matmul_timing_scratch_bytes(size_t m, size_t n, bool aux_out, bool
 // and matmul_time_candidates checks each product against. As matmul.cuh's comment writes them
 // (column-major D (m,n)), a linear of K inputs and OC outputs runs
 //   forward  m=OC n=BT   (+ aux with GELU in the epilogue: -ge >= 1, GPT-2's fc, OC % 8 == 0)
-//   dinp     m=K  n=BT
+//   dinp     m=K  n=BT   (+ with -bg 2 the bias gradient (K) of the layer before the GELU, GPT-2's
+//                         fc, from fcproj's dinp: counted at every dinp, a bound)
 //   dweight  m=K  n=OC   (+ the bias gradient with -bg 1, where the linear has a bias)
 // and so does the classifier (K = C, OC = a rank's vocabulary rows), without bias or GELU.
 // Overcounts where cuBLASLt turns an epilogue down (the plain product then runs) and where a
 // train_gpt_fp8 linear runs as an FP8 GEMM (never timed): a bound, not a guess.
 inline size_t model_matmul_timing_scratch_bytes(const ModelConfig& mc, size_t BT, int tp, bool head, bool gelu_aux,
-                                                bool bias_grad, size_t value_bytes) {
+                                                int bias_grad_epilogue, size_t value_bytes) {
     std::vector<BlockLinear> linears = block_linears(mc, tp);
     const size_t C = model_config_channels(mc);
     const size_t V = mc.family == FAMILY_LLAMA3 ? llama_dims(mc.llama, tp).Vp : gpt2_dims(mc.gpt2, tp, 0).Vp;
     if (head) linears.push_back({C, V, "", "", false, false});
     size_t most = 0;
     for (const BlockLinear& l : linears) {
-        most = std::max({most, matmul_timing_scratch_bytes(l.OC, BT, l.gelu && gelu_aux && l.OC % 8 == 0, false,
+        most = std::max({most, matmul_timing_scratch_bytes(l.OC, BT, l.gelu && gelu_aux && l.OC % 8 == 0, 0,
                                                            value_bytes),
-                         matmul_timing_scratch_bytes(l.K, BT, false, false, value_bytes),
-                         matmul_timing_scratch_bytes(l.K, l.OC, false, l.bias && bias_grad, value_bytes)});
+                         matmul_timing_scratch_bytes(l.K, BT, false, bias_grad_epilogue == 2 ? l.K : 0, value_bytes),
+                         matmul_timing_scratch_bytes(l.K, l.OC, false, l.bias && bias_grad_epilogue == 1 ? l.OC : 0,
+                                                     value_bytes)});
     }
     return most;
 }

@@ -293,7 +293,7 @@ struct PlanTrainer {
 // backward's buckets (every rank allocates them), train_gpt_fp8's FP8 copies and scales of its
 // stage's layers (-tp: its part), and under -ma timed the largest product's scratch outputs (its
 // part; the head on the last stage), at the trainer's default epilogues (-ge 2: GELU's aux with
-// GPT-2's fc; -bg 0: no bias gradient), and -ak 2's fp32 dq (its heads).
+// GPT-2's fc; -bg 2: fc's bias gradient from fcproj's dinp), and -ak 2's fp32 dq (its heads).
 struct PlanScratch {
     double workspace = 0, encoder = 0, fp8 = 0, timing = 0, attention = 0;
     double total() const { return workspace + encoder + fp8 + timing + attention; }
@@ -309,7 +309,7 @@ inline PlanScratch plan_scratch(const ModelConfig& c, const PlanLayout& p, int r
         s.fp8 = (double)linears_fp8_bytes(c, plan_stage_layers(model_config_num_layers(c), p, rank), N, t.fp8_current,
                                           p.tp);
     if (t.timed)
-        s.timing = (double)model_matmul_timing_scratch_bytes(c, N, p.tp, rank == p.pp - 1, true, false,
+        s.timing = (double)model_matmul_timing_scratch_bytes(c, N, p.tp, rank == p.pp - 1, true, 2,
                                                              (size_t)PLAN_VALUE_BYTES.param);
     if (t.attention_fused) s.attention = (double)attention_dq_bytes(c, N, p.tp);
     return s;

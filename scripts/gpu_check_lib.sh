@@ -106,7 +106,8 @@ find_bench_data() {
 # (tolerances in test/test_gpt2_debug.cu and test/test_llama_debug.cu). GPT-2
 # (test/pytorch_reference.py): small, awkward and tiny at -r 1, small also at -r 0 and 2, GELU's
 # backward in the matmul epilogue (-ge 2), with the bias gradients in the weight gradient's
-# epilogue too (-ge2bg1: -ge 2 -bg 1), and in bf16 the tensor-core attention (-ak 1, and -ak 2's
+# epilogue too (-ge2bg1: -ge 2 -bg 1) or fc's in the GELU backward's (-ge2bg2: -ge 2 -bg 2, the
+# trainer's defaults), and in bf16 the tensor-core attention (-ak 1, and -ak 2's
 # one-kernel backward; tiny's head size 8 is not one they take); hs64 (head size 64, two key
 # tiles) also with -ak 1 and, on a Hopper (and the emulated GPU, an H100), with wgmma (-ak 3; and
 # Llama's hs128 too). Llama 3 (test/llama_reference.py):
@@ -124,7 +125,7 @@ hopper() {
 pytorch_jobs() {
     local prec cfgs cfg levels r run
     for prec in fp32 bf16; do
-        cfgs="small awkward tiny hs64 small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1"
+        cfgs="small awkward tiny hs64 small-ge2 awkward-ge2 small-ge2bg1 awkward-ge2bg1 small-ge2bg2 awkward-ge2bg2"
         [ $prec = bf16 ] && cfgs="$cfgs small-ak1 awkward-ak1 small-ak2 awkward-ak2 hs64-ak1"
         [ $prec = bf16 ] && hopper && cfgs="$cfgs hs64-ak3"
         for cfg in $cfgs; do
@@ -132,6 +133,7 @@ pytorch_jobs() {
             [ "$cfg" = small ] && levels="0 1 2"
             [ "$cfg" = small-ge2 ] && levels="0 1"
             [ "$cfg" = small-ge2bg1 ] && levels="0 1"
+            [ "$cfg" = small-ge2bg2 ] && levels="0 1"
             for r in $levels; do echo "gpt2 $prec $cfg $r"; done
         done
     done
@@ -146,7 +148,7 @@ pytorch_one() {
     local fam=$1 prec=$2 cfg=$3 x=$4 name bin log args f rc nok nfail
     if [ "$fam" = gpt2 ]; then
         local base=${cfg%%-*} ak=0 ge=1 bg=0
-        case "$cfg" in *-ak1) ak=1 ;; *-ak2) ak=2 ;; *-ak3) ak=3 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; esac
+        case "$cfg" in *-ak1) ak=1 ;; *-ak2) ak=2 ;; *-ak3) ak=3 ;; *-ge2) ge=2 ;; *-ge2bg1) ge=2 bg=1 ;; *-ge2bg2) ge=2 bg=2 ;; esac
         name="pytorch $cfg -r $x $prec"
         bin=$DEBUG_DIR/test_gpt2_debug_$prec
         log="$LOGDIR/pytorch_${cfg}_r${x}_${prec}.log"

@@ -30,13 +30,13 @@ static void info(const char* what, double value) { printf("info %-34s %.3e\n", w
 int main(int argc, char** argv) {
     CHECK(argc >= 3 && argc <= 7,
           "usage: %s MODEL.bin DEBUG.bin [recompute 0|1|2] [attention kernel 0|1|2|3] [GELU fusion 0|1|2] "
-          "[bias-gradient epilogue 0|1]",
+          "[bias-gradient epilogue 0|1|2]",
           argv[0]);
     int recompute = argc >= 4 ? atoi(argv[3]) : 1;
     int attention_kernel = argc >= 5 ? atoi(argv[4]) : 0;
     int gelu_fusion = argc >= 6 ? atoi(argv[5]) : 1;
     int bias_grad_epilogue = argc == 7 ? atoi(argv[6]) : 0;
-    CHECK(bias_grad_epilogue == 0 || bias_grad_epilogue == 1, "bias-gradient epilogue %d", bias_grad_epilogue);
+    CHECK(bias_grad_epilogue >= 0 && bias_grad_epilogue <= 2, "bias-gradient epilogue %d", bias_grad_epilogue);
     CHECK(gelu_fusion >= 0 && gelu_fusion <= 2, "GELU fusion %d", gelu_fusion);
     CHECK(recompute >= 0 && recompute <= 2, "recompute %d", recompute);
     CHECK(attention_kernel >= 0 && attention_kernel <= 3, "attention kernel %d", attention_kernel);
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     cuda_context_init(&ctx, 0);
     ctx.tf32 = false;  // true fp32 matmuls in the fp32 build
     ctx.gelu_fusion = gelu_fusion;
-    ctx.bias_grad_epilogue = bias_grad_epilogue == 1;
+    ctx.bias_grad_epilogue = bias_grad_epilogue;
     // -ak 2: the one-kernel backward's fp32 dq, B*T rows of the attention's width (NH * HS = C)
     const char* problem = attention_select(&ctx, attention_kernel, c.channels / c.num_heads,
                                            BT * c.channels * sizeof(float));

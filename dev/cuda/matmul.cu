@@ -117,15 +117,36 @@ static void run_case(CudaContext& ctx, int BT, int C, int OC, bool has_bias, boo
     if (offered && !dev_check("matmul_backward", (w + " dinp = gelu' (DGELU epilogue)").c_str(),
                               dev_download(d_dinp, (size_t)BT * C), r_dgelu, tol))
         printf("   ^ the DGELU epilogue is not tanh-GELU's derivative within tolerance: -ge 2 must not be used\n");
-    for (int level : {2, 0}) {
-        ctx.gelu_fusion = level;
+    // and with it the bias gradient of the layer before the GELU (dbias_pre += dinp's column
+    // sums): in the DGELU epilogue (DGELU_BGRAD, -bg 2) when offered, else by its own pass.
+    // The pass sums dinp as stored (bf16: each term rounded, up to 2^-9 of it), the epilogue
+    // its fp32 values: beside tol, 2^-8 of the largest column's sum of |terms| in bf16.
+    std::vector<float> dbp0 = rand_vec(rng, C, 0.1f);
+    round_to_floatX(dbp0);
+    std::vector<float> r_dbp = dbp0, abs_sum(C, 0.0f);
+    for (int r = 0; r < BT; r++)
+        for (int c = 0; c < C; c++) {
+            r_dbp[c] += r_dgelu[(size_t)r * C + c];
+            abs_sum[c] += std::fabs(r_dgelu[(size_t)r * C + c]);
+        }
+    DevTol tol_dbp = tol;
+    if (sizeof(floatX) == 2) tol_dbp.atol_abs = std::ldexp(*std::max_element(abs_sum.begin(), abs_sum.end()), -8);
+    floatX* d_dbp = upload(dbp0);
+    const struct { int ge, bg; const char* name; } paths[] = {
+        {2, 2, " (-ge 2 -bg 2)"}, {2, 0, " (-ge 2 -bg 0)"}, {0, 2, " (-ge 0 -bg 2)"}};
+    for (const auto& p : paths) {
+        ctx.gelu_fusion = p.ge;
+        ctx.bias_grad_epilogue = p.bg;
         poison_dinp();
-        matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false, d_pre_in);
+        dev_upload_into(d_dbp, dbp0);
+        matmul_backward(ctx, d_dinp, d_dw, nullptr, d_dout, d_inp, d_w, BT, C, OC, false, d_pre_in, d_dbp);
         CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        dev_check("matmul_backward", (w + (level == 2 ? " dinp = gelu' (-ge 2)" : " dinp = gelu' (-ge 0)")).c_str(),
-                  dev_download(d_dinp, (size_t)BT * C), r_dgelu, tol);
+        dev_check("matmul_backward", (w + " dinp = gelu'" + p.name).c_str(), dev_download(d_dinp, (size_t)BT * C),
+                  r_dgelu, tol);
+        dev_check("matmul_backward", (w + " dbias_pre +=" + p.name).c_str(), dev_download(d_dbp, C), r_dbp, tol_dbp);
     }
     ctx.gelu_fusion = 1;
+    ctx.bias_grad_epilogue = 0;
 
     if (bench) {
         const double flops = 2.0 * BT * C * OC;

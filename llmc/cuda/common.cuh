@@ -80,8 +80,10 @@ struct CudaContext {
     bool tf32;                 // fp32 build: let cuBLASLt use TF32 tensor cores (-f 1)
     int gelu_fusion;           // GELU in the cuBLASLt epilogues: 0 never, 1 the forward's,
                                // 2 also the backward's (-ge)
-    bool bias_grad_epilogue;   // bias gradients in the weight gradient's cuBLASLt epilogue (-bg)
-    void* bias_grad;           // where that epilogue writes (CUDA_BIAS_GRAD_BYTES), apart from
+    int bias_grad_epilogue;    // bias gradients in cuBLASLt epilogues (-bg): 0 never, 1 the weight
+                               // gradient's (BGRADB), 2 the GELU backward's for the layer before
+                               // the GELU (DGELU_BGRAD, with gelu_fusion 2)
+    void* bias_grad;           // where those epilogues write (CUDA_BIAS_GRAD_BYTES), apart from
                                // the workspace, which the same matmul uses
     bool attention_mma;        // bf16: attention on tensor cores (attention_mma.cuh), -ak 1, 2 and 3
     bool attention_wgmma;      // bf16 on a Hopper: on wgmma (attention_wgmma.cuh), -ak 3
@@ -96,7 +98,7 @@ struct CudaContext {
 
 // 32 MiB: what cuBLASLt asks for on Hopper, and ample scratch for the reductions.
 constexpr size_t CUDA_WORKSPACE_BYTES = 32u << 20;
-// the bias-gradient epilogue's output: 64K fp32 values, a bias of up to 65,536 (4C at C=16,384)
+// the bias-gradient epilogues' output: 64K fp32 values, a bias of up to 65,536 (4C at C=16,384)
 constexpr size_t CUDA_BIAS_GRAD_BYTES = 256u << 10;
 // What a context allocates (the workspace and the bias-gradient epilogue's output), as the memory
 // plans count it (train_gpt.cu, cuda_model_print_memory; llmc/plan.h's PLAN_WORKSPACE_BYTES)
@@ -118,7 +120,7 @@ inline void cuda_context_init(CudaContext* ctx, int device) {
     CHECK_CUDA(cudaMalloc(&ctx->workspace, ctx->workspace_bytes));
     ctx->tf32 = false;
     ctx->gelu_fusion = 1;
-    ctx->bias_grad_epilogue = false;
+    ctx->bias_grad_epilogue = 0;
     CHECK_CUDA(cudaMalloc(&ctx->bias_grad, CUDA_BIAS_GRAD_BYTES));
     ctx->attention_mma = false;
     ctx->attention_wgmma = false;

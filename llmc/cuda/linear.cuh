@@ -90,17 +90,23 @@ inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out
 // pre_gelu: dinp through the GELU before this layer too (matmul_backward's). dout_act, inp_act
 // (only where linear_act_in_cast says so): dout is still to go back through the activation after
 // this layer; the layer's input is an activation, made in its cast (fp8_linear_backward's).
-inline void linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
+// dbias_pre (with pre_gelu): the bias gradient of the layer before the GELU, GPT-2's fc, which
+// matmul_backward takes (in the GELU backward's epilogue under -bg 2); returns whether it was
+// taken, else (train_gpt_fp8, whose fc makes its own in its cast) that layer's backward adds it.
+inline bool linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
                             bool accumulate_dinp, const floatX* pre_gelu = nullptr, Act dout_act = Act{},
-                            Act inp_act = Act{}) {
+                            Act inp_act = Act{}, floatX* dbias_pre = nullptr) {
 #ifdef ENABLE_FP8
+    (void)dbias_pre;
     fp8_linear_backward(ctx, s.fp8, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu,
                         dout_act, inp_act);
+    return false;
 #else
     (void)s;
     CHECK(dout_act.kind == ACT_NONE && inp_act.kind == ACT_NONE, "an activation made in the cast is train_gpt_fp8's");
-    matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu);
+    matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu, dbias_pre);
+    return dbias_pre != nullptr;
 #endif
 }
 

@@ -73,7 +73,9 @@ enum MatmulGelu { MATMUL_GELU_NONE, MATMUL_GELU_FORWARD, MATMUL_GELU_BACKWARD };
 // Column-major D (m,n) = op(A) op(B) [+ D if accumulate] [+ bias (m)] [GELU as `gelu` says,
 // aux (m,n) beside D]. A is stored (k,m) if trans_a else (m,k); B is stored (n,k) if trans_b
 // else (k,n); all tightly packed (ld = stored rows). With bias_grad_b, bias is instead an
-// output: op(B)'s column sums (n), overwritten (cuBLASLt's BGRADB epilogue). Returns false
+// output: op(B)'s column sums (n), overwritten (cuBLASLt's BGRADB epilogue); with the GELU
+// backward, a bias is an output too: D's row sums (m) after the GELU's gradient (DGELU_BGRAD:
+// the bias gradient of the layer whose output aux was). Returns false
 // (and runs nothing) when cuBLASLt has no algorithm for the combination; every other failure
 // exits.
 inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, const floatX* b,
@@ -85,7 +87,6 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
           "d=%p a=%p b=%p bias=%p aux=%p not 16-byte aligned", (void*)d, (const void*)a, (const void*)b,
           (const void*)bias, (void*)aux);
     CHECK((gelu == MATMUL_GELU_NONE) == (aux == nullptr), "a GELU epilogue needs aux, and only it");
-    CHECK(gelu != MATMUL_GELU_BACKWARD || bias == nullptr, "the GELU backward epilogue takes no bias");
     CHECK(!bias_grad_b || (bias != nullptr && gelu == MATMUL_GELU_NONE), "the bias-gradient epilogue needs bias, alone");
 #ifdef ENABLE_BF16
     cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -100,7 +101,7 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
     cublasLtEpilogue_t epilogue;
     if (gelu == MATMUL_GELU_FORWARD) epilogue = bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
-    else if (gelu == MATMUL_GELU_BACKWARD) epilogue = CUBLASLT_EPILOGUE_DGELU;
+    else if (gelu == MATMUL_GELU_BACKWARD) epilogue = bias ? CUBLASLT_EPILOGUE_DGELU_BGRAD : CUBLASLT_EPILOGUE_DGELU;
     else if (bias_grad_b) epilogue = CUBLASLT_EPILOGUE_BGRADB;
     else epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
@@ -151,15 +152,21 @@ inline bool matmul_cublaslt(const CudaContext& ctx, floatX* d, const floatX* a, 
         CHECK_CUBLAS(cublasLtMatmulPreferenceDestroy(pref));
         MatmulAlgo e = {{key[0], key[1], key[2]}, heuristic[0].algo, st == CUBLAS_STATUS_SUCCESS && found > 0};
         if (e.found && ctx.matmul_timing != nullptr) {
+            const size_t bias_out = bias_grad_b ? n : (gelu == MATMUL_GELU_BACKWARD && bias ? m : 0);
             const int pick = matmul_time_candidates(ctx, desc, la, lb, ld, a, b, m, n, accumulate ? 1.0f : 0.0f, aux,
-                                                    gelu == MATMUL_GELU_FORWARD, bias, bias_grad_b, heuristic, found);
+                                                    gelu == MATMUL_GELU_FORWARD, bias, bias_out, heuristic, found);
             e.algo = heuristic[pick].algo;
         }
         // said once per problem, as the key is asked once: the caller runs the separate kernel
         if (!e.found && (gelu != MATMUL_GELU_NONE || bias_grad_b))
-            printf("cuBLASLt offers no %s epilogue for m=%d n=%d k=%d: the separate %s kernel runs instead\n",
-                   bias_grad_b ? "BGRADB" : (gelu == MATMUL_GELU_FORWARD ? "GELU" : "DGELU"), m, n, k,
-                   bias_grad_b ? "bias-gradient" : "GELU");
+            printf("cuBLASLt offers no %s epilogue for m=%d n=%d k=%d: %s instead\n",
+                   bias_grad_b                   ? "BGRADB"
+                   : gelu == MATMUL_GELU_FORWARD ? "GELU"
+                   : bias                        ? "DGELU_BGRAD"
+                                                 : "DGELU",
+                   m, n, k,
+                   bias_grad_b || (gelu == MATMUL_GELU_BACKWARD && bias) ? "the separate bias-gradient kernel runs"
+                                                                          : "the separate GELU kernel runs");
         ctx.matmul_algos->push_back(e);
         known = &ctx.matmul_algos->back();
     }
@@ -207,27 +214,42 @@ inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu
 //   dbias (OC) += sum over rows of dout   (skipped when dbias is nullptr)
 // The CPU reference accumulates all three; the trainer overwrites dinp, which saves a memset.
 // The bias gradient comes from dweight's matmul epilogue (BGRADB: the column sums of its B,
-// dout) when ctx.bias_grad_epilogue (-bg 1) and cuBLASLt offers it, into ctx.bias_grad and
+// dout) when ctx.bias_grad_epilogue == 1 (-bg 1) and cuBLASLt offers it, into ctx.bias_grad and
 // then added; else from a pass of its own over dout (matmul_bias_backward).
 // With pre_gelu (BT,C) != nullptr, the GELU before this layer is taken back too: dinp =
 // (dout @ weight) * gelu'(pre_gelu), where inp was gelu(pre_gelu); in the cuBLASLt epilogue
-// when ctx.gelu_fusion == 2 (-ge 2) and cuBLASLt offers it, else by gelu_backward.
+// when ctx.gelu_fusion == 2 (-ge 2) and cuBLASLt offers it, else by gelu_backward. Then
+// dbias_pre (C), the bias gradient of the layer that made pre_gelu (GPT-2's fc), if not nullptr:
+// += dinp's column sums, in that same epilogue (DGELU_BGRAD, into ctx.bias_grad and then added)
+// when ctx.bias_grad_epilogue == 2 (-bg 2) and cuBLASLt offers it, else a pass of its own over
+// dinp (matmul_bias_backward), as the layer's own backward would make it.
 inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C,
-                            int OC, bool accumulate_dinp, const floatX* pre_gelu = nullptr) {
+                            int OC, bool accumulate_dinp, const floatX* pre_gelu = nullptr,
+                            floatX* dbias_pre = nullptr) {
     CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
     CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
+    CHECK(dbias_pre == nullptr || pre_gelu != nullptr, "dbias_pre comes with pre_gelu");
     if (dinp != nullptr) {
-        bool fused = pre_gelu != nullptr && ctx.gelu_fusion == 2 && C % 8 == 0 &&
-                     matmul_cublaslt(ctx, dinp, weight, dout, nullptr, const_cast<floatX*>(pre_gelu), C, BT, OC, false,
-                                     false, false, MATMUL_GELU_BACKWARD);
+        floatX* const aux = const_cast<floatX*>(pre_gelu);
+        const bool gelu_epilogue = pre_gelu != nullptr && ctx.gelu_fusion == 2 && C % 8 == 0;
+        floatX* const grad = (floatX*)ctx.bias_grad;
+        const bool bias_in_epilogue = gelu_epilogue && dbias_pre != nullptr && ctx.bias_grad_epilogue == 2 &&
+                                      (size_t)C * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES &&
+                                      matmul_cublaslt(ctx, dinp, weight, dout, grad, aux, C, BT, OC, false, false, false,
+                                                      MATMUL_GELU_BACKWARD);
+        const bool fused = bias_in_epilogue || (gelu_epilogue && matmul_cublaslt(ctx, dinp, weight, dout, nullptr, aux,
+                                                                                 C, BT, OC, false, false, false,
+                                                                                 MATMUL_GELU_BACKWARD));
         if (!fused) {
             bool ok = matmul_cublaslt(ctx, dinp, weight, dout, nullptr, nullptr, C, BT, OC, false, false, accumulate_dinp);
             CHECK(ok, "cuBLASLt has no algorithm for dinp BT=%d C=%d OC=%d", BT, C, OC);
             if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, (size_t)BT * C);
         }
+        if (bias_in_epilogue) accumulate(ctx.stream, dbias_pre, grad, C);
+        else if (dbias_pre != nullptr) matmul_bias_backward(ctx, dbias_pre, dinp, BT, C);
     }
-    if (dbias != nullptr && ctx.bias_grad_epilogue && (size_t)OC * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES) {
+    if (dbias != nullptr && ctx.bias_grad_epilogue == 1 && (size_t)OC * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES) {
         floatX* grad = (floatX*)ctx.bias_grad;
         if (matmul_cublaslt(ctx, dweight, inp, dout, grad, nullptr, C, OC, BT, false, true, true, MATMUL_GELU_NONE,
                             true)) {

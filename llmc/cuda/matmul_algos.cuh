@@ -49,7 +49,7 @@ constexpr int MATMUL_TIMED_RUNS = 3;
 // on the real inputs a and b (and, in desc, the real bias or GELU aux when they are inputs).
 // Every output goes to scratch buffers, never to the caller's: D (C is D, so beta 1 reads the
 // scratch, not the caller's D, which would otherwise be added to twice), and, with
-// aux_out / bias_out, the GELU aux and the bias gradient, whose pointers in desc are swapped
+// aux_out / bias_out (its length), the GELU aux and the bias gradient, whose pointers in desc are swapped
 // for the time and then restored to aux / bias. Candidates that need more workspace than
 // ctx.workspace_bytes are skipped. The scratch (matmul_timing_scratch_bytes) must be within the
 // memory plan's bound, which counted it before anything was allocated: a product it missed stops
@@ -58,7 +58,7 @@ constexpr int MATMUL_TIMED_RUNS = 3;
 inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la,
                                   cublasLtMatrixLayout_t lb, cublasLtMatrixLayout_t ld, const floatX* a,
                                   const floatX* b, int m, int n, float beta, floatX* aux, bool aux_out,
-                                  const floatX* bias, bool bias_out, const cublasLtMatmulHeuristicResult_t* cand,
+                                  const floatX* bias, size_t bias_out, const cublasLtMatmulHeuristicResult_t* cand,
                                   int count) {
     cudaStreamCaptureStatus capture;
     CHECK_CUDA(cudaStreamIsCapturing(ctx.stream, &capture));
@@ -77,7 +77,7 @@ inline int matmul_time_candidates(const CudaContext& ctx, cublasLtMatmulDesc_t d
     CHECK_CUDA(cudaMalloc(&d_scratch, mn * sizeof(floatX)));
     CHECK_CUDA(cudaMemsetAsync(d_scratch, 0, mn * sizeof(floatX), ctx.stream));
     if (aux_out) CHECK_CUDA(cudaMalloc(&aux_scratch, mn * sizeof(floatX)));
-    if (bias_out) CHECK_CUDA(cudaMalloc(&bias_scratch, (size_t)n * sizeof(floatX)));
+    if (bias_out) CHECK_CUDA(cudaMalloc(&bias_scratch, bias_out * sizeof(floatX)));
     if (aux_out)
         CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_scratch,
                                                     sizeof(aux_scratch)));
