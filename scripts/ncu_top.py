@@ -60,36 +60,57 @@ def parse_number(text):
         return None
 
 
+def raw_page(lines, required):
+    """(header, units, rows) of a raw CSV page: the first row naming every column in `required`,
+    the units row right under it as {column: unit} (empty where there is none), then each row
+    of the header's width with a kernel name. The tool's own lines (==PROF==, ==WARNING==) are
+    skipped. Raises ValueError without such a header row."""
+    reader = csv.reader(line for line in lines if not line.startswith("=="))
+    header = None
+    units = {}
+    rows = []
+    for row in reader:
+        if header is None:
+            if all(col in row for col in required):
+                header, name_col = row, row.index(NAME_COLUMN)
+                after_header = True
+            continue
+        if len(row) != len(header):
+            continue  # a blank line, a cut row
+        if after_header and row[name_col] == "":
+            units = {col: unit.strip().lower() for col, unit in zip(header, row)}
+        elif row[name_col] != "":
+            rows.append(row)
+        after_header = False
+    if header is None:
+        raise ValueError("no header row with " + " and ".join(f"\"{col}\"" for col in required))
+    return header, units, rows
+
+
+def to_ns(units, column):
+    """The factor from `column`'s unit to nanoseconds (1 without a units row). Raises ValueError
+    for a unit that is not a time."""
+    unit = units.get(column, "")
+    if unit not in UNIT_NS:
+        raise ValueError(f"unknown unit {unit!r} for {column}")
+    return UNIT_NS[unit]
+
+
 def read_durations(lines):
-    """{kernel name: [launches, total ns]} from the raw CSV's lines, in first-seen order.
-    Raises ValueError when no header row names both the kernel and the metric."""
-    rows = csv.reader(line for line in lines if not line.startswith("=="))
-    name_col = metric_col = None
-    scale = None
+    """{kernel name: [launches, total ns]} from the raw CSV's lines, in first-seen order; rows
+    without a number ("n/a", a repeated header) are skipped. Raises ValueError when no header
+    row names both the kernel and the metric, or the metric's unit is not a time."""
+    header, units, rows = raw_page(lines, [NAME_COLUMN, METRIC])
+    name_col, metric_col = header.index(NAME_COLUMN), header.index(METRIC)
+    scale = to_ns(units, METRIC)
     kernels = {}
     for row in rows:
-        if name_col is None:
-            if NAME_COLUMN in row and METRIC in row:
-                name_col, metric_col = row.index(NAME_COLUMN), row.index(METRIC)
+        value = parse_number(row[metric_col])
+        if value is None:
             continue
-        if len(row) <= max(name_col, metric_col):
-            continue
-        cell = row[metric_col].strip()
-        if scale is None and row[name_col] == "" and parse_number(cell) is None:
-            # the units row right under the header
-            unit = cell.lower()
-            if unit not in UNIT_NS:
-                raise ValueError(f"unknown unit {cell!r} for {METRIC}")
-            scale = UNIT_NS[unit]
-            continue
-        value = parse_number(cell)
-        if value is None or row[name_col] == "":
-            continue  # "n/a", a repeated header, a blank line
         entry = kernels.setdefault(row[name_col], [0, 0.0])
         entry[0] += 1
-        entry[1] += value * (scale if scale is not None else 1.0)
-    if name_col is None:
-        raise ValueError(f"no header row with \"{NAME_COLUMN}\" and \"{METRIC}\"")
+        entry[1] += value * scale
     return kernels
 
 
@@ -173,34 +194,20 @@ LAUNCH_COLUMNS = {"duration": "gpu__time_duration.sum", "sm": "sm__throughput.av
 
 
 def read_launches(lines):
-    """[(kernel, {metric: float})] per launch row of a raw page. Raises ValueError without a
-    header row naming the kernel."""
-    rows = csv.reader(line for line in lines if not line.startswith("=="))
-    header = None
-    name_col = None
-    scale = {}  # column -> factor to nanoseconds (the duration's, from the units row)
+    """[(kernel, {metric: float})] per launch row of a raw page, the duration in nanoseconds.
+    Raises ValueError without a header row naming the kernel."""
+    header, units, rows = raw_page(lines, [NAME_COLUMN])
+    name_col = header.index(NAME_COLUMN)
+    duration = LAUNCH_COLUMNS["duration"]
+    scale = to_ns(units, duration) if duration in header else 1.0
     out = []
     for row in rows:
-        if header is None:
-            if NAME_COLUMN in row:
-                header, name_col = row, row.index(NAME_COLUMN)
-            continue
-        if len(row) != len(header):
-            continue
-        if not scale and not out and row[name_col] == "":  # the units row right under the header
-            scale = {col: UNIT_NS.get(unit.strip().lower(), 1.0)
-                     for col, unit in zip(header, row) if col == LAUNCH_COLUMNS["duration"]}
-            continue
-        if row[name_col] == "":
-            continue
         values = {}
         for col, cell in zip(header, row):
             v = parse_number(cell)
             if v is not None:
-                values[col] = v * scale.get(col, 1.0)
+                values[col] = v * (scale if col == duration else 1.0)
         out.append((row[name_col], values))
-    if header is None:
-        raise ValueError(f"no header row with \"{NAME_COLUMN}\"")
     return out
 
 
