@@ -130,7 +130,11 @@ if "$PY" scripts/ncu_top.py "$out/noheader.csv" 2> "$out/err"; then fail "a CSV 
 grep -q 'no header row with "Kernel Name"' "$out/err" || fail "no-header message: $(cat "$out/err")"
 if "$PY" scripts/ncu_top.py "$out/missing.csv" 2> "$out/err"; then fail "a missing file exited 0"; fi
 grep -q "error: $out/missing.csv" "$out/err" || fail "missing file message"
-echo "ok   no header row, missing file"
+# a units row whose duration is not a time (here a count): refused with one line, not summed as ns
+csv "$out/pass1_bytes.csv" 1 byte
+if "$PY" scripts/ncu_top.py "$out/pass1_bytes.csv" > /dev/null 2> "$out/err"; then fail "a unit of bytes exited 0"; fi
+grep -q "unknown unit 'byte' for gpu__time_duration.sum" "$out/err" || fail "unknown-unit message: $(cat "$out/err")"
+echo "ok   no header row, missing file, a duration unit that is not a time"
 
 # one kernel's details page -> duration, SM %, memory %, DRAM %, occupancy, registers
 cat > "$out/details.txt" << 'EOF'
