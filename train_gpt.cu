@@ -374,8 +374,9 @@ int main(int argc, char** argv) {
                sizeof(floatX) == 2 ? "n/a" : (ctx.tf32 ? "on" : "off"),
                ctx.gelu_fusion == 0 ? "off" : (ctx.gelu_fusion == 1 ? "forward" : "forward and backward"),
                ctx.bias_grad_epilogue == 1   ? "in the weight gradients' matmul epilogue"
-               : ctx.bias_grad_epilogue == 2 ? (ctx.gelu_fusion == 2 ? "fc's in the GELU backward's epilogue, the others by their own pass" : "by their own pass (fc's epilogue needs -ge 2)")
-                                             : "by their own pass",
+               : ctx.bias_grad_epilogue == 0 ? "by their own pass"
+               : ctx.gelu_fusion == 2        ? "fc's in the GELU backward's epilogue, the others by their own pass"
+                                             : "by their own pass (fc's in the GELU backward's epilogue needs -ge 2)",
                ctx.attention_dq != nullptr ? "tensor cores, one-kernel backward" :
                ctx.attention_wgmma ? "tensor cores, wgmma" : ctx.attention_mma ? "tensor cores" : "CUDA cores",
                peak_tflops > 0 ? std::to_string((int)peak_tflops).c_str() : "unknown (no MFU)");

@@ -92,7 +92,8 @@ inline void linear_forward_add(const CudaContext& ctx, LinearSlot s, floatX* out
 // this layer; the layer's input is an activation, made in its cast (fp8_linear_backward's).
 // dbias_pre (with pre_gelu): the bias gradient of the layer before the GELU, GPT-2's fc, which
 // matmul_backward takes (in the GELU backward's epilogue under -bg 2); returns whether it was
-// taken, else (train_gpt_fp8, whose fc makes its own in its cast) that layer's backward adds it.
+// taken, else (-bg 1; train_gpt_fp8, whose fc makes its own in its cast) that layer's backward
+// adds it.
 inline bool linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C, int OC,
                             bool accumulate_dinp, const floatX* pre_gelu = nullptr, Act dout_act = Act{},
@@ -105,8 +106,8 @@ inline bool linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, 
 #else
     (void)s;
     CHECK(dout_act.kind == ACT_NONE && inp_act.kind == ACT_NONE, "an activation made in the cast is train_gpt_fp8's");
-    matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu, dbias_pre);
-    return dbias_pre != nullptr;
+    return matmul_backward(ctx, dinp, dweight, dbias, dout, inp, weight, BT, C, OC, accumulate_dinp, pre_gelu,
+                           dbias_pre);
 #endif
 }
 

@@ -222,14 +222,18 @@ inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu
 // dbias_pre (C), the bias gradient of the layer that made pre_gelu (GPT-2's fc), if not nullptr:
 // += dinp's column sums, in that same epilogue (DGELU_BGRAD, into ctx.bias_grad and then added)
 // when ctx.bias_grad_epilogue == 2 (-bg 2) and cuBLASLt offers it, else a pass of its own over
-// dinp (matmul_bias_backward), as the layer's own backward would make it.
-inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
+// dinp (matmul_bias_backward), as the layer's own backward would make it; but under -bg 1
+// (every bias gradient in its own layer's weight-gradient epilogue) it is left to that layer.
+// Returns whether dbias_pre was taken.
+inline bool matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweight, floatX* dbias,
                             const floatX* dout, const floatX* inp, const floatX* weight, int BT, int C,
                             int OC, bool accumulate_dinp, const floatX* pre_gelu = nullptr,
                             floatX* dbias_pre = nullptr) {
     CHECK(BT > 0 && C > 0 && OC > 0, "BT=%d C=%d OC=%d", BT, C, OC);
     CHECK(pre_gelu == nullptr || (dinp != nullptr && !accumulate_dinp), "the GELU backward overwrites dinp");
     CHECK(dbias_pre == nullptr || pre_gelu != nullptr, "dbias_pre comes with pre_gelu");
+    if (ctx.bias_grad_epilogue == 1) dbias_pre = nullptr;
+    const bool takes_dbias_pre = dbias_pre != nullptr;
     if (dinp != nullptr) {
         floatX* const aux = const_cast<floatX*>(pre_gelu);
         const bool gelu_epilogue = pre_gelu != nullptr && ctx.gelu_fusion == 2 && C % 8 == 0;
@@ -254,10 +258,11 @@ inline void matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweigh
         if (matmul_cublaslt(ctx, dweight, inp, dout, grad, nullptr, C, OC, BT, false, true, true, MATMUL_GELU_NONE,
                             true)) {
             accumulate(ctx.stream, dbias, grad, OC);
-            return;
+            return takes_dbias_pre;
         }
     }
     bool ok = matmul_cublaslt(ctx, dweight, inp, dout, nullptr, nullptr, C, OC, BT, false, true, true);
     CHECK(ok, "cuBLASLt has no algorithm for dweight BT=%d C=%d OC=%d", BT, C, OC);
     if (dbias != nullptr) matmul_bias_backward(ctx, dbias, dout, BT, OC);
+    return takes_dbias_pre;
 }
