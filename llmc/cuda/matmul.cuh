@@ -208,6 +208,9 @@ inline void matmul_forward(const CudaContext& ctx, floatX* out, floatX* pre_gelu
     gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
 }
 
+// whether a bias gradient of n values fits ctx.bias_grad, where the bias-gradient epilogues write
+inline bool matmul_bias_grad_fits(int n) { return (size_t)n * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES; }
+
 // Gradients of matmul_forward, given dout (BT,OC):
 //   dinp (BT,C) = dout @ weight     (+= when accumulate_dinp; skipped when dinp is nullptr)
 //   dweight (OC,C) += dout^T @ inp
@@ -239,7 +242,7 @@ inline bool matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweigh
         const bool gelu_epilogue = pre_gelu != nullptr && ctx.gelu_fusion == 2 && C % 8 == 0;
         floatX* const grad = (floatX*)ctx.bias_grad;
         const bool bias_in_epilogue = gelu_epilogue && dbias_pre != nullptr && ctx.bias_grad_epilogue == 2 &&
-                                      (size_t)C * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES &&
+                                      matmul_bias_grad_fits(C) &&
                                       matmul_cublaslt(ctx, dinp, weight, dout, grad, aux, C, BT, OC, false, false, false,
                                                       MATMUL_GELU_BACKWARD);
         const bool fused = bias_in_epilogue || (gelu_epilogue && matmul_cublaslt(ctx, dinp, weight, dout, nullptr, aux,
@@ -253,7 +256,7 @@ inline bool matmul_backward(const CudaContext& ctx, floatX* dinp, floatX* dweigh
         if (bias_in_epilogue) accumulate(ctx.stream, dbias_pre, grad, C);
         else if (dbias_pre != nullptr) matmul_bias_backward(ctx, dbias_pre, dinp, BT, C);
     }
-    if (dbias != nullptr && ctx.bias_grad_epilogue == 1 && (size_t)OC * sizeof(floatX) <= CUDA_BIAS_GRAD_BYTES) {
+    if (dbias != nullptr && ctx.bias_grad_epilogue == 1 && matmul_bias_grad_fits(OC)) {
         floatX* grad = (floatX*)ctx.bias_grad;
         if (matmul_cublaslt(ctx, dweight, inp, dout, grad, nullptr, C, OC, BT, false, true, true, MATMUL_GELU_NONE,
                             true)) {

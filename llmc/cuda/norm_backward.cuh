@@ -132,6 +132,7 @@ norm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* dout, c
     float(*norm_row_sums)[NORM_BWD_WARPS][2] = reinterpret_cast<float(*)[NORM_BWD_WARPS][2]>(norm_smem);
     float* norm_col_sums = norm_smem + NORM_BWD_ROW_SUMS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, team = warp / TW, tw = warp % TW;
+    auto column = [&](int k) { return ((k * TW + tw) * 32 + lane) * V; };  // of this lane's k-th load
     float dw[CH][V], db[LN ? CH : 1][V];
 #pragma unroll
     for (int k = 0; k < CH; k++)
@@ -152,7 +153,7 @@ norm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* dout, c
         float sum_g = 0.0f, sum_gx = 0.0f;
 #pragma unroll
         for (int k = 0; k < CH; k++) {
-            const int c = ((k * TW + tw) * 32 + lane) * V;
+            const int c = column(k);
             if (!active || c >= C) continue;
             di[k] = load128(dinp + base + c);
             norm_backward_add_sums(load128(dout + base + c), load128(inp + base + c), load128(weight + c), m, r, sum_g,
@@ -178,7 +179,7 @@ norm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* dout, c
         const float mean_g = LN ? sum_g / C : 0.0f, mean_gx = sum_gx / C;
 #pragma unroll
         for (int k = 0; k < CH; k++) {
-            const int c = ((k * TW + tw) * 32 + lane) * V;
+            const int c = column(k);
             if (!active || c >= C) continue;
             const x128 d = load128cs(dout + base + c), x = load128cs(inp + base + c);
             norm_backward_add_dinp(di[k], d, x, load128(weight + c), m, r, mean_g, mean_gx);
@@ -193,7 +194,7 @@ norm_backward_onepass_kernel(floatX* dinp, float* scratch, const floatX* dout, c
     float* team_sums = norm_col_sums + (size_t)team * NS * C;
 #pragma unroll
     for (int k = 0; k < CH; k++) {
-        const int c = ((k * TW + tw) * 32 + lane) * V;
+        const int c = column(k);
         if (c >= C) continue;
         for (int i = 0; i < V; i += 4) {
             *reinterpret_cast<float4*>(team_sums + c + i) = make_float4(dw[k][i], dw[k][i + 1], dw[k][i + 2], dw[k][i + 3]);
