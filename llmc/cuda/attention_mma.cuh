@@ -365,39 +365,44 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
                 }
             }
         }
+        // the online softmax of the WM m-tiles' rows, in two copies: where keys pass rows -inf on
+        // a diagonal tile, and no test per element on the others (a warp-uniform branch)
+        auto softmax = [&](auto masked) {
 #pragma unroll
         for (int w = 0; w < WM; w++) {
-            // scale, and where keys pass rows mask; element e of block nb: row e < 2 ? qi0 : qi1,
-            // key k0 + nb*8 + 2c + (e & 1). Keys past T only meet rows past T (never stored).
-            // Key 0 is valid for every row, so m is finite from the first tile on.
-            const int qi0 = q0 + r0 + 16 * w + g, qi1 = qi0 + 8;
+            // element e of block nb: row qi0 + 8 (e >> 1), key k0 + nb*8 + 2c + (e & 1). Keys
+            // past T only meet rows past T (never stored).
+            const int qi0 = q0 + r0 + 16 * w + g;
             float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int key = k0 + nb * 8 + 2 * c + (e & 1), qi = e < 2 ? qi0 : qi1;
-                    const float v = !diagonal || key <= qi ? s[w][nb][e] * scale2 : -INFINITY;
-                    s[w][nb][e] = v;
-                    mx[e >> 1] = fmaxf(mx[e >> 1], v);
+                    if constexpr (decltype(masked)::value) {
+                        if (k0 + nb * 8 + 2 * c + (e & 1) > qi0 + 8 * (e >> 1)) s[w][nb][e] = -INFINITY;
+                    }
+                    mx[e >> 1] = fmaxf(mx[e >> 1], s[w][nb][e]);
                 }
             }
+            // m is in base 2 and scaled (the max of s scale2: the scale is positive, so the max
+            // of the scaled scores); key 0 is every row's, so m is finite from the first tile on
             float corr[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
                 mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                const float m_new = fmaxf(m[w][i], mx[i]);
+                const float m_new = fmaxf(m[w][i], mx[i] * scale2);
                 // 0 on the first tile (which every warp takes: key 0 is every row's), 1 where
                 // this tile masks the row entirely
-                corr[i] = exp2f(m[w][i] - m_new);
+                corr[i] = ptx_ex2_approx_ftz(m[w][i] - m_new);
                 m[w][i] = m_new;
             }
+            // p = 2^(s scale2 - m): one fused multiply-add and the unit's exp2 an element
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const float p = exp2f(s[w][nb][e] - m[w][e >> 1]);  // masked: exp2(-inf) = 0
+                    const float p = ptx_ex2_approx_ftz(fmaf(s[w][nb][e], scale2, -m[w][e >> 1]));  // masked: 2^-inf = 0
                     s[w][nb][e] = p;
                     sum[e >> 1] += p;
                 }
@@ -416,6 +421,9 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
                 o[w][nd][3] *= corr[1];
             }
         }
+        };
+        if (diagonal) softmax(std::true_type{});
+        else softmax(std::false_type{});
         // O += P V, 16 keys at a time: each V fragment pair feeds the WM m-tiles
 #pragma unroll
         for (int t = 0; t < NB / 2; t++) {
@@ -454,6 +462,19 @@ __global__ void __launch_bounds__(MMA_ATT_THREADS)
 attention_forward_mma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
     attention_forward_mma_tile<HS, 1, false>(out, lse, qkv, T, NH, NKV, kv_magic);
 }
+// at head sizes 16 and 32 held to 8 and 6 blocks an SM (64 and 80 registers, no spill), which
+// ptxas reaches uncapped with fewer (80 and 84 registers: 6 and 5 blocks; CUDA 13.0, sm_90a). A
+// minimum of blocks at the other head sizes changes what ptxas does there (at 64 it spills
+// under the 4 blocks it reaches uncapped), so they keep none.
+#define MMA_ATT_FWD_HELD(H, BLOCKS)                                                                              \
+    template <>                                                                                                  \
+    __global__ void __launch_bounds__(MMA_ATT_THREADS, BLOCKS) attention_forward_mma_kernel<H>(                  \
+        floatX * out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {                \
+        attention_forward_mma_tile<H, 1, false>(out, lse, qkv, T, NH, NKV, kv_magic);                            \
+    }
+MMA_ATT_FWD_HELD(16, 8)
+MMA_ATT_FWD_HELD(32, 6)
+#undef MMA_ATT_FWD_HELD
 
 // the variants dev/cuda/attention --bench times beside it
 template <int HS, int WM, bool QREG>
@@ -552,15 +573,24 @@ __device__ __forceinline__ void attention_backward_dq_mma_tile(floatX* dqkv, con
                     mma_chunk_times_rows<LD, NB>(dp, a, Vs, n0, kc * 16, lane);
                 }
             }
+            // dS = P (dP - D), 0 where keys pass rows: on the diagonal tile only, a block-uniform
+            // branch between two copies of the loop (the other tiles test nothing per element)
+            auto make_ds = [&](auto diagonal) {
 #pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
+                for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int key = j * MMA_ATT_KEYS + n0 + nb * 8 + 2 * c + (e & 1), i = e >> 1;
-                    const float p = j < qt || key <= qi0 + 8 * i ? exp2f(s[nb][e] * scale2 - lse2[i]) : 0.0f;
-                    s[nb][e] = p * (dp[nb][e] - Dr[i]);  // dS
+                    for (int e = 0; e < 4; e++) {
+                        const int i = e >> 1;
+                        const float p = ptx_ex2_approx_ftz(fmaf(s[nb][e], scale2, -lse2[i]));
+                        s[nb][e] = p * (dp[nb][e] - Dr[i]);
+                        if constexpr (decltype(diagonal)::value) {
+                            if (j * MMA_ATT_KEYS + n0 + nb * 8 + 2 * c + (e & 1) > qi0 + 8 * i) s[nb][e] = 0.0f;
+                        }
+                    }
                 }
-            }
+            };
+            if (j == qt) make_ds(std::true_type{});
+            else make_ds(std::false_type{});
 #pragma unroll
             for (int t = 0; t < NB / 2; t++) {  // dq += dS K, 16 keys at a time
                 uint32_t da[4];
@@ -758,12 +788,20 @@ __device__ __forceinline__ void attention_dkv_mma_tile(floatX* dqkv, const float
             for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int jq = qc + nb * 8 + 2 * c + (e & 1), qi = q0 + jq;
-                    const int key = k0 + kr + 16 * mi + g + 8 * (e >> 1);
-                    const float pv = !edge || (key <= qi && qi < T) ? exp2f(p[mi][nb][e] * scale2 - lse2_t[jq]) : 0.0f;
+                    const int jq = qc + nb * 8 + 2 * c + (e & 1);
+                    const float pv = ptx_ex2_approx_ftz(fmaf(p[mi][nb][e], scale2, -lse2_t[jq]));
                     p[mi][nb][e] = pv;
                     ds[mi][nb][e] = pv * (ds[mi][nb][e] - D_t[jq]);
                 }
+            }
+            if (edge) {  // block-uniform: P and dS 0 where keys pass queries, and at queries past T
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int qi = q0 + qc + nb * 8 + 2 * c + (e & 1), key = k0 + kr + 16 * mi + g + 8 * (e >> 1);
+                        if (key > qi || qi >= T) p[mi][nb][e] = ds[mi][nb][e] = 0.0f;
+                    }
             }
 #pragma unroll
             for (int nb = 0; nb < NB; nb++) {

@@ -248,31 +248,32 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         ptx_wgmma_fence_operands(o);
         ptx_wgmma_fence_operands(pa);
     };
-    // scale; mask keys after the row (this warpgroup's diagonal tile, and every key of a tile
-    // past it: P = 0 there, O and l unchanged bit for bit); online softmax; corr, O's rescale
+    // mask keys after the row (this warpgroup's diagonal tile, and every key of a tile past it:
+    // P = 0 there, O and l unchanged bit for bit; a warpgroup-uniform branch, no test per element
+    // on the other tiles); online softmax, m the scaled maximum (base 2); corr, O's rescale
     auto softmax = [&](float (&s)[32], int j, float (&corr)[2]) {
-        const int k0 = j * WG_ATT_ROWS;
+        if (j >= wg_last) {
+            const int k0 = j * WG_ATT_ROWS;
+#pragma unroll
+            for (int v = 0; v < 32; v++)
+                if (k0 + 8 * (v >> 2) + 2 * t + (v & 1) > row0 + 8 * ((v >> 1) & 1)) s[v] = -INFINITY;
+        }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int v = 0; v < 32; v++) {
-            const int i = (v >> 1) & 1, key = k0 + 8 * (v >> 2) + 2 * t + (v & 1);
-            const float x = j < wg_last || key <= row0 + 8 * i ? s[v] * scale2 : -INFINITY;
-            s[v] = x;
-            mx[i] = fmaxf(mx[i], x);
-        }
+        for (int v = 0; v < 32; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], s[v]);
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
             mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-            const float m_new = fmaxf(m[i], mx[i]);  // key 0 is every row's: finite from the first tile
-            corr[i] = exp2f(m[i] - m_new);
+            const float m_new = fmaxf(m[i], mx[i] * scale2);  // key 0 is every row's: finite from the first tile
+            corr[i] = ptx_ex2_approx_ftz(m[i] - m_new);
             m[i] = m_new;
         }
 #pragma unroll
         for (int v = 0; v < 32; v++) {
             const int i = (v >> 1) & 1;
-            s[v] = exp2f(s[v] - m[i]);
+            s[v] = ptx_ex2_approx_ftz(fmaf(s[v], scale2, -m[i]));  // one fused multiply-add and the unit's exp2
             sum[i] += s[v];
         }
 #pragma unroll
@@ -453,9 +454,13 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             uint32_t pa[4][4], dsa[4][4];
             auto make_p = [&] {  // P^T from S^T, then its A fragments
 #pragma unroll
-                for (int v = 0; v < 32; v++) {
-                    const int jq = 8 * (v >> 2) + 2 * t + (v & 1), qi = q0 + jq, key = key0 + 8 * ((v >> 1) & 1);
-                    p[v] = !edge || (key <= qi && qi < T) ? exp2f(p[v] * scale2 - lse2_t[jq]) : 0.0f;
+                for (int v = 0; v < 32; v++) p[v] = ptx_ex2_approx_ftz(fmaf(p[v], scale2, -lse2_t[8 * (v >> 2) + 2 * t + (v & 1)]));
+                if (edge) {  // warpgroup-uniform: 0 where keys pass queries, and at queries past T
+#pragma unroll
+                    for (int v = 0; v < 32; v++) {
+                        const int qi = q0 + 8 * (v >> 2) + 2 * t + (v & 1), key = key0 + 8 * ((v >> 1) & 1);
+                        if (key > qi || qi >= T) p[v] = 0.0f;
+                    }
                 }
                 wg_att_frag_to_a(pa, p);
             };
@@ -620,15 +625,19 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
         ptx_wgmma_fence_operands(dq);
         ptx_wgmma_fence_operands(dsa);
     };
-    // dS = P (dP - D) into s, P masked after the row (this warpgroup's diagonal tile, and every
-    // key of a tile past it)
+    // dS = P (dP - D) into s, 0 after the row (this warpgroup's diagonal tile, and every key of
+    // a tile past it: a warpgroup-uniform branch, no test per element on the other tiles)
     auto make_ds = [&](float (&s)[32], const float (&dp)[32], int j) {
-        const int k0 = j * WG_ATT_ROWS;
 #pragma unroll
         for (int v = 0; v < 32; v++) {
-            const int i = (v >> 1) & 1, key = k0 + 8 * (v >> 2) + 2 * t + (v & 1);
-            const float p = j < wg_last || key <= row0 + 8 * i ? exp2f(s[v] * scale2 - lse2[i]) : 0.0f;
-            s[v] = p * (dp[v] - Dr[i]);
+            const int i = (v >> 1) & 1;
+            s[v] = ptx_ex2_approx_ftz(fmaf(s[v], scale2, -lse2[i])) * (dp[v] - Dr[i]);
+        }
+        if (j >= wg_last) {
+            const int k0 = j * WG_ATT_ROWS;
+#pragma unroll
+            for (int v = 0; v < 32; v++)
+                if (k0 + 8 * (v >> 2) + 2 * t + (v & 1) > row0 + 8 * ((v >> 1) & 1)) s[v] = 0.0f;
         }
     };
 

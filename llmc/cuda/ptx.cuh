@@ -8,7 +8,8 @@
 //          ptx_cp_async_16, ptx_cp_async_16_zfill, ptx_cp_async_commit, ptx_cp_async_wait,
 //          ptx_cp_async_wait_all, ptx_bulk_reduce_add_f32, ptx_bulk_commit, ptx_bulk_wait_read,
 //          ptx_bulk_wait, ptx_fence_proxy_async_shared, ptx_shared_address, ptx_wgmma_fence,
-//          ptx_wgmma_commit_group, ptx_wgmma_wait_group, ptx_wgmma_m64n64k16_bf16_f32_ss (_rs)
+//          ptx_wgmma_commit_group, ptx_wgmma_wait_group, ptx_wgmma_m64n64k16_bf16_f32_ss (_rs),
+//          ptx_ex2_approx_ftz
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
@@ -254,6 +255,23 @@ __device__ inline void ptx_fence_proxy_async_shared() {
 //       (d[4j], d[4j+1]: row 16w + g, columns 8j + 2t, +1; d[4j+2], d[4j+3]: row 16w + g + 8)
 //   A in registers (64 x 16, .bf16, 4 registers a thread): warp w's rows 16w..16w+15 as
 //       mma.m16n8k16's A fragment
+
+// ex2.approx.ftz.f32: 2^x on the special function unit, one instruction. exp2f is
+// ex2.approx.f32 without .ftz, which keeps subnormal results: ptxas wraps the unit's instruction
+// in a range test and two multiplies (4 instructions: dev/sass_count.py counts 208 against 112
+// for 32 of each at sm_90a). The attention kernels' probabilities take this one: a probability
+// under 2^-126 (a score more than 126 below its row's maximum, in base 2) is 0 here, a change
+// of less than 2^-126 where the row's largest is 1. PTX ISA, ex2: subnormal inputs and results
+// are flushed to sign-preserving zero; ex2(-Inf) = +0, ex2(+Inf) = +Inf, ex2(NaN) = NaN.
+__device__ __forceinline__ float ptx_ex2_approx_ftz(float x) {
+#ifndef GPTRAIN_EMU
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#else
+    return ::emu::ex2_approx_ftz(x);
+#endif
+}
 
 // the shared-window address of p, a pointer into the block's dynamic shared memory (what a
 // matrix descriptor holds)

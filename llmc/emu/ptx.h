@@ -8,7 +8,8 @@
 //          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
 //          emu::bulk_reduce_add_f32, emu::bulk_commit_group, emu::bulk_wait_group,
 //          emu::shared_address, emu::wgmma_element_address, emu::wgmma_m64n64k16_bf16_f32,
-//          emu::wgmma_commit_group, emu::wgmma_wait_group, emu::ptx_thread_barrier, emu::ptx_thread_exit
+//          emu::wgmma_commit_group, emu::wgmma_wait_group, emu::ptx_thread_barrier, emu::ptx_thread_exit,
+//          emu::ex2_approx_ftz
 //
 // Fragment layouts, with g = laneid >> 2 (groupID), t = laneid % 4 (threadID_in_group); a
 // register of two 16-bit elements holds the lower-numbered element in its low half ("Elements
@@ -26,6 +27,7 @@
 //       major order, so the register holds elements (2t, g) and (2t+1, g) of the rows given.
 #pragma once
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -367,6 +369,16 @@ inline uint32_t shared_address(const void* p) {
         fatal("cvta.to.shared: %s converts %p, not in the block's dynamic shared memory (%zu bytes at %p)",
               ptx_where().text, p, bytes, (const void*)base);
     return (uint32_t)(q - base);
+}
+
+// ex2.approx.ftz.f32 d, a (9.7.3 "Floating Point Instructions: ex2"): 2^a, a subnormal a read as
+// zero (2^0 = 1) and a subnormal result written as +0; -Inf gives +0, +Inf +Inf, NaN NaN. The
+// GPU's result is an approximation (the ISA bounds its error, not its bits); this one is the
+// C library's exp2f, so a kernel's sums here are a correct rounding's, not the unit's.
+inline float ex2_approx_ftz(float a) {
+    if (std::fpclassify(a) == FP_SUBNORMAL) a = 0.0f;
+    const float y = std::exp2(a);
+    return std::fpclassify(y) == FP_SUBNORMAL ? 0.0f : y;
 }
 
 // the shared-window byte address of element (mn, k) of a descriptor's operand (k < 16)
