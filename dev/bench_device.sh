@@ -9,7 +9,7 @@
 #                                           alone (dev/cuda wgmma's checks of the emulated wgmma;
 #                                           attention_wgmma's checks and --bench, forward and
 #                                           backward, beside mma.sync's; attention, classifier,
-#                                           layernorm and rmsnorm --bench; encoder too with
+#                                           layernorm, rmsnorm and swiglu --bench; encoder too with
 #                                           BENCH_MEMORY_KERNELS=1), PyTorch's attention at the same
 #                                           sizes (dev/bench_sdpa.py), Nsight Compute's sections of
 #                                           each attention kernel (stall reasons, pipes, bank
@@ -274,10 +274,10 @@ ncu_block() {
 
 # the dev programs (and llm.c) build in the background while the first rows run; the memory-bound
 # kernels, measured the same in three windows, only with BENCH_MEMORY_KERNELS=1, but for the
-# classifier, LayerNorm and RMSNorm, whose row-in-shared-memory kernel and register one pass no
-# GPU has timed yet (dev/results/NOTES.md (e4), (e5), (e6))
-KERNELS="attention classifier layernorm rmsnorm"
-[ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm rmsnorm encoder"
+# classifier, LayerNorm, RMSNorm and SwiGLU, whose row-in-shared-memory kernel, register one pass
+# and special-function-unit exponentials no GPU has timed yet (dev/results/NOTES.md (e4)-(e8))
+KERNELS="attention classifier layernorm rmsnorm swiglu"
+[ "${BENCH_MEMORY_KERNELS:-0}" = 1 ] && KERNELS="attention classifier layernorm rmsnorm swiglu encoder"
 dev_pid="" llmc_pid=""
 if [ "$EMU" != 1 ]; then
     dev_bins=()

@@ -61,7 +61,7 @@ def compile_cubin(source, precision, extra, workdir):
     nvcc = kernel_resources.nvcc_path()
     if nvcc is None:
         sys.exit("sass_count: nvcc not found (set NVCC)")
-    out = os.path.join(workdir, "%s_%s.cubin" % (source.replace("/", "_"), precision))
+    out = os.path.join(workdir, "%s_%s.cubin" % (os.path.basename(source), precision))
     cmd = [nvcc] + kernel_resources.NVCC_FLAGS + kernel_resources.PRECISIONS[precision] + extra + ["-cubin", "-o", out, source]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     if res.returncode != 0:
@@ -89,7 +89,7 @@ def main():
         counts.update(counts_of_cubin(args.cubin))
     with tempfile.TemporaryDirectory() as workdir:
         for src in args.sources:
-            counts.update(counts_of_cubin(compile_cubin(src, args.precision, extra, workdir)))
+            counts.update(counts_of_cubin(compile_cubin(os.path.abspath(src), args.precision, extra, workdir)))
     for name in sorted(counts):
         if pattern.search(name):
             print("%7d  %s" % (counts[name], name))

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include "common.cuh"
+#include "ptx.cuh"  // defines: ptx_ex2_approx_ftz
 
 constexpr int CLASSIFIER_BLOCK = 512;
 
@@ -34,18 +35,36 @@ __device__ inline void softmax_merge(float& m, float& s, float m2, float s2) {
     m = M;
 }
 
-// One thread's online max m and sum s of exp(x - m), taking in the values of group v (columns
-// c..c+7 of a row of V real ones, those from V on left out).
+// exp(x - m) over a row's values, m2 = m log2(e). In bf16 one fused multiply-add and PTX's
+// ex2.approx.ftz (the logits themselves carry bf16's 2^-9; this adds about 2^-21 relative, and
+// values 87 below the row's max are 0); expf elsewhere, which without a fast-math build is
+// about 8 instructions (fp32 is the build compared with the CPU reference at 1e-6).
+constexpr float CLASSIFIER_LOG2E = 1.4426950408889634f;
+__device__ __forceinline__ float classifier_exp(float x, float m, float m2) {
+#ifdef ENABLE_BF16
+    (void)m;
+    return ptx_ex2_approx_ftz(fmaf(x, CLASSIFIER_LOG2E, -m2));
+#else
+    (void)m2;
+    return expf(x - m);
+#endif
+}
+
+// One thread's max m and sum s of exp(x - m), taking in the values of group v (columns c..c+7
+// of a row of V real ones, those from V on left out): the group's max first, then its sum at
+// the new max and the old sum rescaled once (no test per value but the row's end).
 __device__ inline void thread_softmax_stats(const x128& v, int c, int V, float& m, float& s) {
-    for (int k = 0; k < x128::size && c + k < V; k++) {
-        float f = to_float(v[k]);
-        if (f > m) {
-            s = s * expf(m - f) + 1.0f;  // expf(-inf) = 0 for the first value
-            m = f;
-        } else {
-            s += expf(f - m);
-        }
+    float f[x128::size];
+    float gm = -INFINITY;
+    for (int k = 0; k < x128::size; k++) {
+        f[k] = c + k < V ? to_float(v[k]) : -INFINITY;  // exp(-inf) = 0 below
+        gm = fmaxf(gm, f[k]);
     }
+    const float M = fmaxf(m, gm), M2 = M * CLASSIFIER_LOG2E;  // finite: column c is below V
+    float sum = 0.0f;
+    for (int k = 0; k < x128::size; k++) sum += classifier_exp(f[k], M, M2);
+    s = s * classifier_exp(m, M, M2) + sum;  // the first group: m = -inf, exp = 0
+    m = M;
 }
 
 // The block's (m, s) from every thread's, left in *m_out and *s_out for every thread.
@@ -91,20 +110,21 @@ __device__ inline void block_softmax_stats(const floatX* x, int V, float* shared
 }
 
 // Column j (j0 + j of the vocabulary) of dlogits from its logit f: (softmax - onehot(target))
-// * dloss for the V real columns, 0 for the padding.
-__device__ inline floatX dlogit(float f, int j, int V, int j0, int target, float lse, float dloss) {
-    float p = j < V ? expf(f - lse) : 0.0f;
-    float indicator = j0 + j == target ? 1.0f : 0.0f;
+// * dloss for the V real columns, 0 for the padding. lse2 = lse log2(e).
+__device__ inline floatX dlogit(float f, int j, int V, int j0, int target, float lse, float lse2, float dloss) {
+    const float p = classifier_exp(f, lse, lse2);
+    const float indicator = j0 + j == target ? 1.0f : 0.0f;
     return from_float<floatX>(j < V ? (p - indicator) * dloss : 0.0f);
 }
 
 // Pass 2 over one row of Vp columns, in place: logit j (column j0 + j of the vocabulary) :=
 // (softmax - onehot(target)) * dloss for the V real columns, 0 for the padding.
 __device__ inline void dlogits_row(floatX* x, int V, int Vp, int j0, int target, float lse, float dloss) {
+    const float lse2 = lse * CLASSIFIER_LOG2E;
     for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
         x128 v = c < V ? load128(x + c) : x128::zeros();
         x128 g;
-        for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, j0, target, lse, dloss);
+        for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, j0, target, lse, lse2, dloss);
         store128cs(x + c, g);
     }
 }
@@ -161,10 +181,11 @@ classifier_smem_kernel(floatX* logits, float* losses, const int* targets, float 
         const float lse = m + logf(s);
         if (threadIdx.x == 0) losses[row] = target_ok ? lse - target_logit : NAN;
         if (!write_dlogits) continue;
+        const float lse2 = lse * CLASSIFIER_LOG2E;
         for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
             x128 v = c < V ? load128(kept + c) : x128::zeros();
             x128 g;
-            for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, 0, target, lse, dloss);
+            for (int k = 0; k < x128::size; k++) g[k] = dlogit(to_float(v[k]), c + k, V, 0, target, lse, lse2, dloss);
             store128cs(x + c, g);
         }
     }
