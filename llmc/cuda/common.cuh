@@ -3,7 +3,7 @@
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
 //          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
-//          column_sums_finish, accumulate, ActKind, Act
+//          column_sums_finish, accumulate, ActKind, Act, act_sigmoid
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -20,6 +20,7 @@
 #include <cublasLt.h>
 
 #include "../utils.h"  // defines: CHECK, fail
+#include "ptx.cuh"     // defines: ptx_ex2_approx_ftz
 
 #ifdef ENABLE_BF16
 typedef __nv_bfloat16 floatX;
@@ -161,6 +162,22 @@ template <typename T> __host__ __device__ inline T from_float(float x);
 template <> __host__ __device__ inline float from_float<float>(float x) { return x; }
 template <> __host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
+}
+
+// ---------------------------------------------------------------------------------------
+// the logistic sigmoid 1 / (1 + e^-z) of the activations: SwiGLU's gate, and GELU's tanh(u) as
+// 2 sigmoid(2u) - 1. The fp32 build computes it as the CPU reference does (cpu/swiglu.h,
+// cpu/gelu.h: expf and a division, tanhf), about 27 instructions without a fast-math build
+// (dev/sass_count.py), and is compared with the CPU trainer at 1e-6. The bf16 build (and fp8),
+// whose values are rounded to bf16's 2^-9 anyway, takes the special function unit's exp2
+// (ex2.approx.ftz) and reciprocal (__fdividef): 5 instructions, a few ulp from exact. For z
+// past -87, e^-z is +inf here and the sigmoid 0 (the exact one is under 2^-126).
+__device__ inline float act_sigmoid(float z) {
+#ifdef ENABLE_BF16
+    return __fdividef(1.0f, 1.0f + ptx_ex2_approx_ftz(z * -1.4426950408889634f));
+#else
+    return 1.0f / (1.0f + expf(-z));
+#endif
 }
 
 // ---------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@
 #include "common.cuh"
 #include "matmul.cuh"  // matmul_alignment, MatmulAlgo's cache, matmul_bias_backward
 #include "gelu.cuh"    // defines: gelu_value, gelu_grad
-#include "swiglu.cuh"  // defines: swiglu_value, swiglu_sigmoid, swiglu_grad_gate, swiglu_grad_up
+#include "swiglu.cuh"  // defines: swiglu_value, swiglu_grad_gate, swiglu_grad_up
 #include "../gpu_scratch.h"  // defines: Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_scaling_floats
 
 // ---------------------------------------------------------------------------------------
@@ -126,10 +126,10 @@ __device__ inline void fp8_values8(const Tin* in, const floatX* pre, size_t r, i
             float u[8];
             fp8_load8(pre + r * cols + F + j, u);
             for (int k = 0; k < 8; k++)
-                f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], swiglu_sigmoid(z[k]), u[k], d[k])));
+                f[k] = to_float(from_float<floatX>(swiglu_grad_gate(z[k], act_sigmoid(z[k]), u[k], d[k])));
         } else {
             for (int k = 0; k < 8; k++)
-                f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], swiglu_sigmoid(z[k]), d[k])));
+                f[k] = to_float(from_float<floatX>(swiglu_grad_up(z[k], act_sigmoid(z[k]), d[k])));
         }
     } else {
         fp8_load8(in + r * cols + c, f);

@@ -7,14 +7,28 @@
 
 constexpr float GELU_SQRT_2_OVER_PI = 0.7978845608028654f;
 
+// tanh(u): in fp32 tanhf, as the CPU reference (cpu/gelu.h); in bf16 2 sigmoid(2u) - 1 on the
+// special function unit (act_sigmoid: 5 instructions where tanhf takes about 15)
+__device__ inline float gelu_tanh(float u) {
+#ifdef ENABLE_BF16
+    return 2.0f * act_sigmoid(2.0f * u) - 1.0f;
+#else
+    return tanhf(u);
+#endif
+}
+
 __device__ inline float gelu_value(float x) {
     float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
+#ifdef ENABLE_BF16
+    return x * act_sigmoid(2.0f * u);  // 0.5 x (1 + tanh u)
+#else
     return 0.5f * x * (1.0f + tanhf(u));
+#endif
 }
 
 __device__ inline float gelu_grad(float x) {
     float u = GELU_SQRT_2_OVER_PI * (x + 0.044715f * x * x * x);
-    float th = tanhf(u);
+    float th = gelu_tanh(u);
     float sech2 = 1.0f - th * th;
     float du = GELU_SQRT_2_OVER_PI * (1.0f + 3.0f * 0.044715f * x * x);
     return 0.5f * (1.0f + th) + 0.5f * x * sech2 * du;

@@ -1,32 +1,17 @@
 // swiglu.cuh: the SwiGLU gate of Llama's MLP on the GPU, forward and backward.
-// defines: swiglu_forward, swiglu_backward, swiglu_value, swiglu_sigmoid, swiglu_grad_gate,
-//          swiglu_grad_up
+// defines: swiglu_forward, swiglu_backward, swiglu_value, swiglu_grad_gate, swiglu_grad_up
 // CPU reference: llmc/cpu/swiglu.h
 //
 // inp (N, 2F) holds per row [gate (F) | up (F)]; out (N, F) = silu(gate) * up. One thread per
 // 16-byte group of a row's F outputs.
 #pragma once
 #include "common.cuh"
-#include "ptx.cuh"  // defines: ptx_ex2_approx_ftz
 
-// sigmoid(z) = 1 / (1 + e^-z). The fp32 build computes it as the CPU reference does
-// (cpu/swiglu.h), expf and a division: about 27 instructions without a fast-math build
-// (dev/sass_count.py), and the build compared with the CPU trainer at 1e-6. The bf16 build
-// (and fp8), whose values are rounded to bf16's 2^-9 anyway, takes the special function unit's
-// exp2 (ex2.approx.ftz) and reciprocal (__fdividef): 5 instructions, each a few ulp from exact.
-// For z past -87, e^-z is +inf here and sigmoid 0 (the exact one is under 2^-126).
-__device__ inline float swiglu_sigmoid(float z) {
-#ifdef ENABLE_BF16
-    return __fdividef(1.0f, 1.0f + ptx_ex2_approx_ftz(z * -1.4426950408889634f));
-#else
-    return 1.0f / (1.0f + expf(-z));
-#endif
-}
-
-// silu(z) * u: in fp32 as the CPU reference computes it (cpu/swiglu.h)
+// silu(z) * u: in fp32 as the CPU reference computes it (cpu/swiglu.h); in bf16 z sigmoid(z) u
+// (act_sigmoid: the special function unit's)
 __device__ inline float swiglu_value(float z, float u) {
 #ifdef ENABLE_BF16
-    return z * swiglu_sigmoid(z) * u;
+    return z * act_sigmoid(z) * u;
 #else
     return z / (1.0f + expf(-z)) * u;
 #endif
@@ -59,7 +44,7 @@ __global__ void swiglu_backward_kernel(floatX* dinp, const floatX* inp, const fl
     const size_t g_at = row * 2 * F + c, u_at = g_at + F;
     x128 gate = load128cs(inp + g_at), up = load128cs(inp + u_at), d = load128cs(dout + row * F + c), dg, du;
     for (int k = 0; k < x128::size; k++) {
-        const float z = to_float(gate[k]), s = swiglu_sigmoid(z), dk = to_float(d[k]);
+        const float z = to_float(gate[k]), s = act_sigmoid(z), dk = to_float(d[k]);
         dg[k] = from_float<floatX>(swiglu_grad_gate(z, s, to_float(up[k]), dk));
         du[k] = from_float<floatX>(swiglu_grad_up(z, s, dk));
     }
