@@ -63,9 +63,10 @@
 // cap for 3 blocks); at HS=128: 128, 130, 128.
 #pragma once
 #include <cstdint>
+#include <type_traits>  // std::true_type, std::false_type: the masked and unmasked copies of a loop
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_64/128
-#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*
+#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*, ptx_ex2_approx_ftz
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
 // (those ATTENTION_CASES_16_TO_128 compiles: 112 is not among them)
@@ -369,58 +370,59 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
         // a diagonal tile, and no test per element on the others (a warp-uniform branch)
         auto softmax = [&](auto masked) {
 #pragma unroll
-        for (int w = 0; w < WM; w++) {
-            // element e of block nb: row qi0 + 8 (e >> 1), key k0 + nb*8 + 2c + (e & 1). Keys
-            // past T only meet rows past T (never stored).
-            const int qi0 = q0 + r0 + 16 * w + g;
-            float mx[2] = {-INFINITY, -INFINITY};
+            for (int w = 0; w < WM; w++) {
+                // element e of block nb: row qi0 + 8 (e >> 1), key k0 + nb*8 + 2c + (e & 1). Keys
+                // past T only meet rows past T (never stored).
+                const int qi0 = q0 + r0 + 16 * w + g;
+                float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
+                for (int nb = 0; nb < NB; nb++) {
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    if constexpr (decltype(masked)::value) {
-                        if (k0 + nb * 8 + 2 * c + (e & 1) > qi0 + 8 * (e >> 1)) s[w][nb][e] = -INFINITY;
+                    for (int e = 0; e < 4; e++) {
+                        if constexpr (decltype(masked)::value) {
+                            if (k0 + nb * 8 + 2 * c + (e & 1) > qi0 + 8 * (e >> 1)) s[w][nb][e] = -INFINITY;
+                        }
+                        mx[e >> 1] = fmaxf(mx[e >> 1], s[w][nb][e]);
                     }
-                    mx[e >> 1] = fmaxf(mx[e >> 1], s[w][nb][e]);
+                }
+                // m is in base 2 and scaled (the max of s scale2: the scale is positive, so the max
+                // of the scaled scores); key 0 is every row's, so m is finite from the first tile on
+                float corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+                    mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+                    const float m_new = fmaxf(m[w][i], mx[i] * scale2);
+                    // 0 on the first tile (which every warp takes: key 0 is every row's), 1 where
+                    // this tile masks the row entirely
+                    corr[i] = ptx_ex2_approx_ftz(m[w][i] - m_new);
+                    m[w][i] = m_new;
+                }
+                // p = 2^(s scale2 - m): one fused multiply-add and the unit's exp2 an element
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++) {
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        // masked: 2^-inf = 0
+                        const float p = ptx_ex2_approx_ftz(fmaf(s[w][nb][e], scale2, -m[w][e >> 1]));
+                        s[w][nb][e] = p;
+                        sum[e >> 1] += p;
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
+                    sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
+                    l[w][i] = l[w][i] * corr[i] + sum[i];
+                }
+#pragma unroll
+                for (int nd = 0; nd < ND; nd++) {
+                    o[w][nd][0] *= corr[0];
+                    o[w][nd][1] *= corr[0];
+                    o[w][nd][2] *= corr[1];
+                    o[w][nd][3] *= corr[1];
                 }
             }
-            // m is in base 2 and scaled (the max of s scale2: the scale is positive, so the max
-            // of the scaled scores); key 0 is every row's, so m is finite from the first tile on
-            float corr[2], sum[2] = {0.0f, 0.0f};
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-                mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-                const float m_new = fmaxf(m[w][i], mx[i] * scale2);
-                // 0 on the first tile (which every warp takes: key 0 is every row's), 1 where
-                // this tile masks the row entirely
-                corr[i] = ptx_ex2_approx_ftz(m[w][i] - m_new);
-                m[w][i] = m_new;
-            }
-            // p = 2^(s scale2 - m): one fused multiply-add and the unit's exp2 an element
-#pragma unroll
-            for (int nb = 0; nb < NB; nb++) {
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const float p = ptx_ex2_approx_ftz(fmaf(s[w][nb][e], scale2, -m[w][e >> 1]));  // masked: 2^-inf = 0
-                    s[w][nb][e] = p;
-                    sum[e >> 1] += p;
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 1);
-                sum[i] += __shfl_xor_sync(0xffffffffu, sum[i], 2);
-                l[w][i] = l[w][i] * corr[i] + sum[i];
-            }
-#pragma unroll
-            for (int nd = 0; nd < ND; nd++) {
-                o[w][nd][0] *= corr[0];
-                o[w][nd][1] *= corr[0];
-                o[w][nd][2] *= corr[1];
-                o[w][nd][3] *= corr[1];
-            }
-        }
         };
         if (diagonal) softmax(std::true_type{});
         else softmax(std::false_type{});

@@ -42,7 +42,7 @@
 #include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"      // defines: attention_check, att_heads, att_kv_head, att_head_map
 #include "attention_mma.cuh"  // defines: mma_pack_floats, attention_mma_smem_limit, att_dkv_next_step
-#include "ptx.cuh"            // defines: ptx_cp_async_*, ptx_fence_proxy_async_shared, ptx_wgmma_*
+#include "ptx.cuh"            // defines: ptx_cp_async_*, ptx_fence_proxy_async_shared, ptx_wgmma_*, ptx_ex2_approx_ftz
 #include "wgmma.cuh"          // defines: wgmma_desc, wgmma_sw128_offset
 
 // *has = 1 where the code running is sm_90a's (wgmma exists in it), 0 where it is another
