@@ -66,7 +66,7 @@
 #include <type_traits>  // std::true_type, std::false_type: the masked and unmasked copies of a loop
 #include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
 #include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_64/128
-#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*, ptx_ex2_approx_ftz
+#include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*, ptx_ex2_*
 
 // Head sizes the tensor-core kernels take (the others stay on attention.cuh's).
 // (those ATTENTION_CASES_16_TO_128 compiles: 112 is not among them)

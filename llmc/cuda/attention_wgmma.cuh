@@ -454,7 +454,8 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
             uint32_t pa[4][4], dsa[4][4];
             auto make_p = [&] {  // P^T from S^T, then its A fragments
 #pragma unroll
-                for (int v = 0; v < 32; v++) p[v] = ptx_ex2_approx_ftz(fmaf(p[v], scale2, -lse2_t[8 * (v >> 2) + 2 * t + (v & 1)]));
+                for (int v = 0; v < 32; v++)
+                    p[v] = ptx_ex2_approx_ftz(fmaf(p[v], scale2, -lse2_t[8 * (v >> 2) + 2 * t + (v & 1)]));
                 if (edge) {  // warpgroup-uniform: 0 where keys pass queries, and at queries past T
 #pragma unroll
                     for (int v = 0; v < 32; v++) {
