@@ -411,8 +411,10 @@ def parse_dyn(text):
 
 
 def declared_kernels():
-    """{name: file} of every __global__ function in KERNEL_DIRS (by reading the sources)."""
-    kernel_re = re.compile(r"__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:void\s+)?(\w+)\s*\(")
+    """{name: file} of every __global__ function in KERNEL_DIRS (by reading the sources); an explicit
+    specialization (`kernel<16>(`) counts under its template's name."""
+    kernel_re = re.compile(
+        r"__global__\s+(?:void\s+)?(?:__launch_bounds__\s*\([^)]*\)\s*)?(?:void\s+)?(\w+)\s*(?:<[^<>()]*>)?\s*\(")
     out = {}
     for pattern in KERNEL_DIRS:
         for path in sorted(glob.glob(os.path.join(ROOT, pattern))):
