@@ -39,11 +39,10 @@ __device__ inline void softmax_merge(float& m, float& s, float m2, float s2) {
 // ex2.approx.ftz (the logits themselves carry bf16's 2^-9; this adds about 2^-21 relative, and
 // values 87 below the row's max are 0); expf elsewhere, which without a fast-math build is
 // about 8 instructions (fp32 is the build compared with the CPU reference at 1e-6).
-constexpr float CLASSIFIER_LOG2E = 1.4426950408889634f;
 __device__ __forceinline__ float classifier_exp(float x, float m, float m2) {
 #ifdef ENABLE_BF16
     (void)m;
-    return ptx_ex2_approx_ftz(fmaf(x, CLASSIFIER_LOG2E, -m2));
+    return ptx_ex2_approx_ftz(fmaf(x, LOG2E, -m2));
 #else
     (void)m2;
     return expf(x - m);
@@ -60,7 +59,7 @@ __device__ inline void thread_softmax_stats(const x128& v, int c, int V, float& 
         f[k] = c + k < V ? to_float(v[k]) : -INFINITY;  // exp(-inf) = 0 below
         gm = fmaxf(gm, f[k]);
     }
-    const float M = fmaxf(m, gm), M2 = M * CLASSIFIER_LOG2E;  // finite: column c is below V
+    const float M = fmaxf(m, gm), M2 = M * LOG2E;  // finite: column c is below V
     float sum = 0.0f;
     for (int k = 0; k < x128::size; k++) sum += classifier_exp(f[k], M, M2);
     s = s * classifier_exp(m, M, M2) + sum;  // the first group: m = -inf, exp = 0
@@ -120,7 +119,7 @@ __device__ inline floatX dlogit(float f, int j, int V, int j0, int target, float
 // Pass 2 over one row of Vp columns, in place: logit j (column j0 + j of the vocabulary) :=
 // (softmax - onehot(target)) * dloss for the V real columns, 0 for the padding.
 __device__ inline void dlogits_row(floatX* x, int V, int Vp, int j0, int target, float lse, float dloss) {
-    const float lse2 = lse * CLASSIFIER_LOG2E;
+    const float lse2 = lse * LOG2E;
     for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
         x128 v = c < V ? load128(x + c) : x128::zeros();
         x128 g;
@@ -181,7 +180,7 @@ classifier_smem_kernel(floatX* logits, float* losses, const int* targets, float 
         const float lse = m + logf(s);
         if (threadIdx.x == 0) losses[row] = target_ok ? lse - target_logit : NAN;
         if (!write_dlogits) continue;
-        const float lse2 = lse * CLASSIFIER_LOG2E;
+        const float lse2 = lse * LOG2E;
         for (int c = threadIdx.x * x128::size; c < Vp; c += blockDim.x * x128::size) {
             x128 v = c < V ? load128(kept + c) : x128::zeros();
             x128 g;

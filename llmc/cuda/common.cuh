@@ -3,7 +3,7 @@
 //          cuda_context_init, cuda_context_free, to_float, from_float, Packed128, x128,
 //          load128, load128cs, store128, store128cs, hash32, random_u32, stochastic_round,
 //          warp_reduce_sum, warp_reduce_max, block_reduce_sum, ceil_div, is_aligned16,
-//          column_sums_finish, accumulate, ActKind, Act, act_sigmoid
+//          column_sums_finish, accumulate, ActKind, Act, LOG2E, act_sigmoid
 //
 // One precision path: every activation, parameter and gradient buffer is floatX, which is
 // float in the fp32 build and __nv_bfloat16 when compiled with -DENABLE_BF16. Arithmetic
@@ -172,9 +172,10 @@ template <> __host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(f
 // whose values are rounded to bf16's 2^-9 anyway, takes the special function unit's exp2
 // (ex2.approx.ftz) and reciprocal (__fdividef): 5 instructions, a few ulp from exact. For z
 // past -87, e^-z is +inf here and the sigmoid 0 (the exact one is under 2^-126).
+constexpr float LOG2E = 1.4426950408889634f;  // log2(e): e^x = 2^(x LOG2E), for the unit's exp2
 __device__ inline float act_sigmoid(float z) {
 #ifdef ENABLE_BF16
-    return __fdividef(1.0f, 1.0f + ptx_ex2_approx_ftz(z * -1.4426950408889634f));
+    return __fdividef(1.0f, 1.0f + ptx_ex2_approx_ftz(z * -LOG2E));
 #else
     return 1.0f / (1.0f + expf(-z));
 #endif
