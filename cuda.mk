@@ -27,11 +27,16 @@ endif
 # cuda-all` 9.6 -> 5.4 minutes on this 2-core EPYC, 2026-11-29). test_kernel_resources compiles
 # every kernel at full optimization for sm_90a and checks its registers, spills and occupancy.
 # Do not run or ship what this builds: the configuration stamp rebuilds it once the flag goes.
+# The host code of what it builds is compiled at -O0 (nvcc's -O is the host compiler's level;
+# the device code's is -Ofc's): half of a program's compile is g++ on cudafe's output (train_gpt.cu
+# bf16: 22.9 of 46 s at -O3, 13.5 at -O0; dev/cuda/layernorm 10.5 -> 7.6 s, 2026-11-30). The
+# emulated builds compile the same host code with g++ at -O2 and -Wall.
 # CUDA_COMPILE_CHECK=auto (scripts/test.sh): the compile check where nvidia-smi finds no GPU, a
 # normal build where it finds one.
 CUDA_COMPILE_CHECK_ON := $(or $(filter 1,$(CUDA_COMPILE_CHECK)),$(if $(filter auto,$(CUDA_COMPILE_CHECK)),$(if $(CUDA_GPU_CC),,1)))
 CUDA_FAST_COMPILE := $(if $(CUDA_COMPILE_CHECK_ON),$(shell $(NVCC) --help 2>/dev/null | grep -q -- --Ofast-compile && echo -Ofc max))
-NVCC_FLAGS ?= -O3 -std=c++17 -lineinfo -diag-suppress 1675 $(CUDA_ARCH_FLAGS) $(CUDA_FAST_COMPILE) \
+CUDA_HOST_OPT := $(if $(CUDA_COMPILE_CHECK_ON),-O0,-O3)
+NVCC_FLAGS ?= $(CUDA_HOST_OPT) -std=c++17 -lineinfo -diag-suppress 1675 $(CUDA_ARCH_FLAGS) $(CUDA_FAST_COMPILE) \
               -Xcompiler -fopenmp,-march=native,-Wall,-Wno-unused-function
 NVCC_LDLIBS ?= -lcublasLt -lcublas -lgomp -lm
 
