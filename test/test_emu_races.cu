@@ -301,6 +301,39 @@ static bool run_wgmma_regs(bool bug) {
 }
 
 // ---------------------------------------------------------------------------------------
+// 6. A copy past the end of shared memory: each of 64 threads copies its 16 bytes by cp.async
+// into the dynamic shared memory at 16 x its index; the bug launches it with one unit too few
+// (a tile-offset slip, the kind a kernel with several tiles makes). On a GPU the last copy lands
+// outside the block's shared memory (an illegal address, or another block's); the emulator
+// stops it at the issue, in every build.
+__global__ void smem_copy_kernel(float* out, const float* in) {
+    extern __shared__ float4 copy_smem4[];
+    float* buf = reinterpret_cast<float*>(copy_smem4);
+    ptx_cp_async_16(buf + 4 * threadIdx.x, in + 4 * threadIdx.x);
+    ptx_cp_async_commit();
+    ptx_cp_async_wait<0>();
+    __syncthreads();
+    out[threadIdx.x] = buf[4 * ((threadIdx.x + 1) % 64)];  // another thread's copy
+}
+
+static bool run_smem_copy(bool bug) {
+    std::vector<float> h(256);
+    for (int i = 0; i < 256; i++) h[i] = (float)(i % 13);
+    float *in, *out, got[64];
+    CHECK_OK(cudaMalloc(&in, h.size() * sizeof(float)));
+    CHECK_OK(cudaMalloc(&out, sizeof(got)));
+    CHECK_OK(cudaMemcpy(in, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
+    smem_copy_kernel<<<1, 64, (bug ? 63 : 64) * 16>>>(out, in);
+    CHECK_OK(cudaGetLastError());
+    CHECK_OK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    cudaFree(in);
+    cudaFree(out);
+    bool ok = true;
+    for (int t = 0; t < 64; t++) ok &= got[t] == h[4 * ((t + 1) % 64)];
+    return ok;
+}
+
+// ---------------------------------------------------------------------------------------
 
 struct Case {
     const char* name;
@@ -319,6 +352,7 @@ static const Case CASES[] = {
     {"cross_stream_copy", [](bool bug) { return run_streams(bug, true); },
      "a copy reads another stream's kernel's output after cudaStreamWaitEvent"},
     {"wgmma_a_regs", run_wgmma_regs, "wgmma's A registers rewritten only after the wait that completes it"},
+    {"cp_async_past_smem", run_smem_copy, "cp.async copies into the block's shared memory, every one inside it"},
 };
 
 int main(int argc, char** argv) {

@@ -316,6 +316,9 @@ unsigned warp_active_mask() __attribute__((noinline));
 void* shared_alloc(const void* site, size_t bytes, size_t align);
 void* shared_dynamic_ptr();
 size_t shared_dynamic_bytes();  // the launch's dynamic shared memory
+// whether bytes at p lie wholly inside the running block's shared memory: its dynamic shared
+// memory or one __shared__ variable
+bool shared_range(const void* p, size_t bytes);
 template <typename T, size_t Align = alignof(T)>
 inline T& shared_static(const void* site) {
     return *static_cast<T*>(shared_alloc(site, sizeof(T), Align > alignof(T) ? Align : alignof(T)));

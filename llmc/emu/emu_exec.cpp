@@ -412,6 +412,20 @@ size_t shared_dynamic_bytes() {
     return r->spec->smem;
 }
 
+bool shared_range(const void* p, size_t bytes) {
+    const BlockRun* r = tls_block;
+    if (r == nullptr) return false;
+    const char* q = static_cast<const char*>(p);
+    auto inside = [&](const void* base, size_t n) {
+        const char* b = static_cast<const char*>(base);
+        return b != nullptr && q >= b && q + bytes <= b + n;
+    };
+    if (inside(r->dynamic_smem, r->spec->smem)) return true;
+    for (const SharedVar& v : r->shared)
+        if (inside(v.ptr, v.bytes)) return true;
+    return false;
+}
+
 // ---------------------------------------------------------------------------------------
 // a block, a grid
 

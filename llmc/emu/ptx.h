@@ -241,6 +241,12 @@ inline void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
               dst);
     if (device_range(dst, 1))
         fatal("cp.async: %s copies to %p in global memory: the destination is shared memory", ptx_where().text, dst);
+    // (on a GPU, an address past the block's shared memory: an illegal address, or another
+    // block's data; here it would be the heap's)
+    if (!shared_range(dst, (size_t)bytes))
+        fatal("cp.async: %s copies to %p, outside the block's shared memory (%zu bytes of dynamic shared memory at "
+              "%p, and its __shared__ variables)",
+              ptx_where().text, dst, shared_dynamic_bytes(), shared_dynamic_ptr());
     if (src_bytes > 0 && !device_range(src, (size_t)src_bytes))
         fatal("cp.async: %s copies %d bytes from %p, not inside one cudaMalloc allocation", ptx_where().text,
               src_bytes, src);
@@ -311,6 +317,9 @@ inline void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
     if (device_range(src, 1))
         fatal("cp.reduce.async.bulk: %s reads %p in global memory: the source is shared memory", ptx_where().text,
               (const void*)src);
+    if (!shared_range(src, bytes))
+        fatal("cp.reduce.async.bulk: %s reads %u bytes at %p, outside the block's shared memory", ptx_where().text,
+              bytes, (const void*)src);
     if (!device_range(dst, bytes))
         fatal("cp.reduce.async.bulk: %s adds %u bytes into %p, not inside one cudaMalloc allocation",
               ptx_where().text, bytes, (void*)dst);
