@@ -95,7 +95,7 @@ kernels_block() {  # the kernels alone (issue 23: attention at head size 64 and 
     say "== attention_wgmma_bf16 --bench"
     timeout 120 build/cuda/attention_wgmma_bf16 --bench > "$LOGDIR/attention_wgmma_bench.log" 2>&1
     say "(rc $?)"
-    grep -E "^RESULT|^--|TFLOP" "$LOGDIR/attention_wgmma_bench.log" | head -n 20 | tee -a "$SUMMARY" > /dev/null
+    grep -E "^RESULT|^--|TFLOP" "$LOGDIR/attention_wgmma_bench.log" | head -n 40 | tee -a "$SUMMARY" > /dev/null
     dev_checks attention --quick  # the three backwards (-ak 1, -ak 2's atomics, the bulk reductions) first
     for k in $KERNELS; do
         say "== ${k}_bf16 --bench"

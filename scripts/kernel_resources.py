@@ -84,7 +84,7 @@ LAUNCH = {
     "attention_dq_finish_kernel": (256, "option", "attention_mma.cuh attention_backward_mma: 256 (-ak 2's one-kernel backward)"),
     "attention_forward_kernel": (128, "default", "attention.cuh: ATT_THREADS"),
     "attention_forward_mma_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS"),
-    "attention_forward_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (-ak 3 takes <HS,2,true>; 41 / 49 KB of dynamic shared memory at head size 64, 81 / 97 KB at 128, not in the table)"),
+    "attention_forward_wgmma_kernel": (128, "option", "attention_wgmma.cuh: WG_ATT_THREADS x WG (-ak 3 takes <64,1,64>; <64,1,128>, key tiles of 128, is dev/cuda/attention_wgmma's variant; 41 / 49 / 73 KB of dynamic shared memory at head size 64, 81 / 97 KB at 128, not in the table)"),
     "attention_wgmma_probe_kernel": (1, "option", "attention_wgmma.cuh attention_wgmma_problem: <<<1, 1>>> (-ak 3's check for sm_90a code)"),
     "attention_fwd_variant_kernel": (128, "default", "attention_mma.cuh: MMA_ATT_THREADS (<128,2,false>: head size 128; the rest dev/cuda/attention --bench)"),
     "attention_kv_forward_kernel": (256, "default", "attention_kv.cuh: ATT_KV_THREADS (generation)"),

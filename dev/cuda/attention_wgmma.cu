@@ -1,5 +1,6 @@
 // attention_wgmma.cu: llmc/cuda/attention_wgmma.cuh (the causal attention forward and backward
-// on Hopper's warpgroup MMA: forward at head size 64 and 128, one or two warpgroups a block;
+// on Hopper's warpgroup MMA: forward at head size 64 and 128, one or two warpgroups a block, and
+// at 64 with key tiles of 128;
 // backward at 64 and 128, two kernels or, at 64, dQ by atomics) against llmc/cpu/attention.h's attention_forward_gqa /
 // attention_backward_gqa and a double lse, then (--bench) timed beside attention_mma.cuh's
 // forward and backward at issue 23's sizes. bf16 build, sm_90a (cuda.mk builds it so); on
@@ -94,6 +95,9 @@ static void run_case(const CudaContext& ctx, int B, int T, int NH, int NKV, int 
     check("attention_forward_wgmma", [&] { attention_forward_wgmma<1>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     check("attention_forward_wgmma_wg2",
           [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
+    if (HS == 64)  // key tiles of 128
+        check("attention_forward_wgmma_k128",
+              [&] { attention_forward_wgmma<1, 128>(ctx, d_out, d_lse, d_qkv, B, T, NH, NKV, HS); });
     // the backward from the last forward's out and lse, q, k and v reported apart (a slip usually
     // sits in one); returns what it wrote. Bitwise reproducible unless dQ sums by atomics.
     auto check_backward = [&](const char* op, auto backward, bool reproducible = true) {
@@ -165,6 +169,10 @@ static void bench_case(const CudaContext& ctx, int B, int T, int NH, int HS) {
     dev_report_tflops("attention_forward_wgmma", what, fwd_flops, ms);
     ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<2>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
     dev_report_tflops("attention_forward_wgmma_wg2", what, fwd_flops, ms);
+    if (HS == 64) {
+        ms = bench_ms(ctx, reps, [&] { attention_forward_wgmma<1, 128>(ctx, d_out, d_lse, d_qkv, B, T, NH, NH, HS); });
+        dev_report_tflops("attention_forward_wgmma_k128", what, fwd_flops, ms);
+    }
     // the backwards from the last forward's out and lse; counted as flash-attention does, 2.5x the forward
     ms = bench_ms(ctx, reps, [&] { attention_backward_mma(ctx, d_dqkv, d_dout, d_qkv, d_out, d_lse, B, T, C, NH); });
     dev_report_tflops("attention_backward_mma", what, 2.5 * fwd_flops, ms);

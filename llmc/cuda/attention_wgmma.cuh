@@ -20,6 +20,8 @@
 //   O (64 x 64) += P V: four wgmma with P from registers (the S fragments rounded to bf16 are
 //     wgmma's A fragments, as mma.m16n8k16's C makes its A) and V from its tile, N-major (V's
 //     rows run along the head, the product's n).
+// Or (KN = 128, head size 64, one warpgroup; dev/cuda/attention_wgmma's variant until a GPU
+// times it) key tiles of 128: S (64 x 128) by four wgmma.m64n128k16, O += P V by eight.
 // Backward (below, head size 64 or 128): a dK/dV kernel per (64 WG keys, key/value head)
 // streaming Q and dO, and a dQ kernel per (64 WG queries, head) streaming K and V: 4 + 3 products
 // (64 x 64 x HS, four wgmma a 64-column chunk) a pair of tiles, as attention_mma.cuh's; or (a
@@ -34,7 +36,7 @@
 // flash-attention 3's ping-pong of two warpgroups and its producer warp with TMA. Every result
 // element has one writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
-// 81 or 97 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
+// 81 or 97 KB; key tiles of 128: 73 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
 // 73 KB (113 or 145 KB).
 #pragma once
 #include <cstdint>
@@ -78,8 +80,11 @@ inline const char* attention_wgmma_problem(const CudaContext& ctx, int HS) {
 #ifdef ENABLE_BF16
 constexpr int WG_ATT_ROWS = 64, WG_ATT_THREADS = 128;  // queries (and keys) a tile; a warpgroup's threads
 constexpr uint32_t WG_ATT_TILE = 64 * 128;              // bytes of a 64 x 64 tile
-// Q (WG tiles a 64-column chunk of the head), then two stages of K and V, and 1 KB of alignment slack
-constexpr size_t wg_att_fwd_smem(int HS, int WG) { return 1024 + (WG + 4) * (size_t)(HS / 64) * WG_ATT_TILE; }
+// Q (WG tiles a 64-column chunk of the head), then two stages of K and V (KN / 64 tiles a chunk
+// each), and 1 KB of alignment slack
+constexpr size_t wg_att_fwd_smem(int HS, int WG, int KN = 64) {
+    return 1024 + (WG + 4 * (KN / 64)) * (size_t)(HS / 64) * WG_ATT_TILE;
+}
 // offsets inside the tiles and a row's columns stay int (the lines that say int-bound(wg_att_tile))
 static_assert(16 * WG_ATT_TILE < (1u << 20), "tile offsets");  // int-bound: wg_att_tile
 
@@ -110,10 +115,11 @@ __device__ inline void wg_att_copy_tile(unsigned char* dst, const floatX* src, s
     }
 }
 
-// the A fragments (16 k a step, 4 steps) of a 64 x 64 accumulator's rows, rounded to bf16
-__device__ __forceinline__ void wg_att_frag_to_a(uint32_t a[4][4], const float d[32]) {
+// the A fragments (16 k a step, KS steps) of a 64 x 16 KS accumulator's rows, rounded to bf16
+template <int KS = 4>
+__device__ __forceinline__ void wg_att_frag_to_a(uint32_t a[KS][4], const float d[8 * KS]) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++)
+    for (int ks = 0; ks < KS; ks++)
 #pragma unroll
         for (int r = 0; r < 4; r++) a[ks][r] = mma_pack_floats(d[8 * ks + 2 * r], d[8 * ks + 2 * r + 1]);
 }
@@ -124,28 +130,32 @@ __device__ __forceinline__ const float (*wg_att_blocks(const float (&d)[N]))[4] 
     return reinterpret_cast<const float(*)[4]>(d);
 }
 
-// d (64 x 64) = A B^T over a head of 64 CH: A's and B's 64 rows run along the head (K-major,
-// 128-byte swizzle), its 64-column chunk c at shared-window addresses a + c a_chunk and
+// d (64 x N) = A B^T over a head of 64 CH: A's 64 rows and B's N (64 or 128) run along the head
+// (K-major, 128-byte swizzle), its 64-column chunk c at shared-window addresses a + c a_chunk and
 // b + c b_chunk, four k steps of 16 a chunk
-template <int CH = 1>
-__device__ __forceinline__ void wg_att_rows_times_rows(float d[32], uint32_t a, uint32_t b, uint32_t a_chunk = 0,
+template <int CH = 1, int N = 64>
+__device__ __forceinline__ void wg_att_rows_times_rows(float d[N / 2], uint32_t a, uint32_t b, uint32_t a_chunk = 0,
                                                        uint32_t b_chunk = 0) {
+    static_assert(N == 64 || N == 128, "wgmma m64n64k16 or m64n128k16");
 #pragma unroll
     for (int c = 0; c < CH; c++) {
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
             const uint32_t ak = a + c * a_chunk + 32 * ks, bk = b + c * b_chunk + 32 * ks;
-            ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, wgmma_desc(ak, 16, 1024, WGMMA_SWIZZLE_128B),
-                                                  wgmma_desc(bk, 16, 1024, WGMMA_SWIZZLE_128B), c > 0 || ks > 0);
+            const uint64_t a_desc = wgmma_desc(ak, 16, 1024, WGMMA_SWIZZLE_128B);
+            const uint64_t b_desc = wgmma_desc(bk, 16, 1024, WGMMA_SWIZZLE_128B);
+            if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, a_desc, b_desc, c > 0 || ks > 0);
+            else ptx_wgmma_m64n128k16_bf16_f32_ss<0, 0>(d, a_desc, b_desc, c > 0 || ks > 0);
         }
     }
 }
 
-// d (64 x 64) += A M over 64 k: A from registers (wg_att_frag_to_a), M's rows the k (N-major,
-// the tile at shared-window address m), 16 rows a step
-__device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32_t a[4][4], uint32_t m) {
+// d (64 x 64) += A M over 16 KS k: A from registers (wg_att_frag_to_a), M's rows the k (N-major,
+// the tile at shared-window address m, its rows 128 bytes apart), 16 rows a step
+template <int KS = 4>
+__device__ __forceinline__ void wg_att_regs_times_tile(float d[32], const uint32_t a[KS][4], uint32_t m) {
 #pragma unroll
-    for (int ks = 0; ks < 4; ks++)
+    for (int ks = 0; ks < KS; ks++)
         ptx_wgmma_m64n64k16_bf16_f32_rs<1>(d, a[ks], wgmma_desc(m + 2048 * ks, 0, 1024, WGMMA_SWIZZLE_128B), 1);
 }
 
@@ -179,13 +189,22 @@ __device__ __forceinline__ void wg_att_late_step(Next issue_next, Last issue_las
 // block's last key tile wholly masked rather than skipping it (P = 0: O and l unchanged, bit for
 // bit; it would only wait at the barrier otherwise).
 // (At head size 64, at most 128 registers: 16 warps an SM.)
-template <int HS, int WG>
-__global__ void __launch_bounds__(WG_ATT_THREADS * WG, HS == 64 ? 4 / WG : 1)
+// KN = 128 (head size 64, one warpgroup): key tiles of 128, flash-attention 3's width at head size
+// 64. S = Q K^T is four wgmma.m64n128k16 (each B operand 128 keys: half the instructions, waits
+// and barriers a key of 64's), the softmax takes a row's 128 scores at once (one rescale of O a
+// 128 keys), and O += P V eight m64n64k16 (P's 8 k steps). 64 scores, 32 of P and 32 of O a
+// thread: at most 168 registers, 3 blocks an SM (12 warps; 73 KB of shared memory each). Its
+// diagonal tile is the one holding the block's last query: for half the blocks the diagonal's
+// second 64 keys are all masked (computed, then P = 0).
+template <int HS, int WG, int KN = 64>
+__global__ void __launch_bounds__(WG_ATT_THREADS * WG, KN == 128 ? 3 : HS == 64 ? 4 / WG : 1)
 attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T, int NH, int NKV, unsigned kv_magic) {
     static_assert(HS == 64 || HS == 128, "head size 64 or 128: one or two 128-byte rows");
     static_assert(WG == 1 || WG == 2, "one or two warpgroups");
-    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG, CH = HS / 64;
-    constexpr uint32_t KV = CH * WG_ATT_TILE;  // bytes of a key tile's K (or V), its chunks one after the other
+    static_assert(KN == 64 || (KN == 128 && HS == 64 && WG == 1), "key tiles of 128 at head size 64, one warpgroup");
+    constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG, CH = HS / 64, KT = KN / 64, KS = KN / 16;
+    constexpr uint32_t KV = CH * KT * WG_ATT_TILE;  // bytes of a key tile's K (or V), its chunks one after the other
+    constexpr uint32_t QB = WG * CH * WG_ATT_TILE;  // bytes of Q
     // Q (chunk c of warpgroup w's at (c WG + w) tiles), then stage s's K at WG CH + 2s CH tiles and V CH on
     const WgAttTiles tl = wg_att_tiles();
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
@@ -198,11 +217,11 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const float scale2 = 1.4426950408889634f / sqrtf((float)HS);  // scores in base 2
 
-    unsigned char* kv_tiles = tl.ptr + WG * KV;  // int-bound(wg_att_tile)
+    unsigned char* kv_tiles = tl.ptr + QB;  // int-bound(wg_att_tile)
     // key tile j's K (part 0) or V (part 1) into its stage, j & 1
     auto copy_part = [&](int part, int j) {
         const floatX* src = rows + (part == 0 ? hd.k : hd.v);
-        wg_att_copy_tile<1, THREADS, HS>(kv_tiles + (2 * (j & 1) + part) * KV, src, hd.ld, j * WG_ATT_ROWS, T);  // int-bound(wg_att_tile)
+        wg_att_copy_tile<KT, THREADS, HS>(kv_tiles + (2 * (j & 1) + part) * KV, src, hd.ld, j * KN, T);  // int-bound(wg_att_tile)
     };
     wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + hd.q, hd.ld, q0, T);
     copy_part(0, 0);
@@ -210,12 +229,12 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     float o[32 * CH], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int v = 0; v < 32 * CH; v++) o[v] = 0.0f;
-    uint32_t pa[4][4];  // the last tile's P, rounded: the A fragments of its O += P V
+    uint32_t pa[KS][4];  // the last tile's P, rounded: the A fragments of its O += P V
     // element v of a thread's D fragment: row 16 warp + g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2t + (v & 1)
     const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
-    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, kv_base = tl.addr + WG * KV;
-    const int last_tile = (q0 + ROWS - 1) / WG_ATT_ROWS;      // key tiles up to the block's diagonal
-    const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / WG_ATT_ROWS;  // and this warpgroup's
+    const uint32_t q_addr = tl.addr + wg * WG_ATT_TILE, kv_base = tl.addr + QB;
+    const int last_tile = (q0 + ROWS - 1) / KN;                  // key tiles up to the block's diagonal
+    const int wg_last = (q0 + WG_ATT_ROWS * (wg + 1) - 1) / KN;  // and this warpgroup's
 
     // step j's wait and barrier (K j and V j - 1 everyone's; K j - 1 and V j - 2, whose stages
     // the copies take, read), then K j + 1's and V j's copies
@@ -230,10 +249,10 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         }
     };
     // S = Q K^T of key tile j, 16 head columns a step; and O += P V of key tile j, P in pa
-    auto issue_s = [&](float (&s)[32], int j) {
+    auto issue_s = [&](float (&s)[KN / 2], int j) {
         ptx_wgmma_fence_operands(s);
         ptx_wgmma_fence();
-        wg_att_rows_times_rows<CH>(s, q_addr, kv_base + 2 * (j & 1) * KV, WG * WG_ATT_TILE, WG_ATT_TILE);
+        wg_att_rows_times_rows<CH, KN>(s, q_addr, kv_base + 2 * (j & 1) * KV, WG * WG_ATT_TILE, KT * WG_ATT_TILE);
         ptx_wgmma_commit_group();
         ptx_wgmma_fence_operands(s);
     };
@@ -243,7 +262,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         ptx_wgmma_fence_operands(pa);
         ptx_wgmma_fence();
 #pragma unroll
-        for (int c = 0; c < CH; c++) wg_att_regs_times_tile(o + 32 * c, pa, v_addr + c * WG_ATT_TILE);
+        for (int c = 0; c < CH; c++) wg_att_regs_times_tile<KS>(o + 32 * c, pa, v_addr + c * KT * WG_ATT_TILE);
         ptx_wgmma_commit_group();
         ptx_wgmma_fence_operands(o);
         ptx_wgmma_fence_operands(pa);
@@ -251,16 +270,16 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     // mask keys after the row (this warpgroup's diagonal tile, and every key of a tile past it:
     // P = 0 there, O and l unchanged bit for bit; a warpgroup-uniform branch, no test per element
     // on the other tiles); online softmax, m the scaled maximum (base 2); corr, O's rescale
-    auto softmax = [&](float (&s)[32], int j, float (&corr)[2]) {
+    auto softmax = [&](float (&s)[KN / 2], int j, float (&corr)[2]) {
         if (j >= wg_last) {
-            const int k0 = j * WG_ATT_ROWS;
+            const int k0 = j * KN;
 #pragma unroll
-            for (int v = 0; v < 32; v++)
+            for (int v = 0; v < KN / 2; v++)
                 if (k0 + 8 * (v >> 2) + 2 * t + (v & 1) > row0 + 8 * ((v >> 1) & 1)) s[v] = -INFINITY;
         }
         float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-        for (int v = 0; v < 32; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], s[v]);
+        for (int v = 0; v < KN / 2; v++) mx[(v >> 1) & 1] = fmaxf(mx[(v >> 1) & 1], s[v]);
         float sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < 2; i++) {
@@ -271,7 +290,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
             m[i] = m_new;
         }
 #pragma unroll
-        for (int v = 0; v < 32; v++) {
+        for (int v = 0; v < KN / 2; v++) {
             const int i = (v >> 1) & 1;
             s[v] = ptx_ex2_approx_ftz(fmaf(s[v], scale2, -m[i]));  // one fused multiply-add and the unit's exp2
             sum[i] += s[v];
@@ -285,13 +304,13 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     };
 
     // step 0: S of key tile 0 (O is zero: no rescale)
-    float s[32], corr[2];
+    float s[KN / 2], corr[2];
     step_tiles(0);
     issue_s(s, 0);
     ptx_wgmma_wait_group<0>();
     ptx_wgmma_fence_operands(s);
     softmax(s, 0, corr);
-    wg_att_frag_to_a(pa, s);  // P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
+    wg_att_frag_to_a<KS>(pa, s);  // P's A fragment of keys 16ks.. is S's column blocks 2ks, 2ks+1
     // step j: S of key tile j and P V of tile j - 1, every warpgroup the block's key tiles (no
     // wgmma on a path only some take)
     for (int j = 1; j <= last_tile; j++) {
@@ -304,7 +323,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
         ptx_wgmma_fence_operands(o);  // P V's, complete
 #pragma unroll
         for (int v = 0; v < 32 * CH; v++) o[v] *= corr[(v >> 1) & 1];
-        wg_att_frag_to_a(pa, s);
+        wg_att_frag_to_a<KS>(pa, s);
     }
     // the last step: P V of the last key tile
     step_tiles(last_tile + 1);
@@ -324,7 +343,8 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
 
 // The same contract as attention_forward_gqa (attention.cuh): out (B,T,NH*HS), lse (B,NH,T),
 // head size 64 or 128. WG: warpgroups a block (1: 64 queries, 2: 128 sharing each key tile);
-template <int WG = 1>
+// KN: keys a tile (64, or 128 at head size 64 with one warpgroup)
+template <int WG = 1, int KN = 64>
 inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* lse, const floatX* qkv, int B, int T,
                                     int NH, int NKV, int HS) {
     attention_check(B, T, NH, NKV, HS, out, qkv, qkv);
@@ -334,12 +354,15 @@ inline void attention_forward_wgmma(const CudaContext& ctx, floatX* out, float* 
     const AttHeadMap hm = att_head_map(NH, NKV);
     constexpr int rows = WG_ATT_ROWS * WG;  // queries a block
     dim3 grid((unsigned)ceil_div(T, rows), NH, B);
-    const size_t smem = wg_att_fwd_smem(HS, WG);
-#define ATT_WGMMA_FWD(H)                                                                                   \
-    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG>, smem, "attention forward (wgmma)"); \
-    attention_forward_wgmma_kernel<H, WG><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, \
-                                                                                           NKV, hm.kv_magic)
-    if (HS == 64) {
+    const size_t smem = wg_att_fwd_smem(HS, WG, KN);
+#define ATT_WGMMA_FWD(H)                                                                                        \
+    attention_mma_smem_limit(ctx, attention_forward_wgmma_kernel<H, WG, KN>, smem, "attention forward (wgmma)"); \
+    attention_forward_wgmma_kernel<H, WG, KN><<<grid, WG_ATT_THREADS * WG, smem, ctx.stream>>>(out, lse, qkv, T, NH, \
+                                                                                               NKV, hm.kv_magic)
+    if constexpr (KN == 128) {
+        CHECK(HS == 64, "the wgmma forward's 128-key tiles are for head size 64 (not %d)", HS);
+        ATT_WGMMA_FWD(64);
+    } else if (HS == 64) {
         ATT_WGMMA_FWD(64);
     } else {
         ATT_WGMMA_FWD(128);

@@ -9,7 +9,7 @@
 //          ptx_cp_async_wait_all, ptx_bulk_reduce_add_f32, ptx_bulk_commit, ptx_bulk_wait_read,
 //          ptx_bulk_wait, ptx_fence_proxy_async_shared, ptx_shared_address, ptx_wgmma_fence,
 //          ptx_wgmma_commit_group, ptx_wgmma_wait_group, ptx_wgmma_m64n64k16_bf16_f32_ss (_rs),
-//          ptx_ex2_approx_ftz
+//          ptx_wgmma_m64n128k16_bf16_f32_ss (_rs), ptx_ex2_approx_ftz
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
@@ -372,7 +372,7 @@ __device__ inline void ptx_wgmma_m64n64k16_bf16_f32_ss(float d[32], uint64_t a_d
     __trap();
 #endif
 #else
-    ::emu::wgmma_m64n64k16_bf16_f32(d, nullptr, a_desc, b_desc, accumulate, TRANS_A, TRANS_B);
+    ::emu::wgmma_m64nNk16_bf16_f32(64, d, nullptr, a_desc, b_desc, accumulate, TRANS_A, TRANS_B);
 #endif
 }
 
@@ -399,6 +399,68 @@ __device__ inline void ptx_wgmma_m64n64k16_bf16_f32_rs(float d[32], const uint32
     __trap();
 #endif
 #else
-    ::emu::wgmma_m64n64k16_bf16_f32(d, a, 0, b_desc, accumulate, 0, TRANS_B);
+    ::emu::wgmma_m64nNk16_bf16_f32(64, d, a, 0, b_desc, accumulate, 0, TRANS_B);
+#endif
+}
+
+// wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16: the same with N = 128, d (64 x 128, 64
+// accumulators a thread: columns 8j.. in d[4j..4j+3], as above); B (16 x 128) by its descriptor
+template <int TRANS_A, int TRANS_B>
+__device__ inline void ptx_wgmma_m64n128k16_bf16_f32_ss(float d[64], uint64_t a_desc, uint64_t b_desc, int accumulate) {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, %67, %68;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a_desc), "l"(b_desc), "r"(accumulate), "n"(TRANS_A), "n"(TRANS_B)
+        : "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_m64nNk16_bf16_f32(128, d, nullptr, a_desc, b_desc, accumulate, TRANS_A, TRANS_B);
+#endif
+}
+
+// the same with A from registers (4 a thread); TRANS_B as above
+template <int TRANS_B>
+__device__ inline void ptx_wgmma_m64n128k16_bf16_f32_rs(float d[64], const uint32_t a[4], uint64_t b_desc,
+                                                         int accumulate) {
+#ifndef GPTRAIN_EMU
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+        "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n"
+        "}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(TRANS_B)
+        : "memory");
+#else
+    __trap();
+#endif
+#else
+    ::emu::wgmma_m64nNk16_bf16_f32(128, d, a, 0, b_desc, accumulate, 0, TRANS_B);
 #endif
 }

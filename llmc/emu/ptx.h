@@ -7,7 +7,7 @@
 // defines: emu::mma_m16n8k16_bf16_f32, emu::ldmatrix_m8n8_b16, emu::cp_async,
 //          emu::cp_async_commit_group, emu::cp_async_wait_group, emu::cp_async_wait_all,
 //          emu::bulk_reduce_add_f32, emu::bulk_commit_group, emu::bulk_wait_group,
-//          emu::shared_address, emu::wgmma_element_address, emu::wgmma_m64n64k16_bf16_f32,
+//          emu::shared_address, emu::wgmma_element_address, emu::wgmma_m64nNk16_bf16_f32,
 //          emu::wgmma_commit_group, emu::wgmma_wait_group, emu::ptx_thread_barrier, emu::ptx_thread_exit,
 //          emu::ex2_approx_ftz
 //
@@ -343,10 +343,10 @@ inline void bulk_wait_group(int n) {
 }
 
 // ---------------------------------------------------------------------------------------
-// wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16; wgmma.commit_group; wgmma.wait_group N
-// (sm_90a). PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix Multiply-Accumulate
-// Instructions": a warpgroup (4 consecutive warps, the first a multiple of 4) computes D (64 x
-// 64, fp32) = A (64 x 16) B (16 x 64) + (scale-d ? D : 0). A and B in shared memory are given by
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (N = 64 or 128); wgmma.commit_group;
+// wgmma.wait_group N (sm_90a). PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix
+// Multiply-Accumulate Instructions": a warpgroup (4 consecutive warps, the first a multiple of 4)
+// computes D (64 x N, fp32) = A (64 x 16) B (16 x N) + (scale-d ? D : 0). A and B in shared memory are given by
 // matrix descriptors ("Matrix Descriptor Format": bits 0-13 the start address >> 4, 16-29 the
 // leading dimension byte offset >> 4, 32-45 the stride dimension byte offset >> 4, 49-51 the
 // base offset, 62-63 the swizzle: 0 none, 1 128-byte, 2 64-byte, 3 32-byte), an element's place
@@ -361,7 +361,8 @@ inline void bulk_wait_group(int n) {
 // tiles to the pattern: 1024 bytes for 128-byte swizzling); the shared-window address is the
 // offset into the block's dynamic shared memory (shared_address; the only shared memory our
 // operands live in). A in registers: each warp's 16 rows as mma.m16n8k16's A fragment. D: warp w
-// of the group holds rows 16w.., as mma.m16n8k16's C, d[4j..4j+3] for columns 8j..8j+7.
+// of the group holds rows 16w.., as mma.m16n8k16's C, d[4j..4j+3] for columns 8j..8j+7 (N / 2
+// values a thread).
 // Asynchronous: an operation reads its shared-memory operands and adds into D at a moment
 // EMU_ORDER picks (cp_async_landing: at the issue or at the wait_group that completes it), so a
 // kernel that writes an operand's shared memory, or reads D, before that wait gets different
@@ -411,7 +412,8 @@ inline uint32_t wgmma_element_address(uint64_t desc, bool mn_major, int mn, int 
 }
 
 struct WgmmaOp {
-    float* d;            // the issuing thread's 32 accumulators
+    int n;               // N: 64 or 128
+    float* d;            // the issuing thread's N / 2 accumulators
     bool a_in_regs;      // else a_desc
     float a[16][16];     // a_in_regs: the warp's 16 rows of A
     const uint32_t* a_src;  // a_in_regs: the issuing thread's 4 A registers, and their bits at the issue
@@ -442,16 +444,16 @@ inline void wgmma_land(WgmmaOp& op) {
     if (op.landed) return;
     const int g = op.lane >> 2, t = op.lane % 4;
     // the lane's accumulator v is (row g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2 t + (v & 1)):
-    // its two rows of A and sixteen columns of B, each element read once (and checked once)
-    float a[2][16], b[16][16];
+    // its two rows of A and N / 4 columns of B, each element read once (and checked once)
+    float a[2][16], b[32][16];
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 16; k++)
             a[i][k] = op.a_in_regs ? op.a[g + 8 * i][k]
                                    : wgmma_operand(op.a_desc, op.trans_a != 0, 16 * op.warp + g + 8 * i, k, "A");
-    for (int j = 0; j < 16; j++)
+    for (int j = 0; j < op.n / 4; j++)
         for (int k = 0; k < 16; k++)
             b[j][k] = wgmma_operand(op.b_desc, op.trans_b != 0, 8 * (j >> 1) + 2 * t + (j & 1), k, "B");
-    for (int v = 0; v < 32; v++) {
+    for (int v = 0; v < op.n / 2; v++) {
         const float* av = a[(v >> 1) & 1];
         const float* bv = b[(v >> 2) * 2 + (v & 1)];
         float acc = op.accumulate ? op.d[v] : 0.0f;
@@ -461,9 +463,10 @@ inline void wgmma_land(WgmmaOp& op) {
     op.landed = true;
 }
 
-inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64_t a_desc, uint64_t b_desc,
+inline void wgmma_m64nNk16_bf16_f32(int n, float* d, const uint32_t* a_regs, uint64_t a_desc, uint64_t b_desc,
                                      int accumulate, int trans_a, int trans_b) {
     const ThreadState* th = tls_thread;
+    if (n != 64 && n != 128) fatal("wgmma.mma_async: %s: N = %d (the emulated GPU has 64 and 128)", ptx_where().text, n);
     const BlockState* b = th->block;
     const unsigned threads = b->dim.x * b->dim.y * b->dim.z;
     if (threads % 128 != 0)
@@ -487,11 +490,16 @@ inline void wgmma_m64n64k16_bf16_f32(float d[32], const uint32_t* a_regs, uint64
     Mine mine = {a_desc, b_desc, {0, 0, 0, 0}, accumulate != 0 ? 1 : 0};
     if (a_regs != nullptr)
         for (int i = 0; i < 4; i++) mine.a[i] = a_regs[i];
-    const unsigned char* slots = warp_exchange_view(
-        0xffffffffu, &mine, sizeof(Mine),
-        a_regs != nullptr ? "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 (A in registers)"
-                          : "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16");
+    static const char* const names[2][2] = {
+        {"wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+         "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 (A in registers)"},
+        {"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 (A in registers)"}};
+    // (a lane of another N meets a different name here: the exchange stops the program)
+    const unsigned char* slots =
+        warp_exchange_view(0xffffffffu, &mine, sizeof(Mine), names[n == 128][a_regs != nullptr]);
     WgmmaOp op;
+    op.n = n;
     op.d = d;
     op.a_in_regs = a_regs != nullptr;
     op.a_src = a_regs;
