@@ -309,11 +309,12 @@ static bool run_wgmma_regs(bool bug) {
 __global__ void smem_copy_kernel(float* out, const float* in) {
     extern __shared__ float4 copy_smem4[];
     float* buf = reinterpret_cast<float*>(copy_smem4);
-    ptx_cp_async_16(buf + 4 * threadIdx.x, in + 4 * threadIdx.x);
+    const size_t mine = 4 * (size_t)threadIdx.x, next = 4 * (size_t)((threadIdx.x + 1) % 64);
+    ptx_cp_async_16(buf + mine, in + mine);
     ptx_cp_async_commit();
     ptx_cp_async_wait<0>();
     __syncthreads();
-    out[threadIdx.x] = buf[4 * ((threadIdx.x + 1) % 64)];  // another thread's copy
+    out[threadIdx.x] = buf[next];  // another thread's copy
 }
 
 static bool run_smem_copy(bool bug) {
@@ -323,13 +324,13 @@ static bool run_smem_copy(bool bug) {
     CHECK_OK(cudaMalloc(&in, h.size() * sizeof(float)));
     CHECK_OK(cudaMalloc(&out, sizeof(got)));
     CHECK_OK(cudaMemcpy(in, h.data(), h.size() * sizeof(float), cudaMemcpyHostToDevice));
-    smem_copy_kernel<<<1, 64, (bug ? 63 : 64) * 16>>>(out, in);
+    smem_copy_kernel<<<1, 64, (size_t)(bug ? 63 : 64) * 16>>>(out, in);
     CHECK_OK(cudaGetLastError());
     CHECK_OK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
     cudaFree(in);
     cudaFree(out);
     bool ok = true;
-    for (int t = 0; t < 64; t++) ok &= got[t] == h[4 * ((t + 1) % 64)];
+    for (int t = 0; t < 64; t++) ok &= got[t] == h[4 * (size_t)((t + 1) % 64)];
     return ok;
 }
 

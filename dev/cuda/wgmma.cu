@@ -121,7 +121,7 @@ static void run_case(const CudaContext& ctx, const char* name, const __nv_bfloat
     for (int accumulate = 0; accumulate < 2; accumulate++) {
         // scale-d 0: D's NaN must not count; 1: D's 0.5 is added
         const float init = accumulate ? 0.5f : NAN;
-        CHECK_CUDA(cudaMemset(d_out, 0xFF, 64 * N * sizeof(float)));
+        CHECK_CUDA(cudaMemset(d_out, 0xFF, (size_t)64 * N * sizeof(float)));
         wgmma_gemm_kernel<N, A_LAYOUT, B_LAYOUT, A_REGS><<<1, 128, smem, ctx.stream>>>(d_out, d_A, d_Bt, accumulate,
                                                                                        init);
         CHECK_LAUNCH();
