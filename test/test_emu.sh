@@ -19,7 +19,7 @@
 #      by many threads, a cross-warp write-after-read across a shuffle, a kernel and a copy
 #      reading another stream's output without cudaStreamWaitEvent) and test_emu_runtime's race;
 #      the first also shows as wrong results where copies land early (EMU_ORDER=reverse); and a
-#      cp.async outside the block's shared memory stops at its issue, in every build
+#      cp.async or an ldmatrix outside the block's shared memory stops there, in every build
 #   2. scripts/gpu_check.sh's dev, trainer and faults parts with GPU_CHECK_EMU=1: every
 #      dev/cuda program at its small (--quick) sizes against the CPU reference, with ASan+UBSan,
 #      then its race-check build under EMU_RACECHECK=1 in reverse order; test_gpt2_debug against the PyTorch debug
@@ -122,8 +122,9 @@ done
 expect_stop races wgmma_a_regs "wgmma.mma_async: .*A fragment registers changed between a wgmma and"
 # a cp.async may land as soon as it is issued: then the early issue shows in the data too
 expect_stop races cp_async_war "ran to the end: wrong results" EMU_ORDER=reverse
-# a cp.async past the block's shared memory: stopped at the issue
+# a cp.async, or an ldmatrix row, past the block's shared memory: stopped at the instruction
 expect_stop races cp_async_past_smem "cp.async: .* outside the block's shared memory"
+expect_stop races ldmatrix_past_smem "ldmatrix: .* outside the block's shared memory"
 echo "     (the race check's part here: $((SECONDS - race_start)) s)"
 
 # 2. the GPU checks on the emulated GPU

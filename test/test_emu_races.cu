@@ -334,6 +334,45 @@ static bool run_smem_copy(bool bug) {
     return ok;
 }
 
+// 7. An ldmatrix row past the end of shared memory: 32 rows of 8 bf16, each lane writes its own
+// and gives its address to ldmatrix.x4 (lanes 8j.. the rows of matrix j); the bug gives lane 31
+// the row after its own, one past the end (an off-by-one in a row index). ldmatrix.x4 returns
+// each lane row 8j + lane / 4, columns 2 (lane % 4), +1 of matrix j (PTX ISA, "Matrix Fragments
+// for mma.m16n8k16"). The emulator stops the read at the instruction, in every build.
+template <bool BUG>
+__global__ void ldmatrix_rows_kernel(uint32_t* out) {
+    extern __shared__ float4 rows_smem4[];
+    uint16_t* rows = reinterpret_cast<uint16_t*>(rows_smem4);
+    const int lane = threadIdx.x;
+    for (int c = 0; c < 8; c++) rows[8 * lane + c] = (uint16_t)(8 * lane + c);
+    __syncthreads();
+    uint32_t r[4];
+    ptx_ldmatrix_x4(r, rows + 8 * (size_t)(lane + (BUG && lane == 31 ? 1 : 0)));
+    for (int j = 0; j < 4; j++) out[4 * lane + j] = r[j];
+}
+
+static bool run_ldmatrix_rows(bool bug) {
+    uint32_t* out;
+    uint32_t got[128];
+    CHECK_OK(cudaMalloc(&out, sizeof(got)));
+    const size_t smem = 32 * sizeof(float4);  // 32 rows of 16 bytes
+    if (bug) {
+        ldmatrix_rows_kernel<true><<<1, 32, smem>>>(out);
+    } else {
+        ldmatrix_rows_kernel<false><<<1, 32, smem>>>(out);
+    }
+    CHECK_OK(cudaGetLastError());
+    CHECK_OK(cudaMemcpy(got, out, sizeof(got), cudaMemcpyDeviceToHost));
+    cudaFree(out);
+    bool ok = true;
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < 4; j++) {
+            const uint32_t e = (uint32_t)(8 * (8 * j + l / 4) + 2 * (l % 4));  // element (row 8j + l/4, col 2(l%4))
+            ok &= got[4 * l + j] == (e | (e + 1) << 16);
+        }
+    return ok;
+}
+
 // ---------------------------------------------------------------------------------------
 
 struct Case {
@@ -354,6 +393,7 @@ static const Case CASES[] = {
      "a copy reads another stream's kernel's output after cudaStreamWaitEvent"},
     {"wgmma_a_regs", run_wgmma_regs, "wgmma's A registers rewritten only after the wait that completes it"},
     {"cp_async_past_smem", run_smem_copy, "cp.async copies into the block's shared memory, every one inside it"},
+    {"ldmatrix_past_smem", run_ldmatrix_rows, "ldmatrix.x4 reads rows inside the block's shared memory, as the ISA lays them out"},
 };
 
 int main(int argc, char** argv) {

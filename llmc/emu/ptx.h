@@ -118,6 +118,10 @@ inline void ldmatrix_m8n8_b16(int num, bool trans, uint32_t* r, const void* row)
         if (device_range(row, 16))
             fatal("ldmatrix: %s (lane %d) gives row address %p in global memory: ldmatrix reads shared memory",
                   ptx_where().text, lane, row);
+        if (!shared_range(row, 16))
+            fatal("ldmatrix: %s (lane %d) gives row address %p, outside the block's shared memory (%zu bytes of "
+                  "dynamic shared memory at %p, and its __shared__ variables)",
+                  ptx_where().text, lane, row, shared_dynamic_bytes(), shared_dynamic_ptr());
         race_shared_read(row, 16);
         memcpy(mine, row, 16);
     }
