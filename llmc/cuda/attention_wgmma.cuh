@@ -36,8 +36,8 @@
 // flash-attention 3's ping-pong of two warpgroups and its producer warp with TMA. Every result
 // element has one writer and every sum a fixed order: bitwise reproducible (but the variant's dQ).
 // Shared memory (1 KB of it alignment slack), WG = 1 or 2: forward 41 or 49 KB (head size 128:
-// 81 or 97 KB; key tiles of 128: 73 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size 128: 98 or 130 KB), dQ 57 or
-// 73 KB (113 or 145 KB).
+// 81 or 97 KB; key tiles of 128: 73 KB), dK/dV 50 or 66 KB (58 with dQ by atomics; head size
+// 128: 98 or 130 KB), dQ 57 or 73 KB (113 or 145 KB).
 #pragma once
 #include <cstdint>
 #include <type_traits>
@@ -205,7 +205,8 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     constexpr int THREADS = WG_ATT_THREADS * WG, ROWS = WG_ATT_ROWS * WG, CH = HS / 64, KT = KN / 64, KS = KN / 16;
     constexpr uint32_t KV = CH * KT * WG_ATT_TILE;  // bytes of a key tile's K (or V), its chunks one after the other
     constexpr uint32_t QB = WG * CH * WG_ATT_TILE;  // bytes of Q
-    // Q (chunk c of warpgroup w's at (c WG + w) tiles), then stage s's K at WG CH + 2s CH tiles and V CH on
+    // Q (chunk c of warpgroup w's at (c WG + w) tiles), then stage s's K at WG CH + 2s CH KT tiles
+    // and V CH KT on (K's and V's chunk c KT tiles into theirs)
     const WgAttTiles tl = wg_att_tiles();
     const int qt = (T + ROWS - 1) / ROWS - 1 - blockIdx.x;  // heaviest (last) tiles first
     const int h = blockIdx.y, b = blockIdx.z;
