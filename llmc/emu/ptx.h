@@ -350,12 +350,12 @@ inline void bulk_wait_group(int n) {
 // wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16 (N = 64 or 128); wgmma.commit_group;
 // wgmma.wait_group N (sm_90a). PTX ISA 9.7.15 "Asynchronous Warpgroup Level Matrix
 // Multiply-Accumulate Instructions": a warpgroup (4 consecutive warps, the first a multiple of 4)
-// computes D (64 x N, fp32) = A (64 x 16) B (16 x N) + (scale-d ? D : 0). A and B in shared memory are given by
-// matrix descriptors ("Matrix Descriptor Format": bits 0-13 the start address >> 4, 16-29 the
-// leading dimension byte offset >> 4, 32-45 the stride dimension byte offset >> 4, 49-51 the
-// base offset, 62-63 the swizzle: 0 none, 1 128-byte, 2 64-byte, 3 32-byte), an element's place
-// by the "Canonical Layouts" table (in 16-bit elements, T = 8 a 16-byte unit; mn the row of A or
-// the column of B, k the other index):
+// computes D (64 x N, fp32) = A (64 x 16) B (16 x N) + (scale-d ? D : 0). A and B in shared
+// memory are given by matrix descriptors ("Matrix Descriptor Format": bits 0-13 the start
+// address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the stride dimension byte
+// offset >> 4, 49-51 the base offset, 62-63 the swizzle: 0 none, 1 128-byte, 2 64-byte, 3
+// 32-byte), an element's place by the "Canonical Layouts" table (in 16-bit elements, T = 8 a
+// 16-byte unit; mn the row of A or the column of B, k the other index):
 //   K-major, no swizzle:   ((8,m),(T,2k)):((1T,SBO),(1,LBO))
 //   K-major, S-byte swizzle (S = 32, 64, 128): ((8,m),(T,2k)):((S/16 T,SBO),(1,T))
 //   MN-major, no swizzle:  ((T,1,m),(8,k)):((1,T,SBO),(1T,LBO))
@@ -470,7 +470,8 @@ inline void wgmma_land(WgmmaOp& op) {
 inline void wgmma_m64nNk16_bf16_f32(int n, float* d, const uint32_t* a_regs, uint64_t a_desc, uint64_t b_desc,
                                      int accumulate, int trans_a, int trans_b) {
     const ThreadState* th = tls_thread;
-    if (n != 64 && n != 128) fatal("wgmma.mma_async: %s: N = %d (the emulated GPU has 64 and 128)", ptx_where().text, n);
+    if (n != 64 && n != 128)
+        fatal("wgmma.mma_async: %s: N = %d (the emulated GPU has 64 and 128)", ptx_where().text, n);
     const BlockState* b = th->block;
     const unsigned threads = b->dim.x * b->dim.y * b->dim.z;
     if (threads % 128 != 0)
