@@ -43,18 +43,6 @@ __device__ inline uint32_t wg_pack(__nv_bfloat16 lo, __nv_bfloat16 hi) {
     return (uint32_t)__bfloat16_as_ushort(lo) | ((uint32_t)__bfloat16_as_ushort(hi) << 16);
 }
 
-// one k step's product into d, N = 64 or 128
-template <int N, int TA, int TB>
-__device__ inline void wg_step_ss(float (&d)[N / 2], uint64_t a, uint64_t b, int acc) {
-    if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_ss<TA, TB>(d, a, b, acc);
-    else ptx_wgmma_m64n128k16_bf16_f32_ss<TA, TB>(d, a, b, acc);
-}
-template <int N, int TB>
-__device__ inline void wg_step_rs(float (&d)[N / 2], const uint32_t a[4], uint64_t b, int acc) {
-    if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_rs<TB>(d, a, b, acc);
-    else ptx_wgmma_m64n128k16_bf16_f32_rs<TB>(d, a, b, acc);
-}
-
 // out (64 x N, row-major) = (accumulate_first ? init : 0) + A B, A (64 x 64, row m) and Bt
 // (N x 64, row n: B transposed) in global memory; one block of 128 threads (a warpgroup)
 template <int N, int A_LAYOUT, int B_LAYOUT, bool A_REGS>
@@ -96,10 +84,11 @@ __global__ void __launch_bounds__(128) wgmma_gemm_kernel(float* out, const __nv_
     for (int ks = 0; ks < 4; ks++) {
         const int acc = ks > 0 || accumulate_first;
         if (A_REGS) {
-            wg_step_rs<N, B_LAYOUT >= WG_MN_NONE>(d, a[ks], wg_desc(B_LAYOUT, b_base, ks, N), acc);
+            ptx_wgmma_m64nNk16_bf16_f32_rs<N, B_LAYOUT >= WG_MN_NONE>(d, a[ks], wg_desc(B_LAYOUT, b_base, ks, N),
+                                                                      acc);
         } else {
-            wg_step_ss<N, A_LAYOUT >= WG_MN_NONE, B_LAYOUT >= WG_MN_NONE>(d, wg_desc(A_LAYOUT, a_base, ks, 64),
-                                                                          wg_desc(B_LAYOUT, b_base, ks, N), acc);
+            ptx_wgmma_m64nNk16_bf16_f32_ss<N, A_LAYOUT >= WG_MN_NONE, B_LAYOUT >= WG_MN_NONE>(
+                d, wg_desc(A_LAYOUT, a_base, ks, 64), wg_desc(B_LAYOUT, b_base, ks, N), acc);
         }
     }
     ptx_wgmma_commit_group();

@@ -64,7 +64,7 @@
 #pragma once
 #include <cstdint>
 #include <type_traits>  // std::true_type, std::false_type: the masked and unmasked copies of a loop
-#include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
+#include "common.cuh"      // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div, LOG2E
 #include "attention.cuh"   // defines: attention_check, attention_backward_preprocess, ATTENTION_CASES_16_TO_64/128
 #include "ptx.cuh"         // defines: ptx_mma_m16n8k16_bf16_f32, ptx_ldmatrix_x4(_trans), ptx_cp_async_*, ptx_ex2_*
 
@@ -293,7 +293,7 @@ __device__ __forceinline__ void attention_forward_mma_tile(floatX* out, float* l
     const int r0 = warp * 16 * WM;  // this warp's first row in the tile; its m-tile w at r0 + 16w
     const int last_row = q0 + r0 + 16 * WM - 1;
     // scores in base 2: s * log2(e) / sqrt(HS), so exp2 replaces exp
-    const float scale2 = 1.4426950408889634f / sqrtf((float)HS);
+    const float scale2 = LOG2E / sqrtf((float)HS);
 
     // Q and key tile 0: the loop's first wait and barrier make them everyone's
 #pragma unroll
@@ -517,7 +517,7 @@ __device__ __forceinline__ void attention_backward_dq_mma_tile(floatX* dqkv, con
     const int q0 = qt * MMA_ATT_ROWS;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int r0 = warp * 16, qi0 = q0 + r0 + g;
-    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = LOG2E * scale;
 
     // Q, dO and key tile 0: the loop's first wait and barrier make them everyone's
     mma_att_copy_tile<HS, MMA_ATT_THREADS>(smem + 4 * TILE, rows + hd.q, hd.ld, q0, T);  // int-bound(mma_tile)
@@ -529,7 +529,7 @@ __device__ __forceinline__ void attention_backward_dq_mma_tile(floatX* dqkv, con
 #pragma unroll
     for (int i = 0; i < 2; i++) {
         const int qi = qi0 + 8 * i;
-        lse2[i] = qi < T ? lse[row_off + qi] * 1.4426950408889634f : 0.0f;
+        lse2[i] = qi < T ? lse[row_off + qi] * LOG2E : 0.0f;
         Dr[i] = qi < T ? D[row_off + qi] : 0.0f;
     }
     float dq[ND][4];
@@ -713,7 +713,7 @@ __device__ __forceinline__ void attention_dkv_mma_tile(floatX* dqkv, const float
     const int kr = (warp % KW) * WK;                   // this warp's WK keys (both phases)
     const int qc = (warp / KW) * (MMA_ATT_ROWS / 2);   // phase 1: its 32 queries
     const int dc = (warp / KW) * (HS / 2);             // phase 2: its HS/2 head columns
-    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = LOG2E * scale;
     // A step is a (query head, query tile): the heads of the group in turn (one, NKV = NH), for
     // each the query tiles from the diagonal on; counted, not divided out of the step's index
     // (AttHeadMap says why), att_dkv_next_step moving (h, q0) on by one.
@@ -730,7 +730,7 @@ __device__ __forceinline__ void attention_dkv_mma_tile(floatX* dqkv, const float
         const int qi = q0 + (threadIdx.x & 63);
         if (qi >= T) return 0.0f;
         const size_t at = ((size_t)b * NH + h) * T + qi;
-        return stats_d ? D[at] : lse[at] * 1.4426950408889634f;
+        return stats_d ? D[at] : lse[at] * LOG2E;
     };
     float* const stats_dst = (stats_d ? D_s : lse2_s) + (threadIdx.x & 63);  // stage 0's slot
 

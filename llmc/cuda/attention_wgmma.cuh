@@ -41,7 +41,7 @@
 #pragma once
 #include <cstdint>
 #include <type_traits>
-#include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div
+#include "common.cuh"         // defines: floatX, CudaContext, CHECK, CHECK_LAUNCH, ceil_div, LOG2E
 #include "attention.cuh"      // defines: attention_check, att_heads, att_kv_head, att_head_map
 #include "attention_mma.cuh"  // defines: mma_pack_floats, attention_mma_smem_limit, att_dkv_next_step
 #include "ptx.cuh"            // defines: ptx_cp_async_*, ptx_fence_proxy_async_shared, ptx_wgmma_*, ptx_ex2_approx_ftz
@@ -136,16 +136,13 @@ __device__ __forceinline__ const float (*wg_att_blocks(const float (&d)[N]))[4] 
 template <int CH = 1, int N = 64>
 __device__ __forceinline__ void wg_att_rows_times_rows(float d[N / 2], uint32_t a, uint32_t b, uint32_t a_chunk = 0,
                                                        uint32_t b_chunk = 0) {
-    static_assert(N == 64 || N == 128, "wgmma m64n64k16 or m64n128k16");
 #pragma unroll
     for (int c = 0; c < CH; c++) {
 #pragma unroll
         for (int ks = 0; ks < 4; ks++) {
             const uint32_t ak = a + c * a_chunk + 32 * ks, bk = b + c * b_chunk + 32 * ks;
-            const uint64_t a_desc = wgmma_desc(ak, 16, 1024, WGMMA_SWIZZLE_128B);
-            const uint64_t b_desc = wgmma_desc(bk, 16, 1024, WGMMA_SWIZZLE_128B);
-            if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_ss<0, 0>(d, a_desc, b_desc, c > 0 || ks > 0);
-            else ptx_wgmma_m64n128k16_bf16_f32_ss<0, 0>(d, a_desc, b_desc, c > 0 || ks > 0);
+            ptx_wgmma_m64nNk16_bf16_f32_ss<N, 0, 0>(d, wgmma_desc(ak, 16, 1024, WGMMA_SWIZZLE_128B),
+                                                    wgmma_desc(bk, 16, 1024, WGMMA_SWIZZLE_128B), c > 0 || ks > 0);
         }
     }
 }
@@ -216,7 +213,7 @@ attention_forward_wgmma_kernel(floatX* out, float* lse, const floatX* qkv, int T
     const int q0 = qt * ROWS;
     const int wg = threadIdx.x / WG_ATT_THREADS;  // this thread's warpgroup: queries q0 + 64 wg..
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const float scale2 = 1.4426950408889634f / sqrtf((float)HS);  // scores in base 2
+    const float scale2 = LOG2E / sqrtf((float)HS);  // scores in base 2
 
     unsigned char* kv_tiles = tl.ptr + QB;  // int-bound(wg_att_tile)
     // key tile j's K (part 0) or V (part 1) into its stage, j & 1
@@ -427,7 +424,7 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int wk0 = k0 + Q * wg;           // this warpgroup's keys wk0..wk0 + 63
     const int key0 = wk0 + 16 * warp + g;  // this thread's rows: keys key0 and key0 + 8
-    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = LOG2E * scale;
     const int steps = group * ((T - k0 + Q - 1) / Q);  // (query head, query tile) pairs
     auto copy_q_do = [&](int stage, int h, int q0) {
         unsigned char* dst = tl.ptr + (STAGE0 + 2 * CH * stage) * WG_ATT_TILE;  // int-bound(wg_att_tile)
@@ -441,7 +438,7 @@ attention_backward_dkv_wgmma_kernel(floatX* dqkv, const floatX* dout, const floa
         const int qi = q0 + (threadIdx.x & 63);
         if (qi >= T) return 0.0f;
         const size_t at = ((size_t)b * NH + h) * T + qi;
-        return threadIdx.x >= Q ? D[at] : lse[at] * 1.4426950408889634f;
+        return threadIdx.x >= Q ? D[at] : lse[at] * LOG2E;
     };
 
     wg_att_copy_tile<WG, THREADS, HS>(tl.ptr, rows + kv.k, kv.ld, k0, T);
@@ -586,7 +583,7 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
     const int wg = threadIdx.x / WG_ATT_THREADS;
     const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int row0 = q0 + WG_ATT_ROWS * wg + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
-    const float scale = 1.0f / sqrtf((float)HS), scale2 = 1.4426950408889634f * scale;
+    const float scale = 1.0f / sqrtf((float)HS), scale2 = LOG2E * scale;
     unsigned char* k_tiles = tl.ptr + 2 * WG * KV;  // int-bound(wg_att_tile)
     unsigned char* v_tiles = k_tiles + 3 * KV;      // int-bound(wg_att_tile)
     auto copy_kv = [&](int j) {
@@ -604,7 +601,7 @@ attention_backward_dq_wgmma_kernel(floatX* dqkv, const floatX* dout, const float
     for (int i = 0; i < 2; i++) {
         const int qi = row0 + 8 * i;
         const size_t at = ((size_t)b * NH + h) * T + qi;
-        lse2[i] = qi < T ? lse[at] * 1.4426950408889634f : 0.0f;
+        lse2[i] = qi < T ? lse[at] * LOG2E : 0.0f;
         Dr[i] = qi < T ? D[at] : 0.0f;
     }
     float dq[32 * CH];

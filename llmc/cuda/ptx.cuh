@@ -9,7 +9,8 @@
 //          ptx_cp_async_wait_all, ptx_bulk_reduce_add_f32, ptx_bulk_commit, ptx_bulk_wait_read,
 //          ptx_bulk_wait, ptx_fence_proxy_async_shared, ptx_shared_address, ptx_wgmma_fence,
 //          ptx_wgmma_commit_group, ptx_wgmma_wait_group, ptx_wgmma_m64n64k16_bf16_f32_ss (_rs),
-//          ptx_wgmma_m64n128k16_bf16_f32_ss (_rs), ptx_ex2_approx_ftz
+//          ptx_wgmma_m64n128k16_bf16_f32_ss (_rs), ptx_wgmma_m64nNk16_bf16_f32_ss (_rs),
+//          ptx_ex2_approx_ftz
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type" and
 // "ldmatrix"), with g = lane / 4 and t = lane % 4, two bf16 per 32-bit register, the lower
@@ -463,4 +464,20 @@ __device__ inline void ptx_wgmma_m64n128k16_bf16_f32_rs(float d[64], const uint3
 #else
     ::emu::wgmma_m64nNk16_bf16_f32(128, d, a, 0, b_desc, accumulate, 0, TRANS_B);
 #endif
+}
+
+// the m64nNk16 of N = 64 or 128, chosen by N (d: N / 2 accumulators a thread)
+template <int N, int TRANS_A, int TRANS_B>
+__device__ __forceinline__ void ptx_wgmma_m64nNk16_bf16_f32_ss(float d[N / 2], uint64_t a_desc, uint64_t b_desc,
+                                                               int accumulate) {
+    static_assert(N == 64 || N == 128, "wgmma m64n64k16 or m64n128k16");
+    if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_ss<TRANS_A, TRANS_B>(d, a_desc, b_desc, accumulate);
+    else ptx_wgmma_m64n128k16_bf16_f32_ss<TRANS_A, TRANS_B>(d, a_desc, b_desc, accumulate);
+}
+template <int N, int TRANS_B>
+__device__ __forceinline__ void ptx_wgmma_m64nNk16_bf16_f32_rs(float d[N / 2], const uint32_t a[4], uint64_t b_desc,
+                                                               int accumulate) {
+    static_assert(N == 64 || N == 128, "wgmma m64n64k16 or m64n128k16");
+    if constexpr (N == 64) ptx_wgmma_m64n64k16_bf16_f32_rs<TRANS_B>(d, a, b_desc, accumulate);
+    else ptx_wgmma_m64n128k16_bf16_f32_rs<TRANS_B>(d, a, b_desc, accumulate);
 }
