@@ -42,9 +42,10 @@ namespace emu {
 // read shared memory tell the race check of their reads themselves (race_shared_read), once a
 // run of bytes; the loads of their own working arrays, and their copies of what they checked,
 // are the emulator's bookkeeping, not the kernel's accesses. EMU_UNCHECKED keeps the
-// instrumentation out of those functions, and out of what they call (a lambda in one would be
-// instrumented, and not inlined). dev/cuda programs at --quick under EMU_RACECHECK=1 on 2 cores
-// (2026-11-30): attention_wgmma bf16 61 s -> 13 s, attention bf16 41 s -> 19 s, gqa bf16 13 -> 6.
+// instrumentation out of those functions and of the helpers their loops call (their loops have
+// no lambda: one would be instrumented, and not inlined). dev/cuda programs at --quick under
+// EMU_RACECHECK=1 on 2 cores (2026-11-30): attention_wgmma bf16 61 s -> 13 s, attention bf16
+// 41 s -> 19 s, gqa bf16 13 s -> 6 s.
 #define EMU_UNCHECKED __attribute__((no_sanitize("thread")))
 
 // "thread (x,y,z) of block (x,y,z)" of the running emulated thread, for messages
@@ -96,8 +97,9 @@ EMU_UNCHECKED inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4],
             const int row = g + 8 * i, col = t * 2 + i;
             const int ia = 4 * (k >= 8) + 2 * (row >= 8) + (k & 1);
             const int ib = 2 * (k >= 8) + (k & 1);
-            const Fragments* fa = reinterpret_cast<const Fragments*>(slots + 64 * (size_t)((row % 8) * 4 + (k % 8) / 2));
-            const Fragments* fb = reinterpret_cast<const Fragments*>(slots + 64 * (size_t)(col * 4 + (k % 8) / 2));
+            const size_t la = (size_t)((row % 8) * 4 + (k % 8) / 2), lb = (size_t)(col * 4 + (k % 8) / 2);
+            const Fragments* fa = reinterpret_cast<const Fragments*>(slots + 64 * la);
+            const Fragments* fb = reinterpret_cast<const Fragments*>(slots + 64 * lb);
             arow[i][k] = ptx_bf16_bits_to_float((uint16_t)(fa->a[ia / 2] >> (16 * (ia & 1))));
             bcol[i][k] = ptx_bf16_bits_to_float((uint16_t)(fb->b[ib / 2] >> (16 * (ib & 1))));
         }
@@ -501,8 +503,8 @@ EMU_UNCHECKED inline void wgmma_land(WgmmaOp& op) {
     op.landed = true;
 }
 
-EMU_UNCHECKED inline void wgmma_m64nNk16_bf16_f32(int n, float* d, const uint32_t* a_regs, uint64_t a_desc, uint64_t b_desc,
-                                     int accumulate, int trans_a, int trans_b) {
+EMU_UNCHECKED inline void wgmma_m64nNk16_bf16_f32(int n, float* d, const uint32_t* a_regs, uint64_t a_desc,
+                                                   uint64_t b_desc, int accumulate, int trans_a, int trans_b) {
     const ThreadState* th = tls_thread;
     if (n != 64 && n != 128)
         fatal("wgmma.mma_async: %s: N = %d (the emulated GPU has 64 and 128)", ptx_where().text, n);
