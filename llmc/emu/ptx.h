@@ -67,6 +67,10 @@ EMU_UNCHECKED inline float ptx_bf16_bits_to_float(uint16_t bits) {
     memcpy(&f, &u, 4);
     return f;
 }
+// the bf16 in half `half` (0: the lower 16 bits) of a 32-bit register
+EMU_UNCHECKED inline float ptx_bf16_half(uint32_t reg, int half) {
+    return ptx_bf16_bits_to_float((uint16_t)(reg >> (16 * half)));
+}
 
 // ---------------------------------------------------------------------------------------
 // mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 d, a, b, d: D = A B + C over the warp.
@@ -100,8 +104,8 @@ EMU_UNCHECKED inline void mma_m16n8k16_bf16_f32(float d[4], const uint32_t a[4],
             const size_t la = (size_t)((row % 8) * 4 + (k % 8) / 2), lb = (size_t)(col * 4 + (k % 8) / 2);
             const Fragments* fa = reinterpret_cast<const Fragments*>(slots + 64 * la);
             const Fragments* fb = reinterpret_cast<const Fragments*>(slots + 64 * lb);
-            arow[i][k] = ptx_bf16_bits_to_float((uint16_t)(fa->a[ia / 2] >> (16 * (ia & 1))));
-            bcol[i][k] = ptx_bf16_bits_to_float((uint16_t)(fb->b[ib / 2] >> (16 * (ib & 1))));
+            arow[i][k] = ptx_bf16_half(fa->a[ia / 2], ia & 1);
+            bcol[i][k] = ptx_bf16_half(fb->b[ib / 2], ib & 1);
         }
     for (int j = 0; j < 4; j++) {  // dj, laid out as cj: row g + 8 (j >= 2), column 2t + (j & 1)
         const float* av = arow[j >> 1];
@@ -476,16 +480,13 @@ EMU_UNCHECKED inline void wgmma_land(WgmmaOp& op) {
     // the lane's accumulator v is (row g + 8 ((v >> 1) & 1), column 8 (v >> 2) + 2 t + (v & 1)):
     // its two rows of A and N / 4 columns of B, each element read once (and checked once), along
     // the operand's contiguous direction in the inner loop
-    float a[2][16], b[32][16];
+    float a_smem[2][16], b[32][16];
     WgmmaReads reads;
-    if (!op.a_in_regs) {
+    if (!op.a_in_regs)
         for (int i = 0; i < 2; i++)
             for (int k = 0; k < 16; k++)
-                a[i][k] = reads.operand(op.a_desc, op.trans_a != 0, 16 * op.warp + g + 8 * i, k, "A");
-    } else {
-        for (int i = 0; i < 2; i++)
-            for (int k = 0; k < 16; k++) a[i][k] = op.a[i][k];
-    }
+                a_smem[i][k] = reads.operand(op.a_desc, op.trans_a != 0, 16 * op.warp + g + 8 * i, k, "A");
+    const float(*a)[16] = op.a_in_regs ? op.a : a_smem;
     const bool n_major = op.trans_b != 0;
     for (int outer = 0; outer < (n_major ? 16 : op.n / 4); outer++)
         for (int inner = 0; inner < (n_major ? op.n / 4 : 16); inner++) {
@@ -568,7 +569,7 @@ EMU_UNCHECKED inline void wgmma_m64nNk16_bf16_f32(int n, float* d, const uint32_
             const int t = l % 4;
             for (int i = 0; i < 8; i++) {
                 const int col = 2 * t + (i & 1) + 8 * (i >> 2);
-                op.a[(i >> 1) & 1][col] = ptx_bf16_bits_to_float((uint16_t)(other->a[i >> 1] >> (16 * (i & 1))));
+                op.a[(i >> 1) & 1][col] = ptx_bf16_half(other->a[i >> 1], i & 1);
             }
         }
     }
