@@ -107,7 +107,7 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         p.scratch = cuda_context_bytes(ctx) +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
                     (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
-                                                 cfg.fp8_recipe == "current", tp) + timing +
+                                                 cfg.fp8_recipe == "current", tp, cfg.fp8_keep_inputs && pp == 1) + timing +
                     (cfg.attention_kernel == 2 ? (double)attention_dq_bytes(mc, (size_t)cfg.B * cfg.T, tp) : 0.0);
         return p;
     };
@@ -334,13 +334,21 @@ int main(int argc, char** argv) {
         // and tensor-parallel group only (no other stage runs them), and a checkpoint's one FP8
         // state file is every stage's put together in the model's order, so any layout resumes it
         const bool current = cfg.fp8_recipe == "current";
-        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current, tp);
+        // -fp8kt 1: not under -pp, whose 1F1B runs a micro-batch's forward before the one before
+        // it has gone back, while a linear keeps one input
+        const bool keep = cfg.fp8_keep_inputs == 1 && pp == 1;
+        if (cfg.fp8_keep_inputs == 1 && !keep) printf("-fp8kt 1: off under -pp (1F1B keeps several micro-batches)\n");
+        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current, tp, cfg.fp8_fast_accum,
+                     keep);
         char scaling[64];
         if (current) snprintf(scaling, sizeof(scaling), "current scaling: each tensor's own amax");
         else snprintf(scaling, sizeof(scaling), "delayed scaling: the max of %d steps' amaxes", FP8_AMAX_HISTORY_DEFAULT);
-        printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, %s; scratch and scales "
-               "%.1f MiB); embeddings, classifier, norms, attention in bf16\n",
-               scaling, linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current, tp) / 1048576.0);
+        static const char* const fast_accum[3] = {"no GEMM", "the forward GEMMs", "every GEMM"};
+        printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, %s; fast accumulation in "
+               "%s; scratch and scales %.1f MiB%s); embeddings, classifier, norms, attention in bf16\n",
+               scaling, fast_accum[cfg.fp8_fast_accum],
+               linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current, tp, keep) / 1048576.0,
+               keep ? ", the inputs kept for the backward among them" : "");
 #endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

@@ -23,7 +23,10 @@
 #                                           and their layer rates; d12 in fp32 (TF32) at B=16; d12
 #                                           B=64 (two rounds) and d48 B=8 beside llm.c built from
 #                                           LLMC_DIR without cuDNN; -ak 2 and 3 at d48
-#   bash dev/bench_device.sh 3              -ma timed beside -ma heuristic; dev/bench_flags.sh's
+#   bash dev/bench_device.sh 3              train_gpt_fp8's -fp8fa 2 (fast accumulation in the
+#                                           backward GEMMs) and -fp8kt 1 (inputs kept) beside the
+#                                           defaults at d48, and -fp8fa's val loss beside bf16's (d12
+#                                           on the Bible, 300 steps); -ma timed beside -ma heuristic; dev/bench_flags.sh's
 #                                           d12 rows; Nsight Compute's kernel table of the 1.2B
 #                                           Llama
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
@@ -236,6 +239,33 @@ llmc_block() {
     [ $llmc_ok = 1 ] && llmc_row d48 d48 8
     archive
 }
+# train_gpt_fp8's knobs no GPU has timed (NOTES (h)): -fp8fa 2 (fast accumulation in the
+# backward GEMMs too) and -fp8kt 1 (the inputs kept cast and transposed from the forward), at d48
+# beside the defaults; and -fp8fa's precision: d12 from the same initialization on the Bible, val
+# loss of fp8 -fp8fa 1, 2 and 0 beside bf16 (issue 26's bound: within 1% of bf16's)
+fp8_knobs_block() {
+    say "== train_gpt_fp8 at d48: -fp8fa 2 (fast accumulation in the backward too), -fp8kt 1 (inputs kept) beside the defaults"
+    header
+    BENCH_PREC=fp8 bench_short_row d48 d48 8 gpt2:l4c64 1
+    BENCH_PREC=fp8 bench_short_row d48-kt1 d48 8 gpt2:l4c64 1 -fp8kt 1
+    BENCH_PREC=fp8 bench_short_row d48-fa2 d48 8 gpt2:l4c64 1 -fp8fa 2
+    BENCH_PREC=fp8 bench_short_row d48-fa2-kt1 d48 8 gpt2:l4c64 1 -fp8fa 2 -fp8kt 1
+    archive
+}
+fa_quality_block() {
+    local run prec flags log model=d12 B=8 T=1024 steps=300 every=100
+    [ "$EMU" = 1 ] && model=gpt2:l2c64 B=2 T=32 steps=8 every=4
+    say "== -fp8fa's precision: $model B=$B T=$T, $steps steps of $train_glob from one initialization, val loss"
+    for run in "bf16|" "fp8|-fp8fa 1" "fp8|-fp8fa 2" "fp8|-fp8fa 0"; do
+        prec=${run%%|*} flags=${run#*|} log="$LOGDIR/fa_quality_${prec}${flags// /}.log"
+        # shellcheck disable=SC2086
+        timeout -k 10 $((180 * SLOW)) "./train_gpt_$prec$SFX" -e "$model" -i "$train_glob" -j "$val_glob" -b "$B" \
+            -t "$T" -x "$steps" -l 6e-4 -u 20 -k cosine -v "$every" -m 6 -s 0 -n 0 $flags > "$log" 2>&1
+        say "$(printf '%-5s %-10s rc %d, val loss: %s' "$prec" "${flags:-}" $? \
+            "$(grep '^val loss' "$log" | awk '{ printf "%s ", $3 }')")"
+    done
+    archive
+}
 ma_block() {
     say "== -ma timed beside -ma heuristic"
     header
@@ -312,7 +342,9 @@ case "$PHASE" in
         llmc_block
         ak_block d48
         ;;
-    3)
+    3)  # train_gpt_fp8's new knobs first: no GPU has run them
+        fp8_knobs_block
+        fa_quality_block
         ma_block
         flags_block
         ncu_block

@@ -56,6 +56,8 @@ struct TrainConfig {
     int phase_breakdown = 0;         // -pb 1: time per phase of the step (CUDA events; the CPU's clock), printed at the end
     int cuda_graphs = 0;             // -cg 1: a micro-step's forward and backward replayed as CUDA graphs (GPU)
     std::string fp8_recipe = "delayed"; // -fp8r FP8 scaling: delayed (amax history) | current (train_gpt_fp8; others ignore it)
+    int fp8_fast_accum = 1;          // -fp8fa FP8 GEMMs with fast accumulation: 0 none, 1 the forward's, 2 every one (train_gpt_fp8)
+    int fp8_keep_inputs = 0;         // -fp8kt 1: each FP8 linear keeps its input cast and transposed from the forward (train_gpt_fp8)
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
     int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
@@ -135,6 +137,10 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
     ARG("-cg", ARG_INT, cuda_graphs, 0, 1, "1: forward and backward replayed as CUDA graphs (GPU; one process, GPT-2)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0,
         "FP8 scaling: delayed (max of 1024 steps' amaxes) | current (the tensor's own) (train_gpt_fp8; others ignore it)"),
+    ARG("-fp8fa", ARG_INT, fp8_fast_accum, 0, 2, "FP8 GEMMs with cuBLASLt's fast accumulation: 0 none, 1 the forward's "
+        "(Transformer Engine's default), 2 the backward's too (train_gpt_fp8; others ignore it)"),
+    ARG("-fp8kt", ARG_INT, fp8_keep_inputs, 0, 1, "1: each FP8 linear keeps its input, cast and transposed, from the "
+        "forward for the backward (a byte a value; not with -pp) (train_gpt_fp8; others ignore it)"),
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
     ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),

@@ -123,15 +123,39 @@ if cmp -s "$out/llama_current/main.log" "$out/llama_fp8/main.log"; then
 fi
 grep -q "current scaling" "$out/llama_current.stdout" || bad "-fp8r current: the run does not say it scales by the current amax"
 
+# -fp8fa: which GEMMs ask cuBLASLt for fast accumulation. The emulated cuBLASLt sums in fp32
+# either way, so the numbers cannot show it; its profile (EMU_PROFILE=1) counts the FP8 GEMMs by
+# whether they set FAST_ACCUM. The Llama's 8 linears run 2 backward GEMMs each a step, 8 steps:
+# 128; every other FP8 GEMM is a forward's (training and validation). -fp8fa 1 (the default):
+# the 128 without it, the forwards' with it; 0: none with it; 2: all of them.
+fa_counts() {  # fa_counts DIR: "FAST_ACCUM-count plain-count" of the run's profile
+    awk 'function times(line) { sub(/.*\(/, "", line); sub(/ times\).*/, "", line); return line + 0 }
+         /cublasLtMatmul FP8 FAST_ACCUM \(/ { f += times($0) }
+         /cublasLtMatmul FP8 \(/ { p += times($0) }
+         END { printf "%d %d", f, p }' "$1.stdout"
+}
+for fa in 0 1 2; do EMU_PROFILE=1 run train_gpt_fp8_emu "$out/llama_fa$fa" $llama -fp8fa $fa; done
+read -r f1 p1 <<< "$(fa_counts "$out/llama_fa1")"
+read -r f0 p0 <<< "$(fa_counts "$out/llama_fa0")"
+read -r f2 p2 <<< "$(fa_counts "$out/llama_fa2")"
+if [ "$p1" = 128 ] && [ "$f1" -ge 64 ] && [ "$f0" = 0 ] && [ "$p0" = $((f1 + 128)) ] && [ "$p2" = 0 ] &&
+       [ "$f2" = $((f1 + 128)) ] && grep -q "fast accumulation in the forward GEMMs" "$out/llama_fa1.stdout"; then
+    echo "ok   -fp8fa: FP8 GEMMs with FAST_ACCUM / without: 0: $f0/$p0, 1: $f1/$p1 (the 128 backward's without), 2: $f2/$p2"
+else
+    bad "-fp8fa: FP8 GEMMs with FAST_ACCUM / without: 0: $f0/$p0, 1: $f1/$p1, 2: $f2/$p2 (expected 0/F+128, F/128, F+128/0)"
+fi
+
 # recompute and graphs in fp8: -r 2 runs each layer's forward again in the backward, its casts
 # and FP8 GEMMs included, with the step's scales (delayed scaling changes them only between steps)
 # on the same tensors, so the amaxes it records are the forward's; -cg 1 replays the same launches
 # (GPT-2) and -ge 2 asks for an epilogue the FP8 linears do not take (their GELU is a kernel of its
-# own). Each main.log byte for byte the run's with the planned -r 0 and neither.
+# own); -fp8kt 1 keeps each linear's input from its forward's cast, transposed, for its backward,
+# the codes its backward would cast again with the same scale. Each main.log byte for byte the
+# run's with the planned -r 0 and none of them.
 for fam in gpt2 llama; do
     grep -q "^memory plan:.*-r 0)" "$out/${fam}_fp8.stdout" || bad "$fam fp8: the reference run did not plan -r 0"
-    for extra in "-r 2" "-r 1 -ge 2" "-cg 1"; do
-        [ "$fam" = llama ] && [ "$extra" = "-cg 1" ] && continue  # -cg 1 is GPT-2's (README)
+    for extra in "-r 2" "-r 1 -ge 2" "-cg 1" "-fp8kt 1" "-fp8kt 1 -r 2" "-fp8kt 1 -cg 1"; do
+        [ "$fam" = llama ] && [[ "$extra" == *"-cg 1" ]] && continue  # -cg 1 is GPT-2's (README)
         d="$out/${fam}_fp8_$(echo $extra | tr -d ' -')"
         run train_gpt_fp8_emu "$d" ${!fam} $extra
         if cmp -s "$out/${fam}_fp8/main.log" "$d/main.log"; then
@@ -143,6 +167,25 @@ for fam in gpt2 llama; do
 done
 grep -q "^CUDA graph (-cg 1): the backward of a micro-step captured" "$out/gpt2_fp8_cg1.stdout" ||
     bad "gpt2 fp8 -cg 1: no graph captured"
+# -fp8kt 1 takes the backward's cast of each input away and makes the forward's a cast-transpose:
+# of the Llama's F forward and B backward FP8 linears (8 a step, 8 steps: B = 64), the plain casts
+# (weight and input, 2F: the -fp8fa 1 run above) become F (the weights'), the cast-transposes
+# (output gradient, W^T, inp^T: 3B) become F + 2B. Counted by the emulated GPU's profile.
+EMU_PROFILE=1 run train_gpt_fp8_emu "$out/llama_kept" $llama -fp8kt 1
+casts() {  # casts DIR: "plain-casts cast-transposes" launched in the run's profile
+    awk 'function times(line) { sub(/.*\(/, "", line); sub(/ times\).*/, "", line); return line + 0 }
+         / fp8_cast_(kernel|act_kernel)</ { p += times($0) }
+         / fp8_cast_transpose/ { t += times($0) }
+         END { printf "%d %d", p, t }' "$1.stdout"
+}
+read -r plain ct <<< "$(casts "$out/llama_fa1")"
+read -r plain_k ct_k <<< "$(casts "$out/llama_kept")"
+if [ $((plain % 2)) = 0 ] && [ "$plain" -gt 0 ] && [ "$plain_k" = $((plain / 2)) ] && [ "$ct" = 192 ] &&
+       [ "$ct_k" = $((plain / 2 + 128)) ] && grep -q "the inputs kept for the backward" "$out/llama_kept.stdout"; then
+    echo "ok   -fp8kt 1: plain casts $plain -> $plain_k, cast-transposes $ct -> $ct_k (the backward's inp^T from the forward)"
+else
+    bad "-fp8kt 1: plain casts $plain -> $plain_k, cast-transposes $ct -> $ct_k (expected 2F -> F, 192 -> F + 128)"
+fi
 
 # resume: the uninterrupted run (llama_fp8, checkpoints at 4 and 8) against one that stopped at 4
 res=$out/llama_resumed
@@ -238,6 +281,11 @@ PYEOF
     run_tp2 "$out/llama_tp2" $llama_tp -n 1
     check_tp "Llama fp8 -tp 2 vs 1 process" "$out/llama_tp_np1" "$out/llama_tp2"
     compare_val "Llama fp8 -tp 2 vs bf16" "$out/llama_tp2" "$out/llama_tp_bf16"
+    # -fp8kt 1 at -tp 2: each rank keeps its shards' inputs; the run is -tp 2's to the bit
+    run_tp2 "$out/llama_tp2_kept" $llama_tp -n 1 -fp8kt 1
+    cmp -s "$out/llama_tp2/main.log" "$out/llama_tp2_kept/main.log" &&
+        echo "ok   Llama fp8 -tp 2 -fp8kt 1: main.log byte for byte the -tp 2 run's" ||
+        bad "Llama fp8 -tp 2 -fp8kt 1: main.log differs from the -tp 2 run's"
     run_tp2 "$out/gpt2_tp2" $gpt2 -n 1
     check_tp "GPT-2 fp8 -tp 2 vs 1 process" "$out/gpt2_fp8" "$out/gpt2_tp2"
     compare_val "GPT-2 fp8 -tp 2 vs bf16" "$out/gpt2_tp2" "$out/gpt2_bf16"
@@ -308,6 +356,12 @@ PYEOF
     }
     run_mp 2 "$out/gpt2_pp2" $gpt2 -n 1 -pp 2
     check_pp "GPT-2 fp8 -pp 2 vs 1 process" "$out/gpt2_fp8" "$out/gpt2_pp2"
+    # -fp8kt 1 under -pp: said to be off, and the run -pp 2's to the bit
+    run_mp 2 "$out/gpt2_pp2_kept" $gpt2 -n 1 -pp 2 -fp8kt 1
+    if grep -q "^-fp8kt 1: off under -pp" "$out/gpt2_pp2_kept.stdout" &&
+            cmp -s "$out/gpt2_pp2/main.log" "$out/gpt2_pp2_kept/main.log"; then
+        echo "ok   GPT-2 fp8 -pp 2 -fp8kt 1: off under -pp, said so, main.log byte for byte the -pp 2 run's"
+    else bad "GPT-2 fp8 -pp 2 -fp8kt 1: not said to be off, or main.log differs from the -pp 2 run's"; fi
     run_mp 4 "$out/llama_tp2pp2" $llama_tp -n 1 -tp 2 -pp 2
     check_tp "Llama fp8 -tp 2 -pp 2 vs 1 process" "$out/llama_tp_np1" "$out/llama_tp2pp2"
     llama4="${llama/l2c64/l4c64} -d 256 -n 1"  # 2 micro-batches a step: -vp takes them pp at a time
@@ -380,4 +434,5 @@ expect_damaged_resume "$out/llama_fp8" state_00000004_fp8.bin 200 "E4M3 scaling 
 expect_error "compute capability 8.0" "train_gpt_fp8 needs a GPU with FP8 tensor cores" \
     env EMU_CC=80 ./train_gpt_fp8_emu $llama
 expect_error "-fp8r" "flag -fp8r: unknown FP8 scaling 'late'" ./train_gpt_bf16_emu $llama -fp8r late
+expect_error "-fp8fa" "flag -fp8fa: expected an integer in .0, 2., got '3'" ./train_gpt_fp8_emu $llama -fp8fa 3
 exit $fail

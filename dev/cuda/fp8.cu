@@ -717,6 +717,12 @@ static void run_bench(const CudaContext& ctx) {
     run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 4 * 1600, 8192, 1600, true, false, true, true, "d48_fc_fast");
     run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 14336, 8192, 4096, false, false, true, true, "llama8b_up_fast");
     run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e4m3>(ctx, 14336, 8192, 4096, false, false, false, true, "llama8b_up");
+    // d48's fc weight gradient, E4M3 inp^T x E5M2 dout^T summed over BT = 8192, without fast
+    // accumulation (Transformer Engine's default, the trainer's -fp8fa 1) and with it (-fp8fa 2):
+    // the speed the backward would gain, and (the check above each) what the GPU's sums lose
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e5m2>(ctx, 1600, 4 * 1600, 8192, false, true, false, true, "d48_fc_dweight");
+    run_gemm_case<__nv_fp8_e4m3, __nv_fp8_e5m2>(ctx, 1600, 4 * 1600, 8192, false, true, true, true,
+                                                "d48_fc_dweight_fast");
 }
 
 int main(int argc, char** argv) {

@@ -272,6 +272,13 @@ static void run_bench(const CudaContext& ctx, int BT, int C, int OC, const char*
         fp8_linear_backward(ctx, fp8_linear(set, 0), dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);
     });
     dev_report_tflops("fp8_linear", (std::string(what) + "_fwd_bwd_fp8").c_str(), flops, ms);
+    // the backward's two GEMMs with fast accumulation too (the trainer's -fp8fa 2)
+    set.fast_accum_backward = true;
+    ms = bench_ms(ctx, 10, [&] {
+        fp8_linear_forward(ctx, fp8_linear(set, 0), out, nullptr, inp, w, nullptr, BT, C, OC);
+        fp8_linear_backward(ctx, fp8_linear(set, 0), dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);
+    });
+    dev_report_tflops("fp8_linear", (std::string(what) + "_fwd_bwd_fp8_fastbwd").c_str(), flops, ms);
     ms = bench_ms(ctx, 10, [&] {
         matmul_forward(ctx, out, nullptr, inp, w, nullptr, BT, C, OC);
         matmul_backward(ctx, dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);

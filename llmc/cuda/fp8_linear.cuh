@@ -1,7 +1,7 @@
 // fp8_linear.cuh: the fully connected layer of train_gpt_fp8 (issue 26): matmul_forward's and
 // matmul_backward's call shape, its three GEMMs in FP8 through cuBLASLt, the per-layer scaling
 // state of Transformer Engine's HYBRID recipe, and the step's amax reduction and scale update.
-// defines: Fp8Linears, fp8_linears_init, fp8_linears_free, Fp8Linear, fp8_linear, fp8_linear_forward,
+// defines: Fp8Linears, fp8_linears_init, fp8_linears_keep_inputs, fp8_linear_keep_slot, fp8_linears_free, Fp8Linear, fp8_linear, fp8_linear_forward,
 //          fp8_linear_backward, fp8_linears_all_reduce_amax, fp8_linears_update, fp8_linears_discard_amax
 // CPU reference: dev/cuda/fp8_linear.cu (the inputs quantized per the OCP spec with the scales the
 // recipe gives, decoded, double products)
@@ -21,7 +21,11 @@
 // the step's micro-steps; the backward casts inp and W again with the forward's scales (delayed
 // scaling changes them only between steps), which maxes the same amax in again. The fp8 copies are
 // scratch the layers share, used only inside one call: nothing in fp8 lives across the forward and
-// backward, so recompute (-r) and the activation memory are as in bf16.
+// backward, so recompute (-r) and the activation memory are as in bf16. Unless the layers keep
+// their inputs (fp8_linears_keep_inputs, the trainer's -fp8kt 1): then the forward's cast of inp
+// also writes inp^T, into the layer's own buffer, and the backward takes it from there instead of
+// reading inp (or the pre-activation) again: the same codes with the same scale, so the same
+// bits, for a byte a value of every linear's input held from the forward to the backward.
 //
 // The GELU (GPT-2's fc) runs as a separate kernel, gelu_forward / gelu_backward, on the bf16 GEMM
 // output, not in the epilogue as matmul.cuh can: cuBLASLt's FP8 GEMMs may refuse the GELU_AUX and
@@ -31,7 +35,9 @@
 // gradient, as BGRADB has no FP8 form, is summed by the cast-transpose of dout from the same read
 // (Transformer Engine's cast_transpose_dbias), not by a pass of its own.
 // FAST_ACCUM: on for the forward GEMM, off for the two backward ones, Transformer Engine's
-// default: the gradients' sums over BT (dweight) are the long ones whose low bits matter.
+// default: the gradients' sums over BT (dweight) are the long ones whose low bits matter. The
+// trainer's -fp8fa sets either (0: none, 2: the backward's too, the two thirds of the FLOPs that
+// run at 1.23x bf16's without it where the forward runs at 1.55x with it, at d48's shapes).
 #pragma once
 #ifndef ENABLE_BF16
 #error "fp8_linear.cuh is train_gpt_fp8's, a bf16 build (-DENABLE_BF16): its bias and outputs are bf16"
@@ -47,7 +53,8 @@ struct Fp8Linears {
     Fp8Scaling e4m3;            // 2 tensors a layer: 2i linear i's input, 2i + 1 its weight
     Fp8Scaling e5m2;            // 1 tensor a layer: i the gradient of linear i's output
     int num_linears;
-    bool fast_accum_forward;    // the forward GEMM with FAST_ACCUM (default true; the backward's never)
+    bool fast_accum_forward;    // the forward GEMM with FAST_ACCUM (default true)
+    bool fast_accum_backward;   // the two backward GEMMs with FAST_ACCUM (default false)
     size_t act_capacity;        // elements of the largest activation or gradient (BT x the widest in or out)
     size_t weight_capacity;     // elements of the largest weight (OC x C)
     __nv_fp8_e4m3* inp_q;       // (act_capacity) inp forward, inp^T backward
@@ -55,6 +62,13 @@ struct Fp8Linears {
     __nv_fp8_e5m2* dout_q;      // (act_capacity) dout
     __nv_fp8_e5m2* dout_t;      // (act_capacity) dout^T
     uint32_t* amax_bits;        // (3 num_linears) both states' amaxes side by side, for the collective
+    // fp8_linears_keep_inputs: linear i's input, cast and transposed by its forward, at kept +
+    // kept_at[i] (its capacity kept_values[i] values) and of kept_rows[i] rows (0: none yet).
+    // Host arrays; kept nullptr when the layers keep nothing.
+    __nv_fp8_e4m3* kept;
+    size_t kept_bytes;
+    size_t *kept_at, *kept_values;
+    int* kept_rows;
 };
 
 // One linear layer's view: which tensors of the two states are its own.
@@ -82,6 +96,7 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
                      history_len);
     s->num_linears = num_linears;
     s->fast_accum_forward = true;
+    s->fast_accum_backward = false;
     s->act_capacity = act_capacity;
     s->weight_capacity = weight_capacity;
     CHECK_CUDA(cudaMalloc(&s->inp_q, act_capacity));
@@ -89,14 +104,48 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
     CHECK_CUDA(cudaMalloc(&s->dout_q, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->dout_t, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->amax_bits, 3 * (size_t)num_linears * sizeof(uint32_t)));
+    s->kept = nullptr;
+    s->kept_bytes = 0;
+    s->kept_at = s->kept_values = nullptr;
+    s->kept_rows = nullptr;
+}
+
+// Each linear i's input kept from its forward for its backward, cast and transposed: values[i]
+// of them at most (BT x its input width), one device buffer of their sum, 16-byte aligned each.
+inline void fp8_linears_keep_inputs(Fp8Linears* s, const size_t* values) {
+    CHECK(s->num_linears > 0 && s->kept == nullptr, "keep inputs: %d linears, kept %p", s->num_linears, (void*)s->kept);
+    const size_t n = (size_t)s->num_linears;
+    s->kept_at = (size_t*)calloc(n, sizeof(size_t));
+    s->kept_values = (size_t*)calloc(n, sizeof(size_t));
+    s->kept_rows = (int*)calloc(n, sizeof(int));
+    CHECK(s->kept_at != nullptr && s->kept_values != nullptr && s->kept_rows != nullptr, "out of host memory");
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        s->kept_at[i] = at;
+        s->kept_values[i] = values[i];
+        at += (values[i] + 15) / 16 * 16;
+    }
+    s->kept_bytes = at;
+    CHECK_CUDA(cudaMalloc(&s->kept, std::max<size_t>(at, 16)));
+}
+
+// Where linear i keeps its input transposed, for a forward at BT rows of C inputs: nullptr where
+// it keeps nothing, or that much does not fit (a sample's forward, which no backward follows)
+inline __nv_fp8_e4m3* fp8_linear_keep_slot(const Fp8Linears& s, int i, int BT, int C) {
+    if (s.kept == nullptr || (size_t)BT * C > s.kept_values[i]) return nullptr;
+    return s.kept + s.kept_at[i];
 }
 
 inline void fp8_linears_free(Fp8Linears* s) {
     if (s->num_linears == 0) return;  // never initialised (zeroed)
     fp8_scaling_free(&s->e4m3);
     fp8_scaling_free(&s->e5m2);
-    for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits})
-        CHECK_CUDA(cudaFree(p));
+    for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits,
+                    (void*)s->kept})
+        if (p != nullptr) CHECK_CUDA(cudaFree(p));
+    free(s->kept_at);
+    free(s->kept_values);
+    free(s->kept_rows);
     *s = Fp8Linears{};
 }
 
@@ -130,7 +179,15 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
           "an activation made in the cast needs delayed scaling (current scaling's amax would read the input first)");
     const int ti = 2 * layer.index, tw = ti + 1;
     if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
-    fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp, fp8_src(inp_act, false), C);
+    __nv_fp8_e4m3* keep = fp8_linear_keep_slot(s, layer.index, BT, C);
+    if (keep != nullptr) {  // inp^T for the backward from the same read (fp8_linears_keep_inputs)
+        fp8_cast_transpose(ctx, s.inp_q, keep, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, BT, C,
+                           (floatX*)nullptr, fp8_src(inp_act, false));
+        s.kept_rows[layer.index] = BT;
+    } else {
+        fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp,
+                 fp8_src(inp_act, false), C);
+    }
     fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
     fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
     floatX* d = pre_gelu != nullptr ? pre_gelu : out;
@@ -177,14 +234,19 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
                            s.e4m3.scale + tw, OC, C);
         fp8_matmul(ctx, dinp, s.weight_q, s.dout_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e5m2, tg),
-                   (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, false);
+                   (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, s.fast_accum_backward);
         if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n_inp);
     }
-    if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
-    fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti,
-                       BT, C, (floatX*)nullptr, fp8_src(inp_act, false));
-    fp8_matmul(ctx, dweight, s.inp_q, s.dout_t, fp8_gemm_scale_inv(s.e4m3, ti), fp8_gemm_scale_inv(s.e5m2, tg),
-               (const __nv_bfloat16*)nullptr, C, OC, BT, true, false);
+    // inp^T: the forward's, kept (the same codes, amax and scale as casting it again), or cast now
+    const __nv_fp8_e4m3* inp_t = fp8_linear_keep_slot(s, layer.index, BT, C);
+    if (inp_t == nullptr || s.kept_rows[layer.index] != BT) {
+        if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
+        fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp,
+                           s.e4m3.scale + ti, BT, C, (floatX*)nullptr, fp8_src(inp_act, false));
+        inp_t = s.inp_q;
+    }
+    fp8_matmul(ctx, dweight, inp_t, s.dout_t, fp8_gemm_scale_inv(s.e4m3, ti), fp8_gemm_scale_inv(s.e5m2, tg),
+               (const __nv_bfloat16*)nullptr, C, OC, BT, true, s.fast_accum_backward);
 }
 
 // After a step's backward, before fp8_linears_update: every amax := its maximum over gc's ranks

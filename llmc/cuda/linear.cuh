@@ -133,11 +133,11 @@ inline bool linear_act_in_cast(const ModelLinears& m, int BT) {
 // (llmc/gpu_scratch.h) in train_gpt_fp8, 0 elsewhere (the memory plan adds them before anything
 // is allocated)
 inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling = false,
-                                   int tp = 1) {
+                                   int tp = 1, bool keep_inputs = false) {
 #ifdef ENABLE_FP8
-    return linears_fp8_bytes(mc, num_layers, BT, current_scaling, tp);
+    return linears_fp8_bytes(mc, num_layers, BT, current_scaling, tp, keep_inputs);
 #else
-    (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp;
+    (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp, (void)keep_inputs;
     return 0;
 #endif
 }
@@ -146,7 +146,8 @@ inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t
 inline size_t linears_allocated_bytes(const ModelLinears& m) {
 #ifdef ENABLE_FP8
     if (m.num_linears == 0) return 0;
-    return fp8_linears_bytes(m.num_linears, m.e4m3.recipe, m.act_capacity, m.weight_capacity, m.e4m3.history_len);
+    return fp8_linears_bytes(m.num_linears, m.e4m3.recipe, m.act_capacity, m.weight_capacity, m.e4m3.history_len) +
+           m.kept_bytes;
 #else
     (void)m;
     return 0;
@@ -155,15 +156,27 @@ inline size_t linears_allocated_bytes(const ModelLinears& m) {
 
 // num_layers layers of LINEARS_PER_LAYER linears of a model of configuration mc, at BT rows (the
 // scratch: linears_shape; -tp: a rank's part). current_scaling (-fp8r current): each tensor's
-// scale from its own amax; else delayed scaling (fp8_linear.cuh).
+// scale from its own amax; else delayed scaling (fp8_linear.cuh). fast_accum (-fp8fa): which
+// GEMMs take cuBLASLt's FAST_ACCUM, 0 none, 1 the forward's, 2 the backward's too. keep_inputs
+// (-fp8kt 1): each linear keeps its input from the forward, cast and transposed, for the
+// backward (fp8_linears_keep_inputs; linears_kept_inputs_bytes).
 inline void linears_init(ModelLinears* m, const ModelConfig& mc, int num_layers, size_t BT,
-                         bool current_scaling = false, int tp = 1) {
+                         bool current_scaling = false, int tp = 1, int fast_accum = 1, bool keep_inputs = false) {
 #ifdef ENABLE_FP8
     const LinearsShape shape = linears_shape(mc, tp);
     fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
                      BT * shape.widest, shape.largest_weight);
+    m->fast_accum_forward = fast_accum >= 1;
+    m->fast_accum_backward = fast_accum >= 2;
+    if (keep_inputs) {
+        const std::vector<BlockLinear> block = block_linears(mc, tp);
+        std::vector<size_t> values;
+        for (int l = 0; l < num_layers; l++)
+            for (const BlockLinear& b : block) values.push_back(BT * b.K);
+        fp8_linears_keep_inputs(m, values.data());
+    }
 #else
-    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp;
+    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp, (void)fast_accum, (void)keep_inputs;
 #endif
 }
 

@@ -53,6 +53,7 @@ struct Problem {
     bool fp8;                  // A and B are fp8: the scales below may be set
     const float *scale_a, *scale_b, *scale_d;  // device floats, nullptr: 1
     float* amax_d;                             // device float written, or nullptr
+    bool fast_accum;                           // FAST_ACCUM set (fp8; summed as without it: cublaslt_compute.cpp)
 };
 
 // what cublasLtMatmul queues on the stream
