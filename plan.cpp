@@ -43,6 +43,7 @@ struct PlanConfig {
     std::string prec = "bf16";       // -prec bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: FP8 copies and scales)
     std::string fp8_recipe = "delayed";  // -fp8r delayed | current: train_gpt_fp8's scaling
     int fp8_keep_inputs = 0;         // -fp8kt 1: train_gpt_fp8's linears keep their inputs cast for the backward
+    int fp8_keep_weights = 0;        // -fp8kw 1: train_gpt_fp8's linears keep their weights cast for the step
     std::string matmul_algo = "heuristic";  // -ma heuristic | timed: timed's largest product's scratch outputs
     int attention_kernel = -1;       // -ak the trainer's: 2 adds the one-kernel backward's fp32 dq
     // tensor and pipeline parallelism: a PLAN, the trainers have neither yet (-1: search)
@@ -74,6 +75,7 @@ static std::vector<ArgSpec> plan_arg_specs(PlanConfig* c) {
     ARG("-prec", ARG_STRING, prec, 0, 0, "bf16 (train_gpt_bf16) | fp8 (train_gpt_fp8: plus its FP8 scratch)"),
     ARG("-fp8r", ARG_STRING, fp8_recipe, 0, 0, "train_gpt_fp8's scaling: delayed | current (its amax history)"),
     ARG("-fp8kt", ARG_INT, fp8_keep_inputs, 0, 1, "train_gpt_fp8's -fp8kt: 1 adds its linears' inputs kept in fp8 (not with -pp)"),
+    ARG("-fp8kw", ARG_INT, fp8_keep_weights, 0, 1, "train_gpt_fp8's -fp8kw: 1 adds its linears' weights kept in fp8, W and W^T"),
     ARG("-ma", ARG_STRING, matmul_algo, 0, 0, "the trainer's -ma: heuristic | timed (plus its scratch outputs)"),
     ARG("-ak", ARG_INT, attention_kernel, -1, 3, "the trainer's -ak: 2 adds its one-kernel attention backward's dq"),
     ARG("-tp", ARG_INT, tp, -1, 1024, "tensor-parallel ranks, inside a node (a PLAN; -1: search 1, 2, 4, 8)"),
@@ -317,9 +319,10 @@ static void print_detail(const Setup& s, const Choice& c) {
     printf("  encoder      %12.1f MiB  the encoder backward's buckets and partial sums of B x T positions\n",
            scratch.encoder / MiB);
     if (s.trainer.fp8)
-        printf("  fp8          %12.1f MiB  train_gpt_fp8's FP8 copies and scales (-fp8r %s%s)\n", scratch.fp8 / MiB,
+        printf("  fp8          %12.1f MiB  train_gpt_fp8's FP8 copies and scales (-fp8r %s%s%s)\n", scratch.fp8 / MiB,
                s.trainer.fp8_current ? "current" : "delayed",
-               s.trainer.fp8_keep_inputs && l.pp == 1 ? "; -fp8kt 1: the linears' inputs kept" : "");
+               s.trainer.fp8_keep_inputs && l.pp == 1 ? "; -fp8kt 1: the linears' inputs kept" : "",
+               s.trainer.fp8_keep_weights ? "; -fp8kw 1: their weights kept cast" : "");
     if (s.trainer.timed)
         printf("  -ma timed    %12.1f MiB  the largest product's scratch outputs, while it is timed\n",
                scratch.timing / MiB);
@@ -506,6 +509,7 @@ static Setup make_setup(const PlanConfig& cfg, const std::string& name, const Pl
     s.trainer.fp8 = cfg.prec == "fp8";
     s.trainer.fp8_current = cfg.fp8_recipe == "current";
     s.trainer.fp8_keep_inputs = cfg.fp8_keep_inputs == 1;
+    s.trainer.fp8_keep_weights = cfg.fp8_keep_weights == 1;
     s.trainer.timed = cfg.matmul_algo == "timed";
     s.trainer.attention_fused = cfg.attention_kernel == 2;
     return s;
@@ -521,9 +525,14 @@ static void print_assumptions(const PlanConfig& cfg) {
            "one GPU\n");
     printf("  bf16 parameters and gradients, fp32 master weights and AdamW m, v (16 bytes a parameter before sharding); "
            "B=%d, T=%s; %.0f%% of each GPU's memory spare\n", cfg.B, T, 100.0 * cfg.spare);
-    printf("  the trainer: train_gpt_%s%s%s -ma %s%s (its scratch: cuBLASLt's workspace, the encoder's buckets%s%s%s)\n",
-           cfg.prec.c_str(), cfg.prec == "fp8" ? (" -fp8r " + cfg.fp8_recipe).c_str() : "",
-           cfg.prec == "fp8" && cfg.fp8_keep_inputs ? " -fp8kt 1" : "", cfg.matmul_algo.c_str(),
+    std::string fp8_flags;  // train_gpt_fp8's flags that change its scratch
+    if (cfg.prec == "fp8") {
+        fp8_flags = " -fp8r " + cfg.fp8_recipe;
+        if (cfg.fp8_keep_inputs) fp8_flags += " -fp8kt 1";
+        if (cfg.fp8_keep_weights) fp8_flags += " -fp8kw 1";
+    }
+    printf("  the trainer: train_gpt_%s%s -ma %s%s (its scratch: cuBLASLt's workspace, the encoder's buckets%s%s%s)\n",
+           cfg.prec.c_str(), fp8_flags.c_str(), cfg.matmul_algo.c_str(),
            cfg.attention_kernel == 2 ? " -ak 2" : "", cfg.prec == "fp8" ? ", the FP8 copies and scales" : "",
            cfg.matmul_algo == "timed" ? ", the largest product's timing outputs" : "",
            cfg.attention_kernel == 2 ? ", attention's fp32 dq" : "");

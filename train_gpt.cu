@@ -84,6 +84,22 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 // on every rank, a rounding here) and its heads' activations. stage_layers: the layers this
 // rank's pipeline stage holds (every layer without -pp). -ma timed: the largest product's
 // scratch outputs too (ctx.matmul_timing->scratch_plan), allocated while the product is timed.
+// train_gpt_fp8's options for its linears (llmc/cuda/linear.cuh) from the flags: -fp8r, -fp8kt
+// (not under -pp, whose 1F1B runs a micro-batch's forward before the one before it has gone
+// back, while a linear keeps one input), -fp8kw (not with -cg 1, whose graphs would replay a
+// step's first cast of the weights, or its absence, in every step). why: the flags left off, and why.
+static LinearsFp8Options fp8_options(const TrainConfig& cfg, int pp, std::string* why = nullptr) {
+    LinearsFp8Options o;
+    o.current_scaling = cfg.fp8_recipe == "current";
+    o.keep_inputs = cfg.fp8_keep_inputs == 1 && pp == 1;
+    o.keep_weights = cfg.fp8_keep_weights == 1 && cfg.cuda_graphs != 1;
+    if (why != nullptr) {
+        if (cfg.fp8_keep_inputs == 1 && !o.keep_inputs) *why += "-fp8kt 1: off under -pp (1F1B keeps several micro-batches)\n";
+        if (cfg.fp8_keep_weights == 1 && !o.keep_weights) *why += "-fp8kw 1: off with -cg 1 (graphs replay a step's casts)\n";
+    }
+    return o;
+}
+
 #ifdef ENABLE_FP8
 #define SCRATCH_NAME "workspace, encoder and FP8 scratch"
 #else
@@ -106,8 +122,8 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
         // stage's layers), -ma timed's scratch outputs and -ak 2's fp32 dq
         p.scratch = cuda_context_bytes(ctx) +
                     (double)encoder_buckets_device_bytes((size_t)cfg.B * cfg.T, model_config_channels(mc)) +
-                    (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T,
-                                                 cfg.fp8_recipe == "current", tp, cfg.fp8_keep_inputs && pp == 1) + timing +
+                    (double)linears_device_bytes(mc, stage_layers, (size_t)cfg.B * cfg.T, fp8_options(cfg, pp), tp) +
+                    timing +
                     (cfg.attention_kernel == 2 ? (double)attention_dq_bytes(mc, (size_t)cfg.B * cfg.T, tp) : 0.0);
         return p;
     };
@@ -333,22 +349,20 @@ int main(int argc, char** argv) {
         // whole tensors'; -pp: a stage's are its own layers', the amaxes reduced over its replicas
         // and tensor-parallel group only (no other stage runs them), and a checkpoint's one FP8
         // state file is every stage's put together in the model's order, so any layout resumes it
-        const bool current = cfg.fp8_recipe == "current";
-        // -fp8kt 1: not under -pp, whose 1F1B runs a micro-batch's forward before the one before
-        // it has gone back, while a linear keeps one input
-        const bool keep = cfg.fp8_keep_inputs == 1 && pp == 1;
-        if (cfg.fp8_keep_inputs == 1 && !keep) printf("-fp8kt 1: off under -pp (1F1B keeps several micro-batches)\n");
-        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, current, tp, cfg.fp8_fast_accum,
-                     keep);
+        std::string off;
+        const LinearsFp8Options o = fp8_options(cfg, pp, &off);
+        printf("%s", off.c_str());
+        linears_init(&model.linears, start_config, model.num_layers, (size_t)B * T, o, tp, cfg.fp8_fast_accum);
         char scaling[64];
-        if (current) snprintf(scaling, sizeof(scaling), "current scaling: each tensor's own amax");
+        if (o.current_scaling) snprintf(scaling, sizeof(scaling), "current scaling: each tensor's own amax");
         else snprintf(scaling, sizeof(scaling), "delayed scaling: the max of %d steps' amaxes", FP8_AMAX_HISTORY_DEFAULT);
         static const char* const fast_accum[3] = {"no GEMM", "the forward GEMMs", "every GEMM"};
         printf("fp8: the blocks' linear layers as FP8 GEMMs (E4M3 forward, E5M2 gradients, %s; fast accumulation in "
-               "%s; scratch and scales %.1f MiB%s); embeddings, classifier, norms, attention in bf16\n",
+               "%s; scratch and scales %.1f MiB%s%s); embeddings, classifier, norms, attention in bf16\n",
                scaling, fast_accum[cfg.fp8_fast_accum],
-               linears_device_bytes(start_config, model.num_layers, (size_t)B * T, current, tp, keep) / 1048576.0,
-               keep ? ", the inputs kept for the backward among them" : "");
+               linears_device_bytes(start_config, model.num_layers, (size_t)B * T, o, tp) / 1048576.0,
+               o.keep_inputs ? ", the inputs kept for the backward among them" : "",
+               o.keep_weights ? ", the weights kept cast for the step among them" : "");
 #endif
         GpuGradSync gsync;  // several ranks (or the NCCL test hook): bucketed reduction during the backward
         bool bucketed = dp_world > 1 || gc.nccl;

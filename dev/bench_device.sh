@@ -24,9 +24,10 @@
 #                                           B=64 (two rounds) and d48 B=8 beside llm.c built from
 #                                           LLMC_DIR without cuDNN; -ak 2 and 3 at d48
 #   bash dev/bench_device.sh 3              train_gpt_fp8's -fp8fa 2 (fast accumulation in the
-#                                           backward GEMMs) and -fp8kt 1 (inputs kept) beside the
-#                                           defaults at d48, and -fp8fa's val loss beside bf16's (d12
-#                                           on the Bible, 300 steps); -ma timed beside -ma heuristic; dev/bench_flags.sh's
+#                                           backward GEMMs), -fp8kt 1 (inputs kept) and -fp8kw 1
+#                                           (weights cast once a step) beside the defaults at d48,
+#                                           and -fp8fa's val loss beside bf16's (d12 on the Bible,
+#                                           300 steps); -ma timed beside -ma heuristic; dev/bench_flags.sh's
 #                                           d12 rows; Nsight Compute's kernel table of the 1.2B
 #                                           Llama
 # LLMC_DIR: a copy of karpathy/llm.c (never committed here; `git archive` it into a folder
@@ -240,16 +241,23 @@ llmc_block() {
     archive
 }
 # train_gpt_fp8's knobs no GPU has timed (NOTES (h)): -fp8fa 2 (fast accumulation in the
-# backward GEMMs too) and -fp8kt 1 (the inputs kept cast and transposed from the forward), at d48
-# beside the defaults; and -fp8fa's precision: d12 from the same initialization on the Bible, val
-# loss of fp8 -fp8fa 1, 2 and 0 beside bf16 (issue 26's bound: within 1% of bf16's)
+# backward GEMMs too), -fp8kt 1 (the inputs kept cast and transposed from the forward) and -fp8kw
+# 1 (the weights cast once a step: 4 micro-steps a step too, where it saves most), at d48 beside
+# the defaults; and -fp8fa's precision: d12 from the same initialization on the Bible, val loss of
+# fp8 -fp8fa 1, 2 and 0 beside bf16 (issue 26's bound: within 1% of bf16's)
 fp8_knobs_block() {
-    say "== train_gpt_fp8 at d48: -fp8fa 2 (fast accumulation in the backward too), -fp8kt 1 (inputs kept) beside the defaults"
+    say "== train_gpt_fp8 at d48: -fp8fa 2 (fast accumulation in the backward too), -fp8kt 1 (inputs kept), -fp8kw 1 (weights cast once a step) beside the defaults"
     header
     BENCH_PREC=fp8 bench_short_row d48 d48 8 gpt2:l4c64 1
     BENCH_PREC=fp8 bench_short_row d48-kt1 d48 8 gpt2:l4c64 1 -fp8kt 1
+    BENCH_PREC=fp8 bench_short_row d48-kw1 d48 8 gpt2:l4c64 1 -fp8kw 1
     BENCH_PREC=fp8 bench_short_row d48-fa2 d48 8 gpt2:l4c64 1 -fp8fa 2
-    BENCH_PREC=fp8 bench_short_row d48-fa2-kt1 d48 8 gpt2:l4c64 1 -fp8fa 2 -fp8kt 1
+    BENCH_PREC=fp8 bench_short_row d48-fa2-kt-kw d48 8 gpt2:l4c64 1 -fp8fa 2 -fp8kt 1 -fp8kw 1
+    # 4 micro-steps a step (the emulated rehearsal's 1 x 32 tokens a micro-step, 128 a step)
+    local d=32768
+    [ "$EMU" = 1 ] && d=128
+    BENCH_PREC=fp8 bench_short_row d48-acc4 d48 8 gpt2:l4c64 1 -d $d
+    BENCH_PREC=fp8 bench_short_row d48-acc4-kw1 d48 8 gpt2:l4c64 1 -d $d -fp8kw 1
     archive
 }
 fa_quality_block() {

@@ -58,6 +58,7 @@ struct TrainConfig {
     std::string fp8_recipe = "delayed"; // -fp8r FP8 scaling: delayed (amax history) | current (train_gpt_fp8; others ignore it)
     int fp8_fast_accum = 1;          // -fp8fa FP8 GEMMs with fast accumulation: 0 none, 1 the forward's, 2 every one (train_gpt_fp8)
     int fp8_keep_inputs = 0;         // -fp8kt 1: each FP8 linear keeps its input cast and transposed from the forward (train_gpt_fp8)
+    int fp8_keep_weights = 0;        // -fp8kw 1: each FP8 linear keeps its weight cast, W and W^T, for the step (train_gpt_fp8)
     float skip_loss_z = 0.0f;        // -sl skip the update when the loss z-score (last 128 steps) exceeds this (0: off)
     float skip_grad_z = 0.0f;        // -sg skip the update when the grad-norm z-score (last 128 steps) exceeds this (0: off)
     int fault_streak = 5;            // -fk after K consecutive non-finite steps: reload the last checkpoint, or stop
@@ -141,6 +142,8 @@ inline std::vector<ArgSpec> arg_specs(TrainConfig* c) {
         "(Transformer Engine's default), 2 the backward's too (train_gpt_fp8; others ignore it)"),
     ARG("-fp8kt", ARG_INT, fp8_keep_inputs, 0, 1, "1: each FP8 linear keeps its input, cast and transposed, from the "
         "forward for the backward (a byte a value; not with -pp) (train_gpt_fp8; others ignore it)"),
+    ARG("-fp8kw", ARG_INT, fp8_keep_weights, 0, 1, "1: each FP8 linear casts its weight, as is and transposed, once a "
+        "step, kept for the step's other uses (2 bytes a weight; not with -cg 1) (train_gpt_fp8; others ignore it)"),
     ARG("-sl", ARG_FLOAT, skip_loss_z, 0, 1e9, "skip update if loss z-score (last 128 steps) above this (0: off)"),
     ARG("-sg", ARG_FLOAT, skip_grad_z, 0, 1e9, "skip update if grad-norm z-score (last 128 steps) above this (0: off)"),
     ARG("-fk", ARG_INT, fault_streak, 1, 2e9, "after K non-finite steps in a row: reload last checkpoint, or stop"),

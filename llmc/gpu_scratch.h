@@ -7,8 +7,8 @@
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
 //          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_state_tensors_per_linear,
 //          fp8_scaling_floats, FP8_GEMM_SCALE_STRIDE, fp8_scaling_gemm_offset, fp8_scaling_alloc_floats, fp8_linears_bytes,
-//          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, linears_kept_inputs_bytes,
-//          linears_fp8_bytes, matmul_timing_scratch_bytes,
+//          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, LinearsFp8Options,
+//          linears_kept_inputs_bytes, linears_kept_weights_bytes, linears_fp8_bytes, matmul_timing_scratch_bytes,
 //          model_matmul_timing_scratch_bytes, attention_dq_bytes
 #pragma once
 #include <algorithm>
@@ -135,6 +135,13 @@ inline LinearsShape linears_shape(const ModelConfig& mc, int tp = 1) {
     return s;
 }
 
+// train_gpt_fp8's flags that change what its linears allocate
+struct LinearsFp8Options {
+    bool current_scaling = false;  // -fp8r current: no amax history
+    bool keep_inputs = false;      // -fp8kt 1: every linear's input kept, cast and transposed, forward to backward
+    bool keep_weights = false;     // -fp8kw 1: every linear's weight kept cast, as is and transposed, for the step
+};
+
 // -fp8kt 1 (fp8_linear.cuh): every linear's input kept from the forward for the backward, cast
 // and transposed (a byte a value), num_layers layers at BT rows (-tp: a rank's part)
 inline size_t linears_kept_inputs_bytes(const ModelConfig& mc, int num_layers, size_t BT, int tp = 1) {
@@ -143,14 +150,22 @@ inline size_t linears_kept_inputs_bytes(const ModelConfig& mc, int num_layers, s
     return (size_t)num_layers * BT * inputs;
 }
 
-// What train_gpt_fp8's linears take for num_layers layers at BT rows (-fp8r current: current
-// scaling; -tp: a rank's part; keep_inputs: -fp8kt 1): linears_init's allocation.
-inline size_t linears_fp8_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling, int tp = 1,
-                                bool keep_inputs = false) {
+// -fp8kw 1: every linear's weight kept cast for the step, as is and transposed (2 bytes a value)
+inline size_t linears_kept_weights_bytes(const ModelConfig& mc, int num_layers, int tp = 1) {
+    size_t values = 0;
+    for (const BlockLinear& l : block_linears(mc, tp)) values += l.K * l.OC;
+    return (size_t)num_layers * 2 * values;
+}
+
+// What train_gpt_fp8's linears take for num_layers layers at BT rows (-tp: a rank's part) with
+// options o: linears_init's allocation.
+inline size_t linears_fp8_bytes(const ModelConfig& mc, int num_layers, size_t BT, const LinearsFp8Options& o,
+                                int tp = 1) {
     const LinearsShape shape = linears_shape(mc, tp);
-    return fp8_linears_bytes(num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
+    return fp8_linears_bytes(num_layers * LINEARS_PER_LAYER, o.current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
                              BT * shape.widest, shape.largest_weight) +
-           (keep_inputs ? linears_kept_inputs_bytes(mc, num_layers, BT, tp) : 0);
+           (o.keep_inputs ? linears_kept_inputs_bytes(mc, num_layers, BT, tp) : 0) +
+           (o.keep_weights ? linears_kept_weights_bytes(mc, num_layers, tp) : 0);
 }
 
 // ---------------------------------------------------------------------------------------

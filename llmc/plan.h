@@ -280,11 +280,12 @@ inline MemoryPlan plan_zero_memory(double n, double layer, double front_tail, in
 }
 
 // The trainer's flags beyond the layout that change what a GPU holds: which binary (train_gpt_bf16,
-// or train_gpt_fp8 and its -fp8r and -fp8kt), -ma and -ak. They change only the scratch.
+// or train_gpt_fp8 and its -fp8r, -fp8kt and -fp8kw), -ma and -ak. They change only the scratch.
 struct PlanTrainer {
     bool fp8 = false;          // train_gpt_fp8: its FP8 copies and scales
     bool fp8_current = false;  // -fp8r current (else delayed: FP8_AMAX_HISTORY_DEFAULT steps of amaxes)
     bool fp8_keep_inputs = false;  // -fp8kt 1: the linears' inputs kept in fp8 for the backward (not under -pp)
+    bool fp8_keep_weights = false; // -fp8kw 1: the linears' weights kept cast in fp8 for the step
     bool timed = false;        // -ma timed: the largest product's scratch outputs, while it is timed
     bool attention_fused = false;  // -ak 2: the one-kernel attention backward's fp32 dq
 };
@@ -306,9 +307,13 @@ inline PlanScratch plan_scratch(const ModelConfig& c, const PlanLayout& p, int r
     PlanScratch s;
     s.workspace = PLAN_WORKSPACE_BYTES;
     s.encoder = (double)encoder_buckets_device_bytes(N, model_config_channels(c));
-    if (t.fp8)
-        s.fp8 = (double)linears_fp8_bytes(c, plan_stage_layers(model_config_num_layers(c), p, rank), N, t.fp8_current,
-                                          p.tp, t.fp8_keep_inputs && p.pp == 1);
+    if (t.fp8) {
+        LinearsFp8Options o;
+        o.current_scaling = t.fp8_current;
+        o.keep_inputs = t.fp8_keep_inputs && p.pp == 1;  // as the trainer: not under -pp
+        o.keep_weights = t.fp8_keep_weights;
+        s.fp8 = (double)linears_fp8_bytes(c, plan_stage_layers(model_config_num_layers(c), p, rank), N, o, p.tp);
+    }
     if (t.timed)
         s.timing = (double)model_matmul_timing_scratch_bytes(c, N, p.tp, rank == p.pp - 1, true, 2,
                                                              (size_t)PLAN_VALUE_BYTES.param);

@@ -150,11 +150,14 @@ fi
 # on the same tensors, so the amaxes it records are the forward's; -cg 1 replays the same launches
 # (GPT-2) and -ge 2 asks for an epilogue the FP8 linears do not take (their GELU is a kernel of its
 # own); -fp8kt 1 keeps each linear's input from its forward's cast, transposed, for its backward,
-# the codes its backward would cast again with the same scale. Each main.log byte for byte the
-# run's with the planned -r 0 and none of them.
+# the codes its backward would cast again with the same scale; -fp8kw 1 casts each weight once a
+# step for all its uses (with -cg 1 it is off: graphs would replay one step's casts in every
+# step). Each main.log byte for byte the run's with the planned -r 0 and none of them; the
+# validations every 4 steps in it take the updated weights (a stale kept weight would show).
 for fam in gpt2 llama; do
     grep -q "^memory plan:.*-r 0)" "$out/${fam}_fp8.stdout" || bad "$fam fp8: the reference run did not plan -r 0"
-    for extra in "-r 2" "-r 1 -ge 2" "-cg 1" "-fp8kt 1" "-fp8kt 1 -r 2" "-fp8kt 1 -cg 1"; do
+    for extra in "-r 2" "-r 1 -ge 2" "-cg 1" "-fp8kt 1" "-fp8kt 1 -r 2" "-fp8kt 1 -cg 1" "-fp8kw 1" "-fp8kw 1 -r 2" \
+                 "-fp8kw 1 -fp8kt 1" "-fp8kw 1 -cg 1"; do
         [ "$fam" = llama ] && [[ "$extra" == *"-cg 1" ]] && continue  # -cg 1 is GPT-2's (README)
         d="$out/${fam}_fp8_$(echo $extra | tr -d ' -')"
         run train_gpt_fp8_emu "$d" ${!fam} $extra
@@ -167,6 +170,14 @@ for fam in gpt2 llama; do
 done
 grep -q "^CUDA graph (-cg 1): the backward of a micro-step captured" "$out/gpt2_fp8_cg1.stdout" ||
     bad "gpt2 fp8 -cg 1: no graph captured"
+grep -q "^-fp8kw 1: off with -cg 1" "$out/gpt2_fp8_fp8kw1cg1.stdout" || bad "gpt2 fp8 -fp8kw 1 -cg 1: not said to be off"
+# -fp8kw 1 over 2 micro-steps a step (-d 256): the second micro-step's forward and both
+# backwards take the weights the step's first forward cast, the same bits as casting them again
+run train_gpt_fp8_emu "$out/llama_d256" $llama -d 256
+run train_gpt_fp8_emu "$out/llama_d256_kw" $llama -d 256 -fp8kw 1
+cmp -s "$out/llama_d256/main.log" "$out/llama_d256_kw/main.log" &&
+    echo "ok   llama fp8 -fp8kw 1, 2 micro-steps a step: main.log byte for byte the run's without" ||
+    bad "llama fp8 -fp8kw 1, 2 micro-steps a step: main.log differs from the run's without"
 # -fp8kt 1 takes the backward's cast of each input away and makes the forward's a cast-transpose:
 # of the Llama's F forward and B backward FP8 linears (8 a step, 8 steps: B = 64), the plain casts
 # (weight and input, 2F: the -fp8fa 1 run above) become F (the weights'), the cast-transposes
@@ -180,6 +191,24 @@ casts() {  # casts DIR: "plain-casts cast-transposes" launched in the run's prof
 }
 read -r plain ct <<< "$(casts "$out/llama_fa1")"
 read -r plain_k ct_k <<< "$(casts "$out/llama_kept")"
+# -fp8kw 1: the weights cast (as is and transposed, one cast-transpose) once a step and once a
+# validation, where their 2F plain and B transposed casts were: plain casts F (the inputs'),
+# cast-transposes 2B (dout, inp^T) + 8 x (8 steps + the validations: of the F/8 forwards a
+# linear runs, 8 are the steps', the rest 2 (-m 2) a validation)
+# The FP8 state at step 8 too, byte for byte the run's without: each step's amax of each weight
+# recorded by its step's first cast (a cast kept from a validation before the step, whose amaxes
+# the step forgets, would leave holes in the histories that the losses need not show)
+EMU_PROFILE=1 run train_gpt_fp8_emu "$out/llama_kw" $llama -fp8kw 1 -n 4
+read -r plain_w ct_w <<< "$(casts "$out/llama_kw")"
+want_w=$((128 + 8 * (8 + (plain / 2 / 8 - 8) / 2)))
+if [ "$plain_w" = $((plain / 2)) ] && [ "$ct_w" = "$want_w" ] &&
+       grep -q "the weights kept cast for the step" "$out/llama_kw.stdout" &&
+       cmp -s "$out/llama_fp8/state_00000008_fp8.bin" "$out/llama_kw/state_00000008_fp8.bin" &&
+       cmp -s "$out/llama_fp8/model_00000008.bin" "$out/llama_kw/model_00000008.bin"; then
+    echo "ok   -fp8kw 1: plain casts $plain -> $plain_w, cast-transposes $ct -> $ct_w (each weight once a step and a validation); the model and FP8 state at step 8 byte for byte the run's without"
+else
+    bad "-fp8kw 1: plain casts $plain -> $plain_w, cast-transposes $ct -> $ct_w (expected $((plain / 2)), $want_w), or the model or FP8 state at step 8 differs"
+fi
 if [ $((plain % 2)) = 0 ] && [ "$plain" -gt 0 ] && [ "$plain_k" = $((plain / 2)) ] && [ "$ct" = 192 ] &&
        [ "$ct_k" = $((plain / 2 + 128)) ] && grep -q "the inputs kept for the backward" "$out/llama_kept.stdout"; then
     echo "ok   -fp8kt 1: plain casts $plain -> $plain_k, cast-transposes $ct -> $ct_k (the backward's inp^T from the forward)"

@@ -372,6 +372,7 @@ RUNS = [  # binary, model, B, T, -r, trainer flags
     ("fp8", "llama3:l2c256h4kv2f704", 2, 256, 0, ["-fp8r", "current"]),
     ("fp8", "gpt2:d12", 4, 256, 0, []),
     ("fp8", "gpt2:d12", 4, 256, 0, ["-fp8kt", "1"]),
+    ("fp8", "gpt2:d12", 4, 256, 0, ["-fp8kw", "1"]),
 ]
 fp8_said = {}
 for prec, model, B, T, r, flags in RUNS:
@@ -396,6 +397,11 @@ for prec, model, B, T, r, flags in RUNS:
 kept = 4 * 256 * 7 * 768 * 12 / 2**20
 grown = (fp8_said.get("-fp8kt 1") or 0) - (fp8_said.get("") or 0)
 check(abs(grown - kept) < 0.11, f"-fp8kt 1: the FP8 scratch grows by {grown:.1f} MiB, the kept inputs' {kept:.1f}")
+# -fp8kw 1: each linear's weight kept cast, W and W^T, 2 bytes a value: 12 C^2 a layer (3C^2 +
+# C^2 + 4C^2 + 4C^2), 12 layers: 162.0 MiB
+kept = 2 * 12 * 768 * 768 * 12 / 2**20
+grown = (fp8_said.get("-fp8kw 1") or 0) - (fp8_said.get("") or 0)
+check(abs(grown - kept) < 0.11, f"-fp8kw 1: the FP8 scratch grows by {grown:.1f} MiB, the kept weights' {kept:.1f}")
 
 sys.exit(1 if fails else 0)
 EOF

@@ -1,8 +1,10 @@
 // fp8_linear.cuh: the fully connected layer of train_gpt_fp8 (issue 26): matmul_forward's and
 // matmul_backward's call shape, its three GEMMs in FP8 through cuBLASLt, the per-layer scaling
 // state of Transformer Engine's HYBRID recipe, and the step's amax reduction and scale update.
-// defines: Fp8Linears, fp8_linears_init, fp8_linears_keep_inputs, fp8_linear_keep_slot, fp8_linears_free, Fp8Linear, fp8_linear, fp8_linear_forward,
-//          fp8_linear_backward, fp8_linears_all_reduce_amax, fp8_linears_update, fp8_linears_discard_amax
+// defines: Fp8Slots, fp8_slots_init, fp8_slots_free, fp8_slot, Fp8Linears, fp8_linears_init, fp8_linears_keep_inputs,
+//          fp8_linears_keep_weights, fp8_linears_forget_weights, fp8_linears_free, Fp8Linear, fp8_linear,
+//          fp8_linear_weight, fp8_linear_forward, fp8_linear_backward, fp8_linears_all_reduce_amax,
+//          fp8_linears_update, fp8_linears_discard_amax
 // CPU reference: dev/cuda/fp8_linear.cu (the inputs quantized per the OCP spec with the scales the
 // recipe gives, decoded, double products)
 //
@@ -25,7 +27,10 @@
 // their inputs (fp8_linears_keep_inputs, the trainer's -fp8kt 1): then the forward's cast of inp
 // also writes inp^T, into the layer's own buffer, and the backward takes it from there instead of
 // reading inp (or the pre-activation) again: the same codes with the same scale, so the same
-// bits, for a byte a value of every linear's input held from the forward to the backward.
+// bits, for a byte a value of every linear's input held from the forward to the backward. And
+// unless they keep their weights (fp8_linears_keep_weights, -fp8kw 1): then a step's first call
+// of a layer casts W and W^T in one read, kept for the step's other calls (delayed scaling's
+// scales and the weights change only between steps), for 2 bytes a weight value held.
 //
 // The GELU (GPT-2's fc) runs as a separate kernel, gelu_forward / gelu_backward, on the bf16 GEMM
 // output, not in the epilogue as matmul.cuh can: cuBLASLt's FP8 GEMMs may refuse the GELU_AUX and
@@ -47,6 +52,46 @@
 #include "gelu.cuh"      // defines: gelu_forward, gelu_backward
 #include "comm_gpu.cuh"  // defines: GpuComm, gpu_all_reduce_max_u32
 
+// One fp8 buffer a linear that lives across calls, all carved from one allocation: linear i's at
+// base + at[i], values[i] codes at most, 16-byte aligned, and what it holds now in held[i] (0:
+// nothing yet; its owner says what else). Host arrays; base nullptr where there are none.
+struct Fp8Slots {
+    __nv_fp8_e4m3* base;
+    size_t bytes;
+    size_t *at, *values;
+    int* held;
+};
+
+inline void fp8_slots_init(Fp8Slots* k, int n, const size_t* values) {
+    CHECK(n > 0 && k->base == nullptr, "%d slots, already %p", n, (void*)k->base);
+    k->at = (size_t*)calloc((size_t)n, sizeof(size_t));
+    k->values = (size_t*)calloc((size_t)n, sizeof(size_t));
+    k->held = (int*)calloc((size_t)n, sizeof(int));
+    CHECK(k->at != nullptr && k->values != nullptr && k->held != nullptr, "out of host memory");
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        k->at[i] = at;
+        k->values[i] = values[i];
+        at += (values[i] + 15) / 16 * 16;
+    }
+    k->bytes = at;
+    CHECK_CUDA(cudaMalloc(&k->base, std::max<size_t>(at, 16)));
+}
+
+inline void fp8_slots_free(Fp8Slots* k) {
+    if (k->base != nullptr) CHECK_CUDA(cudaFree(k->base));
+    free(k->at);
+    free(k->values);
+    free(k->held);
+    *k = Fp8Slots{};
+}
+
+// linear i's slot, or nullptr where there are none or n values do not fit in it
+inline __nv_fp8_e4m3* fp8_slot(const Fp8Slots& k, int i, size_t n) {
+    if (k.base == nullptr || n > k.values[i]) return nullptr;
+    return k.base + k.at[i];
+}
+
 // the FP8 state of a model's linear layers, all in two scaling states (one per format) so that
 // one collective reduces every amax, and the scratch their fp8 copies share
 struct Fp8Linears {
@@ -62,13 +107,8 @@ struct Fp8Linears {
     __nv_fp8_e5m2* dout_q;      // (act_capacity) dout
     __nv_fp8_e5m2* dout_t;      // (act_capacity) dout^T
     uint32_t* amax_bits;        // (3 num_linears) both states' amaxes side by side, for the collective
-    // fp8_linears_keep_inputs: linear i's input, cast and transposed by its forward, at kept +
-    // kept_at[i] (its capacity kept_values[i] values) and of kept_rows[i] rows (0: none yet).
-    // Host arrays; kept nullptr when the layers keep nothing.
-    __nv_fp8_e4m3* kept;
-    size_t kept_bytes;
-    size_t *kept_at, *kept_values;
-    int* kept_rows;
+    Fp8Slots kept_inputs;       // fp8_linears_keep_inputs: linear i's input^T, kept from its forward (held: its rows)
+    Fp8Slots kept_weights;      // fp8_linears_keep_weights: linear i's W then W^T, this step's (held: 1)
 };
 
 // One linear layer's view: which tensors of the two states are its own.
@@ -104,48 +144,38 @@ inline void fp8_linears_init(Fp8Linears* s, int num_linears, Fp8Recipe recipe, s
     CHECK_CUDA(cudaMalloc(&s->dout_q, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->dout_t, act_capacity));
     CHECK_CUDA(cudaMalloc(&s->amax_bits, 3 * (size_t)num_linears * sizeof(uint32_t)));
-    s->kept = nullptr;
-    s->kept_bytes = 0;
-    s->kept_at = s->kept_values = nullptr;
-    s->kept_rows = nullptr;
+    s->kept_inputs = Fp8Slots{};
+    s->kept_weights = Fp8Slots{};
 }
 
 // Each linear i's input kept from its forward for its backward, cast and transposed: values[i]
-// of them at most (BT x its input width), one device buffer of their sum, 16-byte aligned each.
+// of them at most (BT x its input width).
 inline void fp8_linears_keep_inputs(Fp8Linears* s, const size_t* values) {
-    CHECK(s->num_linears > 0 && s->kept == nullptr, "keep inputs: %d linears, kept %p", s->num_linears, (void*)s->kept);
-    const size_t n = (size_t)s->num_linears;
-    s->kept_at = (size_t*)calloc(n, sizeof(size_t));
-    s->kept_values = (size_t*)calloc(n, sizeof(size_t));
-    s->kept_rows = (int*)calloc(n, sizeof(int));
-    CHECK(s->kept_at != nullptr && s->kept_values != nullptr && s->kept_rows != nullptr, "out of host memory");
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        s->kept_at[i] = at;
-        s->kept_values[i] = values[i];
-        at += (values[i] + 15) / 16 * 16;
-    }
-    s->kept_bytes = at;
-    CHECK_CUDA(cudaMalloc(&s->kept, std::max<size_t>(at, 16)));
+    fp8_slots_init(&s->kept_inputs, s->num_linears, values);
 }
 
-// Where linear i keeps its input transposed, for a forward at BT rows of C inputs: nullptr where
-// it keeps nothing, or that much does not fit (a sample's forward, which no backward follows)
-inline __nv_fp8_e4m3* fp8_linear_keep_slot(const Fp8Linears& s, int i, int BT, int C) {
-    if (s.kept == nullptr || (size_t)BT * C > s.kept_values[i]) return nullptr;
-    return s.kept + s.kept_at[i];
+// Each linear i's weight cast once a step, as is and transposed, by its first call in the step
+// (the cast-transpose, one read), for every other call of the step (the backward's, the other
+// micro-steps', recompute's): values[i] = 2 x its OC x C. fp8_linears_forget_weights when they
+// change.
+inline void fp8_linears_keep_weights(Fp8Linears* s, const size_t* values) {
+    fp8_slots_init(&s->kept_weights, s->num_linears, values);
+}
+
+// The kept weights no longer this step's: the step begins (its scales are set, its casts must
+// record the amaxes) or the weights were updated (a validation's forward must not take old ones)
+inline void fp8_linears_forget_weights(const Fp8Linears& s) {
+    if (s.kept_weights.base != nullptr) std::fill(s.kept_weights.held, s.kept_weights.held + s.num_linears, 0);
 }
 
 inline void fp8_linears_free(Fp8Linears* s) {
     if (s->num_linears == 0) return;  // never initialised (zeroed)
     fp8_scaling_free(&s->e4m3);
     fp8_scaling_free(&s->e5m2);
-    for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits,
-                    (void*)s->kept})
-        if (p != nullptr) CHECK_CUDA(cudaFree(p));
-    free(s->kept_at);
-    free(s->kept_values);
-    free(s->kept_rows);
+    for (void* p : {(void*)s->inp_q, (void*)s->weight_q, (void*)s->dout_q, (void*)s->dout_t, (void*)s->amax_bits})
+        CHECK_CUDA(cudaFree(p));
+    fp8_slots_free(&s->kept_inputs);
+    fp8_slots_free(&s->kept_weights);
     *s = Fp8Linears{};
 }
 
@@ -155,6 +185,29 @@ inline void fp8_linear_scale_now(const CudaContext& ctx, const Fp8Scaling& s, in
     if (s.recipe != FP8_RECIPE_CURRENT) return;
     fp8_amax(ctx, s.amax + t, x, n);
     fp8_scaling_update(ctx, s, t, 1);
+}
+
+// Linear i's weight (OC,C) in E4M3 with its scale, W (transposed false: the forward's) or W^T (the
+// backward's): kept (fp8_linears_keep_weights), cast with W^T beside it by the step's first call;
+// else cast now into the shared scratch. The amax either way is max |W|, the same bits.
+inline const __nv_fp8_e4m3* fp8_linear_weight(const CudaContext& ctx, const Fp8Linears& s, int i, const floatX* weight,
+                                              int OC, int C, bool transposed) {
+    const int tw = 2 * i + 1;
+    const size_t n_w = (size_t)OC * C;
+    __nv_fp8_e4m3* kept = fp8_slot(s.kept_weights, i, 2 * n_w);
+    if (kept != nullptr && s.kept_weights.held[i] == 0) {
+        fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
+        fp8_cast_transpose(ctx, kept, kept + n_w, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, OC, C);
+        s.kept_weights.held[i] = 1;
+    }
+    if (kept != nullptr) return transposed ? kept + n_w : kept;
+    fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
+    if (transposed)
+        fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
+                           s.e4m3.scale + tw, OC, C);
+    else
+        fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
+    return s.weight_q;
 }
 
 // out (BT,OC) = inp (BT,C) @ weight (OC,C)^T + bias (OC), the product in FP8 (E4M3 x E4M3, fp32
@@ -179,19 +232,18 @@ inline void fp8_linear_forward(const CudaContext& ctx, Fp8Linear layer, floatX* 
           "an activation made in the cast needs delayed scaling (current scaling's amax would read the input first)");
     const int ti = 2 * layer.index, tw = ti + 1;
     if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
-    __nv_fp8_e4m3* keep = fp8_linear_keep_slot(s, layer.index, BT, C);
+    __nv_fp8_e4m3* keep = fp8_slot(s.kept_inputs, layer.index, n_inp);
     if (keep != nullptr) {  // inp^T for the backward from the same read (fp8_linears_keep_inputs)
         fp8_cast_transpose(ctx, s.inp_q, keep, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, BT, C,
                            (floatX*)nullptr, fp8_src(inp_act, false));
-        s.kept_rows[layer.index] = BT;
+        s.kept_inputs.held[layer.index] = BT;
     } else {
         fp8_cast(ctx, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp, s.e4m3.scale + ti, n_inp,
                  fp8_src(inp_act, false), C);
     }
-    fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
-    fp8_cast(ctx, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight, s.e4m3.scale + tw, n_w);
+    const __nv_fp8_e4m3* w_q = fp8_linear_weight(ctx, s, layer.index, weight, OC, C, false);
     floatX* d = pre_gelu != nullptr ? pre_gelu : out;
-    fp8_matmul(ctx, d, s.weight_q, s.inp_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e4m3, ti), bias, OC,
+    fp8_matmul(ctx, d, w_q, s.inp_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e4m3, ti), bias, OC,
                BT, C, accumulate, s.fast_accum_forward);
     if (pre_gelu != nullptr) gelu_forward(ctx, out, pre_gelu, (size_t)BT * OC);
 }
@@ -230,16 +282,14 @@ inline void fp8_linear_backward(const CudaContext& ctx, Fp8Linear layer, floatX*
     fp8_cast_transpose(ctx, s.dout_q, s.dout_t, s.e5m2.amax + tg, (float*)nullptr, dout, s.e5m2.scale + tg, BT, OC,
                        dbias, fp8_src(dout_act, true));
     if (dinp != nullptr) {
-        fp8_linear_scale_now(ctx, s.e4m3, tw, weight, n_w);
-        fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.weight_q, s.e4m3.amax + tw, (float*)nullptr, weight,
-                           s.e4m3.scale + tw, OC, C);
-        fp8_matmul(ctx, dinp, s.weight_q, s.dout_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e5m2, tg),
+        const __nv_fp8_e4m3* w_t = fp8_linear_weight(ctx, s, layer.index, weight, OC, C, true);
+        fp8_matmul(ctx, dinp, w_t, s.dout_q, fp8_gemm_scale_inv(s.e4m3, tw), fp8_gemm_scale_inv(s.e5m2, tg),
                    (const __nv_bfloat16*)nullptr, C, BT, OC, accumulate_dinp, s.fast_accum_backward);
         if (pre_gelu != nullptr) gelu_backward(ctx, dinp, pre_gelu, dinp, n_inp);
     }
     // inp^T: the forward's, kept (the same codes, amax and scale as casting it again), or cast now
-    const __nv_fp8_e4m3* inp_t = fp8_linear_keep_slot(s, layer.index, BT, C);
-    if (inp_t == nullptr || s.kept_rows[layer.index] != BT) {
+    const __nv_fp8_e4m3* inp_t = fp8_slot(s.kept_inputs, layer.index, n_inp);
+    if (inp_t == nullptr || s.kept_inputs.held[layer.index] != BT) {
         if (inp_act.kind == ACT_NONE) fp8_linear_scale_now(ctx, s.e4m3, ti, inp, n_inp);
         fp8_cast_transpose(ctx, (__nv_fp8_e4m3*)nullptr, s.inp_q, s.e4m3.amax + ti, (float*)nullptr, inp,
                            s.e4m3.scale + ti, BT, C, (floatX*)nullptr, fp8_src(inp_act, false));

@@ -19,7 +19,7 @@
                              //          fp8_state_file_read
 #include "../families.h"     // defines: ModelConfig, FAMILY_LLAMA3 (gpt2_dims, llama_dims)
 #include "../comm.h"         // defines: Comm, comm_gather_v_f32 (-pp: the stages' FP8 states to rank 0)
-#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, linears_fp8_bytes,
+#include "../gpu_scratch.h"  // defines: LINEARS_PER_LAYER, block_linears, linears_shape, LinearsFp8Options, linears_fp8_bytes,
                              //          fp8_linears_bytes, fp8_scaling_floats
 #ifdef ENABLE_FP8
 #include "fp8_linear.cuh"  // defines: Fp8Linears, fp8_linear, fp8_linear_forward, fp8_linear_backward, ...
@@ -132,12 +132,12 @@ inline bool linear_act_in_cast(const ModelLinears& m, int BT) {
 // The device bytes linears_init takes for num_layers layers at BT rows: linears_fp8_bytes
 // (llmc/gpu_scratch.h) in train_gpt_fp8, 0 elsewhere (the memory plan adds them before anything
 // is allocated)
-inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t BT, bool current_scaling = false,
-                                   int tp = 1, bool keep_inputs = false) {
+inline size_t linears_device_bytes(const ModelConfig& mc, int num_layers, size_t BT, const LinearsFp8Options& o,
+                                   int tp = 1) {
 #ifdef ENABLE_FP8
-    return linears_fp8_bytes(mc, num_layers, BT, current_scaling, tp, keep_inputs);
+    return linears_fp8_bytes(mc, num_layers, BT, o, tp);
 #else
-    (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp, (void)keep_inputs;
+    (void)mc, (void)num_layers, (void)BT, (void)o, (void)tp;
     return 0;
 #endif
 }
@@ -147,7 +147,7 @@ inline size_t linears_allocated_bytes(const ModelLinears& m) {
 #ifdef ENABLE_FP8
     if (m.num_linears == 0) return 0;
     return fp8_linears_bytes(m.num_linears, m.e4m3.recipe, m.act_capacity, m.weight_capacity, m.e4m3.history_len) +
-           m.kept_bytes;
+           m.kept_inputs.bytes + m.kept_weights.bytes;
 #else
     (void)m;
     return 0;
@@ -155,28 +155,27 @@ inline size_t linears_allocated_bytes(const ModelLinears& m) {
 }
 
 // num_layers layers of LINEARS_PER_LAYER linears of a model of configuration mc, at BT rows (the
-// scratch: linears_shape; -tp: a rank's part). current_scaling (-fp8r current): each tensor's
-// scale from its own amax; else delayed scaling (fp8_linear.cuh). fast_accum (-fp8fa): which
-// GEMMs take cuBLASLt's FAST_ACCUM, 0 none, 1 the forward's, 2 the backward's too. keep_inputs
-// (-fp8kt 1): each linear keeps its input from the forward, cast and transposed, for the
-// backward (fp8_linears_keep_inputs; linears_kept_inputs_bytes).
+// scratch: linears_shape; -tp: a rank's part), with options o (fp8_linear.cuh): -fp8r current
+// (each tensor's scale from its own amax; else delayed scaling), -fp8kt 1 (each linear keeps its
+// input from the forward, cast and transposed, for the backward: fp8_linears_keep_inputs),
+// -fp8kw 1 (each keeps its weight cast for the step: fp8_linears_keep_weights). fast_accum
+// (-fp8fa): which GEMMs take cuBLASLt's FAST_ACCUM, 0 none, 1 the forward's, 2 the backward's too.
 inline void linears_init(ModelLinears* m, const ModelConfig& mc, int num_layers, size_t BT,
-                         bool current_scaling = false, int tp = 1, int fast_accum = 1, bool keep_inputs = false) {
+                         const LinearsFp8Options& o = LinearsFp8Options{}, int tp = 1, int fast_accum = 1) {
 #ifdef ENABLE_FP8
     const LinearsShape shape = linears_shape(mc, tp);
-    fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
+    fp8_linears_init(m, num_layers * LINEARS_PER_LAYER, o.current_scaling ? FP8_RECIPE_CURRENT : FP8_RECIPE_DELAYED,
                      BT * shape.widest, shape.largest_weight);
     m->fast_accum_forward = fast_accum >= 1;
     m->fast_accum_backward = fast_accum >= 2;
-    if (keep_inputs) {
-        const std::vector<BlockLinear> block = block_linears(mc, tp);
-        std::vector<size_t> values;
-        for (int l = 0; l < num_layers; l++)
-            for (const BlockLinear& b : block) values.push_back(BT * b.K);
-        fp8_linears_keep_inputs(m, values.data());
-    }
+    const std::vector<BlockLinear> block = block_linears(mc, tp);
+    std::vector<size_t> inputs, weights;
+    for (int l = 0; l < num_layers; l++)
+        for (const BlockLinear& b : block) inputs.push_back(BT * b.K), weights.push_back(2 * b.K * b.OC);
+    if (o.keep_inputs) fp8_linears_keep_inputs(m, inputs.data());
+    if (o.keep_weights) fp8_linears_keep_weights(m, weights.data());
 #else
-    (void)m, (void)mc, (void)num_layers, (void)BT, (void)current_scaling, (void)tp, (void)fast_accum, (void)keep_inputs;
+    (void)m, (void)mc, (void)num_layers, (void)BT, (void)o, (void)tp, (void)fast_accum;
 #endif
 }
 
@@ -220,9 +219,11 @@ inline void linears_free(ModelLinears* m) {
 
 // A step's first micro-step: what the forwards since the last update measured (validation,
 // sampling) is forgotten, so that only the step's own tensors set the next scales.
+// The weights kept cast (-fp8kw 1) are cast again by the step's first calls, which record their amaxes.
 inline void linears_step_begin(const CudaContext& ctx, const ModelLinears& m) {
 #ifdef ENABLE_FP8
     fp8_linears_discard_amax(ctx, m);
+    fp8_linears_forget_weights(m);
 #else
     (void)ctx, (void)m;
 #endif
@@ -232,10 +233,13 @@ inline void linears_step_begin(const CudaContext& ctx, const ModelLinears& m) {
 // amaxes max-reduced over the data-parallel ranks (gc) and the tensor-parallel group (tp, nullptr
 // without -tp: each rank's shards make up the whole tensors), then the scales from their histories.
 // -pp: both groups are the stage's, whose layers' linears no other stage runs.
+// The weights kept cast (-fp8kw 1) are the old weights' now: forgotten, so that a validation's
+// forward casts the new ones.
 inline void linears_step_end(GpuComm* gc, GpuComm* tp, const CudaContext& ctx, const ModelLinears& m) {
 #ifdef ENABLE_FP8
     fp8_linears_all_reduce_amax(gc, tp, ctx, m);
     fp8_linears_update(ctx, m);
+    fp8_linears_forget_weights(m);
 #else
     (void)gc, (void)tp, (void)ctx, (void)m;
 #endif
