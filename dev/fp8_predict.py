@@ -10,7 +10,9 @@ prediction is that step, less the time the blocks' linear GEMMs save, plus the p
 (A row given no measurement gets a bf16 roofline: its GEMMs, its attention at the rates measured,
 and the memory-bound rest per token-layer as the measured 1.2B Llama's.) Of the fp8 steps only
 d48's has been measured (the same run: 174.1 ms against bf16's 185.3): the table prints it beside
-the prediction, the one check of the model at the scale of a step.
+the prediction, the one check of the model at the scale of a step. A second table takes the
+knobs no GPU has timed (-fp8fa 2, -fp8kt 1, -fp8kw 1: knobs() below) off the fp8 steps measured
+since (d48 and four 8B-shaped layers, the casts fused) or, where none was, off the prediction.
 
 What FP8 changes (llmc/cuda/fp8_linear.cuh):
   - each linear's three GEMMs, at the rates the H200 measured (2026-11-28, dev/cuda fp8 and
@@ -105,6 +107,26 @@ def parts(m):
     return gemm_bf16, gemm_fp8, cast, act
 
 
+def knobs(m, micro_steps=1):
+    """seconds each of train_gpt_fp8's knobs takes off a step (negative: saved), as a dict:
+    -fp8fa 2, the backward's GEMMs at the forward's gain (fast accumulation, if an E4M3 x E5M2
+    product runs as the forward's E4M3 x E4M3 does with it); -fp8kt 1, each input cast once (its
+    forward cast writes the transposed codes too, a byte more, where the backward read 2 bytes and
+    wrote 1 again); -fp8kw 1, each weight cast once a step, W and W^T from one read (4 bytes a
+    value) where each micro-step cast it twice (6)"""
+    N, L = m["B"] * m["T"], m["L"]
+    fa = 0.0
+    for i, o in linears(m):
+        flops = 2 * N * i * o
+        rate, fwd_gain, bwd_gain = rates(flops)
+        fa += 2 * flops / rate * (1 / fwd_gain - 1 / bwd_gain) * L
+    inputs = sum(i for i, _ in linears(m)) * N * L
+    weights = sum(i * o for i, o in linears(m)) * L
+    kt = -2 * inputs / CAST_BANDWIDTH
+    kw = (4 - 6 * micro_steps) * weights / CAST_BANDWIDTH / micro_steps  # a micro-step's share
+    return {"-fp8fa 2": fa, "-fp8kt 1": kt, "-fp8kw 1": kw}
+
+
 def bf16_since(m):
     """seconds the bf16 step has lost since it was measured: Llama's swiglu_backward overwrites its
     output since 2026-11-28 (no memset of the (N, 2F) gradient, no read of it: 8 bytes a value of
@@ -145,6 +167,27 @@ def main():
         print(f"{m['name']:<13} {m['B']:>3} {bf16_then * 1e3:>7.1f} {how:>8} {bf16 * 1e3:>9.1f} {gemm_bf16 * 1e3:>13.1f} "
               f"{gemm_fp8 * 1e3:>10.1f} {cast * 1e3:>7.1f} {act * 1e3:>6.1f} {fp8 * 1e3:>8.1f} {bf16 / fp8:>8.2f}x "
               f"{seen:>17}")
+    # the knobs (off by default, no GPU has timed them), from the fp8 step measured since where
+    # there is one (2026-11-28, the casts fused: dev/results/2026-11-28_gpu_h200_wgmma.md), else
+    # from the prediction above; bf16 as measured beside it
+    print()
+    print("PREDICTED: train_gpt_fp8's knobs, ms a step they take off at one micro-step a step (kw/4: -fp8kw 1's "
+          "a micro-step at 4 a step); all three at one")
+    print(f"{'model':<13} {'fp8 ms':>16} {'-fp8fa 2':>9} {'-fp8kt 1':>9} {'-fp8kw 1':>9} {'kw/4':>6} "
+          f"{'all three':>10} {'vs bf16':>8}")
+    measured_since = {"d48": (157.1, 186.5), "llama-8b-l4": (43.6, 52.8)}  # fp8, bf16 beside it
+    for m in rows:
+        gemm_bf16, gemm_fp8, cast, act = parts(m)
+        bf16 = (m["ms"] / 1e3 if m["ms"] else bf16_roofline(m, rest)) - bf16_since(m)
+        fp8 = bf16 - gemm_bf16 + gemm_fp8 + cast + act
+        how = "predicted"
+        if m["name"] in measured_since:
+            fp8, bf16 = (x / 1e3 for x in measured_since[m["name"]])
+            how = "measured"
+        k, k4 = knobs(m), knobs(m, 4)
+        total = fp8 + sum(k.values())
+        print(f"{m['name']:<13} {fp8 * 1e3:>6.1f} {how:>9} {k['-fp8fa 2'] * 1e3:>9.1f} {k['-fp8kt 1'] * 1e3:>9.1f} "
+              f"{k['-fp8kw 1'] * 1e3:>9.1f} {k4['-fp8kw 1'] * 1e3:>6.1f} {total * 1e3:>10.1f} {bf16 / total:>7.2f}x")
 
 
 if __name__ == "__main__":
