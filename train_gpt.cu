@@ -115,8 +115,11 @@ static int gpu_check_memory(const ModelConfig& mc, const TrainConfig& cfg, int w
     auto plan = [&](int w, int z, int recompute) {
         MemoryPlan p = model_memory_plan(mc, cfg.B, cfg.T, w, z, bytes);
         for (double* part : {&p.params, &p.grads, &p.adamw, &p.master}) *part /= tp * pp;
-        p.activations = mc.family == FAMILY_LLAMA3 ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp)
-                                                   : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp);
+        // (train_gpt_fp8: one layer of the MLP's activation where the casts make it)
+        const bool in_cast = linears_act_in_cast_planned(fp8_options(cfg, pp), (size_t)cfg.B * cfg.T);
+        p.activations = mc.family == FAMILY_LLAMA3
+                            ? llama_cuda_activation_bytes(mc.llama, cfg.B, cfg.T, recompute, tp, sp, -1, in_cast)
+                            : gpt2_cuda_activation_bytes(mc.gpt2, cfg.B, cfg.T, recompute, tp, sp, -1, in_cast);
         // cuBLASLt's workspace (and -bg 1's output), the encoder backward's buckets and partial
         // sums, train_gpt_fp8's FP8 copies and scales (-tp: of a rank's part; -pp: the scales of its
         // stage's layers), -ma timed's scratch outputs and -ak 2's fp32 dq
@@ -342,7 +345,8 @@ int main(int argc, char** argv) {
         const int vp = parts.vp, m = data.grad_accum;
         if (pp > 1) pipeline_check_micro_batches(pp, vp, m);
         const int sets = pp > 1 ? pipeline_round_sets(pipeline_rounds(pp, vp, parts.stage, m), m) : 1;
-        gpu_model_alloc_state(&model, B, T, recompute, sets);
+        gpu_model_alloc_state(&model, B, T, recompute, sets,
+                              linears_act_in_cast_planned(fp8_options(cfg, pp), (size_t)B * T));
 #ifdef ENABLE_FP8
         // the FP8 state and scratch of the blocks' linear layers (llmc/cuda/linear.cuh). -tp: a rank's
         // linears are shards of the model's, whose amaxes the step's max over the group makes the

@@ -107,7 +107,7 @@ struct GPUActivations {
     float* ln2_mean;    // (L,N)
     float* ln2_rstd;    // (L,N)
     floatX* fch;        // (L,N,4C) fc output, GELU's input
-    floatX* fch_gelu;   // (L,N,4C) GELU's output; (N,4C) with -r >= 1
+    floatX* fch_gelu;   // (L,N,4C) GELU's output; (N,4C) with -r >= 1 or made in train_gpt_fp8's casts
     floatX* residual3;  // (L,N,C) residual stream after the MLP
     floatX* lnf;        // (N,C)
     float* lnf_mean;    // (N)
@@ -153,6 +153,7 @@ struct GPT2Cuda : CudaModelState {
     ParamPtrsX p, g;
     GPUActivations acts;
     int recompute = 0;                 // -r
+    bool act_in_cast = false;          // train_gpt_fp8 makes GELU in fcproj's casts: fch_gelu one layer deep
     StepGraphs graphs;                 // -cg 1: a training micro-step's launches as CUDA graphs
     std::vector<GPUActivations> act_sets;  // acts is one of these (-pp: one a micro-batch in flight)
 };
@@ -194,11 +195,13 @@ enum { GPT2_CUDA_NUM_ACTIVATIONS = sizeof(GPUActivations) / sizeof(void*) };
 // -tp: a rank's part (its heads' qkv and attention outputs, its FC units, its columns of the logits).
 inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int recompute, GPUActivations* a,
                                       CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false,
-                                      int layers = -1) {
+                                      int layers = -1, bool act_in_cast = false) {
     const GPT2Dims d = gpt2_dims(cfg, tp, 0);
     size_t L = layers >= 0 ? layers : cfg.num_layers, C = cfg.channels, A = d.A, NH = d.NH, H = d.H, Vp = d.Vp;
     size_t N = (size_t)B * T, R = sp ? N / tp : N, S = sp ? N : 0;  // R: the residual stream's rows here
-    size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 ? 1 : L;
+    // fch_gelu: recomputed (-r >= 1), or never written in training (act_in_cast: train_gpt_fp8's
+    // casts make GELU from fch; only a sample's forward, in bf16, writes it): one layer deep
+    size_t ln_layers = recompute >= 2 ? 1 : L, gelu_layers = recompute >= 1 || act_in_cast ? 1 : L;
     const size_t X = sizeof(floatX), F = sizeof(float), I = sizeof(int);
     const CudaSlot plan[] = {
         {(void**)&a->encoded, R * C, X},         {(void**)&a->ln1, ln_layers * R * C, X},
@@ -224,23 +227,26 @@ inline void gpt2_cuda_activation_plan(const GPT2Config& cfg, int B, int T, int r
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
 inline size_t gpt2_cuda_activation_bytes(const GPT2Config& cfg, int B, int T, int recompute, int tp = 1,
-                                         bool sp = false, int layers = -1) {
+                                         bool sp = false, int layers = -1, bool act_in_cast = false) {
     GPUActivations a;
     CudaSlot slots[GPT2_CUDA_NUM_ACTIVATIONS];
-    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers);
+    gpt2_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers, act_in_cast);
     return cuda_slots_bytes(slots, GPT2_CUDA_NUM_ACTIVATIONS);
 }
 
 // Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
-// sets (-pp): the activations of that many micro-batches in flight.
-inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute, int sets = 1) {
+// sets (-pp): the activations of that many micro-batches in flight. act_in_cast: train_gpt_fp8
+// makes the activation in its casts at these rows (linears_act_in_cast_planned).
+inline void gpt2_cuda_alloc_state(GPT2Cuda* model, int B, int T, int recompute, int sets = 1, bool act_in_cast = false) {
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     cuda_model_alloc_grads(model, B, T);
     if (model->grads != nullptr) model->g = param_ptrs_x(model->grads, model->tensors);
 
     cuda_model_alloc_acts(model, sets, GPT2_CUDA_NUM_ACTIVATIONS, &model->act_sets, [&](GPUActivations* a, CudaSlot* slots) {
-        gpt2_cuda_activation_plan(model->config, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers);
+        gpt2_cuda_activation_plan(model->config, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers,
+                                  act_in_cast);
     });
+    model->act_in_cast = act_in_cast;
     const size_t N = (size_t)B * T;
     model->B = B;
     model->T = T;
@@ -330,8 +336,10 @@ inline GPT2LayerActsX gpt2_cuda_layer_acts(const GPT2Cuda* model, int l) {
     const size_t N = (size_t)model->B * model->T, li = (size_t)l;
     const size_t R = model->sp ? N / model->tp_size : N, NC = R * model->config.channels;  // -sp: this rank's rows
     const size_t NA = N * d.A, NH = N * d.H, lse_stride = N * d.NH;
-    // -r 2 recomputes ln1 and ln2 into one buffer each, -r 1 the GELU output
-    const size_t ln_stride = model->recompute >= 2 ? 0 : NC, gelu_stride = model->recompute >= 1 ? 0 : NH;
+    // -r 2 recomputes ln1 and ln2 into one buffer each, -r 1 the GELU output (which train_gpt_fp8
+    // makes in its casts: act_in_cast)
+    const size_t ln_stride = model->recompute >= 2 ? 0 : NC;
+    const size_t gelu_stride = model->recompute >= 1 || model->act_in_cast ? 0 : NH;
     GPT2LayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
     v.ln1 = a.ln1 + li * ln_stride;

@@ -53,11 +53,11 @@ inline void gpu_model_init(LlamaCuda* m, const CudaContext* ctx, const ModelBase
 }
 inline void gpu_model_bind_params(GPT2Cuda* m, floatX* const* views) { m->p = param_ptrs_x_of(views); }
 inline void gpu_model_bind_params(LlamaCuda* m, floatX* const* views) { m->p = llama_ptrs_x_of(views); }
-inline void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute, int sets) {
-    gpt2_cuda_alloc_state(m, B, T, recompute, sets);
+inline void gpu_model_alloc_state(GPT2Cuda* m, int B, int T, int recompute, int sets, bool act_in_cast) {
+    gpt2_cuda_alloc_state(m, B, T, recompute, sets, act_in_cast);
 }
-inline void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute, int sets) {
-    llama_cuda_alloc_state(m, B, T, recompute, sets);
+inline void gpu_model_alloc_state(LlamaCuda* m, int B, int T, int recompute, int sets, bool act_in_cast) {
+    llama_cuda_alloc_state(m, B, T, recompute, sets, act_in_cast);
 }
 inline void gpu_model_print_memory(const GPT2Cuda* m) { gpt2_cuda_print_memory(m); }
 inline void gpu_model_print_memory(const LlamaCuda* m) { cuda_model_print_memory(m, m->recompute); }

@@ -7,7 +7,7 @@
 // defines: ENCODER_CHUNK_ROWS, ENCODER_HEAVY_ROWS, encoder_buckets_ints, encoder_buckets_max_chunks,
 //          encoder_buckets_device_bytes, Fp8Recipe, FP8_AMAX_HISTORY_DEFAULT, fp8_state_tensors_per_linear,
 //          fp8_scaling_floats, FP8_GEMM_SCALE_STRIDE, fp8_scaling_gemm_offset, fp8_scaling_alloc_floats, fp8_linears_bytes,
-//          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, LinearsFp8Options,
+//          LINEARS_PER_LAYER, BlockLinear, block_linears, LinearsShape, linears_shape, LinearsFp8Options, fp8_act_in_cast,
 //          linears_kept_inputs_bytes, linears_kept_weights_bytes, linears_fp8_bytes, matmul_timing_scratch_bytes,
 //          model_matmul_timing_scratch_bytes, attention_dq_bytes
 #pragma once
@@ -141,6 +141,11 @@ struct LinearsFp8Options {
     bool keep_inputs = false;      // -fp8kt 1: every linear's input kept, cast and transposed, forward to backward
     bool keep_weights = false;     // -fp8kw 1: every linear's weight kept cast, as is and transposed, for the step
 };
+
+// Whether train_gpt_fp8 makes the MLPs' activations in its casts at BT rows (linear_act_in_cast:
+// delayed scaling, rows FP8 GEMMs take): then GELU's and SwiGLU's outputs are never written in
+// training, and the activation plans keep one layer of them (for a sample's bf16 forward).
+inline bool fp8_act_in_cast(bool current_scaling, size_t BT) { return !current_scaling && BT % 16 == 0; }
 
 // -fp8kt 1 (fp8_linear.cuh): every linear's input kept from the forward for the backward, cast
 // and transposed (a byte a value), num_layers layers at BT rows (-tp: a rank's part)

@@ -87,7 +87,7 @@ struct LlamaActivationsX {
     floatX* rms2;         // (L,N,C)
     float* rms2_rstd;     // (L,N)
     floatX* fch;          // (L,N,2F) [gate | up]
-    floatX* fch_swiglu;   // (L,N,F)
+    floatX* fch_swiglu;   // (L,N,F); one layer with -r >= 1 or made in train_gpt_fp8's casts
     floatX* residual3;    // (L,N,C) residual stream after the MLP
     floatX* rmsf;         // (N,C)
     float* rmsf_rstd;     // (N)
@@ -116,6 +116,7 @@ struct LlamaActivationsX {
 struct LlamaCuda : CudaModelState {
     LlamaConfig config;
     int recompute = 0;  // -r: 0, 1 or 2 (above)
+    bool act_in_cast = false;  // train_gpt_fp8 makes SwiGLU in the down projection's casts: fch_swiglu one layer deep
     ParamTensor tensors[LLAMA_NUM_PARAM_TENSORS];
     LlamaPtrsX p, g;
     LlamaActivationsX acts;
@@ -168,10 +169,13 @@ enum { LLAMA_CUDA_NUM_ACTIVATIONS = sizeof(LlamaActivationsX) / sizeof(void*) };
 // qkv and attention outputs, its MLP units, its columns of the logits).
 inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int r, LlamaActivationsX* a,
                                        CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS], int tp = 1, bool sp = false,
-                                       int layers = -1) {
+                                       int layers = -1, bool act_in_cast = false) {
     const LlamaDims d = llama_dims(cfg, tp);
     const size_t L = layers >= 0 ? layers : cfg.num_layers;
     const size_t Lk = r >= 2 ? 1 : L, Ln = r >= 1 ? 1 : L;  // kept / norms' layers
+    // fch_swiglu: recomputed (-r >= 1), or never written in training (act_in_cast: train_gpt_fp8's
+    // casts make SwiGLU from fch; only a sample's forward, in bf16, writes it): one layer deep
+    const size_t Ls = r >= 1 || act_in_cast ? 1 : L;
     const size_t C = cfg.channels, NH = d.NH, A = d.A, Vp = d.Vp;
     const size_t F2 = 2 * (size_t)d.F, hs = d.hs, QKV = d.QKV;
     const size_t N = (size_t)B * T;
@@ -184,7 +188,7 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int
         {(void**)&a->atty, Lk * N * A, X},       {(void**)&a->att_lse, Lk * B * NH * T, FL},
         {(void**)&a->residual2, Lk * R * C, X},
         {(void**)&a->rms2, Ln * R * C, X},       {(void**)&a->rms2_rstd, Lk * R, FL},
-        {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ln * N * F2 / 2, X},
+        {(void**)&a->fch, Lk * N * F2, X},       {(void**)&a->fch_swiglu, Ls * N * F2 / 2, X},
         {(void**)&a->residual3, L * R * C, X},   {(void**)&a->rmsf, R * C, X},
         {(void**)&a->rmsf_rstd, R, FL},          {(void**)&a->logits, N * Vp, X},
         {(void**)&a->losses, N, FL},             {(void**)&a->dres, R * C, X},
@@ -204,25 +208,29 @@ inline void llama_cuda_activation_plan(const LlamaConfig& cfg, int B, int T, int
 
 // The bytes the activations of that plan take, before anything is allocated (the memory plan).
 inline size_t llama_cuda_activation_bytes(const LlamaConfig& cfg, int B, int T, int recompute, int tp = 1,
-                                          bool sp = false, int layers = -1) {
+                                          bool sp = false, int layers = -1, bool act_in_cast = false) {
     LlamaActivationsX a;
     CudaSlot slots[LLAMA_CUDA_NUM_ACTIVATIONS];
-    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers);
+    llama_cuda_activation_plan(cfg, B, T, recompute, &a, slots, tp, sp, layers, act_in_cast);
     return cuda_slots_bytes(slots, LLAMA_CUDA_NUM_ACTIVATIONS);
 }
 
 // Gradients, AdamW state and activations for micro-batch B x T, recompute level 0..2.
-// sets (-pp): the activations of that many micro-batches in flight.
-inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute = 0, int sets = 1) {
+// sets (-pp): the activations of that many micro-batches in flight. act_in_cast: train_gpt_fp8
+// makes the activation in its casts at these rows (linears_act_in_cast_planned).
+inline void llama_cuda_alloc_state(LlamaCuda* model, int B, int T, int recompute = 0, int sets = 1,
+                                   bool act_in_cast = false) {
     const LlamaConfig& cfg = model->config;
     CHECK(recompute >= 0 && recompute <= 2, "recompute=%d", recompute);
     model->recompute = recompute;
+    model->act_in_cast = act_in_cast;
     cuda_model_alloc_grads(model, B, T);
     if (model->grads != nullptr) model->g = llama_ptrs_x(model->grads, model->tensors);
 
     cuda_model_alloc_acts(model, sets, LLAMA_CUDA_NUM_ACTIVATIONS, &model->act_sets,
                           [&](LlamaActivationsX* a, CudaSlot* slots) {
-        llama_cuda_activation_plan(cfg, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers);
+        llama_cuda_activation_plan(cfg, B, T, recompute, a, slots, model->tp_size, model->sp, model->num_layers,
+                                   act_in_cast);
     });
     const size_t N = (size_t)B * T, hs = cfg.channels / cfg.num_heads;
     // RoPE's angles from the CPU's table, so that both sides turn by the same floats (every set's)
@@ -256,6 +264,7 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     const size_t R = model->sp ? N / model->tp_size : N;  // -sp: this rank's rows of the residual stream
     const size_t QKV = d.QKV, NC = R * C, li = (size_t)l;
     const size_t lk = model->recompute >= 2 ? 0 : li, ln = model->recompute >= 1 ? 0 : li;  // the slice's layer
+    const size_t ls = model->recompute >= 1 || model->act_in_cast ? 0 : li;                  // fch_swiglu's
     LlamaLayerActsX v;
     v.residual = l == 0 ? a.encoded : a.residual3 + (li - 1) * NC;
     v.rms1 = a.rms1 + ln * NC;
@@ -264,7 +273,7 @@ inline LlamaLayerActsX llama_cuda_layer_acts(const LlamaCuda* model, int l) {
     v.residual2 = a.residual2 + lk * NC;
     v.rms2 = a.rms2 + ln * NC;
     v.fch = a.fch + lk * N * 2 * F;
-    v.fch_swiglu = a.fch_swiglu + ln * N * F;
+    v.fch_swiglu = a.fch_swiglu + ls * N * F;
     v.residual3 = a.residual3 + li * NC;
     v.rms1_rstd = a.rms1_rstd + lk * R;
     v.rms2_rstd = a.rms2_rstd + lk * R;

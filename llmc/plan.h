@@ -136,6 +136,8 @@ inline int plan_in_flight(const PlanLayout& p, int rank, int micro) {
 //     the backward's scratch proj, dres, dtmp (N,C), dqkv (N,3C), dfch (N,4C); inputs and
 //     targets (N) int32
 //   -r 1: GELU's output is recomputed from fch in the backward: fch_gelu is one layer deep
+//   train_gpt_fp8 (delayed scaling, B*T a multiple of 16): GELU is made in the casts, fch_gelu
+//     never written in training: one layer deep too (act_in_cast; Llama's fch_swiglu likewise)
 //   -r 2: also the two LayerNorm outputs, from the kept input, mean and rstd: ln1, ln2 one layer
 //
 // Llama 3, as llama_cuda_activation_plan allocates them (test_offsets checks all three levels):
@@ -168,6 +170,7 @@ struct PlanActivations {
     int deep = -1;      // layers x micro-batches kept for the backward (-1: the model's L, one micro-batch)
     int inputs = 1;     // stage inputs kept: micro-batches (or virtual stages) in flight
     bool head = true;   // the final norm, logits and losses are here (the last stage)
+    bool act_in_cast = false;  // train_gpt_fp8 makes GELU / SwiGLU in its casts: their outputs one layer deep
 };
 
 inline double plan_activation_bytes(const ModelConfig& c, int B, int T, int recompute, double value_bytes = 2,
@@ -185,14 +188,15 @@ inline double plan_activation_bytes(const ModelConfig& c, int B, int T, int reco
         const size_t kv = m.num_kv_heads % a.tp == 0 ? m.num_kv_heads / a.tp : 1;  // a GPU's key/value heads
         const size_t hs = C / NH, QKV = (NH / H + 2 * kv) * hs;
         const size_t kept = recompute >= 2 ? 1 : L;    // layers of what the layer's recompute rebuilds
-        const size_t norms = recompute >= 1 ? 1 : L;   // layers of rms1, rms2 and fch_swiglu
+        const size_t norms = recompute >= 1 ? 1 : L;   // layers of rms1, rms2 (and fch_swiglu)
+        const size_t swiglu = recompute >= 1 || a.act_in_cast ? 1 : L;
         add(inputs * part(N * C, S), X);                             // encoded
         add(norms * part(N * C, S), X);  add(kept * part(N, S), FL); // rms1, rms1_rstd
         add(kept * N * QKV, X);                                      // qkv
         add(kept * N * C / H, X);    add(kept * B * NH / H * T, FL); // atty, att_lse
         add(kept * part(N * C, S), X);                               // residual2
         add(norms * part(N * C, S), X);  add(kept * part(N, S), FL); // rms2, rms2_rstd
-        add(kept * N * 2 * F, X);    add(norms * N * F, X);          // fch, fch_swiglu
+        add(kept * N * 2 * F, X);    add(swiglu * N * F, X);         // fch, fch_swiglu
         add(L * part(N * C, S), X);                                  // residual3: always L deep
         if (a.head) {
             add(part(N * C, S), X);  add(part(N, S), FL);            // rmsf, rmsf_rstd
@@ -209,7 +213,8 @@ inline double plan_activation_bytes(const ModelConfig& c, int B, int T, int reco
     const GPT2Config& m = c.gpt2;
     const size_t L = a.deep < 0 ? m.num_layers : a.deep;
     const size_t C = m.channels, NH = m.num_heads, Vp = m.padded_vocab_size;
-    const size_t ln = recompute >= 2 ? 1 : L, gelu = recompute >= 1 ? 1 : L, NS = part(N, S), NCS = part(N * C, S);
+    const size_t ln = recompute >= 2 ? 1 : L, gelu = recompute >= 1 || a.act_in_cast ? 1 : L;
+    const size_t NS = part(N, S), NCS = part(N * C, S);
     add(inputs * NCS, X);                                            // encoded
     add(ln * NCS, X);            add(L * NS, FL);  add(L * NS, FL);  // ln1, its mean and rstd
     add(L * N * 3 * C / H, X);   add(L * N * C / H, X);              // qkv, atty
@@ -341,6 +346,7 @@ inline MemoryPlan plan_memory(const ModelConfig& c, const PlanLayout& p, int B, 
         a.deep = (int)std::ceil((double)flight * layers / p.vp);  // a virtual stage holds layers / VP
         a.inputs = flight;
         a.head = rank == p.pp - 1;
+        a.act_in_cast = trainer.fp8 && fp8_act_in_cast(trainer.fp8_current, (size_t)B * T);
         m.activations = plan_activation_bytes(c, B, T, recompute, PLAN_VALUE_BYTES.param, a);
         m.scratch = plan_scratch(c, p, rank, B, T, trainer).total();
         if (rank == 0 || m.total() > worst.total()) {

@@ -290,17 +290,21 @@ static void check_plan_bytes(const char* desc, int B, int T) {
         return;
     }
     const bool llama = c.family == FAMILY_LLAMA3;
-    for (int recompute = 0; recompute <= 2; recompute++) {
-        const double want = llama ? (double)llama_cuda_activation_bytes(c.llama, B, T, recompute)
-                                  : (double)gpt2_cuda_activation_bytes(c.gpt2, B, T, recompute);
-        const double got = plan_activation_bytes(c, B, T, recompute, sizeof(floatX));
-        checks++;
-        if (got != want) {
-            printf("FAIL %s B=%d T=%d -r %d: plan.h counts %.0f activation bytes, the GPU plan allocates %.0f\n", desc,
-                   B, T, recompute, got, want);
-            failures++;
+    // in_cast: train_gpt_fp8's activation made in its casts, its output one layer deep
+    for (int in_cast = 0; in_cast <= 1; in_cast++)
+        for (int recompute = 0; recompute <= 2; recompute++) {
+            const double want = llama ? (double)llama_cuda_activation_bytes(c.llama, B, T, recompute, 1, false, -1, in_cast)
+                                      : (double)gpt2_cuda_activation_bytes(c.gpt2, B, T, recompute, 1, false, -1, in_cast);
+            PlanActivations a;
+            a.act_in_cast = in_cast == 1;
+            const double got = plan_activation_bytes(c, B, T, recompute, sizeof(floatX), a);
+            checks++;
+            if (got != want) {
+                printf("FAIL %s B=%d T=%d -r %d%s: plan.h counts %.0f activation bytes, the GPU plan allocates %.0f\n",
+                       desc, B, T, recompute, in_cast ? " (activation in the casts)" : "", got, want);
+                failures++;
+            }
         }
-    }
 }
 
 int main() {

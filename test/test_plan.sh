@@ -373,8 +373,9 @@ RUNS = [  # binary, model, B, T, -r, trainer flags
     ("fp8", "gpt2:d12", 4, 256, 0, []),
     ("fp8", "gpt2:d12", 4, 256, 0, ["-fp8kt", "1"]),
     ("fp8", "gpt2:d12", 4, 256, 0, ["-fp8kw", "1"]),
+    ("fp8", "gpt2:d12", 4, 256, 0, ["-fp8r", "current"]),
 ]
-fp8_said = {}
+fp8_said, acts_said = {}, {}
 for prec, model, B, T, r, flags in RUNS:
     args = ["-e", model, "-b", str(B), "-t", str(T), "-r", str(r), *flags]
     tag = f"train_gpt_{prec} {' '.join(args)}"
@@ -392,11 +393,21 @@ for prec, model, B, T, r, flags in RUNS:
           f"{tag}: ./plan prints the trainer's plan: {said if said == planned else (said, planned)}")
     if prec == "fp8" and model == "gpt2:d12" and r == 0:
         fp8_said[" ".join(flags)] = said.get("fp8")
+    if model == "gpt2:d12" and r == 0 and flags in ([], ["-fp8r", "current"]):
+        acts_said[(prec, " ".join(flags))] = said.get("activations") or 0
 # -fp8kt 1: each linear's input kept in fp8, a byte a value: B*T x (C + C + C + 4C) a layer, 12
 # layers of d12 (C 768) at B*T 1024: 63.0 MiB more FP8 scratch, in the trainer's line and the plan's
 kept = 4 * 256 * 7 * 768 * 12 / 2**20
 grown = (fp8_said.get("-fp8kt 1") or 0) - (fp8_said.get("") or 0)
 check(abs(grown - kept) < 0.11, f"-fp8kt 1: the FP8 scratch grows by {grown:.1f} MiB, the kept inputs' {kept:.1f}")
+# train_gpt_fp8 makes GELU in fcproj's casts (delayed scaling): fch_gelu (B*T, 4C) is one layer
+# deep, not 12: 11 x 1024 x 3072 bf16 values fewer than train_gpt_bf16 at -r 0 (66.0 MiB); with
+# -fp8r current the GELU pass writes it, every layer's kept as in bf16
+fewer = acts_said.get(("bf16", ""), 0) - acts_said.get(("fp8", ""), 0)
+same = acts_said.get(("bf16", ""), 0) - acts_said.get(("fp8", "-fp8r current"), -1)
+check(abs(fewer - 11 * 1024 * 3072 * 2 / 2**20) < 0.11 and abs(same) < 0.11,
+      f"train_gpt_fp8's activations at -r 0: {fewer:.1f} MiB fewer than bf16's (GELU's output one layer deep), "
+      f"{same:.1f} with -fp8r current")
 # -fp8kw 1: each linear's weight kept cast, W and W^T, 2 bytes a value: 12 C^2 a layer (3C^2 +
 # C^2 + 4C^2 + 4C^2), 12 layers: 162.0 MiB
 kept = 2 * 12 * 768 * 768 * 12 / 2**20

@@ -4,7 +4,8 @@
 // the step's hooks doing nothing. The embeddings and the classifier never come here: as in
 // Transformer Engine's recipe they stay in bf16 (the logits' GEMM is the most sensitive one).
 // defines: ModelLinears, LinearSlot, linear_slot, linear_forward, linear_forward_add,
-//          linear_backward, linear_act_in_cast, linear_rows_fp8, linears_device_bytes, linears_allocated_bytes, linears_init,
+//          linear_backward, linear_act_in_cast, linears_act_in_cast_planned, linear_rows_fp8, linears_device_bytes,
+//          linears_allocated_bytes, linears_init,
 //          linears_free, linears_dims_problem, linears_step_begin, linears_step_end,
 //          fp8_state_download, fp8_state_map_layers, fp8_state_write,
 //          linears_write_state, linears_write_state_parts, fp8_state_read, linears_load_state
@@ -122,9 +123,20 @@ inline bool linear_backward(const CudaContext& ctx, LinearSlot s, floatX* dinp, 
 // written or read, and the numbers are those passes' to the bit.
 inline bool linear_act_in_cast(const ModelLinears& m, int BT) {
 #ifdef ENABLE_FP8
-    return m.e5m2.recipe == FP8_RECIPE_DELAYED && linear_rows_fp8(BT);
+    return fp8_act_in_cast(m.e5m2.recipe != FP8_RECIPE_DELAYED, (size_t)BT);
 #else
     (void)m, (void)BT;
+    return false;
+#endif
+}
+
+// The same, before the linears exist, for the activations' allocation and the memory plan: at
+// training's B*T rows with options o, true only in train_gpt_fp8
+inline bool linears_act_in_cast_planned(const LinearsFp8Options& o, size_t BT) {
+#ifdef ENABLE_FP8
+    return fp8_act_in_cast(o.current_scaling, BT);
+#else
+    (void)o, (void)BT;
     return false;
 #endif
 }
