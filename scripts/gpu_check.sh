@@ -46,9 +46,11 @@
 #   bench_short      bf16, T=1024, 12 steps a row, the median step after the 3rd: d12 B=64
 #                    (defaults), -ak 0, -r 0 -ge 2; d48 B=8; Llama l16c2048h16kv8f8192v50257
 #                    (1.2B) B=8; and d48 B=8 in train_gpt_fp8 (issue 26; a SKIP on a GPU
-#                    before sm_89). On its own on the GPU. d48 and the Llama are mostly host
-#                    init (the fp8 row stopped at once on 2026-11-27; about 30 s when it runs)  123 s
-#   in all 244 s: build 44 + large 70 (the three beside it took 28) + bench_short 123 + 7.
+#                    before sm_89), at its defaults and with -fp8kt 1 -fp8kw 1 (not timed yet).
+#                    On its own on the GPU. d48 and the Llama are mostly host init (the fp8 row
+#                    stopped at once on 2026-11-27; about 30 s a row when it runs)  123 s (+30)
+#   in all 244 s (before the second fp8 row): build 44 + large 70 (the three beside it took 28) +
+#   bench_short 123 + 7.
 # The device's ms/step figures and the pass/fail of each check are the point; if the window
 # runs short, the parts come in that order of importance, and what finished has come back.
 #

@@ -389,7 +389,7 @@ else
 fi
 # gpu_check.sh as a device runs it: its logs in a folder of their own, $OUT an empty folder
 # that must end with at most 8 files (a device returns no more): the summary, results.tsv and
-# one archive of the logs, with the benchmark table's six rows (one of them fp8)
+# one archive of the logs, with the benchmark table's seven rows (two of them fp8)
 CHECK_OUT=$OUT/gpu_check CHECK_LOGS=$OUT/gpu_check_logs
 rm -rf "$CHECK_OUT"
 mkdir -p "$CHECK_OUT"
@@ -405,7 +405,7 @@ fi
 nfiles=$(find "$CHECK_OUT" -type f | wc -l)
 nrows=$(grep -c $'^bench_short\tbench [^\t]*\tBENCH\t' "$CHECK_OUT/results.tsv")
 want_rows=0
-[[ " ${EMU_CHECK_PARTS:-short} " =~ " "(short|all|bench_short)" " ]] && want_rows=6
+[[ " ${EMU_CHECK_PARTS:-short} " =~ " "(short|all|bench_short)" " ]] && want_rows=7
 if [ "$nfiles" -le 8 ] && tar -tzf "$CHECK_OUT/logs.tar.gz" > /dev/null 2>&1 && [ "$nrows" = "$want_rows" ]; then
     echo "ok   gpu_check.sh's \$OUT: $nfiles files ($(cd "$CHECK_OUT" && ls | tr '\n' ' ')), $nrows benchmark rows"
 else
