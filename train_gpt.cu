@@ -70,20 +70,6 @@ static double device_peak_tflops(const cudaDeviceProp& props, bool tf32) {
 }
 
 
-// Before the host model is built (Llama 3.1 8B is 32 GB of fp32 there): what this process's GPU
-// will hold at ZeRO `stage`, from the configuration alone (llmc/families.h's model_memory_plan
-// with floatX values and master weights, the family's activation plan, cuBLASLt's workspace),
-// against what the device has free. Refuses with one line when it does not fit, saying how many
-// such GPUs ZeRO 2 would need, if any number would. Returns the recompute level (-r) to run:
-// the one asked for, or with -r -1 (the default) the least that fits with 10% of the free memory
-// to spare (the plan came within 2.3% of the measured peak on an H200, and allocations
-// fragment): keeping every activation (-r 0) saves the GELU recompute, about 2.5% of a d12
-// step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
-// Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
-// -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
-// on every rank, a rounding here) and its heads' activations. stage_layers: the layers this
-// rank's pipeline stage holds (every layer without -pp). -ma timed: the largest product's
-// scratch outputs too (ctx.matmul_timing->scratch_plan), allocated while the product is timed.
 // train_gpt_fp8's options for its linears (llmc/cuda/linear.cuh) from the flags: -fp8r, -fp8kt
 // (not under -pp, whose 1F1B runs a micro-batch's forward before the one before it has gone
 // back, while a linear keeps one input), -fp8kw (not with -cg 1, whose graphs would replay a
@@ -100,6 +86,20 @@ static LinearsFp8Options fp8_options(const TrainConfig& cfg, int pp, std::string
     return o;
 }
 
+// Before the host model is built (Llama 3.1 8B is 32 GB of fp32 there): what this process's GPU
+// will hold at ZeRO `stage`, from the configuration alone (llmc/families.h's model_memory_plan
+// with floatX values and master weights, the family's activation plan, cuBLASLt's workspace),
+// against what the device has free. Refuses with one line when it does not fit, saying how many
+// such GPUs ZeRO 2 would need, if any number would. Returns the recompute level (-r) to run:
+// the one asked for, or with -r -1 (the default) the least that fits with 10% of the free memory
+// to spare (the plan came within 2.3% of the measured peak on an H200, and allocations
+// fragment): keeping every activation (-r 0) saves the GELU recompute, about 2.5% of a d12
+// step there. Ranks that share a GPU see each other's free memory, so there -r -1 is -r 1.
+// Llama 3's levels recompute RMSNorm and SwiGLU (1) or the whole layer (2): llmc/llama_cuda.cuh.
+// -tp: world is the data-parallel ranks; each holds about 1/tp of the model (the norms are whole
+// on every rank, a rounding here) and its heads' activations. stage_layers: the layers this
+// rank's pipeline stage holds (every layer without -pp). -ma timed: the largest product's
+// scratch outputs too (ctx.matmul_timing->scratch_plan), allocated while the product is timed.
 #ifdef ENABLE_FP8
 #define SCRATCH_NAME "workspace, encoder and FP8 scratch"
 #else
