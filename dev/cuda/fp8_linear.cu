@@ -89,6 +89,9 @@ struct LinearCase {
     // the layer's input is an activation made in its casts (the projection after GPT-2's GELU,
     // Llama's SwiGLU: its input then C wide, the pre-activation C or 2C)
     ActKind inp_act = ACT_NONE;
+    // the trainer's -fp8kt 1 -fp8kw 1: the input kept transposed from the forward for the backward,
+    // the weight cast once a step (W and W^T) for both
+    bool keep = false;
 };
 
 static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe recipe) {
@@ -96,17 +99,22 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
     const size_t n_inp = (size_t)BT * C, n_w = (size_t)OC * C, n_out = (size_t)BT * OC;
     const bool delayed = recipe == FP8_RECIPE_DELAYED;
     char name[160];
-    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
+    snprintf(name, sizeof(name), "BT=%d C=%d OC=%d%s%s%s%s%s%s%s %s", BT, C, OC, lc.bias ? " bias" : "",
              lc.gelu ? " gelu" : "",
              lc.dout_act == ACT_GELU ? " dout-through-gelu" : (lc.dout_act == ACT_SWIGLU ? " dout-through-swiglu" : ""),
              lc.inp_act == ACT_GELU ? " inp=gelu(pre)" : (lc.inp_act == ACT_SWIGLU ? " inp=swiglu(pre)" : ""),
              lc.accumulate_dinp ? " dinp+=" : "",
-             lc.accumulate_out ? " out+=" : "", delayed ? "delayed" : "current");
+             lc.accumulate_out ? " out+=" : "", lc.keep ? " kept" : "", delayed ? "delayed" : "current");
     printf("-- fp8_linear %s\n", name);
     // two linears; the one under test is the second, so that tensors 2, 3 (E4M3) and 1 (E5M2) move
     Fp8Linears set;
     fp8_linears_init(&set, 2, recipe, std::max(n_inp, n_out), n_w);
     const Fp8Linear layer = fp8_linear(set, 1);
+    if (lc.keep) {
+        const size_t inputs[2] = {n_inp, n_inp}, weights[2] = {2 * n_w, 2 * n_w};
+        fp8_linears_keep_inputs(&set, inputs);
+        fp8_linears_keep_weights(&set, weights);
+    }
     HostScale hi{448.0f, delayed}, hw{448.0f, delayed}, hg{57344.0f, delayed};
 
     floatX *d_inp, *d_w, *d_bias, *d_out, *d_pre, *d_dout, *d_dinp, *d_dw, *d_db, *d_pre_bwd;
@@ -162,6 +170,7 @@ static void run_case(const CudaContext& ctx, const LinearCase& lc, Fp8Recipe rec
         dev_upload_into(d_db, db0);
         dev_upload_into(d_out, out0);
 
+        fp8_linears_forget_weights(set);  // a new step's weights (kept: cast by the forward)
         fp8_linear_forward(ctx, layer, d_out, lc.gelu ? d_pre : nullptr, inp_arg, d_w, lc.bias ? d_bias : nullptr, BT, C,
                            OC, lc.accumulate_out, inp_act);
         fp8_linear_backward(ctx, layer, d_dinp, d_dw, lc.bias ? d_db : nullptr, d_dout, inp_arg, d_w, BT, C, OC,
@@ -279,6 +288,18 @@ static void run_bench(const CudaContext& ctx, int BT, int C, int OC, const char*
         fp8_linear_backward(ctx, fp8_linear(set, 0), dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);
     });
     dev_report_tflops("fp8_linear", (std::string(what) + "_fwd_bwd_fp8_fastbwd").c_str(), flops, ms);
+    // the trainer's -fp8kt 1 -fp8kw 1 (fast accumulation as by default): the input kept transposed
+    // from the forward, the weight cast once (forgotten each time round, as at one micro-step a step)
+    set.fast_accum_backward = false;
+    const size_t kept_in = n_inp, kept_w = 2 * n_w;
+    fp8_linears_keep_inputs(&set, &kept_in);
+    fp8_linears_keep_weights(&set, &kept_w);
+    ms = bench_ms(ctx, 10, [&] {
+        fp8_linears_forget_weights(set);
+        fp8_linear_forward(ctx, fp8_linear(set, 0), out, nullptr, inp, w, nullptr, BT, C, OC);
+        fp8_linear_backward(ctx, fp8_linear(set, 0), dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);
+    });
+    dev_report_tflops("fp8_linear", (std::string(what) + "_fwd_bwd_fp8_kept").c_str(), flops, ms);
     ms = bench_ms(ctx, 10, [&] {
         matmul_forward(ctx, out, nullptr, inp, w, nullptr, BT, C, OC);
         matmul_backward(ctx, dinp, dw, nullptr, dout, inp, w, BT, C, OC, false);
@@ -318,6 +339,9 @@ int main(int argc, char** argv) {
             // down projection (into the residual stream)
             {64, 256, 64, true, false, false, false, ACT_NONE, ACT_GELU},
             {48, 80, 64, false, false, false, true, ACT_NONE, ACT_SWIGLU},
+            // the inputs and the weights kept (-fp8kt 1 -fp8kw 1): plain, and GPT-2's fcproj
+            {32, 48, 64, true, false, true, false, ACT_NONE, ACT_NONE, true},
+            {64, 256, 64, true, false, false, false, ACT_NONE, ACT_GELU, true},
         };
         for (const LinearCase& lc : cases) {
             run_case(ctx, lc, FP8_RECIPE_DELAYED);
