@@ -39,9 +39,12 @@ def step_reached():
 while True:
     try:
         status = open(f"/proc/{pid}/status").read()
-        if "State:\tZ" in status:
+        rss_line = re.search(r"VmRSS:\s+(\d+) kB", status)
+        # exiting: a zombie, or (a moment before) a process whose memory is already gone, whose
+        # status has no VmRSS line yet another state than Z
+        if "State:\tZ" in status or rss_line is None:
             break
-        rss = int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1))
+        rss = int(rss_line.group(1))
         fds = len(os.listdir(f"/proc/{pid}/fd"))
     except (FileNotFoundError, ProcessLookupError):
         break
